@@ -1,0 +1,39 @@
+"""rlvitals: is your LLM RL run learning, stalled, exploited or drifting, and why.
+
+The public surface is small: ``Run`` and ``load_config`` to write a run directory from a
+training loop, ``read`` to load any framework's run into the canonical model. Heavy parts
+(torch, the web server) load only when used.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+__all__ = ["Config", "Run", "RunData", "__version__", "load_config", "read"]
+
+if TYPE_CHECKING:
+    from .config import Config, load_config
+    from .model import RunData
+    from .readers import read
+    from .writer import Run
+
+_LAZY = {
+    "Config": ("config", "Config"),
+    "load_config": ("config", "load_config"),
+    "Run": ("writer", "Run"),
+    "RunData": ("model", "RunData"),
+    "read": ("readers", "read"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        module, attr = _LAZY[name]
+        value = getattr(importlib.import_module(f".{module}", __name__), attr)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'rlvitals' has no attribute {name!r}")

@@ -1,0 +1,3 @@
+from rlvitals.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,58 @@
+"""One entry point, ``rlvitals``, with a subcommand per job.
+
+Each subcommand lives in its own module here with ``register(subparsers)``; the command logic
+reads and judges, formatting lives in ``rlvitals.views``. Errors a user can cause (a bad path,
+a bad config, an unknown format) become one line on stderr and exit code 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from .. import __version__
+from ..errors import RlvitalsError
+
+__all__ = ["main"]
+
+# Subcommand modules, in the order `rlvitals --help` lists them.
+COMMANDS = [
+    "metrics",
+]
+
+EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="rlvitals",
+        description="Is your LLM RL run learning, stalled, exploited or drifting? And why.",
+    )
+    parser.add_argument("--version", action="version", version=f"rlvitals {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMANDS:
+        module = importlib.import_module(f".{name}", __name__)
+        module.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return EXIT_OK
+    try:
+        return int(args.func(args) or 0)
+    except RlvitalsError as exc:
+        print(f"rlvitals {args.command}: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print(f"rlvitals {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        # Output piped into `head` and closed: not an error of ours.
+        sys.stderr.close()
+        return EXIT_OK

@@ -1,0 +1,81 @@
+"""Every exception rlvitals raises, in one place.
+
+The library raises these; the CLI turns each into one line on stderr and an exit code (2).
+Messages say what was expected and what came.
+
+    RlvitalsError
+    ├── ConfigError            a config section or key is unknown, mistyped or out of range
+    ├── ReadError              a file or record could not be read (names file and line)
+    │   ├── UnknownFormatError no reader recognises the path
+    │   └── RecordError        one record is malformed
+    ├── UsageError             the library was used wrongly (logging after close, step backwards)
+    ├── RunStopped             a guard stopped the run (carries the stop reason)
+    └── MissingExtraError      an optional extra is needed (names the pip install command)
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ConfigError",
+    "MissingExtraError",
+    "ReadError",
+    "RecordError",
+    "RlvitalsError",
+    "RunStopped",
+    "UnknownFormatError",
+    "UsageError",
+]
+
+
+class RlvitalsError(Exception):
+    """Base class of every error rlvitals raises on purpose."""
+
+
+class ConfigError(RlvitalsError, ValueError):
+    """A config section or key is unknown, has the wrong type or a bad value."""
+
+    def __init__(self, message: str, *, section: str | None = None, key: str | None = None):
+        where = ".".join(p for p in (section, key) if p)
+        super().__init__(f"config [{where}]: {message}" if where else f"config: {message}")
+        self.section = section
+        self.key = key
+
+
+class ReadError(RlvitalsError):
+    """A file could not be read; the message names the file and, where known, the line."""
+
+    def __init__(self, message: str, *, path: str | None = None, line: int | None = None):
+        where = f"{path}:{line}" if path and line else (path or "")
+        super().__init__(f"{where}: {message}" if where else message)
+        self.path = path
+        self.line = line
+        self.detail = message
+
+
+class UnknownFormatError(ReadError):
+    """No reader recognises the file or directory."""
+
+
+class RecordError(ReadError):
+    """One record in a file is malformed."""
+
+
+class UsageError(RlvitalsError, RuntimeError):
+    """The library was called wrongly, e.g. logging to a closed run or a step going backwards."""
+
+
+class RunStopped(RlvitalsError):
+    """A guard stopped the run; ``reason`` is the config key that tripped, e.g.
+    ``max_consecutive_unusable_groups``."""
+
+    def __init__(self, reason: str, message: str):
+        super().__init__(f"run stopped by {reason}: {message}")
+        self.reason = reason
+
+
+class MissingExtraError(RlvitalsError, ImportError):
+    """An optional dependency is missing; the message names the extra to install."""
+
+    def __init__(self, extra: str, what: str):
+        super().__init__(f"{what} needs the '{extra}' extra: pip install 'rlvitals[{extra}]'")
+        self.extra = extra

@@ -1,0 +1,220 @@
+"""The canonical in-memory run: what every reader produces and every check and view consumes.
+
+``RunData`` holds the run's info, one ``Series`` per metric (canonical names and, beside them,
+the source's original keys), held-out evaluations, heartbeats, and optionally the attempts
+table. Series are sparse: a metric has values only at the steps where it was measured, so
+"not measured" (absent) and "measured NaN" (a value) stay different things.
+
+Readers build a RunData incrementally through ``SeriesBuilder``: appends are O(1), duplicate
+steps merge (the later value of a key wins, other keys join), out-of-order steps are sorted
+once when the arrays are next materialised.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import numpy as np
+
+__all__ = ["AttemptTable", "RunData", "Series", "SeriesBuilder"]
+
+
+class Series(NamedTuple):
+    """One metric over the steps where it was measured."""
+
+    steps: np.ndarray  # (n,) int64, ascending, unique
+    values: np.ndarray  # (n,) float64; NaN and inf are measured values
+
+    def __len__(self) -> int:
+        return len(self.steps)
+
+    def at(self, step: int) -> float | None:
+        """The value at ``step``, or None where it was not measured."""
+        i = int(np.searchsorted(self.steps, step))
+        if i < len(self.steps) and self.steps[i] == step:
+            return float(self.values[i])
+        return None
+
+    def since(self, step: int) -> Series:
+        """The part of the series from ``step`` on."""
+        i = int(np.searchsorted(self.steps, step))
+        return Series(self.steps[i:], self.values[i:])
+
+    def finite(self) -> Series:
+        """Only the finite values."""
+        ok = np.isfinite(self.values)
+        return Series(self.steps[ok], self.values[ok])
+
+
+class _Column:
+    __slots__ = ("dirty", "series", "steps", "values")
+
+    def __init__(self) -> None:
+        self.steps = array("q")
+        self.values = array("d")
+        self.dirty = False  # out-of-order or duplicate steps appended since the last sort
+        self.series: Series | None = None
+
+
+class SeriesBuilder:
+    """Accumulates metric values per step; materialises numpy Series on demand."""
+
+    def __init__(self) -> None:
+        self._cols: dict[str, _Column] = {}
+
+    def add(self, step: int, name: str, value: float) -> None:
+        """Record ``value`` of ``name`` at ``step``; a repeated step overwrites."""
+        col = self._cols.get(name)
+        if col is None:
+            col = self._cols[name] = _Column()
+        n = len(col.steps)
+        if n and col.steps[n - 1] >= step:
+            if col.steps[n - 1] == step:
+                col.values[n - 1] = value
+                col.series = None
+                return
+            col.dirty = True
+        col.steps.append(step)
+        col.values.append(value)
+        col.series = None
+
+    def add_record(self, step: int, values: Mapping[str, float]) -> None:
+        """Record several metrics at one step."""
+        for name, value in values.items():
+            self.add(step, name, value)
+
+    def names(self) -> list[str]:
+        return list(self._cols)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._cols
+
+    def get(self, name: str) -> Series | None:
+        col = self._cols.get(name)
+        if col is None:
+            return None
+        if col.series is None:
+            steps = np.frombuffer(col.steps, dtype=np.int64).copy()
+            values = np.frombuffer(col.values, dtype=np.float64).copy()
+            if col.dirty:
+                # Stable sort keeps arrival order among equal steps; keep the last of each.
+                order = np.argsort(steps, kind="stable")
+                steps, values = steps[order], values[order]
+                last = np.ones(len(steps), dtype=bool)
+                last[:-1] = steps[1:] != steps[:-1]
+                steps, values = steps[last], values[last]
+                col.steps = array("q", steps.tobytes())
+                col.values = array("d", values.tobytes())
+                col.dirty = False
+            col.series = Series(steps, values)
+        return col.series
+
+
+@dataclass
+class AttemptTable:
+    """One row per attempt, as columns (FORMAT.md rollouts.jsonl).
+
+    Strings with few distinct values (discard reasons, task and group ids) are stored as codes
+    into a list of names. ``offsets`` locate each record in its shard file, so a view can read
+    one attempt's full record (metadata included) without holding them all.
+    """
+
+    step: np.ndarray  # int64
+    reward: np.ndarray  # float64, NaN where null (see reward_missing)
+    reward_missing: np.ndarray  # bool
+    policy_version: np.ndarray  # int64, -1 where null
+    trained: np.ndarray  # bool
+    discard_code: np.ndarray  # int32 into discard_reasons, -1 where null
+    discard_reasons: list[str]
+    task_code: np.ndarray  # int32 into task_ids
+    task_ids: list[str]
+    group_code: np.ndarray  # int32 into group_ids
+    group_ids: list[str]
+    response_tokens: np.ndarray  # int64
+    truncated: np.ndarray  # bool
+    lag: np.ndarray  # int64, -1 where null
+    time: np.ndarray  # float64
+    duration: np.ndarray  # float64, NaN where null
+    shard: np.ndarray  # int16 into files
+    offset: np.ndarray  # int64 byte offset of the record in its file
+    files: list[str] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.step)
+
+
+@dataclass
+class RunData:
+    """A run, read from any format, in canonical form.
+
+    Attributes:
+        source: the path it was read from.
+        format: the reader that read it (``rlvitals``, ``verl``, ``trl``...).
+        info: run.json (or what the framework's logs say about the run): name, status, config,
+            versions, and for reference-trainer runs the injected fault and its onset.
+        metrics: per-metric series, canonical names and original keys side by side.
+        original: canonical name -> the source key it was mapped from.
+        evals: held-out evaluation records (step, suite, score, n, checkpoint, time).
+        heartbeats: progress records (time, step, phase, ...).
+        attempts: the attempts table, where the source has one.
+        warnings: what the reader skipped or doubted, each naming file and line.
+    """
+
+    source: str
+    format: str
+    info: dict[str, Any] = field(default_factory=dict)
+    metrics: SeriesBuilder = field(default_factory=SeriesBuilder)
+    original: dict[str, str] = field(default_factory=dict)
+    evals: list[dict[str, Any]] = field(default_factory=list)
+    heartbeats: list[dict[str, Any]] = field(default_factory=list)
+    attempts: AttemptTable | None = None
+    warnings: list[str] = field(default_factory=list)
+
+    def series(self, name: str) -> Series | None:
+        """The series of metric ``name``, or None if the run never measured it."""
+        return self.metrics.get(name)
+
+    def has(self, name: str) -> bool:
+        return name in self.metrics
+
+    def names(self, prefix: str = "") -> list[str]:
+        """Metric names, optionally only those starting with ``prefix``, sorted."""
+        return sorted(n for n in self.metrics.names() if n.startswith(prefix))
+
+    def steps(self) -> np.ndarray:
+        """Every step any metric was measured at, ascending."""
+        arrays = [s.steps for s in self._all_series()]
+        if not arrays:
+            return np.zeros(0, dtype=np.int64)
+        return np.unique(np.concatenate(arrays))
+
+    def _all_series(self) -> Iterator[Series]:
+        for name in self.metrics.names():
+            s = self.metrics.get(name)
+            if s is not None:
+                yield s
+
+    @property
+    def last_step(self) -> int | None:
+        st = self.series("time")
+        steps = st.steps if st is not None else self.steps()
+        return int(steps[-1]) if len(steps) else None
+
+    def table(self, names: Iterable[str]) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """Dense columns over the union of steps: NaN where a metric was not measured.
+
+        Use for display only: checks read ``series`` so "absent" and "NaN" stay apart.
+        """
+        names = list(names)
+        steps = self.steps()
+        cols = {}
+        for name in names:
+            s = self.series(name)
+            col = np.full(len(steps), np.nan)
+            if s is not None and len(s):
+                col[np.searchsorted(steps, s.steps)] = s.values
+            cols[name] = col
+        return steps, cols
