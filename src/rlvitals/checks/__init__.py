@@ -1,5 +1,122 @@
-"""The ordered health checks: each reads the canonical RunData and returns Findings."""
+"""The ordered health checks: each reads the canonical RunData and returns Findings.
 
+The order is the seeds' order of reading a run, earlier signals first because they catch
+problems sooner: liveness, non-finite values, reward the run can learn from, rejected groups,
+failed attempts, episode metrics, sampler/trainer agreement and freshness, the policy
+(entropy, trust region), transcripts, held-out, and a user's own healthy ranges. Every check
+runs in time linear in the run's length; the same code judges a finished run and a live one.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from typing import Any
+
+from ..model import RunData
 from .base import SEVERITIES, VERDICTS, Finding, Report, severity_rank
+from .context import Context, Thresholds
 
-__all__ = ["SEVERITIES", "VERDICTS", "Finding", "Report", "severity_rank"]
+__all__ = [
+    "CHECK_ORDER",
+    "SEVERITIES",
+    "VERDICTS",
+    "Finding",
+    "Report",
+    "Thresholds",
+    "run_checks",
+    "severity_rank",
+]
+
+# Module names under rlvitals.checks, in the seeds' order.
+CHECK_ORDER = [
+    "liveness",
+    "nonfinite",
+    "reward",
+    "groups",
+    "failures",
+    "episodes",
+    "agreement",
+    "policy",
+    "transcripts",
+    "heldout",
+    "baseline",
+]
+
+
+def _checks() -> list[tuple[str, Callable[[Context], list[Finding]]]]:
+    out = []
+    for name in CHECK_ORDER:
+        try:
+            module = importlib.import_module(f".{name}", __name__)
+        except ModuleNotFoundError as exc:
+            if exc.name != f"{__name__}.{name}":
+                raise
+            continue  # a check family not shipped in this version
+        out.append((name, module.check))
+    return out
+
+
+def overall_verdict(findings: list[Finding], steps: int) -> str:
+    """The run's verdict: the first of its worst warn-or-fail findings in the seeds' order;
+    otherwise what the reward and held-out checks say (learning, mastered), else too early."""
+    worst = max((f.severity for f in findings), key=severity_rank, default="ok")
+    if severity_rank(worst) >= severity_rank("warn"):
+        return next(f.verdict for f in findings if f.severity == worst)
+    verdicts = {f.verdict for f in findings}
+    if "mastered" in verdicts:
+        return "mastered"
+    if "learning" in {f.verdict for f in findings if f.check == "reward"}:
+        return "learning"
+    return "too_early"
+
+
+def run_checks(
+    data: RunData,
+    *,
+    baseline: dict[str, Any] | None = None,
+    thresholds: Thresholds | None = None,
+    now: float | None = None,
+    stall_after: float | None = None,
+    only: list[str] | None = None,
+) -> Report:
+    """Judge a run: every check in order, then the overall verdict.
+
+    Args:
+        data: the run (``rlvitals.read(path)``), finished or still running.
+        baseline: healthy ranges from ``rlvitals.baseline.build`` to hold the run against.
+        thresholds: where the checks draw their lines (defaults documented in Thresholds).
+        now: the time to judge liveness at (default: the clock).
+        stall_after: seconds without a step record that make a running run stalled
+            (default: ten typical step intervals, at least ten seconds).
+        only: run only these checks (names from CHECK_ORDER).
+    """
+    ctx = Context(
+        data,
+        thresholds=thresholds or Thresholds(),
+        now=now,
+        stall_after=stall_after,
+        baseline=baseline,
+    )
+    findings: list[Finding] = []
+    for name, check in _checks():
+        if only and name not in only:
+            continue
+        found = check(ctx)
+        found.sort(key=lambda f: (f.first_step is None, f.first_step or 0))
+        findings.extend(found)
+    steps = ctx.step_count()
+    info = {
+        k: data.info.get(k)
+        for k in ("name", "status", "stop_reason", "run_id", "fault", "fault_step")
+        if data.info.get(k) is not None
+    }
+    info["format"] = data.format
+    info["steps"] = steps
+    return Report(
+        source=data.source,
+        verdict=overall_verdict(findings, steps),
+        findings=findings,
+        info=info,
+        last_step=data.last_step,
+    )

@@ -27,6 +27,7 @@ VERDICTS: dict[str, str] = {
     "exploit_suspected": "exploit suspected",
     "collapse": "collapse",
     "stalled": "stalled",
+    "crashed": "crashed",
     "non_finite": "non-finite values",
     "healthy": "healthy",
 }

@@ -19,6 +19,8 @@ __all__ = ["main"]
 
 # Subcommand modules, in the order `rlvitals --help` lists them.
 COMMANDS = [
+    "check",
+    "baseline",
     "metrics",
 ]
 

@@ -1,0 +1,82 @@
+"""Your own healthy ranges: the run's first steps and trend held against your seeds' (``check
+--baseline``). Read as the mean over the first steps, never one step."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..baseline import comparable
+from .base import Finding
+from .context import Context, finding, round_sig
+from .stats import MIN_WINDOW, trend
+
+NAME = "baseline"
+
+
+def check(ctx: Context) -> list[Finding]:
+    base = ctx.baseline
+    if not base:
+        return []
+    first = int(base.get("first_steps", 10))
+    out: list[Finding] = []
+    for name, spec in sorted(base.get("metrics", {}).items()):
+        if not comparable(name):
+            continue
+        s = ctx.finite(name)
+        if s is None or len(s) < MIN_WINDOW:
+            continue
+        head = s.values[:first]
+        mean = float(head.mean())
+        lo, hi = float(spec["early_min"]), float(spec["early_max"])
+        if not lo <= mean <= hi:
+            out.append(
+                finding(
+                    NAME,
+                    "warn",
+                    _verdict(name),
+                    f"{name} outside your healthy range: mean {mean:.3g} over the first "
+                    f"{len(head)} steps, your seeds {lo:.3g} to {hi:.3g}",
+                    metric=name,
+                    first_step=int(s.steps[0]),
+                    mean=round_sig(mean),
+                    healthy_min=round_sig(lo),
+                    healthy_max=round_sig(hi),
+                    seed_means=[round_sig(x) for x in spec.get("early_means", [])],
+                    window=[int(s.steps[0]), int(s.steps[len(head) - 1])],
+                    action="This run starts differently from your healthy seeds: compare its "
+                    "config, data and versions with theirs before trusting the curves.",
+                )
+            )
+        slopes = [x for x in spec.get("slopes", []) if isinstance(x, (int, float))]
+        tr = trend(s)
+        if len(slopes) >= 2 and tr is not None and abs(tr.z) > 3:
+            same_sign = np.sign(slopes)
+            if abs(same_sign.sum()) == len(slopes) and np.sign(tr.slope) == -same_sign[0]:
+                out.append(
+                    finding(
+                        NAME,
+                        "warn" if name.startswith("reward/") else "info",
+                        _verdict(name),
+                        f"{name} trends {'down' if tr.slope < 0 else 'up'} "
+                        f"({tr.slope:.3g}/step) where every seed trended the other way",
+                        metric=name,
+                        first_step=int(s.steps[0]),
+                        slope=round_sig(tr.slope),
+                        seed_slopes=[round_sig(x) for x in slopes],
+                        action="Over the run this metric moves against your healthy seeds: "
+                        "look at when it turned.",
+                    )
+                )
+    return out
+
+
+def _verdict(name: str) -> str:
+    if name.startswith(("train/mismatch", "train/logprob_abs_diff")):
+        return "drift"
+    if name.startswith("freshness/"):
+        return "stale_policy"
+    if name.startswith(("response/", "rollout/termination_reason")):
+        return "out_of_room"
+    if name.startswith(("sampling/entropy", "train/entropy")):
+        return "collapse"
+    return "not_learning"

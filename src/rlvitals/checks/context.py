@@ -1,0 +1,248 @@
+"""What every check reads: the run, the thresholds, the time, an optional baseline.
+
+Thresholds live here, in one place, each with the source it comes from
+(research/science.md); a user can override any of them (``check --set name=value``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..errors import UsageError
+from ..model import RunData, Series
+from .base import Finding
+from .stats import MIN_WINDOW, rolling_mean
+
+__all__ = ["Context", "Thresholds"]
+
+
+@dataclass
+class Thresholds:
+    """Where each check draws its lines. Shares are in [0, 1]."""
+
+    # Liveness: a stall is no step record for this many typical step intervals (p90) ...
+    stall_intervals: float = 10.0
+    # ... and at least this many seconds (the seeds: no step lines after ten minutes at start).
+    stall_min_seconds: float = 10.0
+    start_timeout_seconds: float = 600.0
+
+    # Rejected groups at the start: too easy / too hard (peers: 0.5 warning, 0.75 critical;
+    # a healthy GRPO run with heterogeneous tasks sits at 0.1-0.4).
+    rejected_warn: float = 0.6
+    rejected_fail: float = 0.9
+    # Group spread relative to the run's own start, below which exploration has stopped.
+    group_std_floor: float = 0.25
+
+    # Failed attempts: a burst is this share of attempts failing in 3 of 5 steps.
+    failure_burst_warn: float = 0.2
+    failure_burst_fail: float = 0.5
+
+    # Running out of room: truncation / max_turns share rising by this much over its start.
+    room_rise: float = 0.2
+    room_level: float = 0.5
+
+    # Sampler/trainer agreement (tinker: stable when KL < 0.01; verl: |k1| > 0.1 significant,
+    # ESS < 0.3 severe).
+    mismatch_kl_warn: float = 0.01
+    mismatch_kl_fail: float = 0.1
+    mismatch_k1_fail: float = 0.1
+    # A rise relative to the run's own start, above a floor that ignores rounding noise.
+    mismatch_rise: float = 10.0
+    mismatch_floor: float = 1e-4
+    ess_token_fail: float = 0.3
+    ess_seq_warn: float = 0.5
+    # Stale attempts dropped, as a share of attempts.
+    stale_share_warn: float = 0.2
+
+    # Entropy relative to its own start (never absolute): collapse below these ratios.
+    entropy_ratio_warn: float = 0.3
+    entropy_ratio_fail: float = 0.1
+    # Trust region saturated (peers: clip fraction 10/20/40%).
+    clip_frac_warn: float = 0.2
+
+    # Reward flat over at least this many steps while groups carry signal: not learning.
+    not_learning_min_steps: int = 30
+
+    # Held-out: at least this many evaluations to judge divergence.
+    heldout_min_evals: int = 3
+
+    def with_overrides(self, pairs: dict[str, str]) -> Thresholds:
+        """A copy with ``name=value`` overrides (from the CLI), each checked."""
+        known = {f.name: f for f in dataclasses.fields(self)}
+        values: dict[str, Any] = {}
+        for name, raw in pairs.items():
+            if name not in known:
+                raise UsageError(
+                    f"unknown threshold {name!r}; expected one of: {', '.join(sorted(known))}"
+                )
+            try:
+                values[name] = int(raw) if known[name].type in (int, "int") else float(raw)
+            except ValueError:
+                raise UsageError(f"threshold {name}: expected a number (not {raw!r})") from None
+        return dataclasses.replace(self, **values)
+
+
+@dataclass
+class Context:
+    """The run under judgement and what the checks share about it."""
+
+    data: RunData
+    thresholds: Thresholds = field(default_factory=Thresholds)
+    now: float | None = None
+    stall_after: float | None = None
+    baseline: dict[str, Any] | None = None
+    _cache: dict[str, Any] = field(default_factory=dict)
+
+    def series(self, *names: str) -> tuple[str, Series] | tuple[None, None]:
+        """The first of ``names`` the run measured finitely at least once, as (name, series)
+        of its finite values; (None, None) if none."""
+        for name in names:
+            s = self.data.series(name)
+            if s is not None:
+                fin = s.finite()
+                if len(fin):
+                    return name, fin
+        return None, None
+
+    def finite(self, name: str) -> Series | None:
+        s = self.data.series(name)
+        if s is None:
+            return None
+        fin = s.finite()
+        return fin if len(fin) else None
+
+    def current_time(self) -> float:
+        return self.now if self.now is not None else time.time()
+
+    @property
+    def status(self) -> str | None:
+        st = self.data.info.get("status")
+        return st if isinstance(st, str) else None
+
+    @property
+    def config(self) -> dict[str, Any]:
+        cfg = self.data.info.get("config")
+        return cfg if isinstance(cfg, dict) else {}
+
+    def config_value(self, section: str, key: str, default: Any = None) -> Any:
+        sec = self.config.get(section)
+        if isinstance(sec, dict) and key in sec:
+            return sec[key]
+        return default
+
+    def step_count(self) -> int:
+        """Number of step records (updates) seen."""
+        if "step_count" not in self._cache:
+            self._cache["step_count"] = len(self.data.steps())
+        return int(self._cache["step_count"])
+
+    def last_write_time(self) -> float | None:
+        """When the source last changed on disk (newest file of a run directory)."""
+        path = self.data.source
+        try:
+            if os.path.isdir(path):
+                times = [
+                    e.stat().st_mtime for e in os.scandir(path) if e.is_file(follow_symlinks=False)
+                ]
+                return max(times) if times else None
+            return os.path.getmtime(path)
+        except OSError:
+            return None
+
+    def attempts_per_step(self, steps: np.ndarray) -> np.ndarray | None:
+        """Attempts per update at ``steps`` (NaN where unknown), or None if the run never
+        says: from ``rollouts/attempts`` or, failing that, the attempts table."""
+        s = self.finite("rollouts/attempts")
+        if s is not None:
+            out = np.full(len(steps), np.nan)
+            _, ia, ib = np.intersect1d(steps, s.steps, return_indices=True)
+            out[ia] = s.values[ib]
+            return out
+        a = self.data.attempts
+        if a is not None and len(a) and len(steps):
+            lo = int(min(steps.min(), a.step.min()))
+            counts = np.bincount(a.step - lo)
+            idx = steps - lo
+            ok = (idx >= 0) & (idx < len(counts))
+            out = np.full(len(steps), np.nan)
+            out[ok] = counts[idx[ok]]
+            return out
+        return None
+
+    def rolling(self, s: Series, window: int = MIN_WINDOW) -> np.ndarray:
+        return rolling_mean(s.values, window)
+
+    def reward_bounds(self) -> tuple[float, float]:
+        """The reward's bottom and top: configured range, else observed, else [0, 1]."""
+        rr = self.config_value("rollout", "reward_range")
+        if isinstance(rr, list) and len(rr) == 2:
+            return float(rr[0]), float(rr[1])
+        lo, hi = math.inf, -math.inf
+        for name in ("reward/mean_with_unusable", "reward/mean"):
+            s = self.finite(name)
+            if s is not None:
+                lo, hi = min(lo, float(s.values.min())), max(hi, float(s.values.max()))
+        if self.data.attempts is not None and len(self.data.attempts):
+            r = self.data.attempts.reward[~self.data.attempts.reward_missing]
+            r = r[np.isfinite(r)]
+            if len(r):
+                lo, hi = min(lo, float(r.min())), max(hi, float(r.max()))
+        lo, hi = min(lo, 0.0), max(hi, 1.0)
+        return lo, hi
+
+
+def finding(
+    check: str,
+    severity: str,
+    verdict: str,
+    title: str,
+    *,
+    metric: str | None = None,
+    first_step: int | None = None,
+    action: str = "",
+    detail: str = "",
+    steps: list[int] | None = None,
+    **evidence: Any,
+) -> Finding:
+    """A Finding with its evidence given as keyword arguments (plain numbers and lists)."""
+    clean: dict[str, Any] = {}
+    for k, v in evidence.items():
+        if isinstance(v, np.generic):
+            v = v.item()
+        elif isinstance(v, np.ndarray):
+            v = v.tolist()
+        clean[k] = v
+    marks = list(steps or [])
+    if first_step is not None and first_step not in marks:
+        marks.insert(0, int(first_step))
+    return Finding(
+        check=check,
+        severity=severity,
+        verdict=verdict,
+        title=title,
+        metric=metric,
+        first_step=None if first_step is None else int(first_step),
+        evidence=clean,
+        action=action,
+        detail=detail,
+        steps=[int(x) for x in marks],
+    )
+
+
+def round_sig(x: float, digits: int = 4) -> float:
+    """``x`` to ``digits`` significant digits, for evidence a person reads."""
+    if x == 0 or not math.isfinite(x):
+        return x
+    return round(x, -math.floor(math.log10(abs(x))) + digits - 1)
+
+
+def window_values(s: Series, start: int, end: int) -> list[float]:
+    """Values of ``s`` at indices ``start..end`` inclusive, rounded for evidence."""
+    return [round_sig(float(v)) for v in s.values[start : end + 1][:20]]

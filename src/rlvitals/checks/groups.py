@@ -1,0 +1,233 @@
+"""2. Rejected groups: groups whose attempts all scored the same teach GRPO nothing.
+
+High at the start: the tasks are too easy (all solved) or too hard (none solved) for the
+starting model. Rising later: mastered (all solved, reward high) or collapsed (none solved);
+``reward/mean_with_unusable`` tells which. The observed share is held against the share
+expected from the pass rate alone, p^G + (1-p)^G.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..model import Series
+from .base import Finding
+from .context import Context, finding, round_sig
+from .stats import MIN_WINDOW, first_sustained, rolling_mean
+
+NAME = "groups"
+
+
+def _shares(ctx: Context) -> tuple[Series, Series | None, Series | None, str] | None:
+    """Per-step share of groups with no variance, and of all-solved / none-solved groups."""
+    trained = ctx.finite("groups/trained")
+    rejected = ctx.finite("groups/rejected")
+    nv = ctx.finite("discard/groups/no_variance")
+    if trained is not None and rejected is not None:
+        steps = np.intersect1d(trained.steps, rejected.steps)
+        total = (
+            trained.values[np.searchsorted(trained.steps, steps)]
+            + rejected.values[np.searchsorted(rejected.steps, steps)]
+        )
+        ok = total > 0
+        steps, total = steps[ok], total[ok]
+        if nv is not None:
+            num = np.zeros(len(steps))
+            _common, ia, ib = np.intersect1d(steps, nv.steps, return_indices=True)
+            num[ia] = nv.values[ib]
+            metric = "discard/groups/no_variance"
+        else:
+            num = rejected.values[np.searchsorted(rejected.steps, steps)]
+            metric = "groups/rejected"
+
+        def share(name: str) -> Series | None:
+            x = ctx.finite(name)
+            if x is None:
+                return None
+            common, ia, ib = np.intersect1d(steps, x.steps, return_indices=True)
+            return Series(common, x.values[ib] / total[ia])
+
+        return (
+            Series(steps, num / total),
+            share("groups/all_solved"),
+            share("groups/none_solved"),
+            metric,
+        )
+    sf = ctx.finite("groups/signal_fraction")
+    if sf is not None:
+        return Series(sf.steps, 1.0 - sf.values), None, None, "groups/signal_fraction"
+    return None
+
+
+def _group_size(ctx: Context) -> float | None:
+    a = ctx.data.attempts
+    if a is None or not len(a):
+        return None
+    counts = np.bincount(a.group_code[a.group_code >= 0])
+    counts = counts[counts > 0]
+    return float(np.median(counts)) if len(counts) else None
+
+
+def _expected_share(ctx: Context, p: float) -> float | None:
+    g = _group_size(ctx)
+    if g is None or not 0 <= p <= 1:
+        return None
+    return float(p**g + (1 - p) ** g)
+
+
+def _mean_at(s: Series | None, start: int, end: int) -> float | None:
+    if s is None:
+        return None
+    m = (s.steps >= start) & (s.steps <= end)
+    return float(s.values[m].mean()) if m.any() else None
+
+
+def _pass_rate(ctx: Context, start: int, end: int) -> float | None:
+    _, r = ctx.series("reward/mean_with_unusable", "reward/mean")
+    level = _mean_at(r, start, end)
+    if level is None:
+        return None
+    lo, hi = ctx.reward_bounds()
+    return (level - lo) / (hi - lo) if hi > lo else None
+
+
+def _which(
+    ctx: Context, all_s: Series | None, none_s: Series | None, start: int, end: int
+) -> tuple[str, str, dict[str, Any]]:
+    """("too_easy"|"too_hard", words, evidence) from all/none-solved shares or reward level."""
+    a = _mean_at(all_s, start, end)
+    z = _mean_at(none_s, start, end)
+    p = _pass_rate(ctx, start, end)
+    ev: dict[str, Any] = {
+        "all_solved_share": None if a is None else round_sig(a),
+        "none_solved_share": None if z is None else round_sig(z),
+        "pass_rate": None if p is None else round_sig(p),
+    }
+    if a is not None and z is not None and a + z > 0:
+        easy = a >= z
+    elif p is not None:
+        easy = p >= 0.5
+    else:
+        return "no_signal", "every attempt in a group scores the same", ev
+    if easy:
+        return "too_easy", "every attempt solves them", ev
+    return "too_hard", "no attempt solves them", ev
+
+
+def check(ctx: Context) -> list[Finding]:
+    th = ctx.thresholds
+    got = _shares(ctx)
+    if got is None:
+        return []
+    share, all_s, none_s, metric = got
+    n = len(share)
+    if n < MIN_WINDOW:
+        return []
+    out: list[Finding] = []
+    v = share.values
+    roll = rolling_mean(v)
+    head_n = MIN_WINDOW
+    head = float(v[:head_n].mean())
+    s0, s1 = int(share.steps[0]), int(share.steps[head_n - 1])
+
+    if head >= th.rejected_warn:
+        verdict, words, ev = _which(ctx, all_s, none_s, s0, s1)
+        p = ev.get("pass_rate")
+        expected = _expected_share(ctx, p) if p is not None else None
+        sev = "fail" if head >= th.rejected_fail else "warn"
+        out.append(
+            finding(
+                NAME,
+                sev,
+                verdict,
+                f"{head:.0%} of groups rejected from the start ({words}): GRPO learns from "
+                "no-variance groups nothing",
+                metric=metric,
+                first_step=s0,
+                share=round_sig(head),
+                window=[s0, s1],
+                threshold=th.rejected_fail if sev == "fail" else th.rejected_warn,
+                expected_share=None if expected is None else round_sig(expected),
+                group_size=_group_size(ctx),
+                action=(
+                    "Size tasks so attempts disagree: harder tasks, filter out solved ones "
+                    "(Skywork-OR1), or dynamic sampling (DAPO)."
+                    if verdict == "too_easy"
+                    else "Size tasks so attempts disagree: easier tasks or a curriculum, a "
+                    "longer warm start, a larger group; and check the grader or answer parser is "
+                    "not rejecting right answers."
+                ),
+                **ev,
+            )
+        )
+        return out
+
+    # Rising later: find the first sustained spell above the line after a healthy start.
+    high = np.nan_to_num(roll, nan=0.0) >= th.rejected_warn
+    idx = first_sustained(high)
+    if idx is None:
+        return out
+    step = int(share.steps[idx])
+    end = int(share.steps[min(len(share) - 1, idx + MIN_WINDOW - 1)])
+    level = float(np.nanmax(roll[idx : idx + MIN_WINDOW])) if idx < len(roll) else float(v[idx])
+    verdict, words, ev = _which(ctx, all_s, none_s, step, end)
+    # How fast: from under half the line (five steps before) to over it (five after) is a
+    # jump (the tasks or the grader changed), not a policy mastering or losing them.
+    before = v[max(0, idx - MIN_WINDOW) : idx]
+    after = v[idx : idx + MIN_WINDOW]
+    jump = (
+        len(before) > 0
+        and float(before.mean()) < th.rejected_warn / 2
+        and float(after.mean()) >= th.rejected_warn
+    )
+    if verdict == "too_easy" and not jump:
+        out.append(
+            finding(
+                NAME,
+                "info",
+                "mastered",
+                f"mastered: from step {step}, {level:.0%} of groups solved by every attempt",
+                metric=metric,
+                first_step=step,
+                share=round_sig(level),
+                action="The policy has outgrown these tasks: add harder ones or stop here; "
+                "read reward/mean_with_unusable, not reward/mean, for the real level.",
+                **ev,
+            )
+        )
+    elif verdict == "too_hard" and not jump:
+        out.append(
+            finding(
+                NAME,
+                "warn",
+                "collapse",
+                f"from step {step}, {level:.0%} of groups solved by no attempt: the policy got "
+                "worse",
+                metric=metric,
+                first_step=step,
+                share=round_sig(level),
+                action="Look at entropy, transcripts and the sampler/trainer mismatch around "
+                "this step; restart from an earlier checkpoint with a lower learning rate.",
+                **ev,
+            )
+        )
+    else:
+        sev = "fail" if level >= th.rejected_fail else "warn"
+        out.append(
+            finding(
+                NAME,
+                sev,
+                verdict,
+                f"from step {step}, {level:.0%} of groups rejected ({words})",
+                metric=metric,
+                first_step=step,
+                share=round_sig(level),
+                threshold=th.rejected_warn,
+                action="The tasks changed under the run (a new data shard, a grader change?) "
+                "or the grader broke: look at the attempts of this step.",
+                **ev,
+            )
+        )
+    return out

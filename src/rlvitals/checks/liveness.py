@@ -1,0 +1,184 @@
+"""0. Liveness: are step records arriving, is a slow phase still making progress, did it stop.
+
+Updates can be minutes apart, and a slow phase looks like a stall without heartbeats; with
+``progress.jsonl`` a phase that keeps reporting progress is slow, not stalled.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..jsonio import to_float
+from .base import Finding
+from .context import Context, finding, round_sig
+
+NAME = "liveness"
+
+_GUARD_VERDICTS = {
+    "max_consecutive_unusable_groups": ("no_signal", "rejected groups came in a row"),
+    "max_consecutive_rollout_failures": ("infra_failures", "failed attempts came in a row"),
+}
+
+
+def _step_times(ctx: Context) -> tuple[np.ndarray, np.ndarray] | None:
+    s = ctx.finite("time")
+    if s is None or len(s) == 0:
+        return None
+    return s.steps, s.values
+
+
+def check(ctx: Context) -> list[Finding]:
+    out: list[Finding] = []
+    th = ctx.thresholds
+    status = ctx.status
+    reason = ctx.data.info.get("stop_reason")
+    last_step = ctx.data.last_step
+
+    if status == "crashed":
+        out.append(
+            finding(
+                NAME,
+                "fail",
+                "crashed",
+                f"the run crashed: {reason or 'no reason recorded'}",
+                first_step=last_step,
+                status=status,
+                stop_reason=reason,
+                action="Read the exception and the log around the last step; fix it and restart "
+                "from the last checkpoint.",
+            )
+        )
+    elif status == "stopped":
+        verdict, what = _GUARD_VERDICTS.get(str(reason), ("stalled", "a guard tripped"))
+        out.append(
+            finding(
+                NAME,
+                "fail",
+                verdict,
+                f"a guard stopped the run: {reason} ({what})",
+                first_step=last_step,
+                status=status,
+                stop_reason=reason,
+                action="See the findings below for why; the guard saved the rest of the budget.",
+            )
+        )
+
+    times = _step_times(ctx)
+    hb_times = np.array(
+        [t for t in (to_float(h.get("time")) for h in ctx.data.heartbeats) if t is not None]
+    )
+    now = ctx.current_time()
+    running = status in (None, "running")
+
+    if times is None:
+        created = ctx.data.info.get("created_time")
+        last_write = ctx.last_write_time()
+        age = None if last_write is None else now - last_write
+        if running and status == "running" and age is not None and age > th.start_timeout_seconds:
+            out.append(
+                finding(
+                    NAME,
+                    "fail",
+                    "stalled",
+                    f"no step record in {age / 60:.0f} minutes: the trainer or the sampler did "
+                    "not start",
+                    seconds_since_last_write=round(age, 1),
+                    created=created,
+                    action="Check that the engine and trainer processes started (their logs, "
+                    "GPU use); a run with no step lines after ten minutes is not starting.",
+                )
+            )
+        return out
+
+    steps, t = times
+    intervals = np.diff(t)
+    intervals = intervals[np.isfinite(intervals) & (intervals >= 0)]
+    typical = float(np.percentile(intervals, 90)) if len(intervals) else math.nan
+    if ctx.stall_after is not None:
+        limit = ctx.stall_after
+    elif math.isfinite(typical):
+        limit = max(th.stall_intervals * typical, th.stall_min_seconds)
+    else:
+        limit = max(th.start_timeout_seconds, th.stall_min_seconds)
+
+    # Long pauses inside the run (it resumed afterwards): worth knowing, not an alarm.
+    if len(intervals) >= 5 and math.isfinite(typical):
+        big = np.flatnonzero(np.diff(t) > max(limit, 1e-9))
+        for i in big[:3]:
+            out.append(
+                finding(
+                    NAME,
+                    "info",
+                    "stalled",
+                    f"a pause of {np.diff(t)[i]:.0f} s before step {int(steps[i + 1])} "
+                    f"(typical step {typical:.2f} s); the run resumed",
+                    first_step=int(steps[i + 1]),
+                    metric="perf/step_seconds",
+                    pause_seconds=round_sig(float(np.diff(t)[i])),
+                    typical_step_seconds=round_sig(typical),
+                    action="If it repeats, look for a slow phase (evaluation, checkpointing, "
+                    "weight sync) or a stuck worker.",
+                )
+            )
+
+    if not running:
+        return out
+
+    last_time = float(t[-1])
+    gap = now - last_time
+    if gap <= limit:
+        return out
+    recent_hb = hb_times[hb_times > last_time] if len(hb_times) else hb_times
+    hb_gap = now - float(recent_hb.max()) if len(recent_hb) else math.inf
+    progressing = False
+    if len(recent_hb) >= 2:
+        after = [h for h in ctx.data.heartbeats if (to_float(h.get("time")) or 0) > last_time]
+        done = [to_float(h.get("attempts_done")) for h in after]
+        phases = {str(h.get("phase")) for h in after}
+        numeric = [d for d in done if d is not None]
+        progressing = len(phases) > 1 or (len(numeric) >= 2 and numeric[-1] > numeric[0])
+    if hb_gap <= limit and progressing:
+        last_hb = ctx.data.heartbeats[-1]
+        out.append(
+            finding(
+                NAME,
+                "info",
+                "learning",
+                f"slow phase: no step record for {gap:.0f} s, but heartbeats show progress "
+                f"({last_hb.get('phase')}, {last_hb.get('attempts_done')} attempts done)",
+                first_step=int(steps[-1]) + 1,
+                seconds_since_step=round(gap, 1),
+                seconds_since_heartbeat=round(hb_gap, 1),
+                limit_seconds=round_sig(limit),
+                action="Nothing yet; it is making progress between updates.",
+            )
+        )
+        return out
+    why = (
+        "heartbeats continue but show no progress"
+        if hb_gap <= limit
+        else "no heartbeat either"
+        if len(hb_times)
+        else "and the run writes no heartbeats"
+    )
+    out.append(
+        finding(
+            NAME,
+            "fail",
+            "stalled",
+            f"stalled: no step record for {gap:.0f} s after step {int(steps[-1])} "
+            f"({why}); a typical step takes {typical:.2f} s",
+            first_step=int(steps[-1]) + 1,
+            metric="perf/step_seconds",
+            seconds_since_step=round(gap, 1),
+            seconds_since_heartbeat=None if math.isinf(hb_gap) else round(hb_gap, 1),
+            limit_seconds=round_sig(limit),
+            typical_step_seconds=round_sig(typical) if math.isfinite(typical) else None,
+            action="Look at the rollout workers and the engine: a hung sandbox, a dead engine "
+            "(503s that do not stop), a deadlock in weight sync. Set [output] "
+            "progress_every_seconds so a slow phase can be told from a stall.",
+        )
+    )
+    return out

@@ -1,0 +1,121 @@
+"""Policy and optimisation: entropy relative to the run's own start, trust region, gradients.
+
+Entropy is never held against an absolute number: LLM token entropy is usually below 1 and
+differs by model and task (peers that gate it absolutely miss real collapses and flag healthy
+runs). It is judged as a ratio to the median of the run's first steps, together with its trend
+and what the reward does meanwhile; shrinking replies are read beside it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .base import Finding
+from .context import Context, finding, round_sig
+from .stats import MIN_WINDOW, first_sustained, rolling_mean, start_level, trend
+
+NAME = "policy"
+
+
+def _entropy(ctx: Context) -> list[Finding]:
+    th = ctx.thresholds
+    name, s = ctx.series("sampling/entropy_estimate", "train/entropy")
+    if s is None or name is None or len(s) < 2 * MIN_WINDOW:
+        return []
+    h0 = start_level(s.values)
+    if not h0 > 0:
+        return []
+    ratio = rolling_mean(s.values) / h0
+    r = np.nan_to_num(ratio, nan=1.0)
+    idx = first_sustained(r < th.entropy_ratio_warn)
+    if idx is None:
+        return []
+    step = int(s.steps[idx])
+    tr = trend(s)
+    low = float(np.nanmin(ratio))
+    severe = low < th.entropy_ratio_fail
+    _lname, length = ctx.series("response/length_mean")
+    shrink = None
+    if length is not None and len(length) >= 2 * MIN_WINDOW:
+        l0 = start_level(length.values)
+        l1 = float(length.values[-MIN_WINDOW:].mean())
+        shrink = round_sig(l1 / l0) if l0 > 0 else None
+    rep = ctx.finite("transcripts/repetition_rate")
+    return [
+        finding(
+            NAME,
+            "fail" if severe else "warn",
+            "collapse",
+            f"entropy collapse: {name} at {low:.0%} of its start from step {step} "
+            f"({h0:.3g} -> {float(s.values[-MIN_WINDOW:].mean()):.3g})",
+            metric=name,
+            first_step=step,
+            start_level=round_sig(h0),
+            ratio_low=round_sig(low),
+            line=th.entropy_ratio_warn,
+            trend_z=round_sig(tr.z) if tr else None,
+            length_ratio=shrink,
+            repetition_rate_last=round_sig(float(rep.values[-1])) if rep is not None else None,
+            action="The policy is collapsing onto one response per prompt: read the transcripts "
+            "for repetition; use clip-higher (DAPO ε_high 0.28), an entropy bonus, KL-Cov or "
+            "Clip-Cov, a higher sampling temperature, or restart from before this step.",
+        )
+    ]
+
+
+def _clip(ctx: Context) -> list[Finding]:
+    s = ctx.finite("train/clip_frac")
+    if s is None or len(s) < MIN_WINDOW:
+        return []
+    roll = rolling_mean(s.values)
+    idx = first_sustained(np.nan_to_num(roll, nan=0.0) >= ctx.thresholds.clip_frac_warn)
+    if idx is None:
+        return []
+    return [
+        finding(
+            NAME,
+            "warn",
+            "drift",
+            f"trust region saturated: {float(np.nanmax(roll)):.0%} of tokens clipped from step "
+            f"{int(s.steps[idx])}",
+            metric="train/clip_frac",
+            first_step=int(s.steps[idx]),
+            peak=round_sig(float(np.nanmax(roll))),
+            line=ctx.thresholds.clip_frac_warn,
+            action="Updates move the policy far from the sampler's: lower the learning rate or "
+            "the number of minibatches per update, or check the sampler/trainer mismatch.",
+        )
+    ]
+
+
+def _grad_spikes(ctx: Context) -> list[Finding]:
+    s = ctx.finite("train/grad_norm")
+    if s is None or len(s) < 4 * MIN_WINDOW:
+        return []
+    v = s.values
+    med = float(np.median(v))
+    mad = float(np.median(np.abs(v - med))) * 1.4826
+    if mad <= 0 or med <= 0:
+        return []
+    spikes = np.flatnonzero((v > med + 8 * mad) & (v > 3 * med))
+    if len(spikes) < 3:
+        return []
+    return [
+        finding(
+            NAME,
+            "info",
+            "drift",
+            f"{len(spikes)} gradient-norm spikes (over 8 robust σ and 3x the median), first at "
+            f"step {int(s.steps[spikes[0]])}",
+            metric="train/grad_norm",
+            first_step=int(s.steps[spikes[0]]),
+            median=round_sig(med),
+            spikes=[int(x) for x in s.steps[spikes][:20]],
+            action="Spikes that cluster with a rising sampler/trainer mismatch precede "
+            "collapses; otherwise watch them.",
+        )
+    ]
+
+
+def check(ctx: Context) -> list[Finding]:
+    return _entropy(ctx) + _clip(ctx) + _grad_spikes(ctx)

@@ -1,0 +1,190 @@
+"""1. Reward the run can learn from.
+
+``reward/mean`` read as means over five or more steps with its trend tested against its own
+noise; ``reward/group_std_mean`` (the only spread GRPO learns from) falling toward zero while
+the reward is still low means exploration stopped. Batch ``reward/std`` is not learning signal.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from .base import Finding
+from .context import Context, finding, round_sig
+from .stats import MIN_WINDOW, first_sustained, noise_sigma, rolling_mean, start_level, trend
+
+NAME = "reward"
+
+
+def _learning_signal(ctx: Context) -> float | None:
+    """Mean share of groups that carry signal, where known."""
+    s = ctx.finite("groups/signal_fraction")
+    if s is not None:
+        return float(s.values.mean())
+    g = ctx.finite("reward/group_std_mean")
+    if g is not None:
+        lo, hi = ctx.reward_bounds()
+        return 1.0 if float(g.values.mean()) > 0.05 * (hi - lo) else 0.0
+    return None
+
+
+def check(ctx: Context) -> list[Finding]:
+    out: list[Finding] = []
+    name, s = ctx.series("reward/mean", "reward/mean_with_unusable")
+    if s is None or name is None:
+        alt, _ = ctx.series("reward/std")
+        return [
+            finding(
+                NAME,
+                "info",
+                "too_early",
+                "no reward metric in this run" + (" (only batch reward/std)" if alt else ""),
+                action="Log reward/mean (and reward/group_std_mean) per update; without them "
+                "nothing can tell whether the run learns.",
+            )
+        ]
+    n = len(s)
+    if n < MIN_WINDOW:
+        return [
+            finding(
+                NAME,
+                "info",
+                "too_early",
+                f"too early to tell: {n} step(s) of {name}; a trend needs at least {MIN_WINDOW}",
+                metric=name,
+                steps_seen=n,
+                action="Wait for more updates; one step's reward says little.",
+            )
+        ]
+    v = s.values
+    lo, hi = ctx.reward_bounds()
+    head_n = max(MIN_WINDOW, min(10, n // 4))
+    head = float(v[:head_n].mean())
+    tail = float(v[-MIN_WINDOW:].mean())
+    noise = noise_sigma(v)
+    margin = max(3 * noise * math.sqrt(2 / MIN_WINDOW), 0.02 * (hi - lo))
+    roll = rolling_mean(v)
+    tr = trend(s)
+    rose_idx = first_sustained(np.nan_to_num(roll, nan=-np.inf) > head + margin)
+    fell_idx = first_sustained(np.nan_to_num(roll, nan=np.inf) < head - margin)
+    evidence: dict[str, Any] = dict(
+        first_mean=round_sig(head),
+        first_window=[int(s.steps[0]), int(s.steps[head_n - 1])],
+        last_mean=round_sig(tail),
+        noise_per_step=round_sig(noise),
+        margin=round_sig(margin),
+        trend_per_step=round_sig(tr.slope) if tr else None,
+        trend_z=round_sig(tr.z) if tr else None,
+    )
+    learning = rose_idx is not None or (tr is not None and tr.rising and tail > head)
+    falling = fell_idx is not None and tr is not None and tr.falling and tail < head - margin
+    if falling:
+        out.append(
+            finding(
+                NAME,
+                "warn",
+                "collapse",
+                f"{name} fell from {head:.3g} (first {head_n} steps) to {tail:.3g} "
+                f"(last {MIN_WINDOW})",
+                metric=name,
+                first_step=int(s.steps[fell_idx]) if fell_idx is not None else None,
+                action="The policy is getting worse at the training tasks: look at entropy, "
+                "the sampler/trainer mismatch and gradient norms around the first step; lower "
+                "the learning rate or restart from an earlier checkpoint.",
+                **evidence,
+            )
+        )
+    elif learning:
+        first = int(s.steps[rose_idx]) if rose_idx is not None else None
+        out.append(
+            finding(
+                NAME,
+                "ok",
+                "learning",
+                f"learning: {name} rose from {head:.3g} (first {head_n} steps) to "
+                f"{tail:.3g} (last {MIN_WINDOW})",
+                metric=name,
+                first_step=first,
+                action="Confirm on held-out tasks and read the top transcripts: reward "
+                "measures what the grader checks.",
+                **evidence,
+            )
+        )
+    else:
+        signal = _learning_signal(ctx)
+        enough = n >= ctx.thresholds.not_learning_min_steps
+        if enough and signal is not None and signal >= 0.3:
+            out.append(
+                finding(
+                    NAME,
+                    "warn",
+                    "not_learning",
+                    f"{name} flat over {n} steps ({head:.3g} -> {tail:.3g}) although "
+                    f"{signal:.0%} of groups carry signal",
+                    metric=name,
+                    first_step=int(s.steps[0]),
+                    signal_fraction=round_sig(signal),
+                    action="Groups disagree, so GRPO has gradient, yet reward does not move: "
+                    "check the learning rate (0?), that the update reaches the sampler's "
+                    "weights, and that advantages are not zeroed.",
+                    **evidence,
+                )
+            )
+        else:
+            out.append(
+                finding(
+                    NAME,
+                    "info",
+                    "too_early",
+                    f"{name} not rising yet over {n} steps ({head:.3g} -> {tail:.3g})",
+                    metric=name,
+                    action="Read it as a mean over five or more steps; wait, or see the rejected "
+                    "groups below for why there is no signal.",
+                    **evidence,
+                )
+            )
+    out.extend(_exploration(ctx, lo, hi))
+    return out
+
+
+def _exploration(ctx: Context, lo: float, hi: float) -> list[Finding]:
+    """Spread within groups falling to zero while reward is still low."""
+    g = ctx.finite("reward/group_std_mean")
+    rname, r = ctx.series("reward/mean_with_unusable", "reward/mean")
+    if g is None or r is None or len(g) < 2 * MIN_WINDOW:
+        return []
+    start = start_level(g.values)
+    if not start > 0.02 * (hi - lo):
+        return []
+    roll = rolling_mean(g.values)
+    low = np.nan_to_num(roll, nan=np.inf) < ctx.thresholds.group_std_floor * start
+    idx = first_sustained(low)
+    if idx is None:
+        return []
+    step = int(g.steps[idx])
+    r_roll = rolling_mean(r.values)
+    j = min(int(np.searchsorted(r.steps, step)), len(r) - 1)
+    r_level = float(r_roll[j]) if not math.isnan(r_roll[j]) else float(r.values[j])
+    if r_level >= lo + 0.5 * (hi - lo):
+        return []  # spread gone because tasks are solved: the groups check says "mastered"
+    return [
+        finding(
+            NAME,
+            "warn",
+            "exploration_stopped",
+            f"exploration stopped: spread within groups fell to "
+            f"{float(roll[idx]):.3g} (start {start:.3g}) while {rname} is only {r_level:.3g}",
+            metric="reward/group_std_mean",
+            first_step=step,
+            start_level=round_sig(start),
+            level=round_sig(float(roll[idx])),
+            floor=round_sig(ctx.thresholds.group_std_floor * start),
+            reward_level=round_sig(r_level),
+            action="Every attempt at a task now does the same thing: raise the sampling "
+            "temperature or the group size, add an entropy bonus or clip-higher, or restart "
+            "from before this step.",
+        )
+    ]

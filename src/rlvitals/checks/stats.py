@@ -1,0 +1,159 @@
+"""Noise-aware statistics the checks share, each O(n) in the series length.
+
+A single step is never evidence: levels are read as means over a window of at least five
+steps, alarms need most points of a window past the line (3 of 5 by default), trends are tested
+with a standard error corrected for autocorrelation (per-step RL metrics are autocorrelated:
+overlapping prompts, smoothing), and noise is estimated from first differences so a trend does
+not inflate it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..model import Series
+
+__all__ = [
+    "MIN_WINDOW",
+    "Trend",
+    "episodes",
+    "first_sustained",
+    "noise_sigma",
+    "rolling_mean",
+    "start_level",
+    "trend",
+]
+
+MIN_WINDOW = 5
+
+
+def rolling_mean(values: np.ndarray, window: int = MIN_WINDOW) -> np.ndarray:
+    """Trailing mean over ``window`` points (NaN until the window is full). NaN-free input."""
+    n = len(values)
+    out = np.full(n, np.nan)
+    if n < window:
+        return out
+    c = np.cumsum(np.concatenate(([0.0], values)))
+    out[window - 1 :] = (c[window:] - c[:-window]) / window
+    return out
+
+
+def first_sustained(mask: np.ndarray, k: int = 3, window: int = MIN_WINDOW) -> int | None:
+    """Index of the first point where ``k`` of the last ``window`` points are True (the first
+    True point of that window), or None."""
+    n = len(mask)
+    if n == 0:
+        return None
+    m = mask.astype(np.int64)
+    c = np.cumsum(np.concatenate(([0], m)))
+    for end in np.flatnonzero(mask).tolist():
+        lo = max(0, end - window + 1)
+        if c[end + 1] - c[lo] >= k:
+            window_idx = np.flatnonzero(mask[lo : end + 1])
+            return int(lo + window_idx[0])
+    return None
+
+
+def episodes(
+    mask: np.ndarray, k: int = 3, window: int = MIN_WINDOW, gap: int = 10
+) -> list[tuple[int, int]]:
+    """Separate spells where ``mask`` is sustained (``k`` of ``window``), as (start, end)
+    index pairs; spells closer than ``gap`` points merge. Linear time."""
+    n = len(mask)
+    if n == 0:
+        return []
+    m = mask.astype(np.int64)
+    c = np.cumsum(np.concatenate(([0], m)))
+    ends = np.arange(n)
+    lo = np.maximum(0, ends - window + 1)
+    hot = (c[ends + 1] - c[lo]) >= k  # window ending at i is sustained
+    out: list[tuple[int, int]] = []
+    i = 0
+    while i < n:
+        if not hot[i]:
+            i += 1
+            continue
+        j = i
+        while j + 1 < n and hot[j + 1]:
+            j += 1
+        start = int(lo[i] + np.flatnonzero(mask[lo[i] : i + 1])[0])
+        end = int(j)
+        if out and start - out[-1][1] <= gap:
+            out[-1] = (out[-1][0], end)
+        else:
+            out.append((start, end))
+        i = j + 1
+    return out
+
+
+def noise_sigma(values: np.ndarray) -> float:
+    """Step-to-step noise: robust std of first differences / √2 (insensitive to trends)."""
+    if len(values) < 3:
+        return float(np.std(values)) if len(values) else math.nan
+    d = np.diff(values)
+    mad = float(np.median(np.abs(d - np.median(d))))
+    sigma = 1.4826 * mad / math.sqrt(2)
+    if sigma == 0:
+        sigma = float(np.std(d)) / math.sqrt(2)
+    return sigma
+
+
+def start_level(values: np.ndarray, n: int = 10) -> float:
+    """The run's own starting level: median of its first ``n`` points (at least 5)."""
+    head = values[: max(MIN_WINDOW, min(n, len(values)))]
+    return float(np.median(head)) if len(head) else math.nan
+
+
+@dataclass
+class Trend:
+    """A linear trend over a window, with a test that survives noise and autocorrelation."""
+
+    slope: float  # per step
+    z: float  # slope / its AR(1)-corrected standard error
+    change: float  # fitted change over the window
+    start: float  # fitted value at the first step
+    end: float  # fitted value at the last step
+    n: int
+    n_eff: float
+
+    @property
+    def rising(self) -> bool:
+        return self.z > 3.0
+
+    @property
+    def falling(self) -> bool:
+        return self.z < -3.0
+
+
+def trend(s: Series) -> Trend | None:
+    """OLS trend of the finite part of ``s``; the slope's standard error uses an effective
+    sample size n·(1−ρ)/(1+ρ) from the residuals' lag-1 autocorrelation ρ."""
+    fin = s.finite()
+    n = len(fin)
+    if n < MIN_WINDOW:
+        return None
+    x = fin.steps.astype(np.float64)
+    y = fin.values
+    xm, ym = x.mean(), y.mean()
+    sxx = float(((x - xm) ** 2).sum())
+    if sxx == 0:
+        return None
+    slope = float(((x - xm) * (y - ym)).sum() / sxx)
+    resid = y - (ym + slope * (x - xm))
+    var = float((resid**2).sum() / max(n - 2, 1))
+    rho = 0.0
+    if n > 3 and var > 0:
+        rho = float((resid[1:] * resid[:-1]).sum() / (resid**2).sum())
+        rho = min(max(rho, 0.0), 0.95)
+    n_eff = max(3.0, n * (1 - rho) / (1 + rho))
+    se = math.sqrt(var / sxx * (n - 2) / max(n_eff - 2, 1)) if var > 0 else 0.0
+    if se == 0:
+        z = 0.0 if slope == 0 else math.copysign(math.inf, slope)
+    else:
+        z = slope / se
+    start = ym + slope * (x[0] - xm)
+    end = ym + slope * (x[-1] - xm)
+    return Trend(slope, z, end - start, float(start), float(end), n, n_eff)

@@ -1,0 +1,47 @@
+"""``rlvitals baseline RUN... -o ranges.json``: healthy ranges from your own seeds."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..baseline import build, save
+from ..readers import read
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "baseline",
+        help="healthy ranges per metric from several healthy seeds",
+        description="Read healthy runs of one setup (three seeds, say) and store per metric the "
+        "range and mean over the first steps and the trend over each run; hold a new run "
+        "against them with `rlvitals check RUN --baseline FILE`.",
+    )
+    p.add_argument("paths", nargs="+", metavar="RUN", help="healthy runs of the same setup")
+    p.add_argument("-o", "--output", required=True, metavar="FILE", help="where to write")
+    p.add_argument(
+        "--first",
+        type=int,
+        default=10,
+        metavar="N",
+        help="how many first steps make the early range (default 10)",
+    )
+    p.add_argument(
+        "--from",
+        dest="source_format",
+        default=None,
+        metavar="NAME",
+        help="source format, overriding sniffing",
+    )
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    runs = [read(p, args.source_format) for p in args.paths]
+    base = build(runs, first=args.first)
+    save(base, args.output)
+    print(
+        f"wrote {args.output}: {len(base['metrics'])} metrics from {len(runs)} run(s)",
+        file=sys.stderr,
+    )
+    return 0

@@ -1,0 +1,120 @@
+"""A Report as text (terminal), JSON or Markdown. Run text is untrusted: it is shown as plain
+text in the terminal (never as rich markup) and escaped in Markdown."""
+
+from __future__ import annotations
+
+import re
+from typing import IO, Any
+
+from ..checks.base import VERDICTS, Finding, Report
+from ..jsonio import dumps
+
+__all__ = ["render_json", "render_markdown", "render_text"]
+
+_STYLE = {"ok": "green", "info": "cyan", "warn": "yellow", "fail": "bold red"}
+_MARK = {"ok": "ok", "info": "info", "warn": "WARN", "fail": "FAIL"}
+
+
+def _evidence_items(f: Finding, limit: int = 8) -> list[str]:
+    items = []
+    for k, v in f.evidence.items():
+        if v is None or (isinstance(v, (dict, list)) and not v):
+            continue
+        if isinstance(v, list) and len(v) > 8:
+            v = [*v[:8], "..."]
+        items.append(f"{k}={dumps(v) if isinstance(v, (dict, list)) else v}")
+        if len(items) >= limit:
+            break
+    return items
+
+
+def render_text(
+    reports: list[Report], file: IO[str], *, width: int | None = None, color: bool | None = None
+) -> None:
+    """The verdict and the findings behind it, in the seeds' order."""
+    from rich.console import Console
+    from rich.text import Text
+
+    console = Console(
+        file=file,
+        width=width or 100,
+        highlight=False,
+        soft_wrap=False,
+        force_terminal=color,
+        no_color=color is False,
+        emoji=False,
+    )
+    for i, rep in enumerate(reports):
+        if i:
+            console.print()
+        head = Text()
+        head.append("run ", style="dim")
+        head.append(rep.source, style="bold")
+        info = rep.info
+        bits = [info.get("format"), info.get("status"), f"{info.get('steps', 0)} steps"]
+        head.append("  " + "  ".join(str(b) for b in bits if b), style="dim")
+        console.print(head)
+        verdict = Text("verdict: ", style="bold")
+        verdict.append(VERDICTS[rep.verdict].upper(), style=_STYLE[rep.worst])
+        console.print(verdict)
+        shown = [f for f in rep.findings if f.severity != "ok" or f.verdict == "learning"]
+        if not shown:
+            console.print(Text("no findings", style="dim"))
+        for f in shown:
+            line = Text("  ")
+            line.append(f"{_MARK[f.severity]:<5}", style=_STYLE[f.severity])
+            line.append(f" {f.check:<10} ", style="dim")
+            if f.first_step is not None:
+                line.append(f"step {f.first_step:<6} ", style="dim")
+            line.append(f.title)
+            console.print(line)
+            ev = _evidence_items(f)
+            if ev:
+                console.print(Text("        evidence: " + ", ".join(ev), style="dim"))
+            if f.action and f.severity in ("warn", "fail"):
+                console.print(Text("        next: " + f.action))
+
+
+def render_json(reports: list[Report]) -> str:
+    """One report object for one run; a list for several."""
+    if len(reports) == 1:
+        return dumps(reports[0].to_dict(), indent=2)
+    return dumps([r.to_dict() for r in reports], indent=2)
+
+
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|>~])")
+
+
+def md_escape(text: Any) -> str:
+    """Escape Markdown (and HTML) so untrusted text shows as itself."""
+    s = str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    s = _MD_SPECIAL.sub(r"\\\1", s)
+    return s.replace("\n", " ")
+
+
+def render_markdown(reports: list[Report]) -> str:
+    """A Markdown summary (for a PR comment or a CI job summary)."""
+    lines: list[str] = []
+    for rep in reports:
+        lines.append(f"## {md_escape(rep.source)}: {VERDICTS[rep.verdict]}")
+        lines.append("")
+        info = rep.info
+        lines.append(
+            f"Format {md_escape(info.get('format'))}, status {md_escape(info.get('status'))}, "
+            f"{info.get('steps', 0)} steps. Worst finding: **{rep.worst}**."
+        )
+        lines.append("")
+        if not rep.findings:
+            lines.append("No findings.")
+            lines.append("")
+            continue
+        lines.append("| severity | check | step | finding | next |")
+        lines.append("|---|---|---|---|---|")
+        for f in rep.findings:
+            step = "" if f.first_step is None else str(f.first_step)
+            lines.append(
+                f"| {f.severity} | {f.check} | {step} | {md_escape(f.title)} | "
+                f"{md_escape(f.action) if f.severity in ('warn', 'fail') else ''} |"
+            )
+        lines.append("")
+    return "\n".join(lines)
