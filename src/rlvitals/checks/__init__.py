@@ -57,12 +57,19 @@ def _checks() -> list[tuple[str, Callable[[Context], list[Finding]]]]:
     return out
 
 
+# Verdicts that describe a symptom rather than a cause.
+GENERIC_VERDICTS = {"not_learning"}
+
+
 def overall_verdict(findings: list[Finding], steps: int) -> str:
     """The run's verdict: the first of its worst warn-or-fail findings in the seeds' order;
     otherwise what the reward and held-out checks say (learning, mastered), else too early."""
     worst = max((f.severity for f in findings), key=severity_rank, default="ok")
     if severity_rank(worst) >= severity_rank("warn"):
-        return next(f.verdict for f in findings if f.severity == worst)
+        top = [f for f in findings if f.severity == worst]
+        # A symptom (reward flat) yields to a finding that names its cause.
+        specific = [f for f in top if f.verdict not in GENERIC_VERDICTS]
+        return (specific or top)[0].verdict
     verdicts = {f.verdict for f in findings}
     if "mastered" in verdicts:
         return "mastered"

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from ..model import Series
 from .base import Finding
 from .context import Context, finding, round_sig
 from .stats import MIN_WINDOW, first_sustained, rolling_mean, start_level, trend
@@ -47,7 +48,10 @@ def _mismatch(ctx: Context) -> list[Finding]:
     idx = min(candidates)
     step = int(s.steps[idx])
     peak = float(np.nanmax(roll))
+    # The mismatch grows multiplicatively: test its trend on a log scale.
     seg = s.since(step)
+    if name != "train/mismatch_k1":
+        seg = Series(seg.steps, np.log(np.maximum(np.abs(seg.values), 1e-12)))
     tr = trend(seg) if len(seg) >= MIN_WINDOW else None
     growing = tr is not None and tr.rising and float(roll[-1]) >= 0.8 * peak
     _lag_name, lag = ctx.series("freshness/lag_mean")

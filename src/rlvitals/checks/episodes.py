@@ -64,7 +64,7 @@ def check(ctx: Context) -> list[Finding]:
         candidates.append(("response/truncated_rate", t, "hit the token limit"))
     for name, s in _termination_shares(ctx):
         candidates.append((name, s, f"ended at {name.rsplit('/', 1)[-1]}"))
-    out: list[Finding] = []
+    hits: list[Finding] = []
     for name, s, words in candidates:
         if len(s) < 2 * MIN_WINDOW:
             continue
@@ -81,7 +81,7 @@ def check(ctx: Context) -> list[Finding]:
         if not flat:
             continue  # reward still rising: long answers are paying off
         level = float(np.nanmax(roll)) if np.isfinite(roll).any() else float(s.values.mean())
-        out.append(
+        hits.append(
             finding(
                 NAME,
                 "warn",
@@ -101,4 +101,14 @@ def check(ctx: Context) -> list[Finding]:
                 "loops.",
             )
         )
-    return out
+    if not hits:
+        return []
+    # One finding: the earliest limit reached, the others as evidence.
+    hits.sort(key=lambda f: (f.first_step or 0, -(f.evidence.get("level") or 0)))
+    first = hits[0]
+    if len(hits) > 1:
+        first.evidence["also"] = {
+            f.metric: {"first_step": f.first_step, "level": f.evidence.get("level")}
+            for f in hits[1:]
+        }
+    return [first]

@@ -116,7 +116,9 @@ def check(ctx: Context) -> list[Finding]:
     else:
         signal = _learning_signal(ctx)
         enough = n >= ctx.thresholds.not_learning_min_steps
-        if enough and signal is not None and signal >= 0.3:
+        # Not learning only without any hint of a rise: a slow, noisy climb is not flat.
+        no_hint = (tr is None or tr.z < 1.0) and tail <= head + margin / 2
+        if enough and no_hint and signal is not None and signal >= 0.3:
             out.append(
                 finding(
                     NAME,
@@ -134,12 +136,14 @@ def check(ctx: Context) -> list[Finding]:
                 )
             )
         else:
+            hint = tr is not None and tr.z >= 1.0 and tail > head
             out.append(
                 finding(
                     NAME,
                     "info",
                     "too_early",
-                    f"{name} not rising yet over {n} steps ({head:.3g} -> {tail:.3g})",
+                    f"{name} {'rising slowly, not yet beyond noise' if hint else 'not rising yet'}"
+                    f" over {n} steps ({head:.3g} -> {tail:.3g})",
                     metric=name,
                     action="Read it as a mean over five or more steps; wait, or see the rejected "
                     "groups below for why there is no signal.",
