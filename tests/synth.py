@@ -66,13 +66,26 @@ def synth_run(
                     t_lp = [x + rng.gauss(0, d) for x in s_lp]
                     trunc = step >= truncate_from and rng.random() < 0.7
                     if rng.random() < fr:
-                        run.log_attempt(step, f"{step}-{g}", f"t{t}", None, policy_version=step,
-                                        error=TimeoutError("sandbox"), response_tokens=0)
+                        run.log_attempt(
+                            step,
+                            f"{step}-{g}",
+                            f"t{t}",
+                            None,
+                            policy_version=step,
+                            error=TimeoutError("sandbox"),
+                            response_tokens=0,
+                        )
                         continue
                     r = 1.0 if rng.random() < p else 0.0
                     aid = run.log_attempt(
-                        step, f"{step}-{g}", f"t{t}", r, policy_version=step,
-                        response_tokens=n, truncated=trunc, sampler_logprobs=s_lp,
+                        step,
+                        f"{step}-{g}",
+                        f"t{t}",
+                        r,
+                        policy_version=step,
+                        response_tokens=n,
+                        truncated=trunc,
+                        sampler_logprobs=s_lp,
                         metadata={"termination_reason": "max_turns" if trunc else "done"},
                     )
                     tlp[aid] = t_lp

@@ -1,0 +1,295 @@
+"""Each check fires on the run it is for and stays quiet on healthy ones.
+
+Runs here are synthetic (tests/synth.py, written through the real writer) so every signal can
+be placed at a known step; tests/test_checks_trainer.py runs the same checks on the reference
+trainer's real runs.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import time
+from pathlib import Path
+
+import pytest
+from synth import synth_run
+
+from rlvitals.checks import Thresholds, run_checks
+from rlvitals.checks.base import Finding, Report
+from rlvitals.jsonio import encode_line, write_json_atomic
+from rlvitals.readers.native import NativeReader
+from rlvitals.views.check import render_json, render_markdown, render_text
+
+
+def read(path: Path):
+    r = NativeReader(Path(path))
+    r.poll()
+    return r.run
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> dict[str, Path]:
+    out = tmp_path_factory.mktemp("synth")
+    cases = {
+        "healthy": dict(lr=0.04),
+        "healthy_long": dict(steps=300, lr=0.005, seed=3),
+        "flat": dict(lr=0.0),
+        "too_easy": dict(start_pass=(0.97, 1.0)),
+        "too_hard": dict(start_pass=(0.0, 0.01)),
+        "fail_burst": dict(fail_rate={k: 0.6 for k in range(20, 26)}, lr=0.04),
+        "stale": dict(kl_from=10, kl_growth=0.4, lr=0.04),
+        "entropy": dict(entropy_decay_from=15, lr=0.04),
+        "room": dict(truncate_from=15, lr=0.0),
+        "nan": dict(nan_loss_from=30, lr=0.04),
+        "exploit": dict(exploit_from=10, evals_every=5, lr=0.0),
+        "confirmed": dict(evals_every=5, lr=0.04),
+    }
+    return {name: synth_run(out, name, **kw) for name, kw in cases.items()}
+
+
+def check(path: Path, **kw) -> Report:
+    return run_checks(read(path), **kw)
+
+
+def warn_or_worse(rep: Report) -> list[Finding]:
+    return rep.at_least("warn")
+
+
+@pytest.mark.parametrize("name", ["healthy", "healthy_long"])
+def test_healthy_runs_raise_nothing_at_warn_or_worse(runs, name):
+    rep = check(runs[name])
+    assert warn_or_worse(rep) == [], [f.title for f in rep.findings]
+    assert rep.verdict in ("learning", "too_early", "mastered")
+
+
+def test_healthy_run_is_called_learning(runs):
+    rep = check(runs["healthy"])
+    assert rep.verdict == "learning"
+    f = next(f for f in rep.findings if f.check == "reward")
+    assert f.evidence["last_mean"] > f.evidence["first_mean"]
+
+
+def test_flat_reward_with_signal_is_not_learning(runs):
+    rep = check(runs["flat"])
+    assert rep.verdict == "not_learning"
+    f = next(f for f in rep.findings if f.verdict == "not_learning")
+    assert f.severity == "warn" and f.evidence["signal_fraction"] > 0.5
+
+
+def test_groups_all_solved_from_the_start_are_too_easy(runs):
+    rep = check(runs["too_easy"])
+    assert rep.verdict == "too_easy"
+    f = next(f for f in rep.findings if f.check == "groups")
+    assert f.first_step == 0 and f.evidence["share"] >= 0.6
+    assert f.evidence["all_solved_share"] > f.evidence["none_solved_share"]
+
+
+def test_groups_none_solved_from_the_start_are_too_hard(runs):
+    rep = check(runs["too_hard"])
+    assert rep.verdict == "too_hard"
+    f = next(f for f in rep.findings if f.check == "groups")
+    assert f.evidence["none_solved_share"] > f.evidence["all_solved_share"]
+    assert f.evidence["expected_share"] is None or 0 <= f.evidence["expected_share"] <= 1
+
+
+def test_burst_of_failed_attempts_is_found_with_its_steps(runs):
+    rep = check(runs["fail_burst"])
+    assert rep.verdict == "infra_failures"
+    f = next(f for f in rep.findings if f.check == "failures")
+    assert 20 <= f.first_step <= 21
+    assert "rollout_failed/TimeoutError" in f.evidence["reasons"]
+
+
+def test_growing_mismatch_is_a_stale_policy(runs):
+    rep = check(runs["stale"])
+    assert rep.verdict == "stale_policy"
+    f = next(f for f in rep.findings if f.check == "agreement")
+    assert f.metric == "train/mismatch_kl"
+    assert 10 <= f.first_step <= 25
+    assert f.evidence["peak"] > 10 * f.evidence["start_level"]
+
+
+def test_entropy_falling_relative_to_its_start_is_a_collapse(runs):
+    rep = check(runs["entropy"])
+    assert rep.verdict == "collapse"
+    f = next(f for f in rep.findings if f.check == "policy")
+    assert 15 <= f.first_step <= 25
+    assert f.evidence["ratio_low"] < 0.3
+
+
+def test_truncation_rising_with_flat_reward_is_out_of_room(runs):
+    rep = check(runs["room"])
+    assert rep.verdict == "out_of_room"
+    f = next(f for f in rep.findings if f.check == "episodes")
+    assert 15 <= f.first_step <= 18
+
+
+def test_nan_loss_is_found_at_once(runs):
+    rep = check(runs["nan"])
+    assert rep.verdict == "non_finite"
+    f = next(f for f in rep.findings if f.check == "nonfinite")
+    assert f.first_step == 30 and f.metric == "train/loss" and f.severity == "fail"
+
+
+def test_train_reward_up_heldout_down_is_exploit_suspected(runs):
+    rep = check(runs["exploit"])
+    assert rep.verdict == "exploit_suspected"
+    f = next(f for f in rep.findings if f.check == "heldout")
+    assert f.evidence["heldout_last"] < f.evidence["heldout_first"]
+    assert f.first_step is not None and f.first_step <= 20
+
+
+def test_heldout_rising_with_train_confirms_learning(runs):
+    rep = check(runs["confirmed"])
+    assert not [f for f in rep.findings if f.verdict == "exploit_suspected"]
+
+
+def test_early_alarm_does_not_mute_a_later_one(tmp_path):
+    p = synth_run(
+        tmp_path,
+        "two",
+        steps=80,
+        lr=0.04,
+        fail_rate={**{k: 0.6 for k in range(10, 15)}, **{k: 0.6 for k in range(60, 66)}},
+    )
+    rep = check(p)
+    bursts = [f for f in rep.findings if f.check == "failures"]
+    assert [f.first_step for f in bursts] == [10, 60]
+
+
+def _native_run(tmp_path: Path, status: str, step_times: list[float], heartbeats=()) -> Path:
+    d = tmp_path / f"run-{status}-{len(step_times)}-{len(heartbeats)}"
+    d.mkdir()
+    write_json_atomic(
+        d / "run.json",
+        {
+            "format": "rlvitals-run/1",
+            "name": d.name,
+            "status": status,
+            "stop_reason": None,
+            "config": {},
+        },
+    )
+    with open(d / "steps.jsonl", "wb") as f:
+        for i, t in enumerate(step_times):
+            f.write(encode_line({"step": i, "time": t, "reward/mean": 0.5}))
+    with open(d / "progress.jsonl", "wb") as f:
+        for hb in heartbeats:
+            f.write(encode_line(hb))
+    return d
+
+
+def test_running_run_without_new_steps_is_stalled(tmp_path):
+    t0 = 1_000_000.0
+    d = _native_run(tmp_path, "running", [t0 + i for i in range(10)])
+    rep = check(d, now=t0 + 9 + 120)
+    f = next(f for f in rep.findings if f.check == "liveness")
+    assert f.verdict == "stalled" and f.severity == "fail" and f.first_step == 10
+    assert rep.verdict == "stalled"
+
+
+def test_slow_phase_with_progressing_heartbeats_is_not_a_stall(tmp_path):
+    t0 = 1_000_000.0
+    hbs = [
+        {"time": t0 + 9 + k * 10, "step": 10, "phase": "sampling", "attempts_done": k * 8}
+        for k in range(1, 12)
+    ]
+    d = _native_run(tmp_path, "running", [t0 + i for i in range(10)], hbs)
+    rep = check(d, now=t0 + 9 + 115)
+    f = next(f for f in rep.findings if f.check == "liveness")
+    assert f.severity == "info" and "slow phase" in f.title
+
+
+def test_heartbeats_without_progress_are_a_stall(tmp_path):
+    t0 = 1_000_000.0
+    hbs = [
+        {"time": t0 + 9 + k * 10, "step": 10, "phase": "sampling", "attempts_done": 8}
+        for k in range(1, 12)
+    ]
+    d = _native_run(tmp_path, "running", [t0 + i for i in range(10)], hbs)
+    rep = check(d, now=t0 + 9 + 115)
+    assert rep.verdict == "stalled"
+
+
+def test_finished_run_is_never_stalled(tmp_path):
+    d = _native_run(tmp_path, "finished", [1_000_000.0 + i for i in range(10)])
+    rep = check(d, now=2_000_000.0)
+    assert not [f for f in rep.findings if f.verdict == "stalled"]
+
+
+def test_crashed_run_says_why(tmp_path):
+    d = _native_run(tmp_path, "crashed", [1.0, 2.0])
+    meta = json.loads((d / "run.json").read_text())
+    meta["stop_reason"] = "RuntimeError: CUDA out of memory"
+    write_json_atomic(d / "run.json", meta)
+    rep = check(d)
+    assert rep.verdict == "crashed"
+    assert "out of memory" in rep.findings[0].title
+
+
+def test_findings_come_in_the_seeds_order(runs):
+    from rlvitals.checks import CHECK_ORDER
+
+    rep = check(runs["nan"])
+    order = [CHECK_ORDER.index(f.check) for f in rep.findings]
+    assert order == sorted(order)
+
+
+def test_thresholds_can_be_overridden(runs):
+    rep = check(runs["too_easy"], thresholds=Thresholds().with_overrides({"rejected_warn": "0.95"}))
+    assert not [f for f in rep.findings if f.check == "groups" and f.severity != "ok"]
+
+
+def test_unknown_threshold_is_a_clear_error():
+    from rlvitals.errors import UsageError
+
+    with pytest.raises(UsageError, match="unknown threshold 'nope'"):
+        Thresholds().with_overrides({"nope": "1"})
+
+
+def test_text_view_shows_untrusted_text_literally(tmp_path):
+    rep = Report(
+        source="[bold]x[/bold] <script>",
+        verdict="drift",
+        findings=[Finding("agreement", "warn", "drift", "[red]boom[/red] <b>", metric="m")],
+        info={"format": "rlvitals", "steps": 3},
+    )
+    buf = io.StringIO()
+    render_text([rep], buf, width=120, color=False)
+    out = buf.getvalue()
+    assert "[bold]x[/bold]" in out and "[red]boom[/red] <b>" in out
+    md = render_markdown([rep])
+    assert "<script>" not in md and "&lt;script&gt;" in md
+    assert json.loads(render_json([rep]))["findings"][0]["title"] == "[red]boom[/red] <b>"
+
+
+def test_check_time_grows_linearly(tmp_path):
+    # 100x more steps must not cost 1000x more: the checks are O(n). Not a timing test of
+    # absolute speed (benchmarks/check_speed.py does that), a guard against O(n^2).
+    from rlvitals.model import RunData
+
+    def fake(n: int) -> RunData:
+        import numpy as np
+
+        data = RunData(source=str(tmp_path), format="test")
+        rng = np.random.default_rng(0)
+        for name in (
+            "reward/mean",
+            "train/mismatch_kl",
+            "sampling/entropy_estimate",
+            "response/truncated_rate",
+            "reward/group_std_mean",
+        ):
+            for i, v in enumerate(rng.random(n)):
+                data.metrics.add(i, name, float(v))
+        return data
+
+    small, big = fake(1000), fake(100_000)
+    t = time.perf_counter()
+    run_checks(small)
+    t_small = time.perf_counter() - t
+    t = time.perf_counter()
+    run_checks(big)
+    t_big = time.perf_counter() - t
+    assert t_big < 300 * max(t_small, 1e-3)
