@@ -13,13 +13,13 @@ import time
 from pathlib import Path
 
 import pytest
-from synth import synth_run
 
 from rlvitals.checks import Thresholds, run_checks
 from rlvitals.checks.base import Finding, Report
 from rlvitals.jsonio import encode_line, write_json_atomic
 from rlvitals.readers.native import NativeReader
 from rlvitals.views.check import render_json, render_markdown, render_text
+from synth import synth_run
 
 
 def read(path: Path):
