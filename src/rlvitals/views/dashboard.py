@@ -1,0 +1,557 @@
+"""The dashboard both HTML views share: the plots, the data they draw, the page around them.
+
+The HTML report (``report.py``) and the live page (``server.py``) are one page: the same
+inline JavaScript (``assets/``) draws the same plots from the same JSON. The report embeds the
+JSON; the live page receives it over server-sent events. This module says which plots exist
+(adapted from the twelve plots of research/science.md to the canonical metrics of METRICS.md)
+and turns a run, its Report and a baseline into that JSON.
+
+Run text is untrusted: it travels only as JSON, embedded with ``<``, ``>``, ``&`` and
+U+2028/U+2029 escaped, and the page puts it in the DOM with ``textContent``, never as HTML.
+The page's Content-Security-Policy allows only its own inline scripts (by hash) and no
+network access at all for the report.
+"""
+
+from __future__ import annotations
+
+import base64
+import bisect
+import fnmatch
+import hashlib
+import json
+import math
+import os
+import re
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import numpy as np
+
+from .. import __version__
+from ..checks.base import VERDICTS, Report
+from ..errors import ReadError
+from ..jsonio import clean
+from ..model import RunData
+from ..schema import TRANSCRIPTS, is_canonical
+
+__all__ = [
+    "PLOTS",
+    "Plot",
+    "load_baseline",
+    "load_transcripts",
+    "page_html",
+    "run_payload",
+    "safe_json",
+    "series_payload",
+    "transcript_steps",
+]
+
+
+@dataclass(frozen=True)
+class Plot:
+    """One dashboard plot: the metrics it draws (exact names or ``*`` patterns) and how."""
+
+    id: str
+    title: str
+    metrics: tuple[str, ...]
+    help: str
+    log: bool = False
+    refs: tuple[tuple[float, str], ...] = field(default_factory=tuple)
+
+    def matches(self, name: str) -> bool:
+        return any(fnmatch.fnmatchcase(name, m) if "*" in m else name == m for m in self.metrics)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "title": self.title,
+            "metrics": list(self.metrics),
+            "help": self.help,
+            "log": self.log,
+            "refs": [{"y": y, "label": label} for y, label in self.refs],
+        }
+
+
+# In the seeds' reading order: reward and learning signal first, then rejected groups,
+# failures, episodes, sampler/trainer agreement, policy, and the system layer last.
+PLOTS: tuple[Plot, ...] = (
+    Plot(
+        "reward",
+        "Reward and held-out score",
+        ("reward/mean", "reward/mean_with_unusable", "eval/*/score"),
+        "reward/mean: attempts the update trained on; mean_with_unusable adds rejected groups "
+        "(the full picture once whole groups are solved or failed). Held-out scores are dots: "
+        "train reward rising while held-out stays flat is the exploit signature.",
+    ),
+    Plot(
+        "signal",
+        "Learning signal",
+        ("reward/group_std_mean", "groups/signal_fraction", "reward/std"),
+        "GRPO learns only from spread within a group (group_std_mean) and from groups whose "
+        "attempts disagree (signal_fraction). reward/std is batch spread, not learning signal.",
+    ),
+    Plot(
+        "groups",
+        "Rejected groups",
+        ("groups/all_solved", "groups/none_solved", "discard/groups/*"),
+        "High at the start: tasks too easy (all solved) or too hard (none solved). Rising "
+        "later: mastered or collapsed; read it with reward/mean_with_unusable.",
+    ),
+    Plot(
+        "failures",
+        "Failed attempts",
+        ("discard/rollouts/*", "rollouts/retries"),
+        "Attempts that never reached training, by reason. A trickle is normal; a burst means "
+        "the environment or grader is broken.",
+    ),
+    Plot(
+        "episodes",
+        "Episodes (agent and grader metadata)",
+        ("rollout/*",),
+        "Why episodes end and every reward component. max_turns or truncated rising with a "
+        "flat reward: the agent is running out of room, not learning.",
+    ),
+    Plot(
+        "length",
+        "Response length",
+        ("response/length_mean",),
+        "Mean generated tokens per attempt. A sudden drop with falling entropy is collapse; "
+        "steady growth with flat held-out score can be length exploitation.",
+    ),
+    Plot(
+        "truncation",
+        "Truncation",
+        ("response/truncated_rate",),
+        "Share of attempts that hit the token limit.",
+        refs=((0.05, "5%"), (0.15, "15%")),
+    ),
+    Plot(
+        "mismatch",
+        "Sampler/trainer mismatch",
+        ("train/mismatch_kl", "train/logprob_abs_diff", "train/mismatch_k1"),
+        "KL(sampler ‖ trainer) should stay near 0 and flat; a rising KL means stale weights "
+        "or a numerics mismatch (log scale; values ≤ 0 are not drawn).",
+        log=True,
+        refs=((0.01, "0.01"), (0.1, "0.1")),
+    ),
+    Plot(
+        "ess",
+        "Importance weights (ESS)",
+        ("train/mismatch_ess", "train/mismatch_ess_seq"),
+        "Effective sample size of the sampler→trainer weights: 1 means identical. The "
+        "sequence-level ESS is far more sensitive than the token-level one.",
+        refs=((0.5, "0.5"), (0.3, "0.3")),
+    ),
+    Plot(
+        "freshness",
+        "Freshness (lag in updates)",
+        ("freshness/lag_mean", "freshness/lag_p90", "freshness/lag_max"),
+        "How many updates behind the trainer each trained attempt's sampler was (async mode).",
+    ),
+    Plot(
+        "entropy",
+        "Entropy",
+        ("sampling/entropy_estimate", "train/entropy"),
+        "Judged relative to the run's own start, never against an absolute threshold. Falling "
+        "sharply with repetitive transcripts means collapse (log scale).",
+        log=True,
+    ),
+    Plot(
+        "trust",
+        "Trust region",
+        ("train/clip_frac", "train/ppo_kl", "train/ref_kl"),
+        "Share of clipped tokens and the old-vs-new policy KL within each update; ref_kl is "
+        "the KL to the reference policy.",
+    ),
+    Plot(
+        "grad",
+        "Gradient norm",
+        ("train/grad_norm", "train/advantage_std"),
+        "Gradient norm before clipping (log scale). Collapses often arrive as grad-norm "
+        "explosions together with a rising mismatch.",
+        log=True,
+    ),
+    Plot(
+        "loss",
+        "Loss and learning rate",
+        ("train/loss", "train/lr"),
+        "As logged by the trainer.",
+    ),
+    Plot(
+        "timing",
+        "Time per update and per attempt",
+        (
+            "perf/step_seconds",
+            "perf/sampling_seconds",
+            "perf/grading_seconds",
+            "perf/training_seconds",
+            "perf/attempt_seconds_p50",
+            "perf/attempt_seconds_p90",
+            "perf/attempt_seconds_p99",
+        ),
+        "Seconds per update by phase, and the attempt latency distribution, so a system "
+        "regression is not mistaken for a learning problem.",
+    ),
+    Plot(
+        "throughput",
+        "Throughput",
+        ("perf/tokens_per_second",),
+        "Generated tokens per wall second of the update.",
+    ),
+)
+
+
+def plot_metrics(names: list[str]) -> dict[str, list[str]]:
+    """Plot id -> the run's metric names it draws."""
+    out: dict[str, list[str]] = {p.id: [] for p in PLOTS}
+    for name in names:
+        for p in PLOTS:
+            if p.matches(name):
+                out[p.id].append(name)
+                break
+    return out
+
+
+# -- JSON ----------------------------------------------------------------------------------
+
+_ENC = msgspec.json.Encoder()
+_NONFINITE = {"NaN", "Infinity", "-Infinity"}
+
+
+def _values(values: np.ndarray) -> list[float | str]:
+    out: list[float | str] = values.tolist()
+    bad = np.flatnonzero(~np.isfinite(values))
+    for i in bad.tolist():
+        v = out[i]
+        assert isinstance(v, float)
+        out[i] = "NaN" if math.isnan(v) else ("Infinity" if v > 0 else "-Infinity")
+    return out
+
+
+def series_payload(data: RunData, names: list[str], since: dict[str, int] | None = None) -> Any:
+    """``{name: {"s": steps, "v": values}}``; non-finite values as their strings.
+
+    With ``since`` (name -> how many points the receiver already has), only the new points of
+    each series, plus ``"r": true`` where the receiver must replace the series (steps arrived
+    out of order, so the old prefix changed).
+    """
+    out: dict[str, dict[str, Any]] = {}
+    for name in names:
+        s = data.series(name)
+        if s is None:
+            continue
+        start = 0
+        if since is not None:
+            start = since.get(name, 0)
+            if start >= len(s):
+                continue
+        out[name] = {"s": s.steps[start:].tolist(), "v": _values(s.values[start:])}
+    return out
+
+
+def safe_json(value: Any) -> str:
+    """JSON that can sit inside ``<script type="application/json">`` whatever the text holds.
+
+    ``<``, ``>`` and ``&`` become ``\\u003c``/``\\u003e``/``\\u0026`` (so neither ``</script>``
+    nor ``<!--`` can end or bend the element) and U+2028/U+2029 are escaped too.
+    """
+    raw = _ENC.encode(value).decode("utf-8")
+    return (
+        raw.replace("<", "\\u003c")
+        .replace(">", "\\u003e")
+        .replace("&", "\\u0026")
+        .replace("\u2028", "\\u2028")
+        .replace("\u2029", "\\u2029")
+    )
+
+
+def dashboard_metrics(data: RunData, report: Report | None = None) -> list[str]:
+    """The metrics the page needs: canonical ones, plus any a finding names."""
+    names = [n for n in data.names() if is_canonical(n)]
+    if report is not None:
+        for f in report.findings:
+            if f.metric and f.metric not in names and data.has(f.metric):
+                names.append(f.metric)
+    return names
+
+
+_INFO_SKIP = {"config"}
+
+
+def run_summary(run_id: str, data: RunData, report: Report | None) -> dict[str, Any]:
+    """What the runs list shows: name, status, verdict, last step, times."""
+    info = data.info or {}
+    t = data.series("time")
+    last_time = float(t.values[-1]) if t is not None and len(t) else None
+    hb = data.heartbeats[-1] if data.heartbeats else None
+    return clean(
+        {
+            "id": run_id,
+            "name": str(info.get("name") or Path(data.source).name or data.source),
+            "source": data.source,
+            "format": data.format,
+            "status": info.get("status"),
+            "stop_reason": info.get("stop_reason"),
+            "created": info.get("created"),
+            "last_step": data.last_step,
+            "last_time": last_time,
+            "heartbeat": hb,
+            "verdict": report.verdict if report else None,
+            "verdict_text": VERDICTS.get(report.verdict) if report else None,
+            "worst": report.worst if report else None,
+            "findings": len(report.findings) if report else 0,
+        }
+    )
+
+
+def run_payload(
+    run_id: str,
+    data: RunData,
+    report: Report | None,
+    *,
+    transcripts: dict[int, list[dict[str, Any]]] | None = None,
+    transcript_steps: list[int] | None = None,
+) -> dict[str, Any]:
+    """Everything the page draws for one run.
+
+    ``transcripts`` (step -> attempts) are embedded (the report); ``transcript_steps`` lists
+    the steps the viewer offers (the live page fetches them on demand).
+    """
+    names = dashboard_metrics(data, report)
+    info = {k: v for k, v in (data.info or {}).items() if k not in _INFO_SKIP}
+    return {
+        **run_summary(run_id, data, report),
+        "info": clean(info),
+        "series": series_payload(data, names),
+        "report": clean(report.to_dict()) if report else None,
+        "transcripts": {str(k): v for k, v in (transcripts or {}).items()},
+        "transcript_steps": sorted(transcripts or {})
+        if transcript_steps is None
+        else transcript_steps,
+        "warnings": data.warnings[:50],
+        "n_warnings": len(data.warnings),
+    }
+
+
+# -- baseline ------------------------------------------------------------------------------
+
+_RANGE_KEYS = (("early_min", "early_max"), ("min", "max"), ("lo", "hi"), ("low", "high"))
+
+
+def load_baseline(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Healthy ranges from a baseline file (``rlvitals baseline``), ready to shade."""
+    from ..baseline import load
+
+    return baseline_ranges(load(path), os.fspath(path))
+
+
+def baseline_ranges(raw: Any, where: str = "baseline") -> dict[str, Any]:
+    """``{metric: {"lo", "hi", "mean_lo", "mean_hi", "until"}}`` from a decoded baseline.
+
+    Reads ``rlvitals.baseline`` files (``{"first_steps": N, "metrics": {name: {"early_min",
+    "early_max", "early_mean_min", "early_mean_max", ...}}}``) and tolerates close shapes:
+    ``{name: {...}}`` without ``metrics``, ranges under ``min``/``max`` or ``lo``/``hi``, a
+    single ``early_mean``. ``until`` is the last step the range holds for (None: the whole
+    run). Metrics without a usable range are left out.
+    """
+    if not isinstance(raw, dict):
+        raise ReadError("expected a JSON object with per-metric ranges", path=where)
+    metrics = raw.get("metrics", raw)
+    if not isinstance(metrics, dict):
+        raise ReadError("expected 'metrics' to be an object", path=where)
+    window = _num(raw.get("first_steps")) or _num(raw.get("early_steps"))
+    out: dict[str, Any] = {}
+    for name, spec in metrics.items():
+        if not isinstance(spec, dict):
+            continue
+        lo = hi = None
+        for a, b in _RANGE_KEYS:
+            lo, hi = _num(spec.get(a)), _num(spec.get(b))
+            if lo is not None and hi is not None:
+                break
+        if lo is None or hi is None:
+            continue
+        until = _num(spec.get("first_steps")) or _num(spec.get("early_steps")) or window
+        mean_lo = _num(spec.get("early_mean_min"))
+        mean_hi = _num(spec.get("early_mean_max"))
+        if mean_lo is None:
+            mean_lo = mean_hi = _num(spec.get("early_mean"))
+        out[str(name)] = {
+            "lo": min(lo, hi),
+            "hi": max(lo, hi),
+            "mean_lo": mean_lo,
+            "mean_hi": mean_hi,
+            "until": None if until is None else until - 1,
+        }
+    return out
+
+
+def _num(v: Any) -> float | None:
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    return float(v) if math.isfinite(v) else None
+
+
+# -- transcripts ---------------------------------------------------------------------------
+# The transcript viewer shows the attempts of the steps findings point at. Issue 6 brings the
+# selection of flagged attempts; a finding whose evidence names ``attempt_ids`` shows those.
+
+MAX_TEXT = 20_000
+MAX_ATTEMPTS = 16
+MAX_STEPS = 12
+_STEP_FILE = re.compile(r"^step-(\d+)\.json$")
+
+
+def transcript_dir(data: RunData) -> Path | None:
+    p = Path(data.source)
+    d = (p if p.is_dir() else p.parent) / TRANSCRIPTS
+    return d if d.is_dir() else None
+
+
+def available_steps(data: RunData) -> list[int]:
+    """Steps that have a transcript file, ascending."""
+    d = transcript_dir(data)
+    if d is None:
+        return []
+    steps = []
+    with os.scandir(d) as it:
+        for e in it:
+            m = _STEP_FILE.match(e.name)
+            if m:
+                steps.append(int(m.group(1)))
+    return sorted(steps)
+
+
+def transcript_steps(data: RunData, report: Report | None, limit: int = MAX_STEPS) -> list[int]:
+    """The transcript steps the findings point at (nearest file at or after each step)."""
+    have = available_steps(data)
+    if not have or report is None:
+        return []
+    wanted: list[int] = []
+    for f in report.findings:
+        if f.severity == "ok":
+            continue
+        for s in [f.first_step, *f.steps]:
+            if s is None:
+                continue
+            i = bisect.bisect_left(have, s)
+            near = have[i] if i < len(have) else have[-1]
+            if near not in wanted:
+                wanted.append(near)
+    return wanted[:limit]
+
+
+def flagged_ids(report: Report | None) -> set[str]:
+    ids: set[str] = set()
+    for f in report.findings if report else []:
+        got = f.evidence.get("attempt_ids") if isinstance(f.evidence, dict) else None
+        if isinstance(got, list):
+            ids.update(str(a) for a in got)
+    return ids
+
+
+def _clip(v: Any) -> Any:
+    if isinstance(v, str) and len(v) > MAX_TEXT:
+        return v[:MAX_TEXT] + f"\n… [{len(v) - MAX_TEXT} more characters not shown]"
+    if isinstance(v, list):
+        return [_clip(x) for x in v]
+    if isinstance(v, dict):
+        return {str(k): _clip(x) for k, x in v.items()}
+    return v
+
+
+def load_transcripts(
+    data: RunData, step: int, *, flagged: set[str] | None = None, limit: int = MAX_ATTEMPTS
+) -> list[dict[str, Any]] | None:
+    """The attempts of one step's transcript file, flagged ones first, then highest reward.
+
+    None when the run has no transcript for ``step``. Long texts are cut to ``MAX_TEXT``.
+    """
+    d = transcript_dir(data)
+    if d is None or step < 0:
+        return None
+    p = d / f"step-{step:06d}.json"
+    try:
+        entries = json.loads(p.read_bytes())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        data.warnings.append(f"{p}: not a transcript file ({exc}); skipped")
+        return None
+    if not isinstance(entries, list):
+        return None
+    flagged = flagged or set()
+
+    def key(e: Any) -> tuple[int, float]:
+        if not isinstance(e, dict):
+            return (2, 0.0)
+        r = e.get("reward")
+        rv = float(r) if isinstance(r, (int, float)) and math.isfinite(r) else -math.inf
+        return (0 if str(e.get("attempt_id")) in flagged else 1, -rv)
+
+    chosen = sorted((e for e in entries if isinstance(e, dict)), key=key)[:limit]
+    out = []
+    for e in chosen:
+        e = _clip(clean(e))
+        e["flagged"] = str(e.get("attempt_id")) in flagged
+        e["of"] = len(entries)
+        out.append(e)
+    return out
+
+
+# -- the page ------------------------------------------------------------------------------
+
+
+def _asset(name: str) -> str:
+    return (resources.files("rlvitals.views") / "assets" / name).read_text(encoding="utf-8")
+
+
+def _sha256(text: str) -> str:
+    return "sha256-" + base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode()
+
+
+def page_html(payload: dict[str, Any], *, live: bool, title: str = "rlvitals") -> str:
+    """The whole page: CSS, the plotting library, the app, and ``payload`` as JSON.
+
+    ``live`` pages connect back to the server they came from (server-sent events); reports
+    may not reach the network at all (their CSP has no ``connect-src``).
+    """
+    css = _asset("dashboard.css")
+    scripts = [_asset("plot.js"), _asset("dashboard.js")]
+    csp = csp_header(live)
+    body = {
+        **payload,
+        "mode": "live" if live else "report",
+        "version": __version__,
+        "plots": [p.to_dict() for p in PLOTS],
+        "verdicts": VERDICTS,
+    }
+    esc_title = (
+        title.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
+    )
+    parts = [
+        '<!doctype html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n',
+        f'<meta http-equiv="Content-Security-Policy" content="{csp}">\n',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">\n',
+        '<meta name="referrer" content="no-referrer">\n',
+        f"<title>{esc_title}</title>\n<style>\n{css}\n</style>\n</head>\n<body>\n",
+        '<div id="app"><noscript>This page needs JavaScript to draw its plots.</noscript></div>\n',
+        f'<script type="application/json" id="rlv-data">{safe_json(body)}</script>\n',
+    ]
+    parts += [f"<script>{s}</script>\n" for s in scripts]
+    parts.append("</body>\n</html>\n")
+    return "".join(parts)
+
+
+def csp_header(live: bool) -> str:
+    """The Content-Security-Policy the server sends with the live page (same as its meta)."""
+    scripts = [_asset("plot.js"), _asset("dashboard.js")]
+    hashes = " ".join(f"'{_sha256(s)}'" for s in scripts)
+    connect = "'self'" if live else "'none'"
+    return (
+        f"default-src 'none'; script-src {hashes}; style-src 'unsafe-inline'; "
+        f"img-src data:; connect-src {connect}; base-uri 'none'; form-action 'none'"
+    )
