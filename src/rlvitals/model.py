@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-__all__ = ["AttemptTable", "RunData", "Series", "SeriesBuilder"]
+__all__ = ["AttemptTable", "AttemptTableBuilder", "RunData", "Series", "SeriesBuilder"]
 
 
 class Series(NamedTuple):
@@ -80,6 +80,20 @@ class SeriesBuilder:
         col.steps.append(step)
         col.values.append(value)
         col.series = None
+
+    def replace(self, name: str, steps: np.ndarray, values: np.ndarray) -> None:
+        """Set the whole series of ``name`` (for metrics derived from others after each read)."""
+        col = self._cols[name] = _Column()
+        steps = np.asarray(steps, dtype=np.int64)
+        values = np.asarray(values, dtype=np.float64)
+        if len(steps) > 1 and np.any(np.diff(steps) <= 0):
+            col.dirty = True
+        col.steps = array("q", steps.tobytes())
+        col.values = array("d", values.tobytes())
+
+    def discard(self, name: str) -> None:
+        """Forget the series of ``name`` (no error if absent)."""
+        self._cols.pop(name, None)
 
     def add_record(self, step: int, values: Mapping[str, float]) -> None:
         """Record several metrics at one step."""
@@ -145,6 +159,135 @@ class AttemptTable:
     def __len__(self) -> int:
         return len(self.step)
 
+    def steps(self) -> np.ndarray:
+        """The distinct steps that have attempts, ascending."""
+        return np.unique(self.step)
+
+    def rows_at(self, step: int) -> slice:
+        """The rows of update ``step`` (rows are kept sorted by step)."""
+        lo = int(np.searchsorted(self.step, step, side="left"))
+        hi = int(np.searchsorted(self.step, step, side="right"))
+        return slice(lo, hi)
+
+
+# Column name -> dtype, in AttemptTable's order (strings are stored as int32 codes).
+ATTEMPT_COLUMNS: dict[str, Any] = {
+    "step": np.int64,
+    "reward": np.float64,
+    "reward_missing": np.bool_,
+    "policy_version": np.int64,
+    "trained": np.bool_,
+    "discard_code": np.int32,
+    "task_code": np.int32,
+    "group_code": np.int32,
+    "response_tokens": np.int64,
+    "truncated": np.bool_,
+    "lag": np.int64,
+    "time": np.float64,
+    "duration": np.float64,
+    "shard": np.int16,
+    "offset": np.int64,
+}
+
+
+class _Codes:
+    """A string <-> int32 code book that only grows."""
+
+    __slots__ = ("index", "names")
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+        self.index: dict[str | None, int] = {None: -1}
+
+    def encode(self, values: list[Any]) -> np.ndarray:
+        index, names = self.index, self.names
+        out: list[int] = []
+        append = out.append
+        for v in values:
+            c = index.get(v)
+            if c is None:
+                c = index[v] = len(names)
+                names.append(str(v))
+            append(c)
+        return np.array(out, dtype=np.int32)
+
+
+class AttemptTableBuilder:
+    """Grows an AttemptTable block by block, keeping rows sorted by step.
+
+    Appends are amortised O(new rows): columns live in buffers that double when full, and a
+    block whose steps come before rows already held (another shard catching up) is merged into
+    the tail from the first affected step only. ``table()`` returns views, valid until the next
+    append (a later merge may move rows under them).
+    """
+
+    def __init__(self) -> None:
+        self._n = 0
+        self._cap = 0
+        self._cols: dict[str, np.ndarray] = {
+            name: np.zeros(0, dtype=dt) for name, dt in ATTEMPT_COLUMNS.items()
+        }
+        self.discards = _Codes()
+        self.tasks = _Codes()
+        self.groups = _Codes()
+        self.files: list[str] = []
+        self._table: AttemptTable | None = None
+
+    def __len__(self) -> int:
+        return self._n
+
+    def _reserve(self, extra: int) -> None:
+        need = self._n + extra
+        if need <= self._cap:
+            return
+        cap = max(need, self._cap * 2, 1024)
+        for name, col in self._cols.items():
+            new = np.empty(cap, dtype=col.dtype)
+            new[: self._n] = col[: self._n]
+            self._cols[name] = new
+        self._cap = cap
+
+    def append(self, block: Mapping[str, np.ndarray]) -> None:
+        """Add rows given as one array per column of ``ATTEMPT_COLUMNS`` (all the same length)."""
+        k = len(block["step"])
+        if k == 0:
+            return
+        steps = np.asarray(block["step"], dtype=np.int64)
+        order = None
+        if k > 1 and bool(np.any(steps[1:] < steps[:-1])):
+            order = np.argsort(steps, kind="stable")
+        self._reserve(k)
+        n = self._n
+        cols = self._cols
+        first = int(steps[order[0]] if order is not None else steps[0])
+        if n == 0 or cols["step"][n - 1] <= first:
+            for name in ATTEMPT_COLUMNS:
+                v = np.asarray(block[name])
+                cols[name][n : n + k] = v[order] if order is not None else v
+        else:
+            # Rows already held with a step after this block's first: merge from there on.
+            pos = int(np.searchsorted(cols["step"][:n], first, side="right"))
+            both = np.concatenate([cols["step"][pos:n], steps])
+            merged = np.argsort(both, kind="stable")  # held rows first among equal steps
+            for name in ATTEMPT_COLUMNS:
+                joined = np.concatenate([cols[name][pos:n], np.asarray(block[name])])
+                cols[name][pos : n + k] = joined[merged]
+        self._n = n + k
+        self._table = None
+
+    def table(self) -> AttemptTable:
+        if self._table is None:
+            n = self._n
+            c = {name: col[:n] for name, col in self._cols.items()}
+            self._table = AttemptTable(
+                **c,
+                discard_reasons=self.discards.names,
+                task_ids=self.tasks.names,
+                group_ids=self.groups.names,
+                files=self.files,
+            )
+        return self._table
+
 
 @dataclass
 class RunData:
@@ -161,6 +304,7 @@ class RunData:
         heartbeats: progress records (time, step, phase, ...).
         attempts: the attempts table, where the source has one.
         warnings: what the reader skipped or doubted, each naming file and line.
+        source_keys: the source's own keys kept under their own names (other formats).
     """
 
     source: str
@@ -172,6 +316,25 @@ class RunData:
     heartbeats: list[dict[str, Any]] = field(default_factory=list)
     attempts: AttemptTable | None = None
     warnings: list[str] = field(default_factory=list)
+    source_keys: set[str] = field(default_factory=set)
+
+    def is_canonical(self, name: str) -> bool:
+        """Whether ``name`` is a canonical metric of this run (not a source key kept as is).
+
+        A source key can look canonical without meaning it: Miles' ``rollout/truncated`` is a
+        batch truncation rate, not the episode-metadata family ``rollout/<key>``. Readers of
+        other frameworks' logs record every key they kept under its own name in
+        ``source_keys``; such a key counts as canonical only where a mapping produced it.
+        """
+        from .schema import is_canonical
+
+        if name in self.original:
+            return True
+        return name not in self.source_keys and is_canonical(name)
+
+    def canonical_names(self, prefix: str = "") -> list[str]:
+        """Canonical metric names of this run, sorted (see ``is_canonical``)."""
+        return [n for n in self.names(prefix) if self.is_canonical(n)]
 
     def series(self, name: str) -> Series | None:
         """The series of metric ``name``, or None if the run never measured it."""

@@ -11,12 +11,26 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import UnknownFormatError
 from ..model import RunData
 
-__all__ = ["FORMATS", "Reader", "open_reader", "read", "register", "sniff"]
+if TYPE_CHECKING:
+    from .mapping import MappingTable
+
+__all__ = [
+    "FORMATS",
+    "Format",
+    "Reader",
+    "find_attempt",
+    "formats",
+    "load_attempt_record",
+    "open_reader",
+    "read",
+    "register",
+    "sniff",
+]
 
 
 class Reader(Protocol):
@@ -38,14 +52,21 @@ class Format:
         name: str,
         description: str,
         sniff: Callable[[Path], bool],
-        factory: Callable[[Path], Reader],
+        factory: Callable[..., Reader],
         priority: int = 50,
+        *,
+        table: MappingTable | None = None,
+        kind: str = "",
+        files: str = "",
     ) -> None:
         self.name = name
         self.description = description
         self.sniff = sniff
         self.factory = factory
         self.priority = priority
+        self.table = table  # the mapping table shown by `rlvitals formats` and docs/formats.md
+        self.kind = kind  # "run directory", "console log", "JSONL", "event files", ...
+        self.files = files  # what to point it at
 
 
 FORMATS: dict[str, Format] = {}
@@ -59,7 +80,25 @@ def register(fmt: Format) -> Format:
 
 def _load_all() -> None:
     # Import reader modules so they register themselves; kept lazy so `import rlvitals` is light.
-    from . import native  # noqa: F401
+    from . import (  # noqa: F401
+        areal,
+        generic,
+        miles,
+        native,
+        openrlhf,
+        primerl,
+        skyrl,
+        tensorboard,
+        tinker,
+        trl,
+        verl,
+    )
+
+
+def formats() -> list[Format]:
+    """Every registered format, in sniffing order."""
+    _load_all()
+    return sorted(FORMATS.values(), key=lambda f: f.priority)
 
 
 def sniff(path: str | os.PathLike[str]) -> str:
@@ -78,8 +117,17 @@ def sniff(path: str | os.PathLike[str]) -> str:
     )
 
 
-def open_reader(path: str | os.PathLike[str], format: str | None = None) -> Reader:
-    """An incremental reader for ``path``; ``format`` overrides sniffing."""
+def open_reader(
+    path: str | os.PathLike[str],
+    format: str | None = None,
+    *,
+    mapping: str | os.PathLike[str] | None = None,
+) -> Reader:
+    """An incremental reader for ``path``; ``format`` overrides sniffing.
+
+    ``mapping`` names a TOML or JSON file of ``canonical name = "source key"`` rules that take
+    precedence over the format's own table (for the generic formats, the only table).
+    """
     _load_all()
     p = Path(path)
     if format is None:
@@ -91,11 +139,42 @@ def open_reader(path: str | os.PathLike[str], format: str | None = None) -> Read
         )
     if not p.exists():
         raise UnknownFormatError("no such file or directory", path=str(p))
-    return FORMATS[format].factory(p)
+    kwargs: dict[str, Any] = {}
+    if mapping is not None:
+        from .mapping import load_user_mapping
+
+        kwargs["extra_rules"] = tuple(load_user_mapping(mapping))
+    return FORMATS[format].factory(p, **kwargs)
 
 
-def read(path: str | os.PathLike[str], format: str | None = None) -> RunData:
-    """Read a whole run (any known format) into the canonical model."""
-    reader = open_reader(path, format)
+def read(
+    path: str | os.PathLike[str],
+    format: str | None = None,
+    *,
+    mapping: str | os.PathLike[str] | None = None,
+) -> RunData:
+    """Read a whole run (any known format) into the canonical model.
+
+    The files are taken as complete: a record still open at the end of a file is read as far
+    as it goes, with a warning (a live reader would wait for the rest instead).
+    """
+    reader = open_reader(path, format, mapping=mapping)
     reader.poll()
+    finish = getattr(reader, "finish", None)
+    if finish is not None:
+        finish()
     return reader.run
+
+
+def load_attempt_record(run: RunData, index: int) -> dict[str, Any]:
+    """The full record (metadata included) of row ``index`` of ``run.attempts``."""
+    from .native import load_attempt_record as _load
+
+    return _load(run, index)
+
+
+def find_attempt(run: RunData, attempt_id: str) -> int | None:
+    """The row of ``run.attempts`` whose record has ``attempt_id``, or None."""
+    from .native import find_attempt as _find
+
+    return _find(run, attempt_id)

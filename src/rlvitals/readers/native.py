@@ -1,18 +1,57 @@
-"""rlvitals run directories (FORMAT.md, format 1): run.json, steps, rollouts, evals, progress."""
+"""rlvitals run directories (FORMAT.md, format 1): run.json, steps, rollouts, evals, progress.
+
+Every JSON Lines file is read from where the last pass stopped (byte offsets), so a live view
+costs time proportional to the new bytes. Shards (``steps.<shard>.jsonl``,
+``rollouts.<shard>.jsonl``) are merged by step.
+
+Attempts go into a columnar table (``model.AttemptTable``): big chunks of ``rollouts*.jsonl``
+are decoded at once by msgspec into a struct holding only the columns we keep, so an attempt's
+metadata is skipped, not built; strings become int32 codes. A chunk msgspec refuses (a bad
+line) is read again line by line, so the bad line becomes one warning naming file and line and
+every good line around it is still read. Each row keeps its file and byte offset:
+``load_attempt_record(run, i)`` reads one attempt's full record, metadata included, on demand.
+"""
 
 from __future__ import annotations
 
 import math
+import mmap
+import re
 from pathlib import Path
 from typing import Any
 
-from ..errors import ReadError
-from ..jsonio import decode_line, read_complete_lines, to_float
-from ..model import RunData
-from ..schema import EVALS, PROGRESS, RESERVED_STEP_KEYS, RUN_JSON, STEPS
+import msgspec
+import numpy as np
+
+from ..errors import ReadError, UsageError
+from ..jsonio import MAX_LINE_BYTES, decode_line, read_complete_lines, to_float
+from ..model import AttemptTableBuilder, RunData
+from ..schema import EVALS, PROGRESS, RESERVED_STEP_KEYS, ROLLOUTS, RUN_JSON, STEPS
 from . import Format, register
 
-__all__ = ["NativeReader"]
+__all__ = ["NativeReader", "find_attempt", "load_attempt_record"]
+
+CHUNK = 8 << 20  # bytes of rollouts decoded at once
+
+
+class _Attempt(msgspec.Struct, gc=False):
+    """The fields of a rollouts.jsonl record that the table keeps (the rest are skipped)."""
+
+    step: int
+    task_id: str = ""
+    group_id: str = ""
+    policy_version: int | None = None
+    reward: float | None = None
+    trained: bool = False
+    discard_reason: str | None = None
+    response_tokens: int | None = 0
+    truncated: bool = False
+    lag: int | None = None
+    time: float | None = None
+    duration: float | None = None
+
+
+_DECODER = msgspec.json.Decoder(_Attempt, strict=False)
 
 
 class _Tail:
@@ -32,24 +71,44 @@ def _is_run_dir(p: Path) -> bool:
     return p.is_dir() and ((p / RUN_JSON).is_file() or (p / STEPS).is_file())
 
 
+def _shards(d: Path, base: str) -> list[Path]:
+    """``base`` and its shards ``<stem>.<shard>.jsonl``, the unsharded file first."""
+    stem = base[: -len(".jsonl")]
+    out = [d / base] if (d / base).is_file() else []
+    out.extend(
+        p
+        for p in sorted(d.glob(f"{stem}.*.jsonl"))
+        if p.is_file() and p.name != base and not p.name.endswith(".tmp")
+    )
+    return out
+
+
 class NativeReader:
     """Reads an rlvitals run directory incrementally."""
 
     name = "rlvitals"
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, extra_rules: tuple[Any, ...] = ()) -> None:
         if path.is_file():
             path = path.parent
         self.dir = path
         self.run = RunData(source=str(path), format=self.name)
-        self._tails: dict[str, _Tail] = {}
+        self._tails: dict[Path, _Tail] = {}
         self._run_json_mtime: float | None = None
+        self._attempts = AttemptTableBuilder()
+        self._shard_index: dict[Path, int] = {}
+        del extra_rules  # our files already use the canonical names
 
     def poll(self) -> bool:
         changed = self._read_run_json()
-        changed |= self._read_lines(STEPS, self._on_step)
-        changed |= self._read_lines(EVALS, self._on_eval)
-        changed |= self._read_lines(PROGRESS, self._on_progress)
+        for p in _shards(self.dir, STEPS):
+            changed |= self._read_lines(p, self._on_step)
+        for p in _shards(self.dir, ROLLOUTS):
+            changed |= self._read_rollouts(p)
+        changed |= self._read_lines(self.dir / EVALS, self._on_eval)
+        changed |= self._read_lines(self.dir / PROGRESS, self._on_progress)
+        if len(self._attempts):
+            self.run.attempts = self._attempts.table()
         return changed
 
     def _read_run_json(self) -> bool:
@@ -74,13 +133,16 @@ class NativeReader:
         self._run_json_mtime = mtime
         return True
 
-    def _read_lines(self, name: str, handle: Any) -> bool:
-        p = self.dir / name
+    def _tail(self, p: Path) -> _Tail:
+        tail = self._tails.get(p)
+        if tail is None:
+            tail = self._tails[p] = _Tail(p)
+        return tail
+
+    def _read_lines(self, p: Path, handle: Any) -> bool:
         if not p.is_file():
             return False
-        tail = self._tails.get(name)
-        if tail is None:
-            tail = self._tails[name] = _Tail(p)
+        tail = self._tail(p)
         changed = False
         for lineno, end, line in read_complete_lines(p, tail.offset, first_line=tail.line):
             tail.offset, tail.line = end, lineno + 1
@@ -139,13 +201,199 @@ class NativeReader:
             raise ReadError("expected a numeric 'time'; skipped", path=str(p), line=lineno)
         self.run.heartbeats.append(rec)
 
+    # -- rollouts ----------------------------------------------------------------------------
+
+    def _read_rollouts(self, p: Path) -> bool:
+        tail = self._tail(p)
+        shard = self._shard_index.get(p)
+        if shard is None:
+            shard = self._shard_index[p] = len(self._attempts.files)
+            self._attempts.files.append(str(p))
+        changed = False
+        try:
+            f = open(p, "rb")  # noqa: SIM115 - closed by the with below
+        except OSError as exc:
+            self.run.warnings.append(f"{p}: cannot read ({exc.strerror})")
+            return False
+        with f:
+            f.seek(tail.offset)
+            carry = b""
+            while True:
+                data = f.read(CHUNK)
+                if not data:
+                    break
+                buf = carry + data if carry else data
+                last = buf.rfind(b"\n")
+                if last < 0:
+                    if len(buf) > MAX_LINE_BYTES:
+                        # One absurdly long line: skip to its end without holding it.
+                        self._skip_long_line(f, p, tail, len(buf))
+                        carry = b""
+                        continue
+                    carry = buf
+                    continue
+                carry = buf[last + 1 :]
+                self._decode_chunk(buf[: last + 1], p, tail, shard)
+                changed = True
+        return changed
+
+    def _skip_long_line(self, f: Any, p: Path, tail: _Tail, have: int) -> None:
+        skipped = have
+        while True:
+            data = f.read(CHUNK)
+            if not data:
+                return  # still being written: wait, and re-read it next pass
+            nl = data.find(b"\n")
+            if nl >= 0:
+                skipped += nl + 1
+                self.run.warnings.append(f"{p}:{tail.line}: line too long; skipped")
+                tail.offset += skipped
+                tail.line += 1
+                f.seek(tail.offset)
+                return
+            skipped += len(data)
+
+    def _decode_chunk(self, chunk: bytes, p: Path, tail: _Tail, shard: int) -> None:
+        base = tail.offset
+        arr = np.frombuffer(chunk, dtype=np.uint8)
+        nl = np.flatnonzero(arr == 10)
+        starts = np.empty(len(nl), dtype=np.int64)
+        starts[0] = 0
+        starts[1:] = nl[:-1] + 1
+        nonblank = nl > starts
+        try:
+            recs = _DECODER.decode_lines(chunk)
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            recs = None
+        if recs is not None and len(recs) == int(nonblank.sum()):
+            self._add_rows(recs, starts[nonblank] + base, shard)
+        else:
+            self._decode_lines_one_by_one(chunk, starts, nl, p, tail, shard)
+        tail.offset = base + len(chunk)
+        tail.line += len(nl)
+
+    def _decode_lines_one_by_one(
+        self, chunk: bytes, starts: np.ndarray, nl: np.ndarray, p: Path, tail: _Tail, shard: int
+    ) -> None:
+        recs: list[_Attempt] = []
+        offs: list[int] = []
+        for i, (a, b) in enumerate(zip(starts.tolist(), nl.tolist())):
+            line = chunk[a:b]
+            if not line.strip():
+                continue
+            lineno = tail.line + i
+            if len(line) > MAX_LINE_BYTES:
+                self.run.warnings.append(f"{p}:{lineno}: line too long; skipped")
+                continue
+            rec: _Attempt | None
+            try:
+                rec = _DECODER.decode(line)
+            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+                rec = self._lenient(line, p, lineno, exc)
+                if rec is None:
+                    continue
+            recs.append(rec)
+            offs.append(tail.offset + a)
+        if recs:
+            self._add_rows(recs, np.array(offs, dtype=np.int64), shard)
+
+    def _lenient(self, line: bytes, p: Path, lineno: int, exc: Exception) -> _Attempt | None:
+        try:
+            obj = decode_line(line)  # bare NaN / Infinity tokens
+            return msgspec.convert(obj, _Attempt, strict=False)
+        except (ValueError, msgspec.ValidationError, TypeError):
+            pass
+        msg = str(exc).replace("$[0].", "").replace("$.", "")
+        self.run.warnings.append(f"{p}:{lineno}: not a valid attempt record ({msg}); skipped")
+        return None
+
+    def _add_rows(self, recs: list[_Attempt], offsets: np.ndarray, shard: int) -> None:
+        b = self._attempts
+        n = len(recs)
+        reward = [r.reward for r in recs]
+        pv = [r.policy_version for r in recs]
+        lag = [r.lag for r in recs]
+        block = {
+            "step": np.array([r.step for r in recs], dtype=np.int64),
+            "reward": np.array(reward, dtype=np.float64),
+            "reward_missing": np.array([x is None for x in reward], dtype=np.bool_),
+            "policy_version": _int_or(pv, -1),
+            "trained": np.array([r.trained for r in recs], dtype=np.bool_),
+            "discard_code": b.discards.encode([r.discard_reason for r in recs]),
+            "task_code": b.tasks.encode([r.task_id for r in recs]),
+            "group_code": b.groups.encode([r.group_id for r in recs]),
+            "response_tokens": _int_or([r.response_tokens for r in recs], 0),
+            "truncated": np.array([r.truncated for r in recs], dtype=np.bool_),
+            "lag": _int_or(lag, -1),
+            "time": np.array([r.time for r in recs], dtype=np.float64),
+            "duration": np.array([r.duration for r in recs], dtype=np.float64),
+            "shard": np.full(n, shard, dtype=np.int16),
+            "offset": offsets,
+        }
+        b.append(block)
+
+
+def _int_or(values: list[int | None], missing: int) -> np.ndarray:
+    # None -> NaN as float, then the missing code; exact for any version or token count < 2**53.
+    f = np.array(values, dtype=np.float64)
+    bad = np.isnan(f)
+    if bad.any():
+        f[bad] = missing
+    return f.astype(np.int64)
+
+
+def _attempt_files(run: RunData) -> Any:
+    t = run.attempts
+    if t is None or not len(t):
+        raise UsageError(f"{run.source}: this run has no attempts table")
+    return t
+
+
+def load_attempt_record(run: RunData, index: int) -> dict[str, Any]:
+    """The full record (metadata included) of row ``index`` of ``run.attempts``."""
+    t = _attempt_files(run)
+    if not -len(t) <= index < len(t):
+        raise UsageError(f"attempt row {index} out of range (the run has {len(t)})")
+    path = t.files[int(t.shard[index])]
+    offset = int(t.offset[index])
+    with open(path, "rb") as f:
+        f.seek(offset)
+        line = f.readline(MAX_LINE_BYTES + 1)
+    try:
+        rec = decode_line(line)
+    except ValueError as exc:
+        raise ReadError(f"byte {offset}: not JSON ({exc})", path=path) from None
+    if not isinstance(rec, dict):
+        raise ReadError(f"byte {offset}: expected a JSON object", path=path)
+    return rec
+
+
+def find_attempt(run: RunData, attempt_id: str) -> int | None:
+    """The row of ``run.attempts`` whose record has ``attempt_id`` (a scan of the files)."""
+    t = _attempt_files(run)
+    needle = re.compile(
+        rb'"attempt_id"\s*:\s*' + re.escape(msgspec.json.encode(attempt_id)) + rb"\s*[,}]"
+    )
+    for shard, path in enumerate(t.files):
+        try:
+            with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+                for m in needle.finditer(mm):
+                    start = mm.rfind(b"\n", 0, m.start()) + 1
+                    rows = np.flatnonzero((t.offset == start) & (t.shard == shard))
+                    if len(rows):
+                        return int(rows[0])
+        except (OSError, ValueError):
+            continue
+    return None
+
 
 register(
     Format(
         "rlvitals",
-        "rlvitals run directory (run.json, steps.jsonl, rollouts.jsonl, ...)",
+        "rlvitals run directory (run.json, steps.jsonl, rollouts.jsonl, shards, ...)",
         _is_run_dir,
         NativeReader,
         priority=0,
+        kind="run directory",
     )
 )

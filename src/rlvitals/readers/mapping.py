@@ -1,0 +1,256 @@
+"""Mapping tables: a framework's metric keys onto the canonical names, by meaning (METRICS.md).
+
+A table is data: each ``Rule`` maps one source key (or a regular expression over keys) to the
+canonical name of what it really measures, with an optional linear transform (percent to
+fraction, ``1 - x``). Keys that measure something else (k1 where the canonical metric is k3,
+|Δp| where it is |Δlogp|, batch std where it is within-group std) are listed in ``unmapped``
+with the reason, so ``rlvitals formats`` and docs/formats.md show what was left out and why.
+Where a framework has no such metric, the canonical one is absent, never faked.
+
+When two source keys map to one canonical name, the earlier rule wins for the whole run (a
+``Mapper`` remembers the best source seen), so values never flip between sources by step.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tomllib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import ReadError
+from ..model import RunData
+from ..schema import is_canonical
+
+__all__ = ["Mapper", "MappingTable", "Rule", "apply_table", "load_user_mapping"]
+
+
+@dataclass(frozen=True)
+class Rule:
+    """``source`` (a key, or a regex if it starts with ``^``) -> ``target`` (may use ``\\1``).
+
+    The canonical value is ``value * scale + offset``.
+    """
+
+    source: str
+    target: str
+    note: str = ""
+    scale: float = 1.0
+    offset: float = 0.0
+
+    @property
+    def is_pattern(self) -> bool:
+        return self.source.startswith("^")
+
+    def transform_text(self) -> str:
+        if self.scale == 1.0 and self.offset == 0.0:
+            return ""
+        if self.scale == -1.0 and self.offset == 1.0:
+            return "1 - x"
+        parts = []
+        if self.scale != 1.0:
+            parts.append(f"x * {self.scale:g}")
+        else:
+            parts.append("x")
+        if self.offset:
+            parts.append(f"+ {self.offset:g}")
+        return " ".join(parts)
+
+
+@dataclass(frozen=True)
+class MappingTable:
+    """The mapping of one source format: rules in priority order, and what is left out."""
+
+    name: str
+    rules: tuple[Rule, ...]
+    unmapped: tuple[tuple[str, str], ...] = ()  # (source key, why it is not mapped)
+    notes: tuple[str, ...] = ()
+
+    def sources(self) -> list[str]:
+        return [r.source for r in self.rules]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "rules": [
+                {
+                    "source": r.source,
+                    "canonical": r.target,
+                    "transform": r.transform_text() or None,
+                    "note": r.note or None,
+                }
+                for r in self.rules
+            ],
+            "unmapped": [{"source": s, "why": why} for s, why in self.unmapped],
+            "notes": list(self.notes),
+        }
+
+
+@dataclass
+class _Resolved:
+    targets: list[tuple[str, int, Rule]] = field(default_factory=list)  # (target, priority, rule)
+
+
+class Mapper:
+    """Applies a MappingTable to records of one run, remembering the best source per target."""
+
+    def __init__(self, table: MappingTable, run: RunData, *, extra: Iterable[Rule] = ()) -> None:
+        self.rules = (*tuple(extra), *table.rules)
+        self.run = run
+        self._exact: dict[str, list[tuple[int, Rule]]] = {}
+        self._patterns: list[tuple[int, re.Pattern[str], Rule]] = []
+        for i, r in enumerate(self.rules):
+            if r.is_pattern:
+                self._patterns.append((i, re.compile(r.source), r))
+            else:
+                self._exact.setdefault(r.source, []).append((i, r))
+        self._cache: dict[str, list[tuple[str, int, Rule]]] = {}
+        self._best: dict[str, int] = {}  # target -> priority of the best source seen so far
+
+    def _resolve(self, key: str) -> list[tuple[str, int, Rule]]:
+        hit = self._cache.get(key)
+        if hit is not None:
+            return hit
+        out = [(r.target, i, r) for i, r in self._exact.get(key, ())]
+        for i, pat, r in self._patterns:
+            m = pat.match(key)
+            if m:
+                out.append((m.expand(r.target), i, r))
+        self._cache[key] = out
+        return out
+
+    def add(self, step: int, record: Mapping[str, float]) -> None:
+        """Record a step's source values under their own names and their canonical names."""
+        run = self.run
+        add = run.metrics.add
+        chosen: dict[str, tuple[int, float, str]] = {}
+        for key, value in record.items():
+            for target, prio, rule in self._resolve(key):
+                best = self._best.get(target)
+                if best is not None and prio > best:
+                    continue
+                cur = chosen.get(target)
+                if cur is None or prio < cur[0]:
+                    chosen[target] = (prio, value * rule.scale + rule.offset, key)
+        for key, value in record.items():
+            name = key
+            if key in chosen and chosen[key][2] != key:
+                # The source key spells a canonical name that another key fills here: keep
+                # the source value apart so the two never mix.
+                name = f"{run.format}:{key}"
+            run.source_keys.add(name)
+            add(step, name, value)
+        for target, (prio, value, key) in chosen.items():
+            best = self._best.get(target)
+            if best is None or prio < best:
+                self._best[target] = prio
+                run.original[target] = key
+            add(step, target, value)
+
+
+def _rules_from(obj: Any, where: str) -> list[Rule]:
+    rules = []
+    if not isinstance(obj, dict):
+        raise ReadError("expected a table of canonical name = source key", path=where)
+    table = obj.get("metrics", obj) if isinstance(obj.get("metrics"), dict) else obj
+    for target, spec in table.items():
+        if target == "metrics":
+            continue
+        scale, offset, note = 1.0, 0.0, ""
+        if isinstance(spec, str):
+            source = spec
+        elif isinstance(spec, dict) and isinstance(spec.get("source"), str):
+            source = spec["source"]
+            try:
+                scale = float(spec.get("scale", 1.0))
+                offset = float(spec.get("offset", 0.0))
+            except (TypeError, ValueError):
+                raise ReadError(
+                    f"key {target!r}: 'scale' and 'offset' must be numbers", path=where
+                ) from None
+            note = str(spec.get("note", ""))
+        else:
+            raise ReadError(
+                f"key {target!r}: expected a source key string or "
+                f'{{source = "...", scale = 1.0}} (not {spec!r})',
+                path=where,
+            )
+        if not is_canonical(target):
+            raise ReadError(
+                f"key {target!r} is not a canonical metric name (see `rlvitals formats` and "
+                "METRICS.md)",
+                path=where,
+            )
+        if source.startswith("^"):
+            try:
+                re.compile(source)
+            except re.error as exc:
+                raise ReadError(
+                    f"key {target!r}: bad regular expression: {exc}", path=where
+                ) from None
+        rules.append(Rule(source, target, note or "user mapping", scale, offset))
+    return rules
+
+
+def load_user_mapping(path: str | os.PathLike[str]) -> list[Rule]:
+    """Rules from a user mapping file: TOML or JSON, ``canonical name = "source key"``.
+
+    A value may also be a table ``{source = "key", scale = 0.01, offset = 0.0}``; a source
+    starting with ``^`` is a regular expression. A top-level ``[metrics]`` table is accepted.
+    User rules take precedence over the format's own.
+    """
+    p = os.fspath(path)
+    try:
+        with open(p, "rb") as f:
+            raw = f.read()
+    except OSError as exc:
+        raise ReadError(f"cannot read the mapping file: {exc.strerror}", path=p) from None
+    try:
+        if p.endswith(".json"):
+            obj = json.loads(raw)
+        else:
+            obj = tomllib.loads(raw.decode("utf-8"))
+    except (ValueError, UnicodeDecodeError) as exc:
+        kind = "JSON" if p.endswith(".json") else "TOML"
+        raise ReadError(f"not valid {kind}: {exc}", path=p) from None
+    return _rules_from(obj, p)
+
+
+def apply_table(
+    run: RunData, table: MappingTable, *, prefix: str = "", extra: Iterable[Rule] = ()
+) -> None:
+    """Map whole series already in ``run`` (source keys) onto canonical names.
+
+    For each canonical target, the highest-priority rule with a source series present wins;
+    ``prefix`` is stripped from source keys first (HF Trainer's ``train/`` in TensorBoard).
+    Used where values arrive per key rather than per step (TensorBoard).
+    """
+    rules = (*tuple(extra), *table.rules)
+    keys = {k[len(prefix) :]: k for k in run.source_keys if k.startswith(prefix)}
+    chosen: dict[str, tuple[int, str, Rule]] = {}
+    compiled = {r.source: re.compile(r.source) for r in rules if r.is_pattern}
+    for short, full in keys.items():
+        for prio, r in enumerate(rules):
+            if r.is_pattern:
+                m = compiled[r.source].match(short)
+                if not m:
+                    continue
+                target = m.expand(r.target)
+            elif r.source == short:
+                target = r.target
+            else:
+                continue
+            cur = chosen.get(target)
+            if cur is None or prio < cur[0]:
+                chosen[target] = (prio, full, r)
+    for target, (_, full, r) in chosen.items():
+        if target == full:
+            run.original[target] = full
+            continue
+        s = run.metrics.get(full)
+        if s is None:
+            continue
+        run.metrics.replace(target, s.steps, s.values * r.scale + r.offset)
+        run.original[target] = full

@@ -1,0 +1,186 @@
+"""prime-rl: the trainer's and orchestrator's ``metrics.jsonl`` and their console summaries.
+
+``metrics.jsonl`` rows are ``{"step": N, "time": t, ...}``, several per step (merged). The
+console prints one summary per step, ``Step N | 18m 23s | Loss -0.0003 | Entropy 0.37 | ...``
+(older versions: ``Time: 5.13s | Loss: 12.25``). Console keys are kept as
+``trainer/<Label>`` or ``orchestrator/<Label>`` (the orchestrator's line has a Reward), with
+durations in seconds and percentages as fractions.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from . import Format, register
+from .generic import JsonlMetricsReader, _sniff
+from .mapping import MappingTable, Rule
+from .textlog import TextLogReader, _FileState, head, parse_number, sniff_files
+
+__all__ = ["PRIME_RL", "PRIME_RL_CONSOLE", "PrimeConsoleReader", "PrimeJsonlReader"]
+
+PRIME_RL = MappingTable(
+    "prime-rl",
+    (
+        Rule(r"^train/agg/effective/[^/]+/reward/mean$", "reward/mean", "trained traces"),
+        Rule(
+            r"^train/agg/all/[^/]+/reward/mean$",
+            "reward/mean_with_unusable",
+            "every trace, zero-advantage ones included",
+        ),
+        Rule("reward/mean", "reward/mean", "older versions"),
+        Rule(r"^train/agg/effective/[^/]+/is_truncated/mean$", "response/truncated_rate"),
+        Rule(r"^train/agg/effective/num_output_tokens/mean$", "response/length_mean"),
+        Rule("mismatch_kl/all/mean", "train/mismatch_kl", "k3, trainer vs inference, no clamp"),
+        Rule("mismatch_kl/mean", "train/mismatch_kl", "older versions"),
+        Rule("entropy/all/mean", "train/entropy"),
+        Rule("entropy/mean", "train/entropy", "older versions"),
+        Rule("loss/mean", "train/loss"),
+        Rule("optim/grad_norm", "train/grad_norm"),
+        Rule("optim/lr", "train/lr"),
+        Rule("off_policy/mean", "freshness/lag_mean", "async: steps off policy"),
+        Rule("off_policy/max", "freshness/lag_max"),
+        Rule("time/step", "perf/step_seconds"),
+    ),
+    (
+        ("train/agg/all/*/solved_{none,all}", "count or share not verified; kept as logged"),
+        ("perf/throughput", "trainer tokens per second, not generated tokens"),
+        ("is_masked/*", "trust-region mask shares, no canonical name"),
+    ),
+    ("mismatch_kl includes off-policy lag as well as numerical mismatch (async training).",),
+)
+
+PRIME_RL_CONSOLE = MappingTable(
+    "prime-rl-console",
+    (
+        Rule("trainer/Loss", "train/loss"),
+        Rule("trainer/Entropy", "train/entropy"),
+        Rule("trainer/Mismatch KL", "train/mismatch_kl", "k3, 4 decimals"),
+        Rule("trainer/Grad. Norm", "train/grad_norm"),
+        Rule("trainer/LR", "train/lr"),
+        Rule("orchestrator/Reward", "reward/mean", "4 decimals"),
+        Rule("orchestrator/Truncation", "response/truncated_rate", "printed as a percentage"),
+        Rule("orchestrator/Max Off-Policy", "freshness/lag_max"),
+        Rule("orchestrator/Time", "perf/step_seconds", "orchestrator step wall time"),
+    ),
+    (
+        ("trainer/Time", "trainer wall time per step, waiting for batches included"),
+        ("trainer/MFU", "utilisation, kept as a fraction under its own name"),
+        ("orchestrator/Trainable", "a/b traces with signal: kept as the fraction a/b"),
+    ),
+)
+
+STEP = re.compile(r"(?:^|\s)Step (\d+) \| (.*)$")
+_DURATION = re.compile(r"^(?:(\d+)h\s*)?(?:(\d+)m\s*)?(?:(\d+(?:\.\d+)?)s)?$")
+_VALUE = re.compile(
+    r"^(.*?)\s*([-+]?(?:\d[\d.,]*(?:e[-+]?\d+)?|nan|inf)(?:/\d+)?%?)(?:\s.*)?$", re.I
+)
+
+
+def _duration(text: str) -> float | None:
+    m = _DURATION.match(text.strip())
+    if not m or not any(m.groups()):
+        return None
+    h, mi, s = m.groups()
+    return int(h or 0) * 3600 + int(mi or 0) * 60 + float(s or 0)
+
+
+def parse_summary(text: str) -> dict[str, float]:
+    """``Loss -0.0003 | Entropy 0.37 | 18m 23s | Time: 5.13s`` -> {label: value}."""
+    out: dict[str, float] = {}
+    for part in text.split(" | "):
+        part = part.strip()
+        if not part:
+            continue
+        label, sep, rest = part.partition(":")
+        if sep and rest.strip():
+            label, raw = label.strip(), rest.strip()
+        else:
+            d = _duration(part)
+            if d is not None:
+                out["Time"] = d
+                continue
+            m = _VALUE.match(part)
+            if not m or not m.group(1):
+                continue
+            label, raw = m.group(1).strip(), m.group(2)
+        d = _duration(raw)
+        if d is not None and raw.rstrip().endswith("s") and not raw.rstrip().endswith("/s"):
+            out[label] = d
+            continue
+        token = raw.split()[0] if raw.split() else raw
+        if "/" in token and not token.endswith("%"):
+            a, _, b = token.partition("/")
+            fa, fb = parse_number(a), parse_number(b)
+            if fa is not None and fb:
+                out[label] = fa / fb
+            continue
+        v = parse_number(token.replace(",", ""))
+        if v is not None:
+            out[label] = v
+    return out
+
+
+class PrimeConsoleReader(TextLogReader):
+    name = "prime-rl-console"
+    table = PRIME_RL_CONSOLE
+
+    def accept(self, p: Path) -> bool:
+        return bool(STEP.search(head(p)))
+
+    def feed(self, st: _FileState, text: str, p: Path, lineno: int) -> None:
+        m = STEP.search(text)
+        if not m:
+            return
+        values = parse_summary(m.group(2))
+        role = "orchestrator" if ("Reward" in values or "Trainable" in values) else "trainer"
+        record: dict[str, Any] = {f"{role}/{k}": v for k, v in values.items()}
+        self.emit(int(m.group(1)), record)
+
+
+class PrimeJsonlReader(JsonlMetricsReader):
+    name = "prime-rl"
+    table = PRIME_RL
+    glob = ("metrics.jsonl", "*.jsonl", "*/metrics.jsonl", "*/*/metrics.jsonl")
+
+    def accept(self, p: Path) -> bool:
+        return _is_prime(p)
+
+
+_MARKERS = ('"mismatch_kl/', '"entropy/all/', '"off_policy/', '"train/agg/', '"optim/grad_norm"')
+
+
+def _is_prime(p: Path) -> bool:
+    t = head(p, 64 << 10)
+    return t.lstrip().startswith("{") and any(m in t for m in _MARKERS)
+
+
+def _sniff_jsonl(path: Path) -> bool:
+    if path.is_dir():
+        return any(_is_prime(p) for g in PrimeJsonlReader.glob for p in sorted(path.glob(g))[:20])
+    return _sniff(path, "*.jsonl", _is_prime)
+
+
+register(
+    Format(
+        "prime-rl",
+        "prime-rl metrics.jsonl (trainer and orchestrator; several rows per step)",
+        _sniff_jsonl,
+        PrimeJsonlReader,
+        priority=22,
+        table=PRIME_RL,
+        kind="JSONL",
+    )
+)
+register(
+    Format(
+        "prime-rl-console",
+        "prime-rl console summaries (Step N | ... | Loss x | Entropy x | ...)",
+        lambda p: sniff_files(p, PrimeConsoleReader.patterns, lambda f: STEP.search(head(f))),
+        PrimeConsoleReader,
+        priority=36,
+        table=PRIME_RL_CONSOLE,
+        kind="console log",
+    )
+)

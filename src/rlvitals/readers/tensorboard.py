@@ -1,0 +1,364 @@
+"""TensorBoard event files, whichever framework wrote them, without TensorFlow.
+
+An event file is a TFRecord stream (``uint64 length, uint32 masked CRC32C of the length,
+data, uint32 masked CRC32C of the data``) of ``Event`` protocol buffers. We decode the few
+fields that carry scalars by hand: ``Event.step`` and ``Event.summary.value[]`` with either
+``simple_value`` (TF1, tensorboardX, torch) or a scalar ``tensor`` (TF2 ``tf.summary.scalar``:
+float, double, half, bfloat16 or integer, in ``*_val`` or ``tensor_content``).
+
+Reading is incremental: a record whose bytes are not all there yet is read on the next pass.
+A corrupt record (bad length CRC, truncated protobuf) becomes one warning naming the file and
+the byte offset, and reading resumes at the next valid record.
+
+The framework is recognised from the tag names (Miles, verl, TRL's ``train/`` prefix, ...)
+and its mapping table applied to whole series after each read.
+"""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+from typing import Any
+
+from ..model import RunData
+from ..schema import is_canonical
+from . import Format, register
+from .mapping import MappingTable, Rule, apply_table
+
+__all__ = ["TensorBoardReader", "crc32c", "iter_scalars"]
+
+# -- CRC32C (Castagnoli), table-driven ------------------------------------------------------
+
+_POLY = 0x82F63B78
+_TABLE = []
+for _i in range(256):
+    _c = _i
+    for _ in range(8):
+        _c = (_c >> 1) ^ _POLY if _c & 1 else _c >> 1
+    _TABLE.append(_c)
+
+
+def crc32c(data: bytes) -> int:
+    crc = 0xFFFFFFFF
+    t = _TABLE
+    for b in data:
+        crc = t[(crc ^ b) & 0xFF] ^ (crc >> 8)
+    return crc ^ 0xFFFFFFFF
+
+
+def masked_crc(data: bytes) -> int:
+    crc = crc32c(data)
+    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+# -- protobuf wire format --------------------------------------------------------------------
+
+
+class _Bad(ValueError):
+    pass
+
+
+def _varint(buf: bytes, i: int) -> tuple[int, int]:
+    result = 0
+    shift = 0
+    while True:
+        if i >= len(buf) or shift > 63:
+            raise _Bad("truncated varint")
+        b = buf[i]
+        i += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return result, i
+        shift += 7
+
+
+def _fields(buf: bytes) -> list[tuple[int, int, Any]]:
+    """(field number, wire type, value) of a message; value is int or bytes."""
+    out = []
+    i, n = 0, len(buf)
+    while i < n:
+        key, i = _varint(buf, i)
+        field, wire = key >> 3, key & 7
+        v: int | bytes
+        if wire == 0:
+            v, i = _varint(buf, i)
+        elif wire == 1:
+            if i + 8 > n:
+                raise _Bad("truncated fixed64")
+            v, i = buf[i : i + 8], i + 8
+        elif wire == 2:
+            ln, i = _varint(buf, i)
+            if i + ln > n:
+                raise _Bad("truncated bytes")
+            v, i = buf[i : i + ln], i + ln
+        elif wire == 5:
+            if i + 4 > n:
+                raise _Bad("truncated fixed32")
+            v, i = buf[i : i + 4], i + 4
+        else:
+            raise _Bad(f"unsupported wire type {wire}")
+        out.append((field, wire, v))
+    return out
+
+
+_DT_FLOAT, _DT_DOUBLE, _DT_INT32, _DT_UINT8, _DT_INT16, _DT_INT8 = 1, 2, 3, 4, 5, 6
+_DT_INT64, _DT_BOOL, _DT_BFLOAT16, _DT_HALF, _DT_UINT32, _DT_UINT64 = 9, 10, 14, 19, 22, 23
+_CONTENT = {
+    _DT_FLOAT: "<f",
+    _DT_DOUBLE: "<d",
+    _DT_INT32: "<i",
+    _DT_UINT8: "<B",
+    _DT_INT16: "<h",
+    _DT_INT8: "<b",
+    _DT_INT64: "<q",
+    _DT_BOOL: "<?",
+    _DT_HALF: "<e",
+    _DT_UINT32: "<I",
+    _DT_UINT64: "<Q",
+}
+
+
+def _packed_varints(v: Any) -> list[int]:
+    if isinstance(v, int):
+        return [v]
+    out, i = [], 0
+    while i < len(v):
+        x, i = _varint(v, i)
+        out.append(x)
+    return out
+
+
+def _signed(x: int) -> int:
+    return x - (1 << 64) if x >= 1 << 63 else x
+
+
+def _tensor_scalar(buf: bytes) -> float | None:
+    """The value of a TensorProto holding one number, or None."""
+    dtype = 0
+    dims = 0
+    content = b""
+    values: list[float] = []
+    for field, wire, v in _fields(buf):
+        if field == 1 and wire == 0:
+            dtype = v
+        elif field == 2 and wire == 2:
+            for f2, _, d in _fields(v):
+                if f2 == 2:
+                    size = next((s for f3, _, s in _fields(d) if f3 == 1), 1)
+                    dims += 1
+                    if size != 1:
+                        return None
+        elif field == 4 and wire == 2:
+            content = v
+        elif field == 5:  # float_val, packed or not
+            values.extend(struct.unpack(f"<{len(v) // 4}f", v))
+        elif field == 6:  # double_val
+            values.extend(struct.unpack(f"<{len(v) // 8}d", v))
+        elif field in (7, 10, 11, 16, 17):  # int_val, int64_val, bool_val, uint32, uint64
+            values.extend(float(_signed(x)) for x in _packed_varints(v))
+        elif field == 13:  # half_val: fp16 (or bfloat16) bits in an int32
+            for x in _packed_varints(v):
+                if dtype == _DT_BFLOAT16:
+                    values.append(struct.unpack("<f", struct.pack("<I", (x & 0xFFFF) << 16))[0])
+                else:
+                    values.append(struct.unpack("<e", struct.pack("<H", x & 0xFFFF))[0])
+        elif field == 8:  # string_val: not a number
+            return None
+    if content:
+        if dtype == _DT_BFLOAT16:
+            if len(content) != 2:
+                return None
+            (bits,) = struct.unpack("<H", content)
+            return float(struct.unpack("<f", struct.pack("<I", bits << 16))[0])
+        fmt = _CONTENT.get(dtype)
+        if fmt is None or len(content) != struct.calcsize(fmt):
+            return None
+        return float(struct.unpack(fmt, content)[0])
+    if len(values) == 1:
+        return float(values[0])
+    return None
+
+
+def _event_scalars(data: bytes) -> tuple[int | None, float | None, list[tuple[str, float]]]:
+    step: int | None = None
+    wall: float | None = None
+    out: list[tuple[str, float]] = []
+    for field, wire, v in _fields(data):
+        if field == 1 and wire == 1:
+            wall = struct.unpack("<d", v)[0]
+        elif field == 2 and wire == 0:
+            step = _signed(v)
+        elif field == 5 and wire == 2:
+            for f2, w2, value in _fields(v):
+                if f2 != 1 or w2 != 2:
+                    continue
+                tag = None
+                num: float | None = None
+                for f3, w3, x in _fields(value):
+                    if f3 == 1 and w3 == 2:
+                        tag = x.decode("utf-8", errors="replace")
+                    elif f3 == 2 and w3 == 5:
+                        num = struct.unpack("<f", x)[0]
+                    elif f3 == 8 and w3 == 2:
+                        num = _tensor_scalar(x)
+                if tag is not None and num is not None:
+                    out.append((tag, num))
+    return step, wall, out
+
+
+def iter_scalars(path: str | Path) -> list[tuple[int, str, float]]:
+    """Every (step, tag, value) scalar of one event file (for tests and tools)."""
+    r = TensorBoardReader(Path(path))
+    out: list[tuple[int, str, float]] = []
+    r._read_file(Path(path), lambda step, tag, v: out.append((step, tag, v)))
+    return out
+
+
+# -- the reader ------------------------------------------------------------------------------
+
+
+def _event_files(path: Path) -> list[Path]:
+    if path.is_file():
+        return [path]
+    return sorted(p for p in path.rglob("*tfevents*") if p.is_file())
+
+
+class TensorBoardReader:
+    name = "tensorboard"
+
+    def __init__(self, path: Path, *, extra_rules: tuple[Rule, ...] = ()) -> None:
+        self.path = path
+        self.run = RunData(source=str(path), format=self.name)
+        self.extra_rules = extra_rules
+        self._offsets: dict[Path, int] = {}
+        self._raw: dict[str, tuple[list[int], list[float]]] = {}
+
+    def poll(self) -> bool:
+        changed = False
+        for p in _event_files(self.path):
+            changed |= self._read_file(p, self._add)
+        if changed:
+            self._map()
+        return changed
+
+    def _add(self, step: int, tag: str, value: float) -> None:
+        self.run.metrics.add(step, tag, value)
+        self.run.source_keys.add(tag)
+
+    def _read_file(self, p: Path, add: Any) -> bool:
+        offset = self._offsets.get(p, 0)
+        try:
+            with open(p, "rb") as f:
+                f.seek(offset)
+                data = f.read()
+        except OSError as exc:
+            self.run.warnings.append(f"{p}: cannot read ({exc.strerror})")
+            return False
+        i, n = 0, len(data)
+        changed = False
+        while i + 12 <= n:
+            header = data[i : i + 8]
+            (length,) = struct.unpack("<Q", header)
+            (hcrc,) = struct.unpack("<I", data[i + 8 : i + 12])
+            if hcrc != masked_crc(header):
+                j = self._resync(data, i + 1)
+                self.run.warnings.append(
+                    f"{p}: byte {offset + i}: not a TFRecord (bad length checksum); "
+                    f"skipped {j - i} bytes"
+                )
+                i = j
+                changed = True
+                continue
+            end = i + 12 + length + 4
+            if end > n:
+                break  # the rest of this record is still being written
+            body = data[i + 12 : i + 12 + length]
+            try:
+                step, _wall, scalars = _event_scalars(body)
+            except (_Bad, struct.error, UnicodeDecodeError) as exc:
+                self.run.warnings.append(f"{p}: byte {offset + i}: bad event ({exc}); skipped")
+                step, scalars = None, []
+            for tag, v in scalars:
+                add(int(step or 0), tag, v)
+            i = end
+            changed = True
+        self._offsets[p] = offset + i
+        return changed
+
+    @staticmethod
+    def _resync(data: bytes, start: int) -> int:
+        n = len(data)
+        for j in range(start, n - 11):
+            if struct.unpack("<I", data[j + 8 : j + 12])[0] == masked_crc(data[j : j + 8]):
+                return j
+        return max(start, n - 11)  # wait for more bytes
+
+    def _map(self) -> None:
+        from . import FORMATS
+
+        tags = set(self.run.source_keys)
+        best: tuple[int, str, str] | None = None  # (score, format name, prefix)
+        seen: set[int] = set()
+        for fmt in FORMATS.values():
+            table = fmt.table
+            if table is None or id(table) in seen or table.name in ("generic", "rlvitals"):
+                continue
+            seen.add(id(table))
+            for prefix in ("", "train/"):
+                stripped = {t[len(prefix) :] for t in tags if t.startswith(prefix)}
+                score = _score(table, stripped)
+                if score >= 2 and (best is None or score > best[0]):
+                    best = (score, fmt.name, prefix)
+        if best is None:
+            rules: tuple[Rule, ...] = tuple(
+                Rule(t, t, "canonical name") for t in sorted(tags) if is_canonical(t)
+            )
+            table = MappingTable("generic", rules)
+            prefix = ""
+            self.run.info["framework"] = None
+        else:
+            _, fname, prefix = best
+            # The reader's own table (rules computed by derive() left out), then its derive.
+            factory = FORMATS[fname].factory
+            table = getattr(factory, "table", None) or FORMATS[fname].table
+            assert table is not None
+            self.run.info["framework"] = fname
+        apply_table(self.run, table, prefix=prefix, extra=self.extra_rules)
+        if best is not None and best[1] in ("miles", "slime"):
+            from .miles import derive_miles
+
+            derive_miles(self.run, placeholder=best[1] == "miles")
+
+
+def _score(table: MappingTable, tags: set[str]) -> int:
+    import re
+
+    score = 0
+    for r in table.rules:
+        if r.is_pattern:
+            pat = re.compile(r.source)
+            score += any(pat.match(t) for t in tags)
+        else:
+            score += r.source in tags
+    return score
+
+
+def _sniff(path: Path) -> bool:
+    if path.is_file():
+        return "tfevents" in path.name
+    if not path.is_dir():
+        return False
+    return any(p.is_file() for p in path.rglob("*tfevents*"))
+
+
+register(
+    Format(
+        "tensorboard",
+        "TensorBoard event files (events.out.tfevents.*), any framework; scalars only",
+        _sniff,
+        TensorBoardReader,
+        priority=5,
+        table=None,
+        kind="event files",
+    )
+)

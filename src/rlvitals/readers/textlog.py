@@ -1,0 +1,390 @@
+"""What every console-log reader shares: cleaning lines, lenient values, incremental files.
+
+Console logs come through Ray (``(TaskRunner pid=123)`` prefixes), terminals (ANSI colour
+codes, lines wrapped mid-token) and Python's repr of numbers (``np.float64(0.25)``, ``nan``,
+``inf``, ``tensor(0.5, device='cuda:0')``), so values are parsed leniently and never with
+``eval``. A record split across lines is held until it is complete; a record still open when a
+live file stops growing is shown as far as it goes and read again when the rest arrives.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from ..jsonio import read_complete_lines
+from ..model import RunData
+from .mapping import Mapper, MappingTable, Rule
+
+__all__ = [
+    "TextLogReader",
+    "clean_line",
+    "parse_number",
+    "parse_pairs",
+    "split_prefix",
+]
+
+ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
+RAY_PREFIX = re.compile(r"^\s*\((?:[\w.<>-]+)(?: pid=\d+)?(?:, ip=[\d.]+)?\)\s?")
+_WRAPPER = re.compile(
+    r"^(?:np|numpy|torch|jnp)\.\w+\((.*)\)$|^(?:tensor|array|float|int|Decimal)\((.*)\)$", re.S
+)
+_NONFINITE = {
+    "nan": math.nan,
+    "-nan": math.nan,
+    "inf": math.inf,
+    "+inf": math.inf,
+    "-inf": -math.inf,
+    "infinity": math.inf,
+    "-infinity": -math.inf,
+}
+_CONSTS = {"true": 1.0, "false": 0.0}
+
+
+def clean_line(text: str) -> str:
+    """A log line without ANSI codes, carriage returns and a Ray actor prefix."""
+    if "\x1b" in text:
+        text = ANSI.sub("", text)
+    if "\r" in text:
+        text = text.rsplit("\r", 1)[-1] if not text.endswith("\r") else text.rstrip("\r")
+    return RAY_PREFIX.sub("", text, count=1)
+
+
+def split_prefix(text: str) -> str:
+    """``text`` without a Ray prefix (for callers that clean separately)."""
+    return RAY_PREFIX.sub("", text, count=1)
+
+
+def parse_number(token: str) -> float | None:
+    """A number from a printed value: ``0.25``, ``'0.2500'``, ``np.float64(0.25)``, ``nan``,
+    ``tensor(0.5, device='cuda:0')``, ``True``; None for anything else."""
+    t = token.strip()
+    for _ in range(3):
+        if len(t) >= 2 and t[0] == t[-1] and t[0] in "'\"":
+            t = t[1:-1].strip()
+            continue
+        m = _WRAPPER.match(t)
+        if m:
+            inner = m.group(1) if m.group(1) is not None else m.group(2)
+            t = _first_arg(inner).strip()
+            continue
+        break
+    if not t:
+        return None
+    low = t.lower()
+    if low in _NONFINITE:
+        return _NONFINITE[low]
+    if low in _CONSTS:
+        return _CONSTS[low]
+    if t.endswith("%"):
+        v = _float(t[:-1])
+        return None if v is None else v / 100.0
+    return _float(t)
+
+
+def _float(t: str) -> float | None:
+    try:
+        return float(t.replace("_", "")) if t[0] not in "_" else None
+    except (ValueError, IndexError):
+        return None
+
+
+def _first_arg(inner: str) -> str:
+    depth = 0
+    quote = ""
+    for i, ch in enumerate(inner):
+        if quote:
+            if ch == quote:
+                quote = ""
+        elif ch in "'\"":
+            quote = ch
+        elif ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            return inner[:i]
+    return inner
+
+
+def parse_pairs(text: str, *, complete: bool = True) -> dict[str, Any]:
+    """The top-level ``'key': value`` pairs of a printed dict (Python repr or JSON), leniently.
+
+    Values are numbers (see ``parse_number``) or, where not numeric, the raw text; nested
+    containers are skipped. With ``complete=False`` the last pair is dropped, since a record
+    still being written may end in the middle of it.
+    """
+    out: dict[str, Any] = {}
+    n = len(text)
+    i = text.find("{")
+    i = 0 if i < 0 else i + 1
+    while i < n:
+        # Find the next key: a quoted string at depth 0.
+        ch = text[i]
+        if ch in "'\"":
+            key, j = _read_string(text, i)
+            if j < 0:
+                break
+            k = j
+            while k < n and text[k] in " \t\n":
+                k += 1
+            if k >= n or text[k] != ":":
+                i = j
+                continue
+            k += 1
+            start = k
+            depth = 0
+            quote = ""
+            while k < n:
+                c = text[k]
+                if quote:
+                    if c == "\\":
+                        k += 2
+                        continue
+                    if c == quote:
+                        quote = ""
+                elif c in "'\"":
+                    quote = c
+                elif c in "([{":
+                    depth += 1
+                elif c in ")]}":
+                    if depth == 0:
+                        break
+                    depth -= 1
+                elif c == "," and depth == 0:
+                    break
+                k += 1
+            raw = text[start:k].strip()
+            if k >= n and not complete:
+                break  # the value may be cut off
+            if raw and raw[0] not in "{[":
+                v = parse_number(raw)
+                out[key] = v if v is not None else raw
+            if k < n and text[k] == "}":
+                break
+            i = k + 1
+        else:
+            i += 1
+    return out
+
+
+def _read_string(text: str, i: int) -> tuple[str, int]:
+    q = text[i]
+    j = i + 1
+    n = len(text)
+    buf = []
+    while j < n:
+        c = text[j]
+        if c == "\\" and j + 1 < n:
+            buf.append(text[j + 1])
+            j += 2
+            continue
+        if c == q:
+            return "".join(buf), j + 1
+        buf.append(c)
+        j += 1
+    return "", -1
+
+
+def brace_balance(text: str) -> int:
+    """Open minus closed braces outside quotes (> 0: the record goes on)."""
+    depth = 0
+    quote = ""
+    prev = ""
+    for c in text:
+        if quote:
+            if c == quote and prev != "\\":
+                quote = ""
+        elif c in "'\"":
+            # An apostrophe inside a word (it's) is not a quote.
+            if not (c == "'" and prev.isalnum()):
+                quote = c
+        elif c == "{":
+            depth += 1
+        elif c == "}":
+            depth -= 1
+        prev = c
+    return depth
+
+
+class _FileState:
+    __slots__ = ("extra", "line", "offset", "pending", "pending_line", "pending_step")
+
+    def __init__(self) -> None:
+        self.offset = 0
+        self.line = 1
+        self.pending: str | None = None  # text of a record not yet complete
+        self.pending_line = 0
+        self.pending_step: int | None = None
+        self.extra: dict[str, Any] = {}
+
+
+class TextLogReader:
+    """Base of the console-log readers: files found, read incrementally, lines fed to ``feed``.
+
+    A subclass sets ``name``, ``table`` and ``patterns`` (file globs searched in a directory)
+    and implements ``feed(state, text, path, lineno)``, calling ``self.emit(step, values)``.
+    """
+
+    name = "text"
+    table: MappingTable
+    patterns: tuple[str, ...] = ("*.log", "*.txt", "*.out", "*.err")
+    max_pending_lines = 2000
+
+    def __init__(self, path: Path, *, extra_rules: tuple[Rule, ...] = ()) -> None:
+        self.path = path
+        self.run = RunData(source=str(path), format=self.name)
+        self.mapper = Mapper(self.table, self.run, extra=extra_rules)
+        self._states: dict[Path, _FileState] = {}
+
+    # -- files ---------------------------------------------------------------------------
+
+    def files(self) -> list[Path]:
+        if self.path.is_file():
+            return [self.path]
+        found: list[Path] = []
+        for pat in self.patterns:
+            for p in sorted(self.path.glob(pat)):
+                if p.is_file() and p not in found and self.accept(p):
+                    found.append(p)
+        return found
+
+    def accept(self, p: Path) -> bool:
+        """Whether a file found in a directory is one of this format's (content sniffing)."""
+        return True
+
+    # -- reading -------------------------------------------------------------------------
+
+    def poll(self) -> bool:
+        changed = False
+        for p in self.files():
+            st = self._states.get(p)
+            if st is None:
+                st = self._states[p] = _FileState()
+            try:
+                size = p.stat().st_size
+            except OSError:
+                continue
+            if size < st.offset:  # truncated or replaced: start over
+                self.run.warnings.append(f"{p}: file shrank; read again from the start")
+                st = self._states[p] = _FileState()
+            if size == st.offset:
+                continue
+            for lineno, end, raw in read_complete_lines(p, st.offset, first_line=st.line):
+                st.offset, st.line = end, lineno + 1
+                changed = True
+                if raw is None:
+                    self.run.warnings.append(f"{p}:{lineno}: line too long; skipped")
+                    continue
+                text = clean_line(raw.decode("utf-8", errors="replace"))
+                try:
+                    self.feed(st, text, p, lineno)
+                except (ValueError, TypeError, KeyError, IndexError, OverflowError) as exc:
+                    self.run.warnings.append(f"{p}:{lineno}: could not read ({exc}); skipped")
+            if st.pending is not None:
+                self.flush(st, p, final=False)
+        if changed:
+            self.derive()
+        return changed
+
+    def finish(self) -> None:
+        """The files are complete: close records still open (with a warning)."""
+        for p, st in self._states.items():
+            if st.pending is not None:
+                self.run.warnings.append(
+                    f"{p}:{st.pending_line}: record incomplete at end of file; read as far as "
+                    "it goes"
+                )
+                self.flush(st, p, final=True)
+                st.pending = None
+        self.derive()
+
+    def lines(self, p: Path) -> Iterator[str]:  # pragma: no cover - convenience for debugging
+        for _, _, raw in read_complete_lines(p):
+            if raw is not None:
+                yield clean_line(raw.decode("utf-8", errors="replace"))
+
+    # -- to override ---------------------------------------------------------------------
+
+    def feed(self, st: _FileState, text: str, p: Path, lineno: int) -> None:
+        raise NotImplementedError
+
+    def flush(self, st: _FileState, p: Path, *, final: bool) -> None:
+        """Emit the pending record of ``st`` (complete when ``final``); default: dict text."""
+        if st.pending is None or st.pending_step is None:
+            return
+        self.emit(st.pending_step, parse_pairs(st.pending, complete=final))
+
+    def derive(self) -> None:
+        """Recompute metrics derived from whole series (after each poll)."""
+
+    # -- helpers -------------------------------------------------------------------------
+
+    def emit(self, step: int, values: dict[str, Any]) -> None:
+        nums = {k: v for k, v in values.items() if isinstance(v, float)}
+        if nums:
+            self.mapper.add(step, nums)
+
+    def start_dict(self, st: _FileState, step: int, text: str, p: Path, lineno: int) -> None:
+        """Begin a dict record at ``text`` (from its ``{``); emits it at once if complete."""
+        self.end_pending(st, p)
+        if brace_balance(text) <= 0:
+            self.emit(step, parse_pairs(text))
+            return
+        st.pending, st.pending_step, st.pending_line = text, step, lineno
+        st.extra["lines"] = 1
+
+    def continue_dict(self, st: _FileState, text: str, p: Path) -> bool:
+        """Append a line to an open dict record; True if the line was taken."""
+        if st.pending is None:
+            return False
+        st.pending += "\n" + text
+        st.extra["lines"] = st.extra.get("lines", 1) + 1
+        if brace_balance(st.pending) <= 0:
+            self.end_pending(st, p)
+        elif st.extra["lines"] > self.max_pending_lines:
+            self.run.warnings.append(
+                f"{p}:{st.pending_line}: record never closed after {self.max_pending_lines} "
+                "lines; read as far as it goes"
+            )
+            self.end_pending(st, p)
+        return True
+
+    def end_pending(self, st: _FileState, p: Path) -> None:
+        if st.pending is not None:
+            self.flush(st, p, final=True)
+            st.pending = None
+            st.pending_step = None
+
+
+def head(p: Path, size: int = 256 << 10) -> str:
+    """The first ``size`` bytes of a file as cleaned text lines joined (for sniffing)."""
+    try:
+        with open(p, "rb") as f:
+            data = f.read(size)
+    except OSError:
+        return ""
+    if b"\x00" in data[:4096]:
+        return ""  # binary
+    text = data.decode("utf-8", errors="replace")
+    return "\n".join(clean_line(line) for line in text.splitlines())
+
+
+def sniff_files(path: Path, patterns: tuple[str, ...], test: Any) -> bool:
+    """Whether ``path`` (a file, or a directory's files matching ``patterns``) passes ``test``."""
+    if path.is_file():
+        return bool(test(path))
+    if not path.is_dir():
+        return False
+    n = 0
+    for pat in patterns:
+        for p in sorted(path.glob(pat)):
+            n += 1
+            if n > 50:
+                return False
+            if p.is_file() and test(p):
+                return True
+    return False

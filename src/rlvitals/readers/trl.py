@@ -1,0 +1,225 @@
+"""TRL (GRPOTrainer and other HF Trainer loops): ``trainer_state.json`` and console dicts.
+
+``trainer_state.json`` holds ``log_history``, one entry per logging event with its ``step``;
+it is rewritten at each checkpoint, so it is read again whole when it changes. In an output
+directory the root file (written at the end) is preferred, else the newest
+``checkpoint-N/trainer_state.json``.
+
+The console prints each logging event as a dict without a step: the dicts are numbered in
+order from 1 (exact with ``logging_steps=1``; otherwise multiply by logging_steps). A dict with
+ms-swift's ``global_step/max_steps`` uses that step. The end-of-training summary
+(``train_runtime``) is kept in ``info``, not as a step.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from ..jsonio import decode_line, to_float
+from ..model import RunData
+from . import Format, register
+from .mapping import Mapper, MappingTable, Rule
+from .textlog import TextLogReader, _FileState, brace_balance, head, parse_pairs, sniff_files
+
+__all__ = ["TRL", "TrlConsoleReader", "TrlStateReader"]
+
+TRL = MappingTable(
+    "trl",
+    (
+        Rule("reward", "reward/mean"),
+        Rule(
+            "reward_std",
+            "reward/std",
+            "whole-batch std in current TRL (before mid-2025 it was the mean within-group std)",
+        ),
+        Rule(
+            "frac_reward_zero_std",
+            "groups/signal_fraction",
+            "share of samples whose group std is 0 (equal-size groups: share of groups)",
+            scale=-1.0,
+            offset=1.0,
+        ),
+        Rule("completions/mean_length", "response/length_mean"),
+        Rule("completion_length", "response/length_mean", "older versions"),
+        Rule("completions/clipped_ratio", "response/truncated_rate"),
+        Rule("entropy", "train/entropy", "token mean of the full-distribution entropy"),
+        Rule("kl", "train/ref_kl", "k3 to the reference; only when beta != 0"),
+        Rule(
+            "sampling/sampling_logp_difference/mean",
+            "train/logprob_abs_diff",
+            "|old - vLLM logp|, vLLM IS correction on",
+        ),
+        Rule("clip_ratio/region_mean", "train/clip_frac"),
+        Rule("loss", "train/loss"),
+        Rule("grad_norm", "train/grad_norm"),
+        Rule("learning_rate", "train/lr"),
+        Rule("step_time", "perf/step_seconds"),
+    ),
+    (
+        ("rewards/<func>/std", "batch std of one reward function"),
+        ("sampling/importance_sampling_ratio/*", "logged after truncation: the corrected ratio"),
+        ("clip_ratio/low_mean, high_mean", "one side each; region_mean is the union"),
+    ),
+    ("TRL logs no group std: reward/group_std_mean is absent.",),
+)
+
+_SUMMARY_KEYS = ("train_runtime", "train_samples_per_second", "total_flos")
+
+
+def _entry_values(entry: dict[str, Any]) -> dict[str, float]:
+    values = {}
+    for k, v in entry.items():
+        if k == "step":
+            continue
+        f = to_float(v)
+        if f is not None:
+            values[str(k)] = f
+    return values
+
+
+class TrlStateReader:
+    name = "trl"
+
+    def __init__(self, path: Path, *, extra_rules: tuple[Rule, ...] = ()) -> None:
+        self.path = path
+        self.run = RunData(source=str(path), format=self.name)
+        self.extra_rules = extra_rules
+        self.mapper = Mapper(TRL, self.run, extra=extra_rules)
+        self._seen: tuple[Path, float, int] | None = None
+
+    def file(self) -> Path | None:
+        if self.path.is_file():
+            return self.path
+        root = self.path / "trainer_state.json"
+        if root.is_file():
+            return root
+        best: tuple[int, Path] | None = None
+        for p in self.path.glob("checkpoint-*/trainer_state.json"):
+            m = re.search(r"checkpoint-(\d+)", str(p.parent.name))
+            if m and (best is None or int(m.group(1)) > best[0]):
+                best = (int(m.group(1)), p)
+        return best[1] if best else None
+
+    def poll(self) -> bool:
+        p = self.file()
+        if p is None:
+            return False
+        try:
+            st = p.stat()
+        except OSError:
+            return False
+        key = (p, st.st_mtime, st.st_size)
+        if key == self._seen:
+            return False
+        self._seen = key
+        try:
+            state = decode_line(p.read_bytes())
+        except (ValueError, OSError) as exc:
+            self.run.warnings.append(f"{p}: not valid JSON ({exc}); skipped")
+            return False
+        history = state.get("log_history") if isinstance(state, dict) else None
+        if not isinstance(history, list):
+            self.run.warnings.append(f"{p}: expected a 'log_history' list; skipped")
+            return False
+        for i, entry in enumerate(history):
+            step = entry.get("step") if isinstance(entry, dict) else None
+            if isinstance(step, bool) or not isinstance(step, int):
+                self.run.warnings.append(
+                    f"{p}: log_history[{i}]: expected an integer 'step'; skipped"
+                )
+                continue
+            if any(k in entry for k in _SUMMARY_KEYS):
+                self.run.info.setdefault("summary", {}).update(entry)
+                continue
+            self.mapper.add(step, _entry_values(entry))
+        for k in ("global_step", "max_steps", "logging_steps", "best_model_checkpoint"):
+            if isinstance(state, dict) and k in state:
+                self.run.info[k] = state[k]
+        return True
+
+
+DICT_START = re.compile(r"\{\s*['\"](?:loss|reward|grad_norm|learning_rate|train_runtime)['\"]")
+
+
+class TrlConsoleReader(TextLogReader):
+    name = "trl-console"
+    table = TRL
+
+    def __init__(self, path: Path, *, extra_rules: tuple[Rule, ...] = ()) -> None:
+        super().__init__(path, extra_rules=extra_rules)
+        self._count = 0
+
+    def accept(self, p: Path) -> bool:
+        return bool(DICT_START.search(head(p)))
+
+    def feed(self, st: _FileState, text: str, p: Path, lineno: int) -> None:
+        if self.continue_dict(st, text, p):
+            return
+        m = DICT_START.search(text)
+        if m:
+            self.start_dict(st, -1, text[m.start() :], p, lineno)
+
+    def start_dict(self, st: _FileState, step: int, text: str, p: Path, lineno: int) -> None:
+        self.end_pending(st, p)
+        st.pending, st.pending_step, st.pending_line = text, step, lineno
+        st.extra["lines"] = 1
+        if brace_balance(text) <= 0:
+            self.end_pending(st, p)
+
+    def flush(self, st: _FileState, p: Path, *, final: bool) -> None:
+        if not final or st.pending is None:
+            return  # the step number is only known once the dict is complete
+        values = parse_pairs(st.pending)
+        if any(k in values for k in _SUMMARY_KEYS):
+            self.run.info.setdefault("summary", {}).update(values)
+            return
+        gs = values.pop("global_step/max_steps", None)
+        if isinstance(gs, str) and "/" in gs:
+            try:
+                step = int(gs.split("/")[0])
+            except ValueError:
+                step = self._count + 1
+        else:
+            step = self._count + 1
+        self._count = max(self._count, step)
+        self.emit(step, values)
+
+
+def _is_state(p: Path) -> bool:
+    return p.name == "trainer_state.json" and '"log_history"' in head(p, 1 << 20)
+
+
+def _sniff_state(path: Path) -> bool:
+    if path.is_file():
+        return _is_state(path)
+    if not path.is_dir():
+        return False
+    if (path / "trainer_state.json").is_file():
+        return True
+    return any(True for _ in path.glob("checkpoint-*/trainer_state.json"))
+
+
+register(
+    Format(
+        "trl",
+        "TRL / HF Trainer trainer_state.json (log_history), or an output dir with checkpoints",
+        _sniff_state,
+        TrlStateReader,
+        priority=10,
+        table=TRL,
+        kind="JSON",
+    )
+)
+register(
+    Format(
+        "trl-console",
+        "TRL / HF Trainer console dicts ({'loss': ..., 'reward': ...}), numbered in order",
+        lambda p: sniff_files(p, TrlConsoleReader.patterns, lambda f: DICT_START.search(head(f))),
+        TrlConsoleReader,
+        priority=38,
+        table=TRL,
+        kind="console log",
+    )
+)

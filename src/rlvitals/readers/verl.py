@@ -1,0 +1,198 @@
+"""verl: the console's ``step:N - key:value - ...`` lines and the file logger's JSONL.
+
+The console prints one line per step (under Ray with a ``(TaskRunner pid=...)`` prefix);
+terminals and pasted logs wrap it mid-token, so lines that continue the ``key:value`` pattern
+are joined back without a separator. The file logger writes ``{"step": N, "data": {...}}``.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from ..jsonio import decode_line, read_complete_lines, to_float
+from ..model import RunData
+from . import Format, register
+from .mapping import Mapper, MappingTable, Rule
+from .textlog import TextLogReader, _FileState, head, parse_number, sniff_files
+
+__all__ = ["VERL", "VerlConsoleReader", "VerlJsonlReader"]
+
+VERL = MappingTable(
+    "verl",
+    (
+        Rule("critic/score/mean", "reward/mean", "sequence score, before the in-reward KL"),
+        Rule("response_length/mean", "response/length_mean"),
+        Rule("response_length/clip_ratio", "response/truncated_rate"),
+        Rule("actor/entropy", "train/entropy"),
+        Rule("actor/entropy_loss", "train/entropy", "aggregate token entropy (older versions)"),
+        Rule("actor/kl_loss", "train/ref_kl", "estimator: kl_loss_type (k1/k2/k3)"),
+        Rule("rollout_corr/k3_kl", "train/mismatch_kl", "k3, actor vs rollout"),
+        Rule("rollout_corr/kl", "train/mismatch_k1", "k1 = mean(rollout - old logp)"),
+        Rule("actor/pg_clipfrac", "train/clip_frac"),
+        Rule("actor/ppo_kl", "train/ppo_kl"),
+        Rule("actor/grad_norm", "train/grad_norm"),
+        Rule("actor/lr", "train/lr"),
+        Rule("actor/loss", "train/loss"),
+        Rule("actor/pg_loss", "train/loss", "where actor/loss is not logged"),
+        Rule("timing_s/step", "perf/step_seconds"),
+        Rule("timing_s/gen", "perf/sampling_seconds"),
+        Rule("timing_s/reward", "perf/grading_seconds"),
+        Rule("timing_s/update_actor", "perf/training_seconds"),
+        Rule(r"^val-core/(.+)/acc/mean@\d+$", r"eval/\1/score", "held-out validation"),
+        Rule(r"^val-core/(.+)/reward/mean@\d+$", r"eval/\1/score", "where acc is absent"),
+    ),
+    (
+        (
+            "training/rollout_probs_diff_*",
+            "|Δp| on probabilities, not |Δlogp|: train/logprob_abs_diff stays absent",
+        ),
+        ("critic/rewards/mean", "reward after the in-reward KL penalty"),
+        ("actor/reward_kl_penalty", "in-reward KL penalty, not the KL itself"),
+        ("rollout_corr/rollout_is_eff_sample_size", "ESS of clamped IS weights; not mapped"),
+        ("perf/throughput", "tokens per second per GPU"),
+        ("critic/advantages/*", "mean/max/min only; no std"),
+    ),
+    ("verl core logs no group std and no zero-variance groups.",),
+)
+
+STEP = re.compile(r"(?:^|\s)step:(\d+) - (.*)$")
+_CONT = re.compile(r"^\s?\S*(?: - ?\S+)*(?: -)?\s*$")
+
+
+def _is_continuation(text: str) -> bool:
+    t = text.strip()
+    return bool(t) and (":" in t or t[0] in "0123456789.-e") and bool(_CONT.match(text))
+
+
+def _verl_pairs(text: str, *, complete: bool) -> dict[str, Any]:
+    parts = text.split(" - ")
+    if not complete and parts:
+        parts = parts[:-1]
+    out: dict[str, Any] = {}
+    for part in parts:
+        key, sep, val = part.strip().rpartition(":")
+        if not sep or not key:
+            continue
+        v = parse_number(val)
+        if v is not None:
+            out[key] = v
+    return out
+
+
+class VerlConsoleReader(TextLogReader):
+    name = "verl"
+    table = VERL
+
+    def accept(self, p: Path) -> bool:
+        return bool(STEP.search(head(p)))
+
+    def feed(self, st: _FileState, text: str, p: Path, lineno: int) -> None:
+        m = STEP.search(text)
+        if m:
+            self.end_pending(st, p)
+            st.pending, st.pending_step, st.pending_line = m.group(2), int(m.group(1)), lineno
+            st.extra["lines"] = 1
+            return
+        if st.pending is not None and _is_continuation(text):
+            st.pending += text
+            st.extra["lines"] = st.extra.get("lines", 1) + 1
+            if st.extra["lines"] > 50:
+                self.end_pending(st, p)
+            return
+        self.end_pending(st, p)
+
+    def flush(self, st: _FileState, p: Path, *, final: bool) -> None:
+        if st.pending is None or st.pending_step is None:
+            return
+        self.emit(st.pending_step, _verl_pairs(st.pending, complete=final))
+
+    def finish(self) -> None:
+        # A verl record ends with its line; one open at the end of a file is complete.
+        for p, st in self._states.items():
+            self.end_pending(st, p)
+
+
+class VerlJsonlReader:
+    """verl's file logger: ``{"step": N, "data": {...}}`` per line."""
+
+    name = "verl-jsonl"
+
+    def __init__(self, path: Path, *, extra_rules: tuple[Rule, ...] = ()) -> None:
+        self.path = path
+        self.run = RunData(source=str(path), format=self.name)
+        self.mapper = Mapper(VERL, self.run, extra=extra_rules)
+        self._offsets: dict[Path, tuple[int, int]] = {}
+
+    def files(self) -> list[Path]:
+        if self.path.is_file():
+            return [self.path]
+        return [p for p in sorted(self.path.glob("*.jsonl")) if _is_verl_jsonl(p)]
+
+    def poll(self) -> bool:
+        changed = False
+        for p in self.files():
+            offset, line = self._offsets.get(p, (0, 1))
+            for lineno, end, raw in read_complete_lines(p, offset, first_line=line):
+                self._offsets[p] = (end, lineno + 1)
+                changed = True
+                if raw is None:
+                    self.run.warnings.append(f"{p}:{lineno}: line too long; skipped")
+                    continue
+                if not raw.strip():
+                    continue
+                try:
+                    rec = decode_line(raw)
+                except ValueError as exc:
+                    self.run.warnings.append(f"{p}:{lineno}: not JSON ({exc}); skipped")
+                    continue
+                step = rec.get("step") if isinstance(rec, dict) else None
+                data = rec.get("data") if isinstance(rec, dict) else None
+                if (
+                    isinstance(step, bool)
+                    or not isinstance(step, int)
+                    or not isinstance(data, dict)
+                ):
+                    self.run.warnings.append(
+                        f'{p}:{lineno}: expected {{"step": int, "data": {{...}}}}; skipped'
+                    )
+                    continue
+                values = {}
+                for k, v in data.items():
+                    f = to_float(v)
+                    if f is None and isinstance(v, str):
+                        f = parse_number(v)
+                    if f is not None:
+                        values[str(k)] = f
+                self.mapper.add(step, values)
+        return changed
+
+
+def _is_verl_jsonl(p: Path) -> bool:
+    t = head(p, 64 << 10)
+    return bool(re.match(r'\s*\{\s*"step"\s*:\s*\d+\s*,\s*"data"\s*:\s*\{', t))
+
+
+register(
+    Format(
+        "verl",
+        "verl console log (step:N - key:value - ...)",
+        lambda p: sniff_files(p, VerlConsoleReader.patterns, lambda f: STEP.search(head(f))),
+        VerlConsoleReader,
+        priority=32,
+        table=VERL,
+        kind="console log",
+    )
+)
+register(
+    Format(
+        "verl-jsonl",
+        'verl file logger JSONL ({"step": N, "data": {...}})',
+        lambda p: sniff_files(p, ("*.jsonl",), _is_verl_jsonl),
+        VerlJsonlReader,
+        priority=20,
+        table=VERL,
+        kind="JSONL",
+    )
+)
