@@ -29,6 +29,7 @@ __all__ = [
     "load_config",
     "option",
     "reference",
+    "reference_markdown",
 ]
 
 
@@ -91,7 +92,8 @@ class RolloutConfig:
 
     max_group_losses: int = option(
         1,
-        "a group with more than this many failed attempts is rejected as group_too_small",
+        "a group that lost more than this many attempts (failed, unversioned, ungraded or "
+        "stale) is rejected as group_too_small",
         minimum=0,
     )
     max_rollout_retries: int = option(
@@ -144,12 +146,13 @@ class Config:
 def _type_name(tp: Any) -> str:
     origin = typing.get_origin(tp)
     if origin is Literal:
-        return " or ".join(repr(a) for a in typing.get_args(tp))
+        return " or ".join(f'"{a}"' if isinstance(a, str) else repr(a) for a in typing.get_args(tp))
     if origin in (typing.Union, types.UnionType):
         return " or ".join(_type_name(a) for a in typing.get_args(tp) if a is not type(None))
     if origin is list:
         (inner,) = typing.get_args(tp) or (Any,)
-        return f"a list of {_type_name(inner)}"
+        plural = {str: "strings", int: "integers", float: "numbers", bool: "booleans"}
+        return f"a list of {plural.get(inner, _type_name(inner))}"
     return {str: "a string", int: "an integer", float: "a number", bool: "true or false"}.get(
         tp, getattr(tp, "__name__", str(tp))
     )
@@ -308,7 +311,8 @@ def load_config(
     for name in raw:
         if name not in known:
             raise ConfigError(
-                f"unknown section [{name}]; expected one of: {', '.join(sorted(known))}"
+                f"unknown section; expected one of: {', '.join(f'[{k}]' for k in sorted(known))}",
+                section=str(name),
             )
     built = {name: build_section(cls, name, raw.get(name, {})) for name, cls in known.items()}
     cfg = Config(
@@ -329,13 +333,73 @@ def reference(sections: Mapping[str, type] | None = None) -> list[dict[str, Any]
         hints = typing.get_type_hints(cls)
         for f in dataclasses.fields(cls):
             default = f.default if f.default is not dataclasses.MISSING else None
+            kind = _type_name(hints[f.name])
+            minimum = f.metadata.get("minimum")
+            if minimum is not None:
+                kind += f" ≥ {minimum:g}"
             rows.append(
                 {
                     "section": name,
                     "key": f.name,
-                    "type": _type_name(hints[f.name]),
+                    "type": kind,
                     "default": default,
                     "help": f.metadata.get("help", ""),
                 }
             )
     return rows
+
+
+def _toml_value(value: Any) -> str:
+    if value is None:
+        return "unset"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return f'"{value}"'
+    return repr(value)
+
+
+def reference_markdown(sections: Mapping[str, type] | None = None) -> str:
+    """The config reference as a markdown table (``docs/config.md`` is this, tested)."""
+    lines = [
+        "# Config reference",
+        "",
+        "Generated from `rlvitals.config.reference()`; a test keeps this page and the code equal.",
+        "Regenerate with `python -m rlvitals.config > docs/config.md`.",
+        "",
+        "Every key is optional. A TOML file (or a dict shaped like it) is validated when loaded:",
+        "an unknown section or key, a wrong type or a bad value is a `ConfigError` that names",
+        "the section, the key and what was expected. The whole resolved config, every default",
+        "filled in, is written into `run.json`.",
+        "",
+    ]
+    current = None
+    for row in reference(sections):
+        if row["section"] != current:
+            current = row["section"]
+            doc = (WRITER_SECTIONS.get(current) or (sections or {})[current]).__doc__ or ""
+            lines += [
+                f"## [{current}]",
+                "",
+                doc.strip().splitlines()[0] if doc.strip() else "",
+                "",
+                "| key | type | default | meaning |",
+                "|---|---|---|---|",
+            ]
+        help_text = row["help"].replace("|", "\\|")
+        lines.append(
+            f"| `{row['key']}` | {row['type']} | {_toml_value(row['default'])} | {help_text} |"
+        )
+    out = []
+    for i, line in enumerate(lines):
+        # a blank line after each table
+        out.append(line)
+        if line.startswith("| `") and (i + 1 == len(lines) or lines[i + 1].startswith("## ")):
+            out.append("")
+    return "\n".join(out).rstrip("\n") + "\n"
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.stdout.write(reference_markdown())

@@ -8,8 +8,8 @@ become plain numbers. Encoding never raises on odd values: what cannot be encode
 
 from __future__ import annotations
 
+import contextlib
 import json
-import math
 import os
 from collections.abc import Iterator
 from typing import Any
@@ -22,9 +22,12 @@ __all__ = [
     "clean",
     "decode_line",
     "dumps",
+    "encode",
     "encode_line",
     "read_complete_lines",
+    "scrub",
     "to_float",
+    "write_bytes_atomic",
     "write_json_atomic",
 ]
 
@@ -36,49 +39,100 @@ def _nonfinite(x: float) -> str:
 
 
 def _enc_hook(obj: Any) -> Any:
-    # numpy / torch scalars and arrays, sets, paths, exceptions: anything msgspec cannot encode.
-    item = getattr(obj, "item", None)
-    if callable(item):
-        try:
-            if getattr(obj, "ndim", 0) == 0 or getattr(obj, "shape", None) in ((), None):
+    """numpy / torch scalars and arrays, sets, paths, anything else msgspec cannot encode."""
+    try:
+        item = getattr(obj, "item", None)
+        if callable(item) and getattr(obj, "ndim", 0) == 0:
+            try:
                 return clean(item())
-        except (ValueError, TypeError, RuntimeError):
-            pass
-    tolist = getattr(obj, "tolist", None)
-    if callable(tolist):
-        return clean(tolist())
-    if isinstance(obj, (set, frozenset)):
-        return clean(sorted(obj, key=repr))
-    if isinstance(obj, os.PathLike):
-        return os.fspath(obj)
-    return repr(obj)
+            except (ValueError, TypeError, RuntimeError):
+                pass
+        tolist = getattr(obj, "tolist", None)
+        if callable(tolist):
+            return clean(tolist())
+        if isinstance(obj, (set, frozenset)):
+            return clean(sorted(obj, key=repr))
+        if isinstance(obj, os.PathLike):
+            return os.fspath(obj)
+        return repr(obj)
+    except Exception:  # a broken __repr__ or __getattr__ must not cost the record
+        return f"<unrepresentable {type(obj).__name__}>"
 
 
 def clean(value: Any) -> Any:
     """A copy of ``value`` that encodes losslessly: non-finite floats become their strings,
     numpy/torch scalars plain numbers, tuples lists and dict keys strings."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else _nonfinite(value)
-    if value is None or isinstance(value, (str, bool, int)):
+    t = type(value)
+    if t is float:
+        return value if value - value == 0.0 else _nonfinite(value)
+    if value is None or t is str or t is bool or t is int:
         return value
-    if isinstance(value, dict):
-        return {str(k): clean(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
+    if t is dict or isinstance(value, dict):
+        return {k if type(k) is str else str(k): clean(v) for k, v in value.items()}
+    if t is list or t is tuple:
         return [clean(v) for v in value]
+    if isinstance(value, float):  # a float subclass, e.g. numpy.float64
+        return clean(float(value))
+    if isinstance(value, int):  # an int subclass (IntEnum, numpy ints are not)
+        return int(value)
+    if isinstance(value, str):
+        return str(value)
     return clean(_enc_hook(value))
+
+
+def scrub(value: Any) -> Any:
+    """``clean`` that also repairs text UTF-8 cannot hold (lone surrogates become ``\\udXXX``
+    escapes) and turns anything it cannot encode into its ``repr``: the last resort of a writer
+    that must not lose a record over one value."""
+    value = clean(value)
+    t = type(value)
+    if t is str:
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return value.encode("utf-8", "backslashreplace").decode("utf-8")
+        return value
+    if t is dict:
+        return {scrub(k): scrub(v) for k, v in value.items()}
+    if t is list:
+        return [scrub(v) for v in value]
+    return value
 
 
 _ENCODER = msgspec.json.Encoder(enc_hook=_enc_hook)
 
 
-def encode_line(record: dict[str, Any]) -> bytes:
-    """One JSON Lines record, ``\\n`` included. The record must already be ``clean``."""
-    return _ENCODER.encode(record) + b"\n"
+def encode_line(record: Any) -> bytes:
+    """One JSON Lines record, ``\\n`` included. The record must already be ``clean``; one that
+    still cannot be encoded (text with lone surrogates, a key of an odd type) is ``scrub``-bed
+    and encoded again, so this never raises."""
+    try:
+        return _ENCODER.encode(record) + b"\n"
+    except (TypeError, ValueError, OverflowError, RecursionError):
+        return _ENCODER.encode(scrub(record)) + b"\n"
+
+
+def encode(value: Any) -> bytes:
+    """``value`` as compact JSON bytes, non-finite numbers kept; never raises.
+
+    Cleaned only when it needs to be: msgspec writes NaN and infinities as ``null``, so output
+    without ``null`` lost nothing, and only output with one is encoded again from ``clean``.
+    """
+    try:
+        out = _ENCODER.encode(value)
+    except (TypeError, ValueError, OverflowError, RecursionError):
+        return _ENCODER.encode(scrub(value))
+    if b"null" in out:
+        return encode_line(clean(value))[:-1]
+    return out
 
 
 def dumps(value: Any, *, indent: int | None = None) -> str:
     """JSON text of any value, cleaned first (for run.json, transcripts, --json output)."""
-    return json.dumps(clean(value), indent=indent, ensure_ascii=False, allow_nan=False)
+    try:
+        return json.dumps(clean(value), indent=indent, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError, RecursionError):
+        return json.dumps(scrub(value), indent=indent, ensure_ascii=False, allow_nan=False)
 
 
 _DECODER = msgspec.json.Decoder()
@@ -157,13 +211,43 @@ def read_complete_lines(
                 skipping = True
 
 
-def write_json_atomic(path: str | os.PathLike[str], value: Any) -> None:
-    """Write ``value`` as JSON to ``path`` atomically (temporary file, fsync, rename)."""
+def write_bytes_atomic(path: str | os.PathLike[str], data: bytes, *, fsync: bool = False) -> None:
+    """Write ``data`` to ``path`` atomically (temporary file, optional fsync, rename)."""
     path = os.fspath(path)
     tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(dumps(value, indent=2))
-        f.write("\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            if fsync:
+                f.flush()
+                os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def write_json_atomic(
+    path: str | os.PathLike[str], value: Any, *, indent: int | None = 2, fsync: bool = True
+) -> None:
+    """Write ``value`` as JSON to ``path`` atomically: a temporary file, renamed over ``path``.
+
+    A reader sees the old file or the new one, never a part. ``fsync`` also makes the new file
+    durable before the rename (against power loss, not only a killed process); it costs
+    milliseconds, so files written every update (transcripts) skip it.
+    """
+    path = os.fspath(path)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(dumps(value, indent=indent))
+            f.write("\n")
+            if fsync:
+                f.flush()
+                os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise

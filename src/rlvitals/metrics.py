@@ -5,21 +5,42 @@ Pure functions over one update's attempts: which attempts train and why the othe
 check them against values worked out by hand.
 
 Notation: Δ = logp_trainer − logp_sampler per sampled token, w = exp(Δ).
+
+Decisions, in the order ``decide`` applies them:
+
+1. Per attempt: one whose agent or grader raised keeps that reason
+   (``rollout_failed/<Exc>``, ``grading_failed/<Exc>``); one without a policy version is
+   ``unversioned`` (cut before its first model reply); one without a reward is ``ungraded``;
+   one sampled more than ``max_steps_off_policy`` updates behind the trainer is ``stale``.
+   These are the group's *losses*.
+2. Per group: more than ``max_group_losses`` losses, or nothing left, reject the group as
+   ``group_too_small``; remaining attempts that all scored the same reject it as
+   ``no_variance``. The rejected group's remaining attempts carry the group's reason.
+3. A loop's own decisions (``explicit``: attempt id -> reason, None = trains) are kept as given;
+   the rules decide only the other attempts, judging each group with every member counted.
+
+``discard/groups/<reason>`` counts rejected groups (``no_variance``, ``group_too_small``);
+``discard/rollouts/<reason>`` counts attempts lost for a reason of their own, so no attempt
+is counted twice.
 """
 
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import chain
 from typing import Any
 
+import msgspec
 import numpy as np
 
 __all__ = [
+    "GROUP_REASONS",
     "Attempt",
     "Decision",
+    "EpisodeStats",
     "RunState",
     "decide",
     "mismatch_stats",
@@ -35,80 +56,70 @@ NO_VARIANCE = "no_variance"
 GROUP_TOO_SMALL = "group_too_small"
 STALE = "stale"
 UNVERSIONED = "unversioned"
+UNGRADED = "ungraded"
 UNFINISHED = "unfinished"
+GROUP_REASONS = frozenset({NO_VARIANCE, GROUP_TOO_SMALL})
 
 
-class Attempt:
-    """One attempt as logged, plus what the update decides about it."""
+class Attempt(msgspec.Struct, gc=False):
+    """One attempt as logged, plus what the update decides about it.
 
-    __slots__ = (
-        "attempt_id",
-        "discard_reason",
-        "duration",
-        "error",
-        "group_id",
-        "lag",
-        "metadata",
-        "mismatch",
-        "policy_version",
-        "response_tokens",
-        "retries",
-        "reward",
-        "sampler_logprobs",
-        "step",
-        "task_id",
-        "time",
-        "trained",
-        "transcript",
-        "truncated",
-    )
+    ``gc=False``: attempts hold only plain data (no reference cycles), and an update can keep
+    hundreds of thousands of them alive; untracked, they cost the garbage collector nothing.
+    """
 
-    def __init__(
-        self,
-        attempt_id: str,
-        step: int,
-        group_id: str,
-        task_id: str,
-        reward: float | None,
-        policy_version: int | None,
-        response_tokens: int,
-        truncated: bool,
-        metadata: dict[str, Any] | None,
-        time: float,
-        duration: float | None = None,
-        error: str | None = None,
-        retries: int = 0,
-        sampler_logprobs: Any = None,
-        transcript: list[dict[str, Any]] | None = None,
-        discard_reason: str | None = None,
-    ) -> None:
-        self.attempt_id = attempt_id
-        self.step = step
-        self.group_id = group_id
-        self.task_id = task_id
-        self.reward = reward
-        self.policy_version = policy_version
-        self.response_tokens = response_tokens
-        self.truncated = truncated
-        self.metadata = metadata
-        self.time = time
-        self.duration = duration
-        # error: a discard reason such as "rollout_failed/TimeoutError", set when the loop
-        # passed an exception.
-        self.error = error
-        self.retries = retries
-        self.sampler_logprobs = sampler_logprobs
-        self.transcript = transcript
-        # discard_reason set by the loop itself (explicit decision) or by ``decide``.
-        self.discard_reason = discard_reason
-        self.trained = False
-        self.lag: int | None = None
-        self.mismatch: dict[str, float] | None = None
+    attempt_id: str
+    step: int
+    group_id: str
+    task_id: str
+    reward: float | None
+    policy_version: int | None
+    response_tokens: int = 0
+    truncated: bool = False
+    metadata: dict[str, Any] | None = None
+    time: float = 0.0
+    duration: float | None = None
+    # "rollout_failed/TimeoutError" when the loop passed the exception that ended it.
+    error: str | None = None
+    retries: int = 0
+    sampler_logprobs: Any = None
+    transcript: list[dict[str, Any]] | None = None
+    # The loop's own discard reason given when it logged the attempt (kept across decides).
+    given_reason: str | None = None
+    # Derived on creation (``__post_init__``): what the attempt alone says, whatever the
+    # update decides: the given reason, its failure, unversioned or ungraded.
+    own_reason: str | None = None
+    # It produced a response: not a rollout failure, not cut before its first reply.
+    responded: bool = True
+    # Decided by ``decide``:
+    discard_reason: str | None = None
+    trained: bool = False
+    lag: int | None = None
+    # Set by ``step_metrics`` when both logprob arrays are known.
+    mismatch: dict[str, float] | None = None
+    # The writer's encoded record up to the decided fields.
+    head: bytes = b""
 
     @property
     def graded(self) -> bool:
         """It reached the grader and got a reward."""
         return self.error is None and self.reward is not None
+
+    def __post_init__(self) -> None:
+        err = self.error
+        if self.given_reason is not None:
+            self.own_reason = self.given_reason
+        elif err is not None:
+            self.own_reason = err
+        elif self.policy_version is None:
+            self.own_reason = UNVERSIONED
+        elif self.reward is None:
+            self.own_reason = UNGRADED
+        else:
+            self.own_reason = None
+        self.responded = self.policy_version is not None and (
+            err is None or not err.startswith("rollout_failed/")
+        )
 
 
 @dataclass
@@ -120,6 +131,8 @@ class Decision:
     discarded: list[Attempt] = field(default_factory=list)
     # group id -> None (trained) or the rejection reason, in the order groups first appeared.
     groups: dict[str, str | None] = field(default_factory=dict)
+    # group id -> every attempt of the group this update closes, trained or not.
+    members: dict[str, list[Attempt]] = field(default_factory=dict)
 
     @property
     def trained_ids(self) -> list[str]:
@@ -128,6 +141,13 @@ class Decision:
     @property
     def rejected_groups(self) -> list[str]:
         return [g for g, reason in self.groups.items() if reason is not None]
+
+    def trained_groups(self) -> dict[str, list[Attempt]]:
+        """Trained attempts by group, in the order groups first appeared (for advantages)."""
+        out: dict[str, list[Attempt]] = {}
+        for a in self.trained:
+            out.setdefault(a.group_id, []).append(a)
+        return out
 
 
 def decide(
@@ -140,58 +160,72 @@ def decide(
 ) -> Decision:
     """Decide which attempts of update ``step`` train, and why the others are discarded.
 
-    Per attempt, in order: an attempt whose agent or grader raised is discarded with that
-    reason; one without a policy version is ``unversioned``; one sampled more than
-    ``max_steps_off_policy`` updates behind the trainer is ``stale``. Per group: more than
-    ``max_group_losses`` such losses reject the group as ``group_too_small``; a group whose
-    remaining attempts all scored the same is rejected as ``no_variance``. ``explicit`` maps
-    attempt ids to a reason (or None for "trains"), overriding all of this for those attempts.
+    See the module docstring for the rules. The trainer's weight version during update ``step``
+    is ``step`` (FORMAT.md), so an attempt sampled with version ``v`` has lag ``step - v``.
+    Deciding again (with other ``explicit`` decisions) starts afresh.
     """
-    explicit = explicit or {}
     decision = Decision(step)
-    by_group: dict[str, list[Attempt]] = {}
+    by_group = decision.members
     for a in attempts:
-        by_group.setdefault(a.group_id, []).append(a)
-        # Trainer version during update s is s (FORMAT.md: update s trains version s).
-        a.lag = None if a.policy_version is None else step - a.policy_version
-        if a.attempt_id in explicit:
-            a.discard_reason = explicit[a.attempt_id]
-        elif a.discard_reason is None:
-            if a.error is not None:
-                a.discard_reason = a.error
-            elif a.policy_version is None:
-                a.discard_reason = UNVERSIONED
-            elif a.lag is not None and a.lag > max_steps_off_policy:
-                a.discard_reason = STALE
-
-    for gid, members in by_group.items():
-        decided_by_loop = all(a.attempt_id in explicit for a in members)
-        if decided_by_loop:
-            usable = [a for a in members if a.discard_reason is None]
-            reason = None if usable else members[0].discard_reason
+        members = by_group.get(a.group_id)
+        if members is None:
+            by_group[a.group_id] = [a]
         else:
-            losses = sum(1 for a in members if a.discard_reason is not None)
-            usable = [a for a in members if a.discard_reason is None]
+            members.append(a)
+        v = a.policy_version
+        if v is None:
+            a.lag = None
+            a.discard_reason = a.own_reason
+        else:
+            lag = a.lag = step - v
+            reason = a.own_reason
+            a.discard_reason = STALE if reason is None and lag > max_steps_off_policy else reason
+    if explicit:
+        for a in attempts:
+            if a.attempt_id in explicit:
+                a.discard_reason = explicit[a.attempt_id]
+
+    groups = decision.groups
+    trained = decision.trained
+    discarded = decision.discarded
+    for gid, members in by_group.items():
+        usable = [a for a in members if a.discard_reason is None]
+        losses = len(members) - len(usable)
+        if losses > max_group_losses or not usable:
+            reason: str | None = GROUP_TOO_SMALL
+        elif _all_same([a.reward for a in usable]):
+            reason = NO_VARIANCE
+        else:
             reason = None
-            if losses > max_group_losses:
-                reason = GROUP_TOO_SMALL
-            elif not usable or _all_same(a.reward for a in usable):
-                reason = NO_VARIANCE if usable else GROUP_TOO_SMALL
-            if reason is not None:
-                for a in usable:
+        if reason is not None:
+            for a in usable:
+                if not (explicit and a.attempt_id in explicit):
                     a.discard_reason = reason
-                usable = []
-        decision.groups[gid] = reason
+        greason: str | None = None
+        any_trained = False
         for a in members:
-            a.trained = a.discard_reason is None
-            (decision.trained if a.trained else decision.discarded).append(a)
+            if a.discard_reason is None:
+                a.trained = any_trained = True
+                trained.append(a)
+            else:
+                a.trained = False
+                discarded.append(a)
+        if not any_trained:
+            # Nothing of this group trains: a group reason carried by a member (the loop's
+            # own, or the rule's), else the group lost too much.
+            greason = next(
+                (a.discard_reason for a in members if a.discard_reason in GROUP_REASONS),
+                reason or GROUP_TOO_SMALL,
+            )
+        groups[gid] = greason
     return decision
 
 
-def _all_same(values: Iterable[float | None]) -> bool:
-    it = iter(values)
-    first = next(it, None)
-    return all(v == first or (v != v and first != first) for v in it)
+def _all_same(values: Sequence[float | None]) -> bool:
+    first = values[0]
+    if first != first:  # NaN: the same only as other NaNs
+        return all(v != v for v in values)
+    return all(v == first for v in values)
 
 
 @dataclass
@@ -201,12 +235,17 @@ class RunState:
     reward_range: tuple[float, float] | None = None  # configured [lowest, highest]
     lowest: float = math.inf  # lowest and highest reward seen so far
     highest: float = -math.inf
-    rollout_reasons: set[str] = field(default_factory=set)
-    labels: dict[str, set[str]] = field(default_factory=dict)
+    rollout_reasons: dict[str, None] = field(default_factory=dict)  # ordered set
+    labels: dict[str, dict[str, None]] = field(default_factory=dict)
     overflow_keys: set[str] = field(default_factory=set)
 
     def bounds(self) -> tuple[float, float]:
-        """The run's bottom and top reward, for all-solved / none-solved."""
+        """The run's bottom and top reward, for all-solved / none-solved.
+
+        The configured ``reward_range``; else the lowest and highest reward seen so far; while
+        every reward seen is one value ``v``, the range is ``[min(v, 0), max(v, 1)]`` (so a run
+        that has only seen zeros calls an all-zero group none-solved).
+        """
         if self.reward_range is not None:
             return self.reward_range
         if self.lowest < self.highest:
@@ -217,23 +256,156 @@ class RunState:
         return 0.0, 1.0
 
 
+class EpisodeStats:
+    """``rollout/<key>`` accumulated from episode metadata, one attempt at a time.
+
+    Numbers (and booleans, as 0/1) are summed and counted per key; labels are counted per
+    value; nested tables become ``<key>/<subkey>``. ``add`` also tells the writer whether the
+    metadata holds something plain JSON cannot spell (a non-finite float, a foreign object),
+    so that one pass over the metadata serves both the metric and the encoding.
+    """
+
+    __slots__ = ("counts", "labels", "sums")
+
+    def __init__(self) -> None:
+        self.sums: dict[str, float] = {}
+        self.counts: dict[str, int] = {}
+        self.labels: dict[str, dict[str, int]] = {}
+
+    def add(self, meta: Mapping[str, Any], prefix: str = "") -> bool:
+        """Accumulate one attempt's metadata; True if it needs ``jsonio.clean`` to encode."""
+        sums, counts = self.sums, self.counts
+        odd = False
+        for key, v in meta.items():
+            if type(key) is not str:
+                odd = True
+                key = str(key)
+            t = type(v)
+            if t is float:
+                if v - v != 0.0:  # NaN or ±inf
+                    odd = True
+            elif t is str:
+                k = prefix + key if prefix else key
+                bucket = self.labels.get(k)
+                if bucket is None:
+                    self.labels[k] = {v: 1}
+                else:
+                    bucket[v] = bucket.get(v, 0) + 1
+                continue
+            elif t is bool:
+                v = 1.0 if v else 0.0
+            elif t is int:
+                pass
+            elif v is None:
+                continue
+            elif isinstance(v, Mapping):
+                odd |= self.add(v, f"{prefix}{key}/")
+                continue
+            else:
+                odd = True
+                v = _scalar(v)
+                if v is None:
+                    continue
+            k = prefix + key if prefix else key
+            sums[k] = sums.get(k, 0.0) + v
+            counts[k] = counts.get(k, 0) + 1
+        return odd
+
+    def merge(self, other: EpisodeStats) -> None:
+        for k, v in other.sums.items():
+            self.sums[k] = self.sums.get(k, 0.0) + v
+            self.counts[k] = self.counts.get(k, 0) + other.counts[k]
+        for k, bucket in other.labels.items():
+            mine = self.labels.setdefault(k, {})
+            for label, n in bucket.items():
+                mine[label] = mine.get(label, 0) + n
+
+    def metrics(self, state: RunState) -> dict[str, float]:
+        """The ``rollout/*`` metrics: means, label counts (0 for labels seen earlier), rates."""
+        out = {f"rollout/{k}": s / self.counts[k] for k, s in self.sums.items()}
+        for key, bucket in self.labels.items():
+            seen = state.labels.setdefault(key, {})
+            other = 0
+            for label, n in bucket.items():
+                if label in seen or len(seen) < MAX_LABELS_PER_KEY:
+                    seen[label] = None
+                    out[f"rollout/{key}/{label}"] = float(n)
+                else:
+                    other += n
+                    state.overflow_keys.add(key)
+            if other:
+                out[f"rollout/{key}/_other"] = float(other)
+        # A label seen before but absent now counts 0, so a count reads 0 and not "unmeasured".
+        for key, seen in state.labels.items():
+            for label in seen:
+                out.setdefault(f"rollout/{key}/{label}", 0.0)
+            if key in state.overflow_keys:
+                out.setdefault(f"rollout/{key}/_other", 0.0)
+        return out
+
+
+def _scalar(v: Any) -> float | None:
+    """A numpy/torch scalar (or a float subclass) as a float; None for anything else."""
+    if isinstance(v, (int, float)):
+        return float(v)
+    item = getattr(v, "item", None)
+    if callable(item) and getattr(v, "ndim", None) == 0:
+        try:
+            x = item()
+        except (TypeError, ValueError, RuntimeError):
+            return None
+        if isinstance(x, bool):
+            return 1.0 if x else 0.0
+        if isinstance(x, (int, float)):
+            return float(x)
+    return None
+
+
+def episode_stats(attempts: Iterable[Attempt]) -> EpisodeStats:
+    """Episode stats of ``attempts`` (the writer accumulates them as attempts arrive)."""
+    stats = EpisodeStats()
+    for a in attempts:
+        if a.metadata:
+            stats.add(a.metadata)
+    return stats
+
+
 def _pstd(values: Sequence[float]) -> float:
     n = len(values)
-    if n == 0:
-        return math.nan
     m = math.fsum(values) / n
-    return math.sqrt(math.fsum((v - m) ** 2 for v in values) / n)
+    return math.sqrt(math.fsum([(v - m) * (v - m) for v in values]) / n)
 
 
 def _mean(values: Sequence[float]) -> float | None:
     return math.fsum(values) / len(values) if values else None
 
 
-def _as_array(x: Any) -> np.ndarray:
-    detach = getattr(x, "detach", None)
-    if callable(detach):  # a torch tensor
-        x = detach().cpu().float().numpy()
-    return np.asarray(x, dtype=np.float64).reshape(-1)
+def _percentile(sorted_values: Sequence[float], q: float) -> float:
+    """Linear-interpolated percentile of already sorted values (numpy's default method)."""
+    n = len(sorted_values)
+    pos = (n - 1) * q
+    lo = math.floor(pos)
+    hi = min(lo + 1, n - 1)
+    frac = pos - lo
+    lo_v, hi_v = sorted_values[lo], sorted_values[hi]
+    return lo_v + (hi_v - lo_v) * frac if frac else float(lo_v)
+
+
+def _concat(arrays: Sequence[Any], total: int) -> np.ndarray:
+    """Per-attempt logprobs (lists, numpy arrays or torch tensors) as one float64 array."""
+    first = arrays[0]
+    if type(first) is list and all(type(x) is list for x in arrays):
+        return np.fromiter(chain.from_iterable(arrays), np.float64, total)
+    torch = sys.modules.get("torch")
+    if torch is not None and all(isinstance(x, torch.Tensor) for x in arrays):
+        joined = torch.cat([x.detach().reshape(-1) for x in arrays])
+        return joined.to(device="cpu", dtype=torch.float64).numpy()
+    parts = []
+    for x in arrays:
+        if torch is not None and isinstance(x, torch.Tensor):
+            x = x.detach().to(device="cpu", dtype=torch.float64).numpy()
+        parts.append(np.asarray(x, dtype=np.float64).reshape(-1))
+    return np.concatenate(parts)
 
 
 def mismatch_stats(
@@ -246,43 +418,49 @@ def mismatch_stats(
     """
     if not pairs:
         return {}, []
-    lengths = np.fromiter((len(s) for s, _ in pairs), dtype=np.int64, count=len(pairs))
+    samplers = [s for s, _ in pairs]
+    trainers = [t for _, t in pairs]
+    return _mismatch(samplers, trainers)
+
+
+def _mismatch(
+    samplers: Sequence[Any], trainers: Sequence[Any], s_all: np.ndarray | None = None
+) -> tuple[dict[str, float], list[dict[str, float]]]:
+    lengths = np.fromiter((len(s) for s in samplers), dtype=np.int64, count=len(samplers))
     total = int(lengths.sum())
     if total == 0:
-        return {}, [{"kl": math.nan, "abs_diff": math.nan, "tokens": 0} for _ in pairs]
-    if all(isinstance(s, list) for s, _ in pairs) and all(isinstance(t, list) for _, t in pairs):
-        s_all = np.fromiter(chain.from_iterable(s for s, _ in pairs), np.float64, total)
-        t_all = np.fromiter(chain.from_iterable(t for _, t in pairs), np.float64, total)
-    else:
-        s_all = np.concatenate([_as_array(s) for s, _ in pairs])
-        t_all = np.concatenate([_as_array(t) for _, t in pairs])
+        return {}, [{"kl": math.nan, "abs_diff": math.nan, "tokens": 0} for _ in samplers]
+    if s_all is None:
+        s_all = _concat(samplers, total)
+    t_all = _concat(trainers, total)
     delta = t_all - s_all  # (N,) Δ per token
-    w = np.exp(np.minimum(delta, MAX_LOG_RATIO))
+    w = np.exp(np.minimum(delta, MAX_LOG_RATIO))  # (N,)
     k3 = w - 1.0 - delta
     absd = np.abs(delta)
-    starts = np.concatenate(([0], np.cumsum(lengths)[:-1]))
     nonempty = lengths > 0
-    idx = starts[nonempty]
-    # Per attempt sums (reduceat needs non-empty segments).
-    k3_sum = np.zeros(len(pairs))
-    abs_sum = np.zeros(len(pairs))
-    d_sum = np.zeros(len(pairs))
+    idx = (np.cumsum(lengths) - lengths)[nonempty]  # start of each non-empty attempt
+    n = len(samplers)
+    k3_sum = np.zeros(n)
+    abs_sum = np.zeros(n)
+    d_sum = np.zeros(n)
     k3_sum[nonempty] = np.add.reduceat(k3, idx)
     abs_sum[nonempty] = np.add.reduceat(absd, idx)
     d_sum[nonempty] = np.add.reduceat(delta, idx)
     with np.errstate(invalid="ignore", divide="ignore"):
-        per_kl = k3_sum / lengths
-        per_abs = abs_sum / lengths
+        per_kl = (k3_sum / lengths).tolist()
+        per_abs = (abs_sum / lengths).tolist()
     per = [
-        {"kl": float(per_kl[i]), "abs_diff": float(per_abs[i]), "tokens": int(lengths[i])}
-        for i in range(len(pairs))
+        {"kl": kl, "abs_diff": ad, "tokens": t}
+        for kl, ad, t in zip(per_kl, per_abs, lengths.tolist())
     ]
-    sw, sw2 = float(w.sum()), float((w * w).sum())
-    # Sequence ESS in log space: w_i = exp(a_i), a_i = ΣΔ over the attempt's tokens.
+    sw = float(w.sum())
+    sw2 = float(np.dot(w, w))
+    # Sequence ESS in log space: w_i = exp(a_i), a_i = ΣΔ over the attempt's tokens; the ratio
+    # is unchanged by the shift exp(a_i - max a), which keeps every w_i finite.
     a = d_sum[nonempty]
     if np.all(np.isfinite(a)):
         ws = np.exp(a - a.max())
-        ess_seq = float(ws.sum() ** 2 / (len(ws) * (ws * ws).sum()))
+        ess_seq = float(ws.sum() ** 2 / (len(ws) * np.dot(ws, ws)))
     else:
         ess_seq = math.nan
     out = {
@@ -295,78 +473,28 @@ def mismatch_stats(
     return out, per
 
 
-def _percentile(sorted_values: Sequence[float], q: float) -> float:
-    """Linear-interpolated percentile of already sorted values (numpy's default method)."""
-    n = len(sorted_values)
-    pos = (n - 1) * q
-    lo = math.floor(pos)
-    hi = min(lo + 1, n - 1)
-    frac = pos - lo
-    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * frac
-
-
-def _episode_metrics(attempts: Sequence[Attempt], state: RunState) -> dict[str, float]:
-    """``rollout/<key>`` from episode metadata: numbers averaged, labels counted, bools rates."""
-    sums: dict[str, float] = {}
-    counts: dict[str, int] = {}
-    labels: dict[str, dict[str, int]] = {}
-
-    def visit(prefix: str, meta: Mapping[str, Any]) -> None:
-        for key, value in meta.items():
-            name = f"{prefix}{key}"
-            if isinstance(value, bool):
-                sums[name] = sums.get(name, 0.0) + (1.0 if value else 0.0)
-                counts[name] = counts.get(name, 0) + 1
-            elif isinstance(value, (int, float)):
-                sums[name] = sums.get(name, 0.0) + value
-                counts[name] = counts.get(name, 0) + 1
-            elif isinstance(value, str):
-                bucket = labels.setdefault(name, {})
-                bucket[value] = bucket.get(value, 0) + 1
-            elif isinstance(value, Mapping):
-                visit(f"{name}/", value)
-            else:
-                item = getattr(value, "item", None)  # numpy / torch scalars
-                if callable(item) and getattr(value, "ndim", 1) == 0:
-                    try:
-                        sums[name] = sums.get(name, 0.0) + float(item())
-                        counts[name] = counts.get(name, 0) + 1
-                    except (TypeError, ValueError):
-                        pass
-
-    for a in attempts:
-        if a.metadata:
-            visit("", a.metadata)
-    out = {f"rollout/{k}": sums[k] / counts[k] for k in sums}
-    for key, bucket in labels.items():
-        seen = state.labels.setdefault(key, set())
-        other = 0
-        for label, n in bucket.items():
-            if label in seen or len(seen) < MAX_LABELS_PER_KEY:
-                seen.add(label)
-                out[f"rollout/{key}/{label}"] = float(n)
-            else:
-                other += n
-                state.overflow_keys.add(key)
-        if other:
-            out[f"rollout/{key}/_other"] = float(other)
-    # A label seen before but absent now counts 0, so a rate reads 0 and not "unmeasured".
-    for key, seen in state.labels.items():
-        for label in seen:
-            out.setdefault(f"rollout/{key}/{label}", 0.0)
-    return out
-
-
 def step_metrics(
     decision: Decision,
     attempts: Sequence[Attempt],
     state: RunState,
     trainer_logprobs: Mapping[str, Any] | None = None,
+    episodes: EpisodeStats | None = None,
 ) -> dict[str, float | None]:
     """The canonical metrics of one update from its attempts and decision.
 
-    Updates ``state`` (reward bounds, discard reasons and labels seen) and sets each attempt's
-    ``mismatch`` where both sampler and trainer logprobs are known.
+    ``attempts`` are every attempt the update closes, trained or discarded. Updates ``state``
+    (reward bounds, discard reasons and labels seen) and sets each attempt's ``mismatch`` where
+    both sampler and trainer logprobs are known. ``episodes``: the attempts' metadata already
+    accumulated (the writer does it as attempts arrive); computed here when None.
+
+    Which attempts each metric reads:
+    - reward/mean, reward/std, freshness/*: the trained attempts.
+    - groups/*, reward/group_std_mean, reward/mean_with_unusable: the groups (see METRICS.md);
+      all_solved / none_solved / signal_fraction judge each group's graded attempts.
+    - response/length_mean, response/truncated_rate: attempts that produced a response (not
+      rollout failures, not unversioned), so a burst of failures does not read as shorter
+      replies.
+    - rollout/*, sampling/entropy_estimate, rollouts/retries, perf/attempt_seconds_*: all.
     """
     m: dict[str, float | None] = {}
     trained = decision.trained
@@ -374,33 +502,43 @@ def step_metrics(
     m["reward/mean"] = _mean(rewards)
     m["reward/std"] = _pstd(rewards) if rewards else None
 
-    by_group: dict[str, list[Attempt]] = {}
-    for a in attempts:
-        by_group.setdefault(a.group_id, []).append(a)
-    graded_all = [a.reward for a in attempts if a.graded]
-    for r in graded_all:
-        if r is not None and r == r:
-            state.lowest = min(state.lowest, r)
-            state.highest = max(state.highest, r)
+    by_group = decision.members
+    if sum(len(g) for g in by_group.values()) != len(attempts):  # decided over other attempts
+        by_group = {}
+        for a in attempts:
+            by_group.setdefault(a.group_id, []).append(a)
+    # Every group's graded rewards; they also move the run's reward bounds.
+    graded_by_group = []
+    lo, hi = state.lowest, state.highest
+    for members in by_group.values():
+        graded = [r for a in members if (r := a.reward) is not None and a.error is None]
+        graded_by_group.append(graded)
+        finite = [r for r in graded if r == r]
+        if finite:
+            lo = min(lo, min(finite))
+            hi = max(hi, max(finite))
+    state.lowest, state.highest = lo, hi
     bottom, top = state.bounds()
 
     group_stds = []
     with_unusable = list(rewards)
-    all_solved = none_solved = signal = completed = 0
-    for gid, members in by_group.items():
+    all_solved = none_solved = signal = 0
+    for (gid, members), graded in zip(by_group.items(), graded_by_group):
         reason = decision.groups.get(gid)
-        graded = [a.reward for a in members if a.graded and a.reward is not None]
         if reason is None:
-            group_stds.append(
-                _pstd([a.reward for a in members if a.trained and a.reward is not None])
-            )
-        elif reason in (NO_VARIANCE, GROUP_TOO_SMALL):
+            trained_rewards = [r for a in members if a.trained and (r := a.reward) is not None]
+            if trained_rewards:
+                group_stds.append(_pstd(trained_rewards))
+        else:
             with_unusable.extend(
-                a.reward
-                for a in members
-                if a.graded and a.reward is not None and a.discard_reason == reason
+                [
+                    r
+                    for a in members
+                    if a.discard_reason == reason
+                    and (r := a.reward) is not None
+                    and a.error is None
+                ]
             )
-        completed += 1
         if graded:
             if all(x == top for x in graded):
                 all_solved += 1
@@ -415,8 +553,8 @@ def step_metrics(
     m["groups/rejected"] = float(len(rejected))
     m["groups/all_solved"] = float(all_solved)
     m["groups/none_solved"] = float(none_solved)
-    m["groups/signal_fraction"] = signal / completed if completed else None
-    group_reasons: dict[str, int] = {NO_VARIANCE: 0, GROUP_TOO_SMALL: 0}
+    m["groups/signal_fraction"] = signal / len(by_group) if by_group else None
+    group_reasons: dict[str, int] = dict.fromkeys(sorted(GROUP_REASONS), 0)
     for gid in rejected:
         greason = decision.groups[gid]
         assert greason is not None
@@ -427,17 +565,20 @@ def step_metrics(
     attempt_reasons: dict[str, int] = {}
     for a in decision.discarded:
         areason = a.discard_reason
-        if areason is not None and areason not in group_reasons:
+        if areason is not None and areason not in GROUP_REASONS:
             attempt_reasons[areason] = attempt_reasons.get(areason, 0) + 1
-    state.rollout_reasons.update(attempt_reasons)
+    state.rollout_reasons.update(dict.fromkeys(attempt_reasons))
+    # Every reason seen in the run so far: 0 this update is a measured zero, not a gap.
     for areason in state.rollout_reasons:
         m[f"discard/rollouts/{areason}"] = float(attempt_reasons.get(areason, 0))
-    m["rollouts/retries"] = float(sum(a.retries for a in attempts))
+    m["rollouts/retries"] = float(sum([a.retries for a in attempts]))
 
-    lengths = [float(a.response_tokens) for a in attempts if a.response_tokens is not None]
-    m["response/length_mean"] = _mean(lengths)
+    lengths = [a.response_tokens for a in attempts if a.responded]
+    m["response/length_mean"] = math.fsum(lengths) / len(lengths) if lengths else None
     m["response/truncated_rate"] = (
-        sum(1 for a in attempts if a.truncated) / len(attempts) if attempts else None
+        len([1 for a in attempts if a.truncated and a.responded]) / len(lengths)
+        if lengths
+        else None
     )
 
     lags = sorted(a.lag for a in trained if a.lag is not None)
@@ -446,38 +587,51 @@ def step_metrics(
         m["freshness/lag_p90"] = _percentile(lags, 0.9)
         m["freshness/lag_max"] = float(lags[-1])
 
-    durations = sorted(a.duration for a in attempts if a.duration is not None)
+    durations = sorted([d for a in attempts if (d := a.duration) is not None and d - d == 0.0])
     if durations:
         m["perf/attempt_seconds_p50"] = _percentile(durations, 0.5)
         m["perf/attempt_seconds_p90"] = _percentile(durations, 0.9)
         m["perf/attempt_seconds_p99"] = _percentile(durations, 0.99)
 
-    sampled = [a.sampler_logprobs for a in attempts if a.sampler_logprobs is not None]
+    sampled = [a for a in attempts if a.sampler_logprobs is not None]
     if sampled:
-        if all(isinstance(s, list) for s in sampled):
-            n = sum(len(s) for s in sampled)
-            total = math.fsum(chain.from_iterable(sampled))
-        else:
-            arrays = [_as_array(s) for s in sampled]
-            n = sum(len(x) for x in arrays)
-            total = float(sum(x.sum() for x in arrays))
-        if n:
-            m["sampling/entropy_estimate"] = -total / n
+        m.update(_agreement(sampled, trainer_logprobs))
 
-    if trainer_logprobs:
-        pairs, owners = [], []
-        for a in attempts:
-            t = trainer_logprobs.get(a.attempt_id)
-            if t is None or a.sampler_logprobs is None:
-                continue
-            if len(t) != len(a.sampler_logprobs):
-                continue  # the writer warns about this before calling
-            pairs.append((a.sampler_logprobs, t))
-            owners.append(a)
-        stats, per = mismatch_stats(pairs)
-        m.update(stats)
-        for a, p in zip(owners, per):
-            a.mismatch = p
+    if episodes is None:
+        episodes = episode_stats(attempts)
+    m.update(episodes.metrics(state))
+    return m
 
-    m.update(_episode_metrics(attempts, state))
+
+def _agreement(
+    sampled: list[Attempt], trainer_logprobs: Mapping[str, Any] | None
+) -> dict[str, float | None]:
+    """sampling/entropy_estimate over every sampled token, and the mismatch metrics over the
+    attempts whose trainer logprobs match their sampled tokens in number."""
+    m: dict[str, float | None] = {}
+    samplers = [a.sampler_logprobs for a in sampled]
+    lengths = [len(s) for s in samplers]
+    total = sum(lengths)
+    if not total:
+        return m
+    s_all = _concat(samplers, total)
+    m["sampling/entropy_estimate"] = -float(s_all.mean())
+    if not trainer_logprobs:
+        return m
+    tl = [trainer_logprobs.get(a.attempt_id) for a in sampled]
+    keep = [t is not None and len(t) == n for t, n in zip(tl, lengths)]
+    if not any(keep):
+        return m
+    if all(keep):
+        owners, s_sub, trainers = sampled, samplers, tl
+        s_pairs: np.ndarray | None = s_all
+    else:
+        owners = [a for a, k in zip(sampled, keep) if k]
+        s_sub = [s for s, k in zip(samplers, keep) if k]
+        trainers = [t for t, k in zip(tl, keep) if k]
+        s_pairs = s_all[np.repeat(np.asarray(keep), lengths)]
+    stats, per = _mismatch(s_sub, trainers, s_pairs)
+    m.update(stats)
+    for a, p in zip(owners, per):
+        a.mismatch = p
     return m
