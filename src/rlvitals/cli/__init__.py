@@ -22,6 +22,9 @@ COMMANDS = [
     "check",
     "baseline",
     "metrics",
+    "report",
+    "watch",
+    "serve",
 ]
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2

@@ -313,7 +313,7 @@ def run_payload(
     report: Report | None,
     *,
     transcripts: dict[int, list[dict[str, Any]]] | None = None,
-    transcript_steps: list[int] | None = None,
+    transcript_steps: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """Everything the page draws for one run.
 
@@ -425,13 +425,16 @@ def available_steps(data: RunData) -> list[int]:
     return sorted(steps)
 
 
-def transcript_steps(data: RunData, report: Report | None, limit: int = MAX_STEPS) -> list[int]:
-    """The transcript steps the findings point at (nearest file at or after each step)."""
+def transcript_steps(
+    data: RunData, report: Report | None, limit: int = MAX_STEPS, latest: int = 2
+) -> list[dict[str, Any]]:
+    """The transcript steps to offer: those the findings point at (the nearest file at or
+    after each step), then the latest ones; each ``{"step", "why"}``."""
     have = available_steps(data)
-    if not have or report is None:
+    if not have:
         return []
-    wanted: list[int] = []
-    for f in report.findings:
+    flagged: dict[int, str] = {}
+    for f in report.findings if report else []:
         if f.severity == "ok":
             continue
         for s in [f.first_step, *f.steps]:
@@ -439,9 +442,12 @@ def transcript_steps(data: RunData, report: Report | None, limit: int = MAX_STEP
                 continue
             i = bisect.bisect_left(have, s)
             near = have[i] if i < len(have) else have[-1]
-            if near not in wanted:
-                wanted.append(near)
-    return wanted[:limit]
+            flagged.setdefault(near, f"{f.severity}: {f.title}")
+    chosen = list(flagged.items())[: max(0, limit - latest)]
+    for s in have[-latest:] if latest else []:
+        if s not in flagged:
+            chosen.append((s, "latest transcripts of the run"))
+    return [{"step": s, "why": why} for s, why in chosen]
 
 
 def flagged_ids(report: Report | None) -> set[str]:

@@ -36,11 +36,15 @@ def report_payload(
     for i, (data, report) in enumerate(runs):
         flagged = flagged_ids(report)
         transcripts = {}
-        for step in transcript_steps(data, report):
-            got = load_transcripts(data, step, flagged=flagged)
+        offered = []
+        for t in transcript_steps(data, report):
+            got = load_transcripts(data, t["step"], flagged=flagged)
             if got is not None:
-                transcripts[step] = got
-        payload_runs.append(run_payload(f"r{i}", data, report, transcripts=transcripts))
+                transcripts[t["step"]] = got
+                offered.append(t)
+        payload_runs.append(
+            run_payload(f"r{i}", data, report, transcripts=transcripts, transcript_steps=offered)
+        )
     return {
         "generated": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "runs": payload_runs,

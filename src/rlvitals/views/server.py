@@ -78,7 +78,7 @@ class _Run:
         self.report_blob: bytes = b""
         self.sent: dict[str, tuple[int, int, float]] = {}  # name -> (points, last step, value)
         self.summary_key: tuple[Any, ...] = ()
-        self.tsteps: list[int] = []
+        self.tsteps: list[dict[str, Any]] = []
         self.last_check = -math.inf
         self.check_cost = 0.0
         self.check_due = True

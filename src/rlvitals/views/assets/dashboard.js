@@ -243,8 +243,9 @@
     h("td", null, tr, valueText(v));
   }
 
+  function tsteps(r) { return (r.transcript_steps || []).map(function (t) { return t.step; }); }
   function nearestTranscript(r, step) {
-    var steps = (r.transcript_steps || []).slice().sort(function (a, b) { return a - b; });
+    var steps = tsteps(r).sort(function (a, b) { return a - b; });
     for (var i = 0; i < steps.length; i++) if (steps[i] >= step) return steps[i];
     return steps.length ? steps[steps.length - 1] : null;
   }
@@ -416,7 +417,7 @@
 
   function renderTranscripts() {
     trPicker.replaceChildren();
-    var runs = selectedRuns().filter(function (r) { return (r.transcript_steps || []).length; });
+    var runs = selectedRuns().filter(function (r) { return tsteps(r).length; });
     if (!runs.length) {
       trBody.replaceChildren();
       h("p", "muted", trBody, "No transcripts for the steps the findings point at (the run writes them with [output] trace = \"full\" or \"samples\").");
@@ -425,12 +426,14 @@
     var tv = state.tview;
     if (!tv.run || !state.runs[tv.run] || runs.indexOf(state.runs[tv.run]) < 0) tv = state.tview = {run: runs[0].id, step: null};
     var r = state.runs[tv.run];
-    if (tv.step === null || r.transcript_steps.indexOf(tv.step) < 0) tv.step = r.transcript_steps[0];
+    if (tv.step === null || tsteps(r).indexOf(tv.step) < 0) tv.step = tsteps(r)[0];
     runs.forEach(function (rr) {
       var row = h("div", "tr-row", trPicker);
       if (runs.length > 1) h("span", "tr-run", row, rr.name + ": ");
-      rr.transcript_steps.forEach(function (s) {
-        var b = h("button", "chip" + (rr.id === tv.run && s === tv.step ? " on" : ""), row, "step " + s);
+      rr.transcript_steps.forEach(function (t) {
+        var s = t.step;
+        var b = h("button", "chip" + (rr.id === tv.run && s === tv.step ? " on" : "") + (t.why && t.why.indexOf("latest") !== 0 ? " flag" : ""), row, "step " + s);
+        b.title = t.why || "";
         b.type = "button";
         b.addEventListener("click", function () { openTranscripts(rr.id, s); });
       });
@@ -442,7 +445,8 @@
       trBody.replaceChildren();
       if (!entries) { h("p", "muted", trBody, "No transcript file for step " + tv.step + "."); return; }
       if (!entries.length) { h("p", "muted", trBody, "Step " + tv.step + " has no attempts."); return; }
-      h("p", "muted", trBody, "Step " + tv.step + ": showing " + entries.length + " of " + (entries[0].of || entries.length) + " attempts.");
+      var why = (r.transcript_steps.filter(function (t) { return t.step === tv.step; })[0] || {}).why;
+      h("p", "muted", trBody, "Step " + tv.step + (why ? " (" + why + ")" : "") + ": showing " + entries.length + " of " + (entries[0].of || entries.length) + " attempts.");
       entries.forEach(function (e, i) { renderAttempt(e, i === 0); });
     });
   }

@@ -1,0 +1,80 @@
+"""``rlvitals serve DIR_OR_RUNS...``: the live dashboard in a browser, and /metrics."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "serve",
+        help="serve a live dashboard of runs (updates as steps land; /metrics for Prometheus)",
+        description="Serve a live dashboard for every run under the given folders (new runs "
+        "appear as they start) and for runs given directly: the same plots, findings and "
+        "transcripts as the report, updated as steps land (server-sent events), and /metrics "
+        "in Prometheus text format. Binds 127.0.0.1 unless --host says otherwise; serves only "
+        "the runs it was given.",
+    )
+    p.add_argument(
+        "paths", nargs="+", metavar="DIR_OR_RUN", help="run directories, log files, or folders"
+    )
+    p.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to bind (default 127.0.0.1; 0.0.0.0 shows your runs to the network)",
+    )
+    p.add_argument("--port", type=int, default=8765, help="port (default 8765; 0: any free)")
+    p.add_argument(
+        "--baseline", metavar="FILE", help="healthy ranges from `rlvitals baseline` to shade"
+    )
+    p.add_argument(
+        "--stall-after",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="a running run with no step record or progress for this long is stalled",
+    )
+    p.add_argument(
+        "--poll",
+        type=float,
+        default=0.25,
+        metavar="SECONDS",
+        help="how often to look for new records (default 0.25)",
+    )
+    p.add_argument("--verbose", action="store_true", help="log every request")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..baseline import load
+    from ..views.dashboard import baseline_ranges
+    from ..views.server import Hub, serve
+
+    baseline = load(args.baseline) if args.baseline else None
+    shading = baseline_ranges(baseline, args.baseline) if baseline else None
+
+    def ready(url: str, hub: Hub) -> None:
+        print(f"rlvitals: serving {len(hub.runs)} run(s) at {url}  (metrics: {url}metrics)")
+        if hub.roots:
+            print("  watching for new runs under: " + ", ".join(map(str, hub.roots)))
+        if args.host not in ("127.0.0.1", "localhost", "::1"):
+            print(
+                f"  warning: listening on {args.host}: anyone who can reach this machine can "
+                "read these runs, transcripts included",
+                file=sys.stderr,
+            )
+        print("  Ctrl-C to stop", flush=True)
+
+    serve(
+        args.paths,
+        args.host,
+        args.port,
+        baseline=baseline,
+        shading=shading,
+        poll_interval=args.poll,
+        stall_after=args.stall_after,
+        verbose=args.verbose,
+        on_ready=ready,
+    )
+    return 0

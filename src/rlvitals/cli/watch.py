@@ -1,0 +1,89 @@
+"""``rlvitals watch RUN``: follow a live run in the terminal; alerts to a webhook."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "watch",
+        help="follow a live run: step, key numbers, verdict; alerts on new findings",
+        description="Follow a running run in the terminal, reading only what it writes next: "
+        "its step, key numbers and verdict, whether a slow phase is still making progress "
+        "(heartbeats) or the run has stalled. Each new finding is posted once to --webhook "
+        "(Slack-compatible JSON). Ends when the run's status is no longer 'running', with "
+        "exit code 1 when a finding at --fail-on or worse remains (as `rlvitals check "
+        "--fail-on`), 0 otherwise. Runs whose format records no status are followed until "
+        "Ctrl-C.",
+    )
+    p.add_argument("path", metavar="RUN", help="run directory or log file")
+    p.add_argument("--webhook", metavar="URL", help="post each new finding here (Slack-style)")
+    p.add_argument(
+        "--stall-after",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="no step record or progress for this long means stalled "
+        "(default: ten typical step intervals, at least 10 s)",
+    )
+    p.add_argument(
+        "--fail-on",
+        choices=["warn", "fail", "never"],
+        default="fail",
+        help="exit 1 at the end when a finding at this level or worse exists (default: fail)",
+    )
+    p.add_argument(
+        "--alert-on",
+        choices=["info", "warn", "fail"],
+        default="warn",
+        help="lowest severity posted to the webhook (default: warn)",
+    )
+    p.add_argument(
+        "--interval", type=float, default=1.0, metavar="SECONDS", help="poll interval (default 1)"
+    )
+    p.add_argument("--baseline", metavar="FILE", help="healthy ranges from `rlvitals baseline`")
+    p.add_argument(
+        "--from",
+        dest="source_format",
+        default=None,
+        metavar="NAME",
+        help="source format, overriding sniffing",
+    )
+    p.add_argument(
+        "--json", action="store_true", help="print JSON Lines events instead of a live view"
+    )
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from ..baseline import load
+    from ..views.alerts import WebhookNotifier
+    from ..views.watch import Watcher, watch
+
+    baseline = load(args.baseline) if args.baseline else None
+    notifier = WebhookNotifier(args.webhook) if args.webhook else None
+    try:
+        watcher = Watcher(
+            args.path,
+            source_format=args.source_format,
+            stall_after=args.stall_after,
+            baseline=baseline,
+            notifier=notifier,
+            min_alert=args.alert_on,
+        )
+    except BaseException:
+        if notifier is not None:
+            notifier.close(0)
+        raise
+    return watch(
+        watcher,
+        console=Console(),
+        interval=args.interval,
+        fail_on=None if args.fail_on == "never" else args.fail_on,
+        json_lines=args.json,
+        out=sys.stdout,
+    )
