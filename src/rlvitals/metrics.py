@@ -434,8 +434,11 @@ def _mismatch(
         s_all = _concat(samplers, total)
     t_all = _concat(trainers, total)
     delta = t_all - s_all  # (N,) Δ per token
-    w = np.exp(np.minimum(delta, MAX_LOG_RATIO))  # (N,)
-    k3 = w - 1.0 - delta
+    em1 = np.expm1(np.minimum(delta, MAX_LOG_RATIO))  # (N,) w - 1, exact for tiny Δ
+    w = em1 + 1.0
+    # k3 = w - 1 - Δ >= 0 in exact arithmetic; expm1 avoids cancellation for small Δ and the
+    # clamp removes what rounding is left, so the estimate is never negative.
+    k3 = np.maximum(em1 - delta, 0.0)
     absd = np.abs(delta)
     nonempty = lengths > 0
     idx = (np.cumsum(lengths) - lengths)[nonempty]  # start of each non-empty attempt
