@@ -97,3 +97,16 @@ def test_bad_baseline_file_is_one_clear_line(runs, tmp_path, capsys):
     assert main(["check", str(runs["healthy"]), "--baseline", str(bad)]) == 2
     err = capsys.readouterr().err
     assert "not a baseline file" in err and str(bad) in err
+
+
+def test_every_threshold_is_documented_with_its_default():
+    import dataclasses
+    from pathlib import Path
+
+    from rlvitals.checks import Thresholds
+
+    doc = (Path(__file__).parent.parent / "docs" / "checks.md").read_text()
+    for f in dataclasses.fields(Thresholds):
+        default = f.default
+        shown = f"{default:g}" if isinstance(default, float) else str(default)
+        assert f"| `{f.name}` | {shown} |" in doc, f.name
