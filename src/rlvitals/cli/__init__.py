@@ -22,6 +22,7 @@ COMMANDS = [
     "check",
     "baseline",
     "metrics",
+    "formats",
     "report",
     "watch",
     "serve",

@@ -33,6 +33,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="source format, overriding sniffing (see `rlvitals formats`)",
     )
     p.add_argument(
+        "--mapping",
+        default=None,
+        metavar="FILE",
+        help='TOML or JSON of canonical name = "source key" rules, ahead of the format\'s own',
+    )
+    p.add_argument(
         "--json",
         action="store_true",
         help='print {"steps": [...], "metrics": {name: [values...]}}, null where not measured',
@@ -46,7 +52,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    data = read(args.path, args.fmt)
+    data = read(args.path, args.fmt, mapping=getattr(args, "mapping", None))
     for w in data.warnings:
         print(f"warning: {w}", file=sys.stderr)
     if args.json:

@@ -27,7 +27,9 @@ from .textlog import TextLogReader, _FileState, head, sniff_files
 
 __all__ = ["MILES", "SLIME", "MilesReader", "SlimeReader"]
 
-LINE = re.compile(r"(?:^|\s)(critic-step|multi_turn|rollout|step|perf|eval) (\d+):\s*(\{.*)$")
+LINE = re.compile(
+    r"(?:^|(?<![Gg]lobal)\s)(critic-step|multi_turn|rollout|step|perf|eval) (\d+):\s*(\{.*)$", re.M
+)
 ZERO_STD = re.compile(r"^rollout/zero_std/count_(.+)$")
 
 _COMMON = (
@@ -115,11 +117,11 @@ class MilesReader(TextLogReader):
         return _looks_like(p)
 
     def feed(self, st: _FileState, text: str, p: Path, lineno: int) -> None:
-        if self.continue_dict(st, text, p):
-            return
         m = LINE.search(text)
         if m:
             self.start_dict(st, int(m.group(2)), m.group(3), p, lineno)
+        else:
+            self.continue_dict(st, text, p)
 
     def derive(self) -> None:
         derive_miles(self.run, placeholder=self.entropy_placeholder)

@@ -41,7 +41,7 @@ OPENRLHF = MappingTable(
     ("OpenRLHF logs no zero-variance group count.",),
 )
 
-LINE = re.compile(r"Global step (\d+):\s*(\{.*)$")
+LINE = re.compile(r"Global step (\d+):\s*(\{.*)$", re.M)
 
 
 class OpenRLHFReader(TextLogReader):
@@ -52,11 +52,11 @@ class OpenRLHFReader(TextLogReader):
         return bool(LINE.search(head(p)))
 
     def feed(self, st: _FileState, text: str, p: Path, lineno: int) -> None:
-        if self.continue_dict(st, text, p):
-            return
         m = LINE.search(text)
         if m:
             self.start_dict(st, int(m.group(1)), m.group(2), p, lineno)
+        else:
+            self.continue_dict(st, text, p)
 
 
 register(

@@ -71,7 +71,7 @@ PRIME_RL_CONSOLE = MappingTable(
     ),
 )
 
-STEP = re.compile(r"(?:^|\s)Step (\d+) \| (.*)$")
+STEP = re.compile(r"(?:^|\s)Step (\d+) \| (.*)$", re.M)
 _DURATION = re.compile(r"^(?:(\d+)h\s*)?(?:(\d+)m\s*)?(?:(\d+(?:\.\d+)?)s)?$")
 _VALUE = re.compile(
     r"^(.*?)\s*([-+]?(?:\d[\d.,]*(?:e[-+]?\d+)?|nan|inf)(?:/\d+)?%?)(?:\s.*)?$", re.I

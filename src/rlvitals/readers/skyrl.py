@@ -41,7 +41,7 @@ SKYRL = MappingTable(
     ("SkyRL logs no truncation rate: response/truncated_rate is absent.",),
 )
 
-HEADER = re.compile(r"(?:^|\s)Step (\d+):\s*$")
+HEADER = re.compile(r"(?:^|\s)Step (\d+):\s*$", re.M)
 
 
 class SkyRLReader(TextLogReader):
@@ -52,11 +52,12 @@ class SkyRLReader(TextLogReader):
         return _looks_like(p)
 
     def feed(self, st: _FileState, text: str, p: Path, lineno: int) -> None:
-        if self.continue_dict(st, text, p):
-            return
         m = HEADER.search(text)
         if m:
+            self.end_pending(st, p)
             st.extra["step"] = int(m.group(1))
+            return
+        if self.continue_dict(st, text, p):
             return
         step = st.extra.pop("step", None)
         if step is not None and text.lstrip().startswith("{"):

@@ -162,6 +162,8 @@ def parse_pairs(text: str, *, complete: bool = True) -> dict[str, Any]:
                 break  # the value may be cut off
             if raw and raw[0] not in "{[":
                 v = parse_number(raw)
+                if v is None and len(raw) >= 2 and raw[0] == raw[-1] and raw[0] in "'\"":
+                    raw = raw[1:-1]
                 out[key] = v if v is not None else raw
             if k < n and text[k] == "}":
                 break
@@ -330,7 +332,7 @@ class TextLogReader:
 
     def start_dict(self, st: _FileState, step: int, text: str, p: Path, lineno: int) -> None:
         """Begin a dict record at ``text`` (from its ``{``); emits it at once if complete."""
-        self.end_pending(st, p)
+        self.interrupt_pending(st, p)
         if brace_balance(text) <= 0:
             self.emit(step, parse_pairs(text))
             return
@@ -352,6 +354,17 @@ class TextLogReader:
             )
             self.end_pending(st, p)
         return True
+
+    def interrupt_pending(self, st: _FileState, p: Path) -> None:
+        """A new record starts while one is still open: read the open one as far as it goes."""
+        if st.pending is None:
+            return
+        self.run.warnings.append(
+            f"{p}:{st.pending_line}: record not closed before the next one; read as far as it goes"
+        )
+        self.flush(st, p, final=False)
+        st.pending = None
+        st.pending_step = None
 
     def end_pending(self, st: _FileState, p: Path) -> None:
         if st.pending is not None:

@@ -155,14 +155,20 @@ class TrlConsoleReader(TextLogReader):
         return bool(DICT_START.search(head(p)))
 
     def feed(self, st: _FileState, text: str, p: Path, lineno: int) -> None:
-        if self.continue_dict(st, text, p):
-            return
         m = DICT_START.search(text)
         if m:
             self.start_dict(st, -1, text[m.start() :], p, lineno)
+        else:
+            self.continue_dict(st, text, p)
 
     def start_dict(self, st: _FileState, step: int, text: str, p: Path, lineno: int) -> None:
-        self.end_pending(st, p)
+        if st.pending is not None:
+            self.run.warnings.append(
+                f"{p}:{st.pending_line}: record not closed before the next one; read as far as "
+                "it goes"
+            )
+            self.flush(st, p, final=True)
+            st.pending = None
         st.pending, st.pending_step, st.pending_line = text, step, lineno
         st.extra["lines"] = 1
         if brace_balance(text) <= 0:

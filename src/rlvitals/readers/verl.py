@@ -57,7 +57,7 @@ VERL = MappingTable(
     ("verl core logs no group std and no zero-variance groups.",),
 )
 
-STEP = re.compile(r"(?:^|\s)step:(\d+) - (.*)$")
+STEP = re.compile(r"(?:^|\s)step:(\d+) - (.*)$", re.M)
 _CONT = re.compile(r"^\s?\S*(?: - ?\S+)*(?: -)?\s*$")
 
 
