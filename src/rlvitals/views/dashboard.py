@@ -22,6 +22,7 @@ import json
 import math
 import os
 import re
+import unicodedata
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -96,9 +97,16 @@ PLOTS: tuple[Plot, ...] = (
     Plot(
         "groups",
         "Rejected groups",
-        ("groups/all_solved", "groups/none_solved", "discard/groups/*"),
-        "High at the start: tasks too easy (all solved) or too hard (none solved). Rising "
-        "later: mastered or collapsed; read it with reward/mean_with_unusable.",
+        (
+            "groups/all_solved",
+            "groups/none_solved",
+            "discard/groups/*",
+            "groups/rejected",
+            "groups/trained",
+        ),
+        "Groups per update. Many rejected at the start: tasks too easy (all solved) or too hard "
+        "(none solved). Rising later: mastered or collapsed; read it with "
+        "reward/mean_with_unusable.",
     ),
     Plot(
         "failures",
@@ -200,6 +208,12 @@ PLOTS: tuple[Plot, ...] = (
         "Throughput",
         ("perf/tokens_per_second",),
         "Generated tokens per wall second of the update.",
+    ),
+    Plot(
+        "system",
+        "Other system metrics",
+        ("perf/*",),
+        "Utilisation and other figures a framework logs under perf/ (MFU, GPU memory...).",
     ),
 )
 
@@ -535,6 +549,7 @@ def page_html(payload: dict[str, Any], *, live: bool, title: str = "rlvitals") -
         "plots": [p.to_dict() for p in PLOTS],
         "verdicts": VERDICTS,
     }
+    title = "".join(" " if unicodedata.category(c) in ("Cc", "Zl", "Zp") else c for c in title)
     esc_title = (
         title.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
     )

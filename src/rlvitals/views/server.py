@@ -737,7 +737,7 @@ def serve_in_background(
     hub = Hub(paths, baseline=baseline, shading=shading, stall_after=stall_after)
     server = make_server(hub, host, port)
     poller = threading.Thread(target=hub.run_forever, args=(poll_interval,), daemon=True)
-    http = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True)
+    http = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)
     poller.start()
     http.start()
 

@@ -323,7 +323,9 @@ def watch(
             out.write(dumps({"event": ev.kind, **ev.data}) + "\n")
             out.flush()
         elif not interactive:
-            console.print(_sanitize(watcher.line(ev)), markup=False, highlight=False)
+            console.print(
+                _sanitize(watcher.line(ev)), markup=False, highlight=False, soft_wrap=True
+            )
 
     interrupted = False
     try:
@@ -373,5 +375,5 @@ def watch(
         msg = f"run {watcher.status}: {verdict} (worst {end['worst']}); exit {code}"
         if undelivered:
             msg += f"; {undelivered} alert(s) not delivered"
-        console.print(msg, markup=False, highlight=False)
+        console.print(_sanitize(msg), markup=False, highlight=False, soft_wrap=True)
     return code

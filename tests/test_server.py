@@ -1,0 +1,270 @@
+"""The live server: discovery, events, /metrics, and what it refuses to serve."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import re
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+
+from dashboard_runs import append_steps, make_run, step_record, write_run_json
+from rlvitals.checks.base import Finding, Report
+from rlvitals.cli import build_parser
+from rlvitals.views import server as server_mod
+from rlvitals.views.server import Hub, prometheus_text, serve_in_background
+
+
+def _judge(data) -> Report:  # fast and deterministic: the checks have their own tests
+    return Report(data.source, "learning", [Finding("reward", "ok", "learning", "fine")])
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    root = tmp_path / "runs"
+    root.mkdir()
+    make_run(root, "run-a", 20, status="running", transcripts=(5,))
+    (tmp_path / "secret.txt").write_text("TOPSECRET")
+    url, stop = serve_in_background([root], poll_interval=0.05)
+    try:
+        yield url, root
+    finally:
+        stop()
+
+
+def _get(url: str, path: str, headers: dict[str, str] | None = None) -> tuple[int, dict, bytes]:
+    u = urlsplit(url)
+    conn = http.client.HTTPConnection(u.hostname, u.port, timeout=5)
+    conn.putrequest("GET", path, skip_host=bool(headers and "Host" in headers))
+    for k, v in (headers or {}).items():
+        conn.putheader(k, v)
+    conn.endheaders()
+    resp = conn.getresponse()
+    body = resp.read()
+    conn.close()
+    return resp.status, dict(resp.getheaders()), body
+
+
+def _runs(url: str) -> list[dict]:
+    return json.loads(_get(url, "/api/runs")[2])["runs"]
+
+
+def test_binds_loopback_unless_told(served: tuple[str, Path]) -> None:
+    url, _ = served
+    assert url.startswith("http://127.0.0.1:")
+    args = build_parser().parse_args(["serve", "x"])
+    assert args.host == "127.0.0.1"
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/run.json",
+        "/run-a/run.json",
+        "/../secret.txt",
+        "/%2e%2e/secret.txt",
+        "/..%2fsecret.txt",
+        "/api/run/..",
+        "/api/run/..%2f..%2fsecret.txt",
+        "/api/run/../../secret.txt",
+        "/api/transcripts/RUN/../../run.json",
+        "/api/transcripts/RUN/..%2f..%2frun.json",
+        "/api/transcripts/RUN/-1",
+        "/api/transcripts/RUN/5.json",
+        "/api/transcripts/RUN/00000000005",
+        "//etc/passwd",
+        "/static/../../secret.txt",
+        "/runs/run-a/steps.jsonl",
+    ],
+)
+def test_no_path_reaches_a_file(served: tuple[str, Path], path: str) -> None:
+    url, _ = served
+    rid = _runs(url)[0]["id"]
+    status, _, body = _get(url, path.replace("RUN", rid))
+    assert status == 404
+    assert b"TOPSECRET" not in body and b"rlvitals-run/1" not in body
+
+
+def test_transcripts_only_by_run_id_and_step(served: tuple[str, Path]) -> None:
+    url, _ = served
+    rid = _runs(url)[0]["id"]
+    status, headers, body = _get(url, f"/api/transcripts/{rid}/5")
+    assert status == 200 and headers["Content-Type"] == "application/json"
+    assert headers["X-Content-Type-Options"] == "nosniff"
+    assert json.loads(body)[0]["attempt_id"].startswith("5-")
+    assert _get(url, f"/api/transcripts/{rid}/6")[0] == 404
+    assert _get(url, "/api/transcripts/nope-000000/5")[0] == 404
+
+
+def test_other_host_names_are_refused_on_loopback(served: tuple[str, Path]) -> None:
+    url, _ = served
+    port = urlsplit(url).port
+    assert _get(url, "/api/runs", {"Host": "evil.example"})[0] == 403
+    assert _get(url, "/api/runs", {"Host": f"evil.example:{port}"})[0] == 403
+    assert _get(url, "/api/runs", {"Host": f"localhost:{port}"})[0] == 200
+
+
+def test_only_get_is_allowed(served: tuple[str, Path]) -> None:
+    u = urlsplit(served[0])
+    conn = http.client.HTTPConnection(u.hostname, u.port, timeout=5)
+    conn.request("POST", "/api/runs", body=b"{}")
+    assert conn.getresponse().status == 405
+    conn.close()
+
+
+def test_page_carries_a_strict_policy(served: tuple[str, Path]) -> None:
+    status, headers, body = _get(served[0], "/")
+    assert status == 200
+    csp = headers["Content-Security-Policy"]
+    assert "default-src 'none'" in csp and "connect-src 'self'" in csp
+    assert "'unsafe-inline'" not in csp.split("script-src")[1].split(";")[0]
+    assert headers["X-Frame-Options"] == "DENY"
+    assert b'id="rlv-data"' in body
+
+
+def test_new_runs_are_discovered(served: tuple[str, Path]) -> None:
+    url, root = served
+    make_run(root / "group", "run-b", 3, status="running")  # one folder deeper
+    deadline = time.time() + 8
+    while time.time() < deadline:
+        names = {r["name"] for r in _runs(url)}
+        if "run-b" in names:
+            break
+        time.sleep(0.1)
+    assert names == {"run-a", "run-b"}
+
+
+def _read_events(resp: http.client.HTTPResponse, want: str, timeout: float) -> dict:
+    """Read SSE events until one of kind ``want``; its data."""
+    deadline = time.time() + timeout
+    kind = None
+    while time.time() < deadline:
+        line = resp.fp.readline().decode()
+        if line.startswith("event: "):
+            kind = line[7:].strip()
+        elif line.startswith("data: ") and kind == want:
+            return json.loads(line[6:])
+    raise AssertionError(f"no {want} event within {timeout} s")
+
+
+def test_events_send_a_snapshot_then_new_steps(served: tuple[str, Path]) -> None:
+    url, root = served
+    rid = _runs(url)[0]["id"]
+    u = urlsplit(url)
+    conn = http.client.HTTPConnection(u.hostname, u.port, timeout=10)
+    conn.request("GET", f"/events?runs={rid}")
+    resp = conn.getresponse()
+    assert resp.getheader("Content-Type").startswith("text/event-stream")
+    snap = _read_events(resp, "snapshot", 5)
+    assert snap["id"] == rid and snap["last_step"] == 19
+    assert snap["series"]["reward/mean"]["s"][-1] == 19
+    t0 = time.time()
+    append_steps(root / "run-a", [step_record(20, time.time())])
+    delta = _read_events(resp, "delta", 5)
+    while 20 not in delta["series"].get("reward/mean", {}).get("s", []):
+        delta = _read_events(resp, "delta", 5)
+    assert time.time() - t0 < 2
+    assert delta["series"]["reward/mean"]["s"] == [20] and "r" not in delta["series"]["reward/mean"]
+    assert delta["summary"]["last_step"] == 20
+    conn.close()
+
+
+def _hub(tmp_path: Path, **kw) -> tuple[Hub, Path]:
+    d = make_run(tmp_path, "h", 10, status="running")
+    hub = Hub([d], judge=_judge, **kw)
+    hub.poll()
+    return hub, d
+
+
+def _drain(sub) -> list[tuple[str, dict]]:
+    out = []
+    while not sub.queue.empty():
+        blob = sub.queue.get_nowait()
+        if blob is None:
+            out.append(("closed", {}))
+            continue
+        kind, data = blob.decode().split("\n")[:2]
+        out.append((kind[7:], json.loads(data[6:])))
+    return out
+
+
+def test_steps_out_of_order_replace_the_series(tmp_path: Path) -> None:
+    hub, d = _hub(tmp_path)
+    rid = next(iter(hub.runs))
+    sub = hub.subscribe([rid])
+    _drain(sub)
+    append_steps(d, [step_record(12, 0.0)])
+    hub.poll()
+    (delta,) = [e for k, e in _drain(sub) if k == "delta"]
+    assert delta["series"]["reward/mean"]["s"] == [12] and "r" not in delta["series"]["reward/mean"]
+    append_steps(d, [step_record(11, 0.0)])  # a shard that lagged behind
+    hub.poll()
+    (delta,) = [e for k, e in _drain(sub) if k == "delta"]
+    assert delta["series"]["reward/mean"]["r"] is True
+    assert delta["series"]["reward/mean"]["s"] == [*range(10), 11, 12]
+
+
+def test_a_page_too_far_behind_is_dropped_not_waited_for(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(server_mod, "QUEUE_EVENTS", 4)
+    hub, d = _hub(tmp_path)
+    rid = next(iter(hub.runs))
+    slow = hub.subscribe([rid])
+    fast = hub.subscribe([rid])
+    for s in range(10, 20):
+        append_steps(d, [step_record(s, 0.0)])
+        hub.poll()
+        _drain(fast)
+    assert slow.dead and _drain(slow)[-1][0] == "closed"
+    assert slow not in hub._subs and not fast.dead
+
+
+def test_metrics_are_prometheus_text_with_escaped_labels(tmp_path: Path) -> None:
+    hub, d = _hub(tmp_path)
+    run = next(iter(hub.runs.values()))
+    run.data.info["name"] = 'a "quoted" \\ name\nnext'
+    append_steps(d, [step_record(10, 0.0, **{"train/loss": "NaN", "train/grad_norm": "Infinity"})])
+    hub.poll()
+    text = hub.metrics()
+    assert 'run="a \\"quoted\\" \\\\ name\\nnext"' in text
+    sample = re.compile(
+        r'^[a-zA-Z_:][a-zA-Z0-9_:]*\{([a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\[\\"n])*",?)*\} '
+        r"(NaN|[+-]Inf|-?[0-9.eE+-]+)$"
+    )
+    families = set()
+    for line in text.splitlines():
+        if line.startswith("# TYPE "):
+            families.add(line.split()[2])
+            assert line.endswith(" gauge")
+        elif not line.startswith("# HELP "):
+            assert sample.match(line), line
+            assert line.split("{")[0] in families
+    assert re.search(r'rlvitals_metric\{[^}]*metric="train/loss"\} NaN', text)
+    assert re.search(r'rlvitals_metric\{[^}]*metric="train/grad_norm"\} \+Inf', text)
+    assert re.search(r"rlvitals_last_step\{[^}]*\} 10", text)
+    assert re.search(r'rlvitals_verdict\{[^}]*verdict="learning"\} 1', text)
+    assert 'metric="time"' not in text and 'metric="policy_version"' not in text
+
+
+def test_metrics_endpoint_content_type(served: tuple[str, Path]) -> None:
+    status, headers, body = _get(served[0], "/metrics")
+    assert status == 200 and headers["Content-Type"].startswith("text/plain; version=0.0.4")
+    assert b'metric="reward/mean"' in body
+
+
+def test_prometheus_text_of_no_runs_is_just_the_families() -> None:
+    text = prometheus_text([])
+    assert text.count("# TYPE") == text.count("# HELP") > 5
+
+
+def test_a_finished_run_is_judged_once_more_and_marked(tmp_path: Path) -> None:
+    hub, d = _hub(tmp_path)
+    write_run_json(d, "finished")
+    hub.poll()
+    (summary,) = hub.index()
+    assert summary["status"] == "finished" and summary["verdict"] == "learning"
