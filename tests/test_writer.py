@@ -1,0 +1,685 @@
+"""The run directory writer: files as FORMAT.md says, guards, heartbeat, mirror, failures."""
+
+from __future__ import annotations
+
+import errno
+import glob
+import json
+import logging
+import math
+import os
+import signal
+import struct
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+import warnings
+from pathlib import Path
+
+import msgspec
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from rlvitals import Run, read
+from rlvitals.errors import MissingExtraError, RunStopped, UsageError
+from rlvitals.jsonio import decode_line
+from rlvitals.schema import ROLLOUTS
+from rlvitals.writer import WriterWarning
+
+ROLLOUT_KEYS = {
+    "step",
+    "attempt_id",
+    "group_id",
+    "task_id",
+    "policy_version",
+    "reward",
+    "trained",
+    "discard_reason",
+    "response_tokens",
+    "truncated",
+    "lag",
+    "time",
+    "duration",
+    "metadata",
+}
+
+
+def config(tmp_path: Path, name: str = "r", **sections: dict) -> dict:
+    out = {"output": {"output_dir": str(tmp_path), "name": name}}
+    for section, values in sections.items():
+        out.setdefault(section, {}).update(values)
+    return out
+
+
+def lines(path: Path) -> list[dict]:
+    return [decode_line(x) for x in path.read_bytes().splitlines() if x.strip()]
+
+
+def group(run: Run, step: int, rewards, gid: str = "g", **kw) -> list[str]:
+    return [
+        run.log_attempt(step, f"{step}-{gid}", "t", r, policy_version=step, **kw) for r in rewards
+    ]
+
+
+# -- the files -----------------------------------------------------------------------------------
+
+
+def test_run_json_is_written_at_start_with_the_whole_config(tmp_path):
+    run = Run(config(tmp_path), versions={"grader": "v2"}, info={"fault": None})
+    meta = json.loads((run.dir / "run.json").read_text())
+    assert meta["format"] == "rlvitals-run/1"
+    assert meta["status"] == "running" and meta["stop_reason"] is None
+    assert meta["name"] == "r" and len(meta["run_id"]) == 32
+    assert meta["created"].endswith("Z")
+    assert meta["config"]["training"]["max_steps_off_policy"] == 2
+    assert meta["config"]["rollout"]["max_group_losses"] == 1
+    assert meta["versions"]["grader"] == "v2" and "python" in meta["versions"]
+    assert meta["fault"] is None
+    run.close()
+    assert json.loads((run.dir / "run.json").read_text())["status"] == "finished"
+
+
+def test_a_name_already_used_is_refused(tmp_path):
+    Run(config(tmp_path)).close()
+    with pytest.raises(UsageError, match="already there"):
+        Run(config(tmp_path))
+
+
+def test_an_unnamed_run_gets_a_unique_directory(tmp_path):
+    a = Run({"output": {"output_dir": str(tmp_path)}})
+    b = Run({"output": {"output_dir": str(tmp_path)}})
+    assert a.dir != b.dir and a.dir.parent == tmp_path
+    a.close()
+    b.close()
+
+
+def test_records_follow_the_format(tmp_path):
+    with Run(config(tmp_path)) as run:
+        aid = run.log_attempt(
+            0,
+            "0-g",
+            "t17",
+            1.0,
+            policy_version=0,
+            response_tokens=87,
+            truncated=False,
+            metadata={"termination_reason": "done", "turns": 3},
+            sampler_logprobs=[-1.0, -2.0],
+            duration=2.5,
+            retries=1,
+        )
+        run.log_attempt(0, "0-g", "t17", 0.0, policy_version=0, response_tokens=5)
+        rec = run.log_step(0, trainer_logprobs={aid: [-1.0, -1.5]}, metrics={"train/loss": 0.12})
+    rollouts = lines(run.dir / "rollouts.jsonl")
+    assert len(rollouts) == 2
+    first = rollouts[0]
+    assert set(first) >= ROLLOUT_KEYS
+    assert first["attempt_id"] == aid and first["trained"] is True and first["lag"] == 0
+    assert first["metadata"] == {"termination_reason": "done", "turns": 3}
+    assert first["mismatch"]["tokens"] == 2 and first["retries"] == 1
+    assert first["duration"] == 2.5
+    assert "mismatch" not in rollouts[1] and "retries" not in rollouts[1]
+    steps = lines(run.dir / "steps.jsonl")
+    assert steps == [rec]
+    assert steps[0]["step"] == 0 and steps[0]["policy_version"] == 1
+    assert steps[0]["train/loss"] == 0.12
+    assert steps[0]["reward/mean"] == 0.5 and steps[0]["rollout/turns"] == 3
+
+
+def test_written_runs_read_back_through_rlvitals_read(tmp_path):
+    with Run(config(tmp_path)) as run:
+        for step in range(3):
+            group(run, step, [1.0, 0.0, 1.0])
+            run.log_step(step, metrics={"train/loss": 1.0 / (step + 1)})
+        run.log_eval(2, suite="heldout", score=0.61, n=200, checkpoint="c2")
+    data = read(run.dir)
+    assert data.format == "rlvitals"
+    assert data.info["status"] == "finished"
+    assert data.series("train/loss").values.tolist() == [1.0, 0.5, 1.0 / 3]
+    assert data.series("reward/mean").values.tolist() == pytest.approx([2 / 3] * 3)
+    assert data.series("eval/heldout/score").values.tolist() == [0.61]
+    assert not data.warnings
+    assert data.attempts is not None and len(data.attempts) == 9
+    assert data.attempts.trained.all()
+
+
+def test_the_loop_can_decide_before_training_and_log_step_uses_that_decision(tmp_path):
+    with Run(config(tmp_path)) as run:
+        ids = group(run, 0, [1.0, 0.0, 1.0, 1.0])
+        group(run, 0, [1.0, 1.0], gid="h")
+        d = run.decide(0)
+        assert d.trained_ids == ids and d.groups == {"0-g": None, "0-h": "no_variance"}
+        rec = run.log_step(0)
+    assert rec["groups/trained"] == 1 and rec["discard/groups/no_variance"] == 1
+
+
+def test_explicit_discards_override_the_writers_rules(tmp_path):
+    with Run(config(tmp_path)) as run:
+        ids = group(run, 0, [1.0, 0.0, 1.0])
+        rec = run.log_step(0, discards={ids[0]: "too_long"})
+    rollouts = lines(run.dir / "rollouts.jsonl")
+    assert [r["discard_reason"] for r in rollouts] == ["too_long", None, None]
+    assert rec["discard/rollouts/too_long"] == 1
+
+
+def test_attempts_for_later_updates_stay_pending_in_async_mode(tmp_path):
+    with Run(config(tmp_path, training={"mode": "async"})) as run:
+        group(run, 0, [1.0, 0.0])
+        run.log_attempt(1, "1-g", "t", 1.0, policy_version=0)
+        run.log_step(0)
+        assert run.pending == 1
+        run.log_attempt(1, "1-g", "t", 0.0, policy_version=1)
+        rec = run.log_step(1)
+    assert rec["freshness/lag_max"] == 1 and rec["freshness/lag_mean"] == 0.5
+    assert [r["step"] for r in lines(run.dir / "rollouts.jsonl")] == [0, 0, 1, 1]
+
+
+def test_transcripts_full_keep_text_and_samples_keep_only_identity(tmp_path):
+    gen = {"prompt": "2+2=", "completion": "4", "prompt_tokens": 4, "completion_tokens": 1}
+    for trace in ("full", "samples"):
+        with Run(config(tmp_path, name=trace, output={"trace": trace})) as run:
+            run.log_attempt(0, "g", "t", 1.0, policy_version=0, transcript=[gen])
+            run.log_attempt(0, "g", "t", 0.0, policy_version=0, transcript=[gen])
+            run.log_step(0)
+        entries = json.loads((run.dir / "transcripts" / "step-000000.json").read_text())
+        assert [e["trained"] for e in entries] == [True, True]
+        g = entries[0]["generations"][0]
+        assert g["policy_version"] == 0 and g["trains"] is True and g["completion_tokens"] == 1
+        assert ("completion" in g) == (trace == "full")
+        assert ("prompt" in g) == (trace == "full")
+
+
+def test_evals_and_checkpoints(tmp_path):
+    with Run(config(tmp_path, output={"sampler_checkpoint_every": 5})) as run:
+        assert [s for s in range(12) if run.checkpoint_due(s)] == [4, 9]
+        path = run.checkpoint_path(4)
+        assert path.parent.name == "checkpoints" and path.name == "sampler-step-000004.pt"
+        run.log_eval(4, "heldout", 0.5, 100, checkpoint=str(path), seed=3)
+    (ev,) = lines(run.dir / "evals.jsonl")
+    assert ev["suite"] == "heldout" and ev["score"] == 0.5 and ev["n"] == 100 and ev["seed"] == 3
+
+
+def test_attempts_logged_from_several_threads_are_all_written(tmp_path):
+    with Run(config(tmp_path)) as run:
+
+        def worker(k: int) -> None:
+            for i in range(200):
+                run.log_attempt(0, f"g{k}", "t", float(i % 2), policy_version=0)
+
+        threads = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        run.log_step(0)
+    rollouts = lines(run.dir / "rollouts.jsonl")
+    assert len(rollouts) == 800 and len({r["attempt_id"] for r in rollouts}) == 800
+
+
+# -- ending a run --------------------------------------------------------------------------------
+
+
+def test_an_exception_inside_the_block_marks_the_run_crashed_with_the_reason(tmp_path):
+    with pytest.raises(ZeroDivisionError), Run(config(tmp_path)) as run:
+        group(run, 0, [1.0, 0.0])
+        run.log_step(0)
+        run.log_attempt(1, "1-g", "t", 1.0, policy_version=1)
+        1 / 0  # noqa: B018
+    meta = json.loads((run.dir / "run.json").read_text())
+    assert meta["status"] == "crashed"
+    assert meta["stop_reason"] == "ZeroDivisionError: division by zero"
+    # The attempt of the update in progress is not lost: written as unfinished.
+    last = lines(run.dir / "rollouts.jsonl")[-1]
+    assert last["step"] == 1 and last["trained"] is False
+    assert last["discard_reason"] == "unfinished"
+
+
+def test_too_many_rejected_groups_in_a_row_stop_the_run(tmp_path):
+    cfg = config(tmp_path, training={"max_consecutive_unusable_groups": 3})
+    with pytest.raises(RunStopped) as stopped, Run(cfg) as run:
+        group(run, 0, [1.0, 0.0])  # trains: resets the count
+        group(run, 0, [1.0, 1.0], gid="h")
+        run.log_step(0)
+        group(run, 1, [0.0, 0.0])
+        group(run, 1, [1.0, 1.0], gid="h")
+        run.log_step(1)  # the third rejected group in a row
+        pytest.fail("log_step should have raised RunStopped")
+    assert stopped.value.reason == "max_consecutive_unusable_groups"
+    meta = json.loads((run.dir / "run.json").read_text())
+    assert meta["status"] == "stopped"
+    assert meta["stop_reason"] == "max_consecutive_unusable_groups"
+    # The update that tripped the guard is written before the run stops.
+    assert [s["step"] for s in lines(run.dir / "steps.jsonl")] == [0, 1]
+    assert run.closed
+    with pytest.raises(UsageError):
+        run.log_attempt(2, "g", "t", 1.0, policy_version=2)
+
+
+def test_too_many_failed_attempts_in_a_row_stop_the_run_and_keep_them(tmp_path):
+    cfg = config(tmp_path, rollout={"max_consecutive_rollout_failures": 3})
+    run = Run(cfg)
+    run.log_attempt(0, "g", "t", 1.0, policy_version=0)
+    run.log_attempt(0, "g", "t", None, policy_version=0, error=TimeoutError("slow"))
+    run.log_attempt(0, "g", "t", 0.0, policy_version=0)  # a success resets the count
+    run.log_attempt(0, "g", "t", None, policy_version=0, error=TimeoutError("slow"))
+    run.log_attempt(0, "g", "t", None, error="ConnectionError")
+    with pytest.raises(RunStopped, match="3 failed attempts in a row"):
+        run.log_attempt(0, "h", "t", 0.5, error=ValueError("bad"), failed_in="grading")
+    meta = json.loads((run.dir / "run.json").read_text())
+    assert (meta["status"], meta["stop_reason"]) == ("stopped", "max_consecutive_rollout_failures")
+    reasons = [r["discard_reason"] for r in lines(run.dir / "rollouts.jsonl")]
+    assert reasons == [
+        "unfinished",
+        "rollout_failed/TimeoutError",
+        "unfinished",
+        "rollout_failed/TimeoutError",
+        "rollout_failed/ConnectionError",
+        "grading_failed/ValueError",
+    ]
+
+
+def test_guards_can_be_switched_off(tmp_path):
+    cfg = config(
+        tmp_path,
+        training={"max_consecutive_unusable_groups": None},
+        rollout={"max_consecutive_rollout_failures": None},
+    )
+    with Run(cfg) as run:
+        for step in range(3):
+            for _ in range(200):
+                run.log_attempt(step, "g", "t", None, policy_version=step, error="E")
+            run.log_step(step)
+    assert run.status == "finished"
+
+
+def test_closing_twice_keeps_the_first_status(tmp_path):
+    run = Run(config(tmp_path))
+    run.close("crashed", "boom")
+    run.close("finished")
+    assert json.loads((run.dir / "run.json").read_text())["status"] == "crashed"
+
+
+# -- misuse fails loudly ----------------------------------------------------------------------
+
+
+def test_misuse_raises_usage_error(tmp_path):
+    run = Run(config(tmp_path))
+    group(run, 0, [1.0, 0.0])
+    run.log_step(0)
+    with pytest.raises(UsageError, match="goes backwards"):
+        run.log_step(0)
+    with pytest.raises(UsageError, match="already written"):
+        run.log_attempt(0, "g", "t", 1.0, policy_version=0)
+    with pytest.raises(UsageError, match="integer"):
+        run.log_attempt("one", "g", "t", 1.0)
+    with pytest.raises(UsageError, match="failed_in"):
+        run.log_attempt(1, "g", "t", None, error="E", failed_in="sandbox")
+    run.log_attempt(1, "g", "t", 1.0, policy_version=1, attempt_id="mine")
+    with pytest.raises(UsageError, match="already logged"):
+        run.log_attempt(1, "g", "t", 1.0, policy_version=1, attempt_id="mine")
+    run.close()
+    for call in (
+        lambda: run.log_attempt(2, "g", "t", 1.0),
+        lambda: run.log_step(2),
+        lambda: run.log_eval(2, "s", 1.0),
+        lambda: run.decide(2),
+    ):
+        with pytest.raises(UsageError, match="finished"):
+            call()
+
+
+def test_numpy_integers_and_floats_are_accepted(tmp_path):
+    np = pytest.importorskip("numpy")
+    with Run(config(tmp_path)) as run:
+        run.log_attempt(np.int64(0), "g", "t", np.float32(1.0), policy_version=np.int32(0))
+        run.log_attempt(0, "g", "t", np.float64(0.0), policy_version=0, response_tokens=np.int64(4))
+        rec = run.log_step(np.int64(0))
+    assert rec["reward/mean"] == 0.5 and rec["step"] == 0
+
+
+# -- writer failures warn, never raise -------------------------------------------------------
+
+
+class FullDisk:
+    """A file whose writes fail like a full disk, after writing ``partial`` bytes once."""
+
+    def __init__(self, real, partial: int = 0) -> None:
+        self.real = real
+        self.partial = partial
+
+    def write(self, data) -> int:
+        if self.partial:
+            n, self.partial = self.partial, 0
+            self.real.write(bytes(data[:n]))
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    def truncate(self, size: int) -> int:
+        return self.real.truncate(size)
+
+    def seek(self, *a):
+        return self.real.seek(*a)
+
+    def close(self) -> None:
+        self.real.close()
+
+
+def test_a_full_disk_warns_and_the_loop_goes_on(tmp_path):
+    run = Run(config(tmp_path))
+    group(run, 0, [1.0, 0.0])
+    run.log_step(0)
+    rollouts = run._files[ROLLOUTS]
+    real = rollouts._f
+    rollouts._f = FullDisk(real, partial=25)  # half a line reaches the disk, then ENOSPC
+    group(run, 1, [1.0, 0.0])
+    with pytest.warns(WriterWarning, match="No space left"):
+        rec = run.log_step(1)
+    assert rec["step"] == 1  # the step record is still written
+    rollouts._f = real  # space again
+    group(run, 2, [0.0, 1.0])
+    run.log_step(2)
+    run.close()
+    # The half line was cut back: the file holds whole records only.
+    records = lines(run.dir / "rollouts.jsonl")
+    assert [r["step"] for r in records] == [0, 0, 2, 2]
+    assert [s["step"] for s in lines(run.dir / "steps.jsonl")] == [0, 1, 2]
+    assert not read(run.dir).warnings
+
+
+def test_a_failing_truncate_still_keeps_records_apart(tmp_path):
+    run = Run(config(tmp_path))
+    rollouts = run._files[ROLLOUTS]
+    real = rollouts._f
+
+    class NoTruncate(FullDisk):
+        def truncate(self, size: int) -> int:
+            raise OSError(errno.EIO, "I/O error")
+
+    rollouts._f = NoTruncate(real, partial=10)
+    group(run, 0, [1.0, 0.0])
+    with pytest.warns(WriterWarning):
+        run.log_step(0)
+    rollouts._f = real
+    group(run, 1, [1.0, 0.0])
+    run.log_step(1)
+    run.close()
+    raw = (run.dir / "rollouts.jsonl").read_bytes().split(b"\n")
+    # The torn fragment stands alone on its line; every record after it is whole.
+    assert raw[0] == b'{"step":0,'[:10]
+    assert [json.loads(x)["step"] for x in raw[1:] if x] == [1, 1]
+
+
+def test_values_json_cannot_hold_are_written_not_lost(tmp_path):
+    class BrokenRepr:
+        def __repr__(self) -> str:
+            raise RuntimeError("no")
+
+    with Run(config(tmp_path)) as run:
+        run.log_attempt(
+            0,
+            "g",
+            "t",
+            1.0,
+            policy_version=0,
+            metadata={"text": "bad \ud800 surrogate", (1, 2): "tuple key", "obj": BrokenRepr()},
+        )
+        run.log_attempt(0, "g", "t", 0.0, policy_version=0, metadata={"s": {1, 2}})
+        rec = run.log_step(0, metrics={"train/odd": BrokenRepr(), "train/loss": 1.0})
+    first, second = lines(run.dir / "rollouts.jsonl")
+    assert first["metadata"]["text"] == "bad \\ud800 surrogate"
+    assert first["metadata"]["(1, 2)"] == "tuple key"
+    assert first["metadata"]["obj"] == "<unrepresentable BrokenRepr>"
+    assert second["metadata"]["s"] == [1, 2]
+    assert rec["train/odd"] == "<unrepresentable BrokenRepr>" and rec["train/loss"] == 1.0
+
+
+def test_a_failing_mirror_warns_once_and_steps_are_still_written(tmp_path):
+    class Down:
+        def log(self, record):
+            raise ConnectionError("W&B is down")
+
+        def finish(self, status):
+            raise ConnectionError("W&B is down")
+
+    run = Run(config(tmp_path))
+    run._mirror = Down()
+    with pytest.warns(WriterWarning, match="W&B") as caught:
+        for step in range(3):
+            group(run, step, [1.0, 0.0])
+            run.log_step(step)
+        run.close()
+    assert sum("mirror failed" in str(w.message) for w in caught) == 1
+    assert len(lines(run.dir / "steps.jsonl")) == 3
+
+
+# -- heartbeat -------------------------------------------------------------------------------
+
+
+def test_heartbeat_writes_progress_while_the_loop_is_busy(tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="rlvitals")
+    cfg = config(tmp_path, output={"progress_every_seconds": 0.05})
+    with Run(cfg) as run:
+        run.progress("sampling", attempts_needed=4)
+        run.log_attempt(0, "g", "t", 1.0, policy_version=0)
+        time.sleep(0.4)  # a slow phase, no step record
+        with run.phase("training"):
+            time.sleep(0.2)
+        run.log_attempt(0, "g", "t", 0.0, policy_version=0)
+        run.log_step(0)
+    beats = lines(run.dir / "progress.jsonl")
+    assert len(beats) >= 4
+    assert {"time", "step", "phase", "attempts_done", "attempts_needed"} <= set(beats[0])
+    assert beats[0]["step"] == 0 and beats[0]["attempts_needed"] == 4
+    assert {b["phase"] for b in beats} >= {"sampling", "training"}
+    assert any(b["attempts_done"] == 1 for b in beats)
+    assert any("progress: step 0 sampling" in r.getMessage() for r in caplog.records)
+    assert len(read(run.dir).heartbeats) == len(beats)
+    # The timer stops with the run.
+    n = len(beats)
+    time.sleep(0.15)
+    assert len(lines(run.dir / "progress.jsonl")) == n
+
+
+# -- W&B mirror ----------------------------------------------------------------------------------
+
+
+def _wandb_history(wandb_dir: Path) -> list[dict]:
+    """History rows of the offline run under ``wandb_dir``, from its transaction log (a LevelDB
+    log of protobuf records: 7-byte file header, 32 KiB blocks, 7-byte chunk headers)."""
+    from wandb.proto import wandb_internal_pb2 as pb
+
+    (path,) = glob.glob(str(wandb_dir / "wandb" / "offline-run-*" / "run-*.wandb"))
+    data = Path(path).read_bytes()
+    assert data[:4] == b":W&B"
+    block, pos, records, partial = 32768, 7, [], b""
+    while pos + 7 <= len(data):
+        left = block - pos % block
+        if left < 7:
+            pos += left
+            continue
+        _crc, n, kind = struct.unpack("<IHB", data[pos : pos + 7])
+        if kind == 0 and n == 0:
+            pos += left
+            continue
+        chunk, pos = data[pos + 7 : pos + 7 + n], pos + 7 + n
+        if kind == 1:
+            records.append(chunk)
+        elif kind == 2:
+            partial = chunk
+        elif kind == 3:
+            partial += chunk
+        elif kind == 4:
+            records.append(partial + chunk)
+    rows = []
+    for raw in records:
+        rec = pb.Record()
+        rec.ParseFromString(raw)
+        if rec.WhichOneof("record_type") == "history":
+            rows.append(
+                {
+                    "/".join(i.nested_key) or i.key: json.loads(i.value_json)
+                    for i in rec.history.item
+                }
+            )
+    return rows
+
+
+def test_every_step_record_is_mirrored_to_wandb_offline(tmp_path, monkeypatch):
+    pytest.importorskip("wandb")
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_DIR", str(tmp_path / "wb"))
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    (tmp_path / "wb").mkdir()
+    losses = [0.5, float("nan"), 0.25]
+    with Run(config(tmp_path, output={"wandb_project": "rlvitals-test"})) as run:
+        for step, loss in enumerate(losses):
+            group(run, step, [1.0, 0.0, float(step % 2)])
+            run.log_step(step, metrics={"train/loss": loss})
+    rows = _wandb_history(tmp_path / "wb")
+    steps = lines(run.dir / "steps.jsonl")
+    assert [r["_step"] for r in rows] == [0, 1, 2]
+    for row, rec in zip(rows, steps):
+        for key, value in rec.items():
+            if key == "step" or value is None:
+                continue
+            got = row[key]
+            want = {"NaN": math.nan}.get(value, value) if isinstance(value, str) else value
+            assert got == pytest.approx(want, nan_ok=True), key
+
+
+def test_wandb_project_without_the_extra_names_the_pip_command(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "wandb", None)  # import wandb -> ImportError
+    with pytest.raises(MissingExtraError, match=r"pip install 'rlvitals\[wandb\]'"):
+        Run(config(tmp_path, output={"wandb_project": "p"}))
+    assert not (tmp_path / "r").exists()  # nothing half-made
+
+
+# -- round trips -----------------------------------------------------------------------------
+
+
+any_float = st.floats(allow_nan=True, allow_infinity=True)
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(values=st.lists(any_float, min_size=1, max_size=6), reward=any_float)
+def test_any_metric_value_round_trips_through_the_files(tmp_path_factory, values, reward):
+    root = tmp_path_factory.mktemp("rt")
+    with Run(config(root)) as run:
+        run.log_attempt(0, "g", "t", reward, policy_version=0, metadata={"x": reward})
+        run.log_attempt(0, "g", "t", 0.5, policy_version=0)
+        run.log_step(0, metrics={f"custom/v{i}": v for i, v in enumerate(values)})
+    data = read(run.dir)
+    assert not data.warnings
+    for i, v in enumerate(values):
+        got = data.series(f"custom/v{i}").values[0]
+        assert got == v or (math.isnan(got) and math.isnan(v))
+    first = lines(run.dir / "rollouts.jsonl")[0]
+    for got in (first["reward"], first["metadata"]["x"]):
+        got = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}.get(got, got)
+        assert got == reward or (math.isnan(got) and math.isnan(reward))
+    table = data.attempts
+    assert table is not None
+    assert table.reward[0] == reward or (math.isnan(table.reward[0]) and math.isnan(reward))
+
+
+# -- a killed process loses at most the line being written --------------------------------------
+
+CHILD = textwrap.dedent(
+    """
+    import sys, time
+    from rlvitals import Run, writer
+
+    # Write in 4 KiB pieces, as a kernel may when a signal cuts a large write short, so
+    # the kill can land inside a record.
+    def append(self, data):
+        for i in range(0, len(data), 4096):
+            self._f.write(data[i : i + 4096])
+            time.sleep(0.0005)
+        self._good += len(data)
+
+    writer._LineFile.append = append
+    run = Run({"output": {"output_dir": sys.argv[1], "name": "killed"},
+               "training": {"max_consecutive_unusable_groups": None}})
+    print("ready", flush=True)
+    big = {f"custom/m{i:04d}": float(i) for i in range(3000)}  # ~70 KB step records
+    step = 0
+    while True:
+        for i in range(64):
+            run.log_attempt(step, f"g{i // 8}", "t", float(i % 2), policy_version=step,
+                            metadata={"pad": "x" * 200})
+        run.log_step(step, metrics=big)
+        step += 1
+    """
+)
+
+
+def test_sigkill_mid_write_loses_at_most_the_record_being_written(tmp_path):
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CHILD, str(tmp_path)],
+        stdout=subprocess.PIPE,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    steps_file = tmp_path / "killed" / "steps.jsonl"
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == b"ready"
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:  # a few updates, then kill inside a record
+            raw = steps_file.read_bytes() if steps_file.exists() else b""
+            if raw.count(b"\n") >= 5 and not raw.endswith(b"\n"):
+                break
+            time.sleep(0.001)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+    assert proc.returncode == -signal.SIGKILL
+    run_dir = tmp_path / "killed"
+    raw = steps_file.read_bytes()
+    complete = raw[: raw.rfind(b"\n") + 1]
+    expected = [json.loads(x) for x in complete.splitlines()]
+    assert len(expected) >= 5
+    data = read(run_dir)
+    assert not data.warnings  # a torn last line is not an error
+    assert data.info["status"] == "running"
+    got = data.series("custom/m0001")
+    assert got.steps.tolist() == [r["step"] for r in expected]
+    # The attempts of every written update are all there and whole.
+    rollouts = (run_dir / "rollouts.jsonl").read_bytes()
+    whole = [msgspec.json.decode(x) for x in rollouts[: rollouts.rfind(b"\n") + 1].splitlines()]
+    written = {r["step"] for r in expected}
+    assert {r["step"] for r in whole} >= written
+    assert sum(1 for r in whole if r["step"] in written) == 64 * len(written)
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(cut=st.floats(min_value=0.0, max_value=1.0))
+def test_a_file_cut_anywhere_reads_back_every_whole_record(tmp_path_factory, cut):
+    root = tmp_path_factory.mktemp("cut")
+    with Run(config(root)) as run:
+        for step in range(4):
+            group(run, step, [1.0, 0.0])
+            run.log_step(step, metrics={"train/loss": float(step)})
+    path = run.dir / "steps.jsonl"
+    raw = path.read_bytes()
+    n = int(len(raw) * cut)
+    path.write_bytes(raw[:n])
+    whole = raw[:n].count(b"\n")
+    data = read(run.dir)
+    assert not data.warnings
+    s = data.series("train/loss")
+    assert (0 if s is None else len(s)) == whole
+
+
+def test_warnings_are_writer_warnings_not_errors(tmp_path):
+    run = Run(config(tmp_path))
+    run.log_attempt(0, "g", "t", 1.0, policy_version=0, sampler_logprobs=[-1.0])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        run.log_step(0, trainer_logprobs={"nope": [-1.0]})
+    run.close()
+    assert caught and all(issubclass(w.category, WriterWarning) for w in caught)
