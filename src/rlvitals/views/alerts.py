@@ -15,6 +15,7 @@ webhooks read) plus an ``rlvitals`` object with the structured fields.
 from __future__ import annotations
 
 import hashlib
+import http.client
 import json
 import logging
 import queue
@@ -286,7 +287,8 @@ class WebhookNotifier:
             if code in (408, 429) or code >= 500:
                 raise _Retry(f"HTTP {code}", _retry_after(exc.headers.get("Retry-After"))) from None
             raise _Permanent(f"HTTP {code}") from None
-        except (urllib.error.URLError, TimeoutError, OSError) as exc:
+        except (urllib.error.URLError, OSError, http.client.HTTPException, ValueError) as exc:
+            # Timeouts, refused or reset connections, garbled answers: all worth a retry.
             reason = getattr(exc, "reason", exc)
             raise _Retry(f"{type(exc).__name__}: {reason}", None) from None
 

@@ -231,10 +231,10 @@ class Watcher:
         step = self.data.last_step
         head = Text()
         head.append(f"step {step}" if step is not None else "no steps yet", style="bold")
-        head.append(f"   {self.status or 'status unknown'}")
+        head.append(_sanitize(f"   {self.status or 'status unknown'}"))
         state, words = self.liveness()
         style = {"stalled": "bold red", "slow": "yellow", "finished": "cyan"}.get(state, "green")
-        live = Text(words, style=style)
+        live = Text(_sanitize(words), style=style)
         nums = Table.grid(padding=(0, 2))
         nums.add_column(style="dim")
         nums.add_column(justify="right")
@@ -254,7 +254,7 @@ class Watcher:
             line = Text("  ")
             line.append(f"{f.severity.upper():<4}", style=SEV_STYLE[f.severity])
             line.append(f" {f.check}: ")
-            line.append(f.title)
+            line.append(_sanitize(f.title))
             if f.first_step is not None:
                 line.append(f" (step {f.first_step})", style="dim")
             parts.append(line)
@@ -269,7 +269,8 @@ class Watcher:
                     style="dim",
                 )
             )
-        return Panel(Group(*parts), title=Text(f"rlvitals watch · {self.name}"), expand=False)
+        title = Text(_sanitize(f"rlvitals watch · {self.name}"))
+        return Panel(Group(*parts), title=title, expand=False)
 
     def line(self, event: Event) -> str:
         """One plain line for an event (line mode)."""
@@ -299,8 +300,9 @@ def _ago(seconds: float) -> str:
 
 
 def _sanitize(text: str) -> str:
-    # Line mode writes to logs: no terminal control characters from run text.
-    return "".join(c if c.isprintable() or c == "\t" else "?" for c in text)
+    """Run text for a terminal or a log: one line, no control characters (escape sequences
+    in a finding's title could otherwise retitle or clear the user's terminal)."""
+    return "".join(c if c.isprintable() else " " if c in "\t\n\r" else "?" for c in str(text))
 
 
 def watch(

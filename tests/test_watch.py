@@ -1,0 +1,201 @@
+"""``rlvitals watch``: new bytes only, slow phase vs stall, alerts once, the exit code."""
+
+from __future__ import annotations
+
+import io
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rich.console import Console
+
+from dashboard_runs import append_steps, make_run, step_record, write_run_json
+from rlvitals.checks.base import Finding, Report
+from rlvitals.cli import main
+from rlvitals.readers import native
+from rlvitals.views.alerts import Alert
+from rlvitals.views.watch import Watcher, watch
+
+
+class Collect:
+    """A notifier that keeps what it was sent."""
+
+    target = "http://test/…"
+    delivered = pending = dropped = 0
+
+    def __init__(self) -> None:
+        self.sent: list[Alert] = []
+
+    def send(self, alert: Alert) -> None:
+        self.sent.append(alert)
+
+    def close(self, timeout: float = 0) -> int:
+        return 0
+
+
+def test_each_tick_reads_only_the_new_bytes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    d = make_run(tmp_path, "r", 30, status="running")
+    calls: list[tuple[str, int]] = []
+    real = native.read_complete_lines
+
+    def spy(path: Any, offset: int = 0, **kw: Any) -> Any:
+        calls.append((Path(path).name, offset))
+        return real(path, offset, **kw)
+
+    monkeypatch.setattr(native, "read_complete_lines", spy)
+    w = Watcher(d)
+    w.tick()
+    size = (d / "steps.jsonl").stat().st_size
+    assert ("steps.jsonl", 0) in calls
+    calls.clear()
+    append_steps(d, [step_record(30, time.time())])
+    w.tick()
+    assert [c for c in calls if c[0] == "steps.jsonl"] == [("steps.jsonl", size)]
+    assert w.data.last_step == 30
+
+
+def _heartbeats(d: Path, records: list[dict[str, Any]]) -> None:
+    with open(d / "progress.jsonl", "a") as f:
+        for r in records:
+            f.write(json.dumps(r) + "\n")
+
+
+def test_slow_phase_with_heartbeats_is_not_a_stall_and_each_stall_alerts_once(
+    tmp_path: Path,
+) -> None:
+    t0 = 1_000_000.0
+    d = make_run(tmp_path, "r", 20, status="running", t0=t0)
+    last = t0 + 38  # step 19
+    clock = [last + 1]
+    n = Collect()
+    w = Watcher(
+        d, stall_after=20, notifier=n, clock=lambda: clock[0], check_interval=0, idle_check=0
+    )
+    w.tick()
+    assert w.liveness()[0] == "progress"
+
+    # 30 s without a step record, but heartbeats show attempts being done: slow, not stalled.
+    _heartbeats(
+        d,
+        [
+            {
+                "time": last + 10 + i * 6,
+                "step": 20,
+                "phase": "sampling",
+                "attempts_done": 8 * i,
+                "attempts_needed": 64,
+            }
+            for i in range(4)
+        ],
+    )
+    clock[0] = last + 30
+    w.tick()
+    state, words = w.liveness()
+    assert state == "slow" and "sampling on step 20, 24/64 attempts" in words
+    assert not n.sent
+
+    # Heartbeats stop too: stalled, alerted once however long it lasts.
+    for dt in (60, 70, 80):
+        clock[0] = last + dt
+        w.tick()
+    assert w.liveness()[0] == "stalled"
+    assert [a.body["rlvitals"]["verdict"] for a in n.sent] == ["stalled"]
+
+    # It moves on, then stalls again: that is news again.
+    append_steps(d, [step_record(20, last + 81)])
+    clock[0] = last + 82
+    w.tick()
+    assert w.liveness()[0] == "progress"
+    clock[0] = last + 140
+    w.tick()
+    assert [a.body["rlvitals"]["verdict"] for a in n.sent] == ["stalled", "stalled"]
+
+
+def test_live_view_at_fixed_width_shows_step_numbers_verdict_and_text_as_text(
+    tmp_path: Path,
+) -> None:
+    d = make_run(tmp_path, "r", 40, status="running")
+    findings = [
+        Finding("reward", "warn", "no_signal", "[bold red]not markup[/] \x1b[2J", first_step=5)
+    ]
+
+    def judge(data: Any, now: float) -> Report:
+        return Report(data.source, "no_signal", findings)
+
+    w = Watcher(d, judge=judge, notifier=Collect())  # type: ignore[arg-type]
+    w.tick()
+    buf = io.StringIO()
+    Console(file=buf, width=100, force_terminal=False, color_system=None).print(w.panel())
+    out = buf.getvalue()
+    assert "step 39" in out and "running" in out
+    assert "reward" in out and "5-step mean" in out
+    assert "verdict: no learning signal (warn)" in out
+    assert "[bold red]not markup[/]" in out and "\x1b" not in out
+    assert "alerts to http://test/…" in out
+
+
+def test_watch_ends_when_the_run_does_with_the_checks_exit_code(tmp_path: Path) -> None:
+    d = make_run(tmp_path, "r", 20, status="running")
+    out = io.StringIO()
+    ticks = [0]
+
+    def sleep(_: float) -> None:  # the trainer, between two polls
+        ticks[0] += 1
+        if ticks[0] == 1:
+            append_steps(d, [step_record(20, time.time(), **{"train/loss": "NaN"})])
+        elif ticks[0] == 2:
+            write_run_json(d, "finished")
+
+    w = Watcher(d, check_interval=0)
+    console = Console(file=io.StringIO(), force_terminal=False)
+    code = watch(w, console=console, fail_on="fail", json_lines=True, out=out, sleep=sleep)
+    events = [json.loads(line) for line in out.getvalue().splitlines()]
+    kinds = [e["event"] for e in events]
+    assert code == 1
+    assert kinds[0] == "step" and kinds[-1] == "finished"
+    assert events[-1]["exit_code"] == 1 and events[-1]["status"] == "finished"
+    nonfinite = [e for e in events if e["event"] == "finding" and e["check"] == "nonfinite"]
+    assert len(nonfinite) == 1 and nonfinite[0]["first_step"] == 20
+
+
+def test_watch_exit_code_is_zero_for_a_healthy_finished_run(tmp_path: Path) -> None:
+    d = make_run(tmp_path, "r", 30, status="finished")
+    buf = io.StringIO()
+    w = Watcher(d)
+    code = watch(w, console=Console(file=buf, force_terminal=False, width=200), fail_on="fail")
+    assert code == 0
+    assert "run finished" in buf.getvalue() and "exit 0" in buf.getvalue()
+
+
+def test_line_mode_writes_no_control_characters(tmp_path: Path) -> None:
+    d = make_run(tmp_path, "r", 5, status="finished")
+
+    def judge(data: Any, now: float) -> Report:
+        f = Finding("reward", "fail", "no_signal", "bad\x1b]0;pwned\x07title\nnext", first_step=1)
+        return Report(data.source, "no_signal", [f])
+
+    buf = io.StringIO()
+    w = Watcher(d, judge=judge)
+    assert watch(w, console=Console(file=buf, force_terminal=False), fail_on="warn") == 1
+    text = buf.getvalue()
+    assert "\x1b" not in text and "\x07" not in text and "bad?]0;pwned?title next" in text
+
+
+def test_watch_command_on_a_missing_run_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["watch", str(tmp_path / "nope")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "nope" in err
+
+
+def test_watch_command_rejects_a_non_http_webhook(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    d = make_run(tmp_path, "r", 5, status="finished")
+    assert main(["watch", str(d), "--webhook", "ftp://x"]) == 2
+    assert "http" in capsys.readouterr().err
