@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ..jsonio import read_complete_lines
+from ..jsonio import MAX_LINE_BYTES, read_complete_lines
 from ..model import RunData
 from .mapping import Mapper, MappingTable, Rule
 
@@ -235,6 +235,7 @@ class TextLogReader:
     table: MappingTable
     patterns: tuple[str, ...] = ("*.log", "*.txt", "*.out", "*.err")
     max_pending_lines = 2000
+    max_line = MAX_LINE_BYTES  # longer lines are skipped with a warning
 
     def __init__(self, path: Path, *, extra_rules: tuple[Rule, ...] = ()) -> None:
         self.path = path
@@ -275,7 +276,8 @@ class TextLogReader:
                 st = self._states[p] = _FileState()
             if size == st.offset:
                 continue
-            for lineno, end, raw in read_complete_lines(p, st.offset, first_line=st.line):
+            lines = read_complete_lines(p, st.offset, first_line=st.line, max_line=self.max_line)
+            for lineno, end, raw in lines:
                 st.offset, st.line = end, lineno + 1
                 changed = True
                 if raw is None:

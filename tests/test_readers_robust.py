@@ -1,0 +1,166 @@
+"""Garbage, truncation, binary junk and absurdly long lines: warnings, never a traceback, and
+every good record before and after still read."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from rlvitals.readers import open_reader, read
+
+# format -> (file name, good record text for (step, value), metric, checked by step?)
+GOOD: dict[str, tuple[str, Callable[[int, float], str], str, bool]] = {
+    "miles": (
+        "x.log",
+        lambda s, v: f"step {s}: {{'train/loss': {v}, 'train/z': 1}}",
+        "train/loss",
+        True,
+    ),
+    "slime": (
+        "x.log",
+        lambda s, v: f"perf {s}: {{'perf/rollout_time': {v}}}",
+        "perf/sampling_seconds",
+        True,
+    ),
+    "verl": ("x.log", lambda s, v: f"step:{s} - actor/loss:{v} - timing_s/x:1", "train/loss", True),
+    "openrlhf": (
+        "x.log",
+        lambda s, v: f"Global step {s}: {{'policy_loss': {v}}}",
+        "train/loss",
+        True,
+    ),
+    "trl-console": ("x.log", lambda s, v: f"{{'loss': {v}, 'epoch': 0.1}}", "train/loss", False),
+    "prime-rl-console": (
+        "x.log",
+        lambda s, v: f"Step {s} | Loss {v} | Entropy 0.5",
+        "train/loss",
+        True,
+    ),
+    "skyrl": (
+        "x.log",
+        lambda s, v: f"Step {s}:\n{{'policy/policy_loss': '{v}'}}",
+        "train/loss",
+        True,
+    ),
+    "areal": (
+        "x.log",
+        lambda s, v: f"Train step {s + 1}/99 done.\n│ ppo_actor/update/grad_norm │ {v} │",
+        "train/grad_norm",
+        True,
+    ),
+    "jsonl": ("x.jsonl", lambda s, v: json.dumps({"step": s, "train/loss": v}), "train/loss", True),
+    "tinker": ("x.jsonl", lambda s, v: json.dumps({"step": s, "optim/lr": v}), "train/lr", True),
+    "prime-rl": (
+        "x.jsonl",
+        lambda s, v: json.dumps({"step": s, "loss/mean": v}),
+        "train/loss",
+        True,
+    ),
+    "verl-jsonl": (
+        "x.jsonl",
+        lambda s, v: json.dumps({"step": s, "data": {"actor/loss": v}}),
+        "train/loss",
+        True,
+    ),
+}
+
+
+def _check(run, metric: str, by_step: bool, expected: dict[int, float]) -> None:
+    s = run.series(metric)
+    assert s is not None, (run.format, run.names(), run.warnings)
+    if by_step:
+        for step, v in expected.items():
+            assert s.at(step) == v, (run.format, step, s, run.warnings)
+    else:
+        assert set(expected.values()) <= set(s.values.tolist())
+
+
+@pytest.mark.parametrize("fmt", sorted(GOOD))
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(junk=st.binary(max_size=200))
+def test_garbage_between_good_records_is_survived(tmp_path: Path, fmt: str, junk: bytes) -> None:
+    name, good, metric, by_step = GOOD[fmt]
+    p = tmp_path / name
+    body = good(1, 0.25).encode() + b"\n" + junk + b"\n" + good(2, 0.5).encode() + b"\n"
+    p.write_bytes(body)
+    run = read(p, fmt)
+    _check(run, metric, by_step, {1: 0.25, 2: 0.5})
+
+
+@pytest.mark.parametrize("fmt", sorted(GOOD))
+def test_truncated_last_record_waits_then_reads(tmp_path: Path, fmt: str) -> None:
+    name, good, metric, by_step = GOOD[fmt]
+    p = tmp_path / name
+    second = good(2, 0.5).encode() + b"\n"
+    p.write_bytes(good(1, 0.25).encode() + b"\n" + second[:-3])
+    reader = open_reader(p, fmt)
+    reader.poll()
+    _check(reader.run, metric, by_step, {1: 0.25})
+    with open(p, "ab") as f:
+        f.write(second[-3:])
+    reader.poll()
+    _check(reader.run, metric, by_step, {1: 0.25, 2: 0.5})
+
+
+@pytest.mark.parametrize("fmt", ["miles", "verl", "trl-console", "jsonl"])
+def test_absurdly_long_line_is_one_warning(tmp_path: Path, fmt: str) -> None:
+    name, good, metric, by_step = GOOD[fmt]
+    p = tmp_path / name
+    p.write_bytes(
+        good(1, 0.25).encode() + b"\n" + b"x" * 5000 + b"\n" + good(2, 0.5).encode() + b"\n"
+    )
+    reader = open_reader(p, fmt)
+    if hasattr(reader, "max_line"):
+        reader.max_line = 1000
+        reader.poll()
+    else:
+        import rlvitals.readers.generic as generic
+
+        orig = generic.read_complete_lines
+        generic.read_complete_lines = lambda *a, **k: orig(*a, **{**k, "max_line": 1000})
+        try:
+            reader.poll()
+        finally:
+            generic.read_complete_lines = orig
+    run = reader.run
+    _check(run, metric, by_step, {1: 0.25, 2: 0.5})
+    assert [w for w in run.warnings if "too long" in w] == [f"{p}:2: line too long; skipped"]
+
+
+@settings(
+    max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(junk=st.binary(max_size=2000))
+def test_any_bytes_sniff_or_refuse_cleanly(tmp_path: Path, junk: bytes) -> None:
+    from rlvitals.errors import RlvitalsError
+
+    p = tmp_path / "junk.log"
+    p.write_bytes(junk)
+    try:
+        read(p)
+    except RlvitalsError:
+        pass
+
+
+@settings(
+    max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(junk=st.binary(max_size=2000))
+def test_native_rollouts_survive_junk(tmp_path: Path, junk: bytes) -> None:
+    d = tmp_path / "run"
+    d.mkdir(exist_ok=True)
+    (d / "steps.jsonl").write_text('{"step": 0}\n')
+    good = json.dumps({"step": 0, "group_id": "g", "task_id": "t", "reward": 1.0})
+    (d / "rollouts.jsonl").write_bytes(
+        good.encode() + b"\n" + junk.replace(b"\n", b" ") + b"\n" + good.encode() + b"\n"
+    )
+    run = read(d)
+    assert run.attempts is not None
+    assert run.attempts.step.tolist().count(0) >= 2
