@@ -139,14 +139,16 @@ def test_absurdly_long_line_is_one_warning(tmp_path: Path, fmt: str) -> None:
 )
 @given(junk=st.binary(max_size=2000))
 def test_any_bytes_sniff_or_refuse_cleanly(tmp_path: Path, junk: bytes) -> None:
-    from rlvitals.errors import RlvitalsError
+    from rlvitals.errors import UnknownFormatError
 
     p = tmp_path / "junk.log"
     p.write_bytes(junk)
     try:
-        read(p)
-    except RlvitalsError:
-        pass
+        run = read(p)
+    except UnknownFormatError as exc:
+        assert str(p) in str(exc)  # refused with one clear line naming the file
+        return
+    assert all(str(p) in w for w in run.warnings)
 
 
 @settings(
