@@ -37,12 +37,6 @@ def select_metrics(
     return out
 
 
-def _json_value(v: float) -> float | str | None:
-    if math.isnan(v):
-        return None
-    return v
-
-
 def metrics_json(data: RunData, wanted: list[str], *, include_original: bool = False) -> str:
     """``{"steps": [...], "metrics": {name: [...]}}`` with null where not measured.
 
@@ -55,9 +49,8 @@ def metrics_json(data: RunData, wanted: list[str], *, include_original: bool = F
     for name in names:
         col: list[float | str | None] = [None] * len(steps)
         s = data.series(name)
-        if s is not None:
-            idx = np.searchsorted(steps, s.steps)
-            for i, v in zip(idx.tolist(), s.values.tolist()):
+        if s is not None and len(s):
+            for i, v in zip(np.searchsorted(steps, s.steps).tolist(), s.values.tolist()):
                 col[i] = v  # non-finite become strings in dumps()
         metrics[name] = col
     return dumps({"steps": steps.tolist(), "metrics": metrics})
@@ -92,6 +85,7 @@ def metrics_text(
     """A table: steps down, metrics across when a few are asked for; else one row a metric."""
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text  # names and paths come from the run: never read as markup
 
     names = select_metrics(data, wanted, include_original=include_original)
     console = Console(file=file, width=width or 120, highlight=False, soft_wrap=False)
@@ -100,7 +94,7 @@ def metrics_text(
         table = Table(box=None, pad_edge=False)
         table.add_column("step", justify="right")
         for n in names:
-            table.add_column(n, justify="right")
+            table.add_column(Text(n), justify="right")
         for step in steps.tolist():
             row = []
             for n in names:
@@ -109,7 +103,7 @@ def metrics_text(
             table.add_row(str(step), *row)
         console.print(table)
         return
-    table = Table(box=None, pad_edge=False, title=f"{data.source} ({data.format})")
+    table = Table(box=None, pad_edge=False, title=Text(f"{data.source} ({data.format})"))
     for col, justify in (
         ("metric", "left"),
         ("steps", "right"),
@@ -128,7 +122,7 @@ def metrics_text(
         fin = s.values[np.isfinite(s.values)]
         tail = s.values[-5:]
         table.add_row(
-            n,
+            Text(n),
             str(len(s)),
             str(int(s.steps[0])),
             str(int(s.steps[-1])),
