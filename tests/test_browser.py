@@ -1,0 +1,181 @@
+"""The report and the live page in a real headless Chromium (Debian's chromium + chromedriver).
+
+scripts/test installs them. Without them these tests fail, loudly; a developer without a
+browser can opt out with RLVITALS_SKIP_BROWSER=1 (CI never sets it).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dashboard_runs import (
+    HOSTILE,
+    append_steps,
+    make_run,
+    report_with,
+    sample_findings,
+    step_record,
+)
+from rlvitals.readers import read
+from rlvitals.views.report import render_report, write_report
+from rlvitals.views.server import serve_in_background
+
+pytestmark = pytest.mark.slow
+
+CHROMIUM = os.environ.get("RLVITALS_CHROMIUM", "/usr/bin/chromium")
+CHROMEDRIVER = os.environ.get("RLVITALS_CHROMEDRIVER", "/usr/bin/chromedriver")
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-dev-shm-usage",
+    "--window-size=1400,1000",
+]
+
+
+def _missing() -> str | None:
+    for path in (CHROMIUM, CHROMEDRIVER):
+        if not (os.path.exists(path) or shutil.which(path)):
+            return f"{path} not found"
+    try:
+        import selenium  # noqa: F401
+    except ImportError:
+        return "selenium is not installed (pip install -e '.[dev]')"
+    return None
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    why = _missing()
+    if why:
+        if os.environ.get("RLVITALS_SKIP_BROWSER"):
+            pytest.skip(f"browser tests skipped (RLVITALS_SKIP_BROWSER): {why}")
+        pytest.fail(
+            f"{why}: install Debian's chromium and chromium-driver (scripts/test does), "
+            "or set RLVITALS_SKIP_BROWSER=1 to skip the browser tests",
+            pytrace=False,
+        )
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = CHROMIUM
+    for flag in FLAGS:
+        opts.add_argument(flag)
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def _console_errors(driver: Any) -> list[dict[str, Any]]:
+    return [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+
+
+def _wait(fn: Callable[[], Any], timeout: float = 5.0) -> Any:
+    deadline = time.time() + timeout
+    while True:
+        got = fn()
+        if got or time.time() > deadline:
+            return got
+        time.sleep(0.02)
+
+
+def test_report_draws_its_plots_with_no_console_errors(browser: Any, tmp_path: Path) -> None:
+    a = make_run(tmp_path, "run-a", 80, transcripts=(30, 79))
+    b = make_run(tmp_path, "run-b", 60, **{"train/mismatch_kl": 0.02})
+    runs = [(read(a), report_with(sample_findings(30), str(a))), (read(b), None)]
+    out = tmp_path / "report.html"
+    write_report(out, render_report(runs, baseline={"reward/mean": {"lo": 0.1, "hi": 0.4}}))
+    browser.get_log("browser")  # start clean
+    browser.get(out.as_uri())
+    charts = _wait(lambda: browser.find_elements("css selector", "svg.rlv-chart"))
+    assert len(charts) >= 12
+    js = browser.execute_script
+    # every drawn plot has a non-empty line for each run (two runs overlaid)
+    paths = js(
+        "return Array.from(document.querySelectorAll('.plot-card')).map(c => "
+        "[c.dataset.plot, Array.from(c.querySelectorAll('path.line')).filter(p => "
+        "p.getAttribute('d').length > 10).length])"
+    )
+    assert all(n >= 2 for _, n in paths if _ != "other"), paths
+    # findings marked where they happened, on the plot of their metric
+    marks = js(
+        "return Array.from(document.querySelectorAll('g.mark')).map(m => "
+        "[m.closest('.plot-card').dataset.plot, m.dataset.step])"
+    )
+    assert ["signal", "30"] in marks and ["mismatch", "35"] in marks
+    assert js("return document.querySelectorAll('rect.band').length") >= 1
+    assert "Failed attempts" in js("return document.querySelector('.not-measured').textContent")
+    assert len(js("return document.querySelectorAll('li.finding')")) == 3
+    assert _console_errors(browser) == []
+
+
+def test_a_transcript_holding_script_shows_as_text(browser: Any, tmp_path: Path) -> None:
+    a = make_run(tmp_path, "evil", 40, transcripts=(30,))
+    data = read(a)
+    data.info["name"] = HOSTILE
+    out = tmp_path / "report.html"
+    write_report(out, render_report([(data, report_with(sample_findings(30), str(a)))]))
+    browser.get(out.as_uri())
+    _wait(lambda: browser.find_elements("css selector", "details.attempt"))
+    js = browser.execute_script
+    texts = js(
+        "return Array.from(document.querySelectorAll('pre.tr-text')).map(p => p.textContent)"
+    )
+    assert HOSTILE in texts
+    assert js("return window.__pwned === undefined")
+    assert js("return document.querySelectorAll('img').length") == 0
+    assert js("return document.querySelectorAll('b').length") == 0  # <b> in a prompt stays text
+    title = js(
+        "return document.querySelector('li.finding:nth-child(2) .finding-title').textContent"
+    )
+    assert title.endswith(HOSTILE)
+    assert _console_errors(browser) == []
+
+
+def test_live_page_shows_a_new_step_within_two_seconds(browser: Any, tmp_path: Path) -> None:
+    root = tmp_path / "runs"
+    d = make_run(root, "live", 30, status="running", transcripts=(29,))
+    url, stop = serve_in_background([root], poll_interval=0.1)
+    try:
+        browser.get(url)
+        step = "return (document.querySelector('[data-testid=last-step]') || {}).textContent"
+        assert _wait(lambda: browser.execute_script(step) == "step 29", 10)
+        t0 = time.time()
+        append_steps(d, [step_record(30, time.time())])
+        assert _wait(lambda: browser.execute_script(step) == "step 30", 2.0)
+        latency = time.time() - t0
+        assert latency < 2.0
+        # the plot got the point too
+        last = "return document.querySelector('.plot-card[data-plot=reward] svg').dataset.lastStep"
+        assert _wait(lambda: browser.execute_script(last) == "30", 2.0)
+        # a run that starts later appears in the list
+        make_run(root, "late", 3, status="running")
+        names = "return Array.from(document.querySelectorAll('td.name')).map(t => t.textContent)"
+        assert _wait(lambda: "late" in browser.execute_script(names), 8)
+        # transcripts come from the server, shown as text
+        browser.execute_script("Array.from(document.querySelectorAll('button.chip')).pop().click()")
+        pres = "return Array.from(document.querySelectorAll('pre.tr-text')).map(p => p.textContent)"
+        assert _wait(lambda: HOSTILE in browser.execute_script(pres), 5)
+        assert browser.execute_script("return window.__pwned === undefined")
+        assert (
+            browser.execute_script("return document.querySelector('.live-status').textContent")
+            == "● live"
+        )
+        assert _console_errors(browser) == []
+    finally:
+        stop()
