@@ -926,6 +926,27 @@ class Run:
         self.close("stopped", reason)
         raise RunStopped(reason, message)
 
+    def abandon(self) -> None:
+        """Stop writing as a killed process would: nothing more is written, not even run.json.
+
+        The heartbeat stops, files close, pending attempts are lost and ``run.json`` keeps
+        saying ``running``: what a hung job leaves when its scheduler kills it. The reference
+        trainer's ``stall`` fault ends this way; tests use it to leave a run "running".
+        """
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._stop_heartbeat.set()
+            self._pending, self._n_pending = {}, 0
+            files = list(self._files.values())
+            if self._progress_file is not None:
+                files.append(self._progress_file)
+            for f in files:
+                self._guarded("closing a run file failed", f.close)
+        if self._heartbeat is not None and self._heartbeat is not threading.current_thread():
+            self._heartbeat.join(timeout=5)
+
     def close(self, status: str = "finished", reason: str | None = None) -> None:
         """End the run: write pending attempts as discarded, set the status in run.json.
 
