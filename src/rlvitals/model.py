@@ -15,6 +15,7 @@ from __future__ import annotations
 from array import array
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -94,6 +95,20 @@ class SeriesBuilder:
     def discard(self, name: str) -> None:
         """Forget the series of ``name`` (no error if absent)."""
         self._cols.pop(name, None)
+
+    def extend(self, name: str, steps: list[int], values: list[float]) -> None:
+        """Record many values of ``name`` at once (same rules as ``add``, faster in bulk)."""
+        if not steps:
+            return
+        col = self._cols.get(name)
+        if col is None:
+            col = self._cols[name] = _Column()
+        n = len(col.steps)
+        if (n and col.steps[n - 1] >= steps[0]) or any(b <= a for a, b in pairwise(steps)):
+            col.dirty = True  # duplicates or disorder: sorted (last value wins) on next get
+        col.steps.extend(steps)
+        col.values.extend(values)
+        col.series = None
 
     def add_record(self, step: int, values: Mapping[str, float]) -> None:
         """Record several metrics at one step."""
@@ -201,15 +216,12 @@ class _Codes:
 
     def encode(self, values: list[Any]) -> np.ndarray:
         index, names = self.index, self.names
-        out: list[int] = []
-        append = out.append
-        for v in values:
-            c = index.get(v)
-            if c is None:
-                c = index[v] = len(names)
+        # New names in order of first appearance (dict.fromkeys keeps order, at C speed).
+        for v in dict.fromkeys(values):
+            if v not in index:
+                index[v] = len(names)
                 names.append(str(v))
-            append(c)
-        return np.array(out, dtype=np.int32)
+        return np.array(list(map(index.__getitem__, values)), dtype=np.int32)
 
 
 class AttemptTableBuilder:

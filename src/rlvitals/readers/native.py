@@ -97,12 +97,16 @@ class NativeReader:
         self._run_json_mtime: float | None = None
         self._attempts = AttemptTableBuilder()
         self._shard_index: dict[Path, int] = {}
+        self._pending_steps: dict[str, tuple[list[int], list[float]]] = {}
         del extra_rules  # our files already use the canonical names
 
     def poll(self) -> bool:
         changed = self._read_run_json()
         for p in _shards(self.dir, STEPS):
+            self._pending_steps = {}
             changed |= self._read_lines(p, self._on_step)
+            for name, (steps, values) in self._pending_steps.items():
+                self.run.metrics.extend(name, steps, values)
         for p in _shards(self.dir, ROLLOUTS):
             changed |= self._read_rollouts(p)
         changed |= self._read_lines(self.dir / EVALS, self._on_eval)
@@ -173,18 +177,25 @@ class NativeReader:
             raise ReadError(
                 f"expected an integer 'step' (not {step!r}); skipped", path=str(p), line=lineno
             )
-        add = self.run.metrics.add
+        pending = self._pending_steps
         for key, value in rec.items():
             if key == "step":
                 continue
-            v = to_float(value)
-            if v is None:
-                if value is not None and key not in RESERVED_STEP_KEYS:
-                    self.run.warnings.append(
-                        f"{p}:{lineno}: metric {key!r} is not a number ({value!r}); skipped"
-                    )
-                continue
-            add(step, key, v)
+            if type(value) is float or type(value) is int:
+                v: float | None = float(value)
+            else:
+                v = to_float(value)
+                if v is None:
+                    if value is not None and key not in RESERVED_STEP_KEYS:
+                        self.run.warnings.append(
+                            f"{p}:{lineno}: metric {key!r} is not a number ({value!r}); skipped"
+                        )
+                    continue
+            col = pending.get(key)
+            if col is None:
+                col = pending[key] = ([], [])
+            col[0].append(step)
+            col[1].append(v)  # type: ignore[arg-type]
 
     def _on_eval(self, rec: dict[str, Any], p: Path, lineno: int) -> None:
         step, suite, score = rec.get("step"), rec.get("suite"), to_float(rec.get("score"))

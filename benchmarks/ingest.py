@@ -1,0 +1,238 @@
+"""Ingest benchmark: a run of 1,000,000 attempts and 10,000 steps, read by rlvitals.
+
+    python benchmarks/ingest.py [--attempts 1000000] [--steps 10000] [--keep DIR]
+
+Generates a run directory in the exact format of FORMAT.md (rollouts.jsonl ~270 MB), then
+reports, measured in the same run:
+
+- our ingest speed (``rlvitals.readers.read`` of the whole directory: steps, rollouts into the
+  columnar attempts table) as a ratio to the fastest raw JSON decode of the same
+  rollouts.jsonl with msgspec (``msgspec.json.Decoder().decode_lines`` on 8 MiB chunks,
+  building every record as Python objects and dropping them); target >= 0.7;
+- peak memory of the ingest (max RSS of a fresh process doing only the ingest, and the same
+  for the raw decode); target < 500 MB;
+- a live run: after a full read, 1,000 new steps are appended; the cost of the reader's next
+  poll against the cost of reading everything, next to the share of new bytes (it should be
+  proportional to the new bytes, not to the file).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import msgspec
+
+CHUNK = 8 << 20
+REASONS = ("max_turns", "done", "tool_error")
+
+
+def _attempts(step: int, per_step: int, group: int, counter: int) -> list[dict]:
+    out = []
+    for k in range(per_step):
+        g = k // group
+        i = counter + k
+        solved = (i * 2654435761) % 7 < 3
+        out.append(
+            {
+                "step": step,
+                "attempt_id": f"{step}-{i}",
+                "group_id": f"{step}-g{g}",
+                "task_id": f"task-{(step * 13 + g) % 5000}",
+                "policy_version": step,
+                "reward": 1.0 if solved else 0.0,
+                "trained": True,
+                "discard_reason": None,
+                "response_tokens": 100 + (i % 900),
+                "truncated": i % 97 == 0,
+                "lag": 0,
+                "time": round(1_790_000_000.0 + step * 10 + k * 0.01, 2),
+                "duration": round(3.25 + (i % 50) * 0.1, 2),
+                "metadata": {
+                    "termination_reason": REASONS[i % 3],
+                    "turns": 1 + i % 12,
+                    "correctness": 1.0 if solved else 0.0,
+                },
+            }
+        )
+    return out
+
+
+def _step_record(step: int) -> dict:
+    rec: dict = {"step": step, "time": 1_790_000_000.0 + step * 10, "policy_version": step + 1}
+    for j, name in enumerate(
+        (
+            "reward/mean",
+            "reward/std",
+            "reward/group_std_mean",
+            "reward/mean_with_unusable",
+            "groups/trained",
+            "groups/rejected",
+            "groups/all_solved",
+            "groups/none_solved",
+            "groups/signal_fraction",
+            "response/length_mean",
+            "response/truncated_rate",
+            "train/mismatch_kl",
+            "train/mismatch_k1",
+            "train/logprob_abs_diff",
+            "train/mismatch_ess",
+            "freshness/lag_mean",
+            "train/loss",
+            "train/grad_norm",
+            "perf/step_seconds",
+            "perf/tokens_per_second",
+        )
+    ):
+        rec[name] = round(0.001 * ((step * 31 + j * 17) % 1000), 6)
+    return rec
+
+
+def generate(d: Path, attempts: int, steps: int, *, first_step: int = 0) -> None:
+    """Append ``steps`` updates with ``attempts`` attempts in all to the run at ``d``."""
+    d.mkdir(parents=True, exist_ok=True)
+    enc = msgspec.json.Encoder()
+    if not (d / "run.json").exists():
+        (d / "run.json").write_text(
+            json.dumps({"format": "rlvitals-run/1", "run_id": "bench", "name": d.name})
+        )
+    per_step = attempts // steps
+    with open(d / "rollouts.jsonl", "ab") as r, open(d / "steps.jsonl", "ab") as s:
+        counter = first_step * per_step
+        for step in range(first_step, first_step + steps):
+            r.write(enc.encode_lines(_attempts(step, per_step, 8, counter)))
+            counter += per_step
+            s.write(enc.encode(_step_record(step)) + b"\n")
+
+
+def raw_decode(path: Path) -> int:
+    """The baseline: msgspec's generic decode of every line (Python objects, then dropped)."""
+    dec = msgspec.json.Decoder()
+    n = 0
+    carry = b""
+    with open(path, "rb") as f:
+        while True:
+            data = f.read(CHUNK)
+            if not data:
+                break
+            buf = carry + data if carry else data
+            last = buf.rfind(b"\n")
+            carry = buf[last + 1 :]
+            n += len(dec.decode_lines(buf[: last + 1]))
+    return n
+
+
+def _child(what: str, d: str) -> None:
+    """Run one measurement in this (fresh) process and print its time and peak RSS."""
+    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    t0 = time.perf_counter()
+    if what == "raw":
+        n = raw_decode(Path(d) / "rollouts.jsonl")
+    else:
+        from rlvitals.readers import read
+
+        run = read(d)
+        assert run.attempts is not None and not run.warnings, run.warnings[:3]
+        n = len(run.attempts)
+    dt = time.perf_counter() - t0
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(json.dumps({"n": n, "seconds": dt, "peak_rss_kb": peak, "start_rss_kb": base}))
+
+
+def _measure(what: str, d: Path) -> dict:
+    out = subprocess.run(
+        [sys.executable, __file__, "--child", what, str(d)],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--attempts", type=int, default=1_000_000)
+    ap.add_argument("--steps", type=int, default=10_000)
+    ap.add_argument("--repeat", type=int, default=2, help="timed runs of each; the best is kept")
+    ap.add_argument("--keep", default=None, help="generate into this directory and keep it")
+    ap.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        _child(*args.child)
+        return 0
+
+    tmp = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="rlvitals-bench-"))
+    d = tmp / "run"
+    try:
+        if d.exists():
+            shutil.rmtree(d)
+        t0 = time.perf_counter()
+        generate(d, args.attempts, args.steps)
+        size = (d / "rollouts.jsonl").stat().st_size
+        steps_size = (d / "steps.jsonl").stat().st_size
+        print(
+            f"generated {args.attempts:,} attempts / {args.steps:,} steps in "
+            f"{time.perf_counter() - t0:.1f}s: rollouts.jsonl {size / 1e6:.0f} MB, "
+            f"steps.jsonl {steps_size / 1e6:.1f} MB"
+        )
+        raw_decode(d / "rollouts.jsonl")  # warm the page cache for both sides
+
+        raws = [_measure("raw", d) for _ in range(args.repeat)]
+        ours = [_measure("ours", d) for _ in range(args.repeat)]
+        raw = min(raws, key=lambda m: m["seconds"])
+        our = min(ours, key=lambda m: m["seconds"])
+        assert our["n"] == raw["n"] == args.attempts, (our, raw)
+        ratio = raw["seconds"] / our["seconds"]
+        print(
+            f"raw msgspec decode of rollouts.jsonl: {raw['seconds']:.2f}s "
+            f"({size / 1e6 / raw['seconds']:.0f} MB/s), peak RSS {raw['peak_rss_kb'] / 1024:.0f} MB"
+        )
+        print(
+            f"rlvitals ingest of the run (steps + attempts table): {our['seconds']:.2f}s "
+            f"({size / 1e6 / our['seconds']:.0f} MB/s), peak RSS {our['peak_rss_kb'] / 1024:.0f} MB "
+            f"(process start {our['start_rss_kb'] / 1024:.0f} MB)"
+        )
+        print(f"speed ratio ours / raw decode: {ratio:.2f} (target >= 0.70)")
+        print(f"peak memory: {our['peak_rss_kb'] / 1024:.0f} MB (target < 500 MB)")
+
+        # Live: a reader that has read everything, then 1,000 new steps arrive.
+        from rlvitals.readers import open_reader
+
+        reader = open_reader(d)
+        t0 = time.perf_counter()
+        reader.poll()
+        full = time.perf_counter() - t0
+        before = size + steps_size
+        new_steps = 1000
+        generate(d, args.attempts // args.steps * new_steps, new_steps, first_step=args.steps)
+        after = (d / "rollouts.jsonl").stat().st_size + (d / "steps.jsonl").stat().st_size
+        t0 = time.perf_counter()
+        reader.poll()
+        inc = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        reader.poll()  # nothing new
+        idle = time.perf_counter() - t0
+        assert len(reader.run.attempts) == args.attempts // args.steps * (args.steps + new_steps)
+        share = (after - before) / after
+        print(
+            f"live: full read {full:.2f}s; poll after {new_steps:,} new steps "
+            f"({(after - before) / 1e6:.0f} MB, {share:.1%} of the bytes) {inc:.2f}s = "
+            f"{inc / full:.1%} of a full read; poll with nothing new {idle * 1e3:.1f} ms"
+        )
+        return 0 if ratio >= 0.7 and our["peak_rss_kb"] / 1024 < 500 else 1
+    finally:
+        if not args.keep:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONHASHSEED", "0")
+    sys.exit(main())
