@@ -32,7 +32,7 @@ from pathlib import Path
 import msgspec
 
 CHUNK = 8 << 20
-REASONS = ("max_turns", "done", "tool_error")
+REASONS = ("max_turns", "done", "error")
 
 
 def _attempts(step: int, per_step: int, group: int, counter: int) -> list[dict]:
@@ -44,9 +44,9 @@ def _attempts(step: int, per_step: int, group: int, counter: int) -> list[dict]:
         out.append(
             {
                 "step": step,
-                "attempt_id": f"{step}-{i}",
+                "attempt_id": f"a{i}",
                 "group_id": f"{step}-g{g}",
-                "task_id": f"task-{(step * 13 + g) % 5000}",
+                "task_id": f"t{(step * 13 + g) % 5000}",
                 "policy_version": step,
                 "reward": 1.0 if solved else 0.0,
                 "trained": True,
@@ -55,11 +55,10 @@ def _attempts(step: int, per_step: int, group: int, counter: int) -> list[dict]:
                 "truncated": i % 97 == 0,
                 "lag": 0,
                 "time": round(1_790_000_000.0 + step * 10 + k * 0.01, 2),
-                "duration": round(3.25 + (i % 50) * 0.1, 2),
+                "duration": round(3.2 + (i % 50) * 0.1, 1),
                 "metadata": {
                     "termination_reason": REASONS[i % 3],
                     "turns": 1 + i % 12,
-                    "correctness": 1.0 if solved else 0.0,
                 },
             }
         )
