@@ -166,3 +166,40 @@ def test_native_rollouts_survive_junk(tmp_path: Path, junk: bytes) -> None:
     run = read(d)
     assert run.attempts is not None
     assert run.attempts.step.tolist().count(0) >= 2
+
+
+@settings(max_examples=200, deadline=None)
+@given(text=st.text(max_size=300))
+def test_printed_value_parsers_never_raise(text: str) -> None:
+    from rlvitals.readers.primerl import parse_summary
+    from rlvitals.readers.textlog import brace_balance, clean_line, parse_number, parse_pairs
+
+    assert parse_number(text) is None or isinstance(parse_number(text), float)
+    assert isinstance(parse_pairs(text), dict)
+    assert isinstance(parse_pairs(text, complete=False), dict)
+    assert isinstance(parse_summary(text), dict)
+    assert isinstance(clean_line(text), str)
+    brace_balance(text)
+
+
+@pytest.mark.parametrize(
+    "token, value",
+    [
+        ("np.float64(0.25)", 0.25),
+        ("'0.1234'", 0.1234),
+        ("tensor(0.5, device='cuda:0')", 0.5),
+        ("nan", float("nan")),
+        ("-inf", float("-inf")),
+        ("5.4%", 0.054),
+        ("True", 1.0),
+        ("numpy.int64(7)", 7.0),
+    ],
+)
+def test_printed_numbers(token: str, value: float) -> None:
+    import math
+
+    from rlvitals.readers.textlog import parse_number
+
+    got = parse_number(token)
+    assert got is not None
+    assert (math.isnan(got) and math.isnan(value)) or math.isclose(got, value)

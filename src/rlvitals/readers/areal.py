@@ -50,7 +50,10 @@ AREAL = MappingTable(
         ("ppo_actor/update/compute_logp/kl_div_taylor/*", "k2"),
         ("ppo_actor/seq_len/*", "prompt and response together"),
     ),
-    ("AReaL logs no group std and no zero-variance groups.",),
+    (
+        "AReaL logs no group std and no zero-variance groups.",
+        "Steps are AReaL's 0-based global step (printed 'Train step g/G' is step g - 1).",
+    ),
 )
 
 DONE = re.compile(r"Train step (\d+)/\d+ done")

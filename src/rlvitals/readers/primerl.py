@@ -69,6 +69,10 @@ PRIME_RL_CONSOLE = MappingTable(
         ("trainer/MFU", "utilisation, kept as a fraction under its own name"),
         ("orchestrator/Trainable", "a/b traces with signal: kept as the fraction a/b"),
     ),
+    (
+        "Console keys are trainer/<Label> or orchestrator/<Label> (the line with a Reward); "
+        "durations become seconds and percentages fractions.",
+    ),
 )
 
 STEP = re.compile(r"(?:^|\s)Step (\d+) \| (.*)$", re.M)

@@ -62,7 +62,11 @@ TRL = MappingTable(
         ("sampling/importance_sampling_ratio/*", "logged after truncation: the corrected ratio"),
         ("clip_ratio/low_mean, high_mean", "one side each; region_mean is the union"),
     ),
-    ("TRL logs no group std: reward/group_std_mean is absent.",),
+    (
+        "TRL logs no group std: reward/group_std_mean is absent.",
+        "Console dicts carry no step: they are numbered 1, 2, ... in order (exact with "
+        "logging_steps=1); ms-swift's global_step/max_steps is used where present.",
+    ),
 )
 
 _SUMMARY_KEYS = ("train_runtime", "train_samples_per_second", "total_flos")

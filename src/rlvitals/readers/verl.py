@@ -104,9 +104,11 @@ class VerlConsoleReader(TextLogReader):
         self.end_pending(st, p)
 
     def flush(self, st: _FileState, p: Path, *, final: bool) -> None:
+        # The line is complete once read; a wrapped continuation arriving later re-emits the
+        # joined record, whose values overwrite these at the same step.
         if st.pending is None or st.pending_step is None:
             return
-        self.emit(st.pending_step, _verl_pairs(st.pending, complete=final))
+        self.emit(st.pending_step, _verl_pairs(st.pending, complete=True))
 
     def finish(self) -> None:
         # A verl record ends with its line; one open at the end of a file is complete.
