@@ -41,22 +41,24 @@ def att(
     given: str | None = None,
 ) -> Attempt:
     return Attempt(
-        aid,
-        step,
-        group,
-        f"task-{group}",
-        reward,
-        pv,
-        tokens,
-        truncated,
-        metadata,
-        0.0,
-        duration,
-        error,
-        retries,
-        sampler,
-        None,
-        given,
+        step=step,
+        attempt_id=aid,
+        group_id=group,
+        task_id=f"task-{group}",
+        policy_version=pv,
+        reward=reward,
+        trained=False,
+        discard_reason=None,
+        response_tokens=tokens,
+        truncated=truncated,
+        lag=None,
+        time=0.0,
+        duration=duration,
+        metadata=metadata or {},
+        retries=retries,
+        error=error,
+        sampler_logprobs=sampler,
+        given_reason=given,
     )
 
 
@@ -410,7 +412,8 @@ def test_metadata_flags_what_plain_json_cannot_spell():
     assert s.add({"a": 1.0, "b": "x", "c": True, "d": None}) is False
     assert s.add({"a": float("nan")}) is True
     assert s.add({"a": np.float64(1.0)}) is True
-    assert s.add({1: 2}) is True
+    assert s.add({"a": [1.0, float("nan")]}) is True  # a list: cleaned to be sure
+    assert s.add({1: 2}) is False  # msgspec spells int keys as strings
 
 
 # -- sampler / trainer agreement -----------------------------------------------------------------

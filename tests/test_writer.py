@@ -426,7 +426,8 @@ def test_values_json_cannot_hold_are_written_not_lost(tmp_path):
             metadata={"text": "bad \ud800 surrogate", (1, 2): "tuple key", "obj": BrokenRepr()},
         )
         run.log_attempt(0, "g", "t", 0.0, policy_version=0, metadata={"s": {1, 2}})
-        rec = run.log_step(0, metrics={"train/odd": BrokenRepr(), "train/loss": 1.0})
+        with pytest.warns(WriterWarning, match="a value JSON cannot hold"):
+            rec = run.log_step(0, metrics={"train/odd": BrokenRepr(), "train/loss": 1.0})
     first, second = lines(run.dir / "rollouts.jsonl")
     assert first["metadata"]["text"] == "bad \\ud800 surrogate"
     assert first["metadata"]["(1, 2)"] == "tuple key"

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 import sys
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import chain
@@ -35,6 +36,8 @@ from typing import Any
 
 import msgspec
 import numpy as np
+
+from .jsonio import clean
 
 __all__ = [
     "GROUP_REASONS",
@@ -61,27 +64,39 @@ UNFINISHED = "unfinished"
 GROUP_REASONS = frozenset({NO_VARIANCE, GROUP_TOO_SMALL})
 
 
-class Attempt(msgspec.Struct, gc=False):
+class Attempt(msgspec.Struct, gc=False, omit_defaults=True):
     """One attempt as logged, plus what the update decides about it.
+
+    It is also the attempt's ``rollouts.jsonl`` record: the fields up to ``mismatch`` are the
+    record's keys in FORMAT.md order (``retries`` and ``mismatch`` only when set), and the
+    writer encodes a whole update's attempts in one call. The fields after them are working
+    data; the writer drops them (back to their defaults, which are not encoded) once the
+    update is written, so written attempts hold no logprobs or transcripts.
 
     ``gc=False``: attempts hold only plain data (no reference cycles), and an update can keep
     hundreds of thousands of them alive; untracked, they cost the garbage collector nothing.
     """
 
-    attempt_id: str
     step: int
+    attempt_id: str
     group_id: str
     task_id: str
-    reward: float | None
     policy_version: int | None
-    response_tokens: int = 0
-    truncated: bool = False
-    metadata: dict[str, Any] | None = None
-    time: float = 0.0
-    duration: float | None = None
+    reward: float | None
+    trained: bool
+    discard_reason: str | None
+    response_tokens: int
+    truncated: bool
+    lag: int | None
+    time: float
+    duration: float | None
+    metadata: dict[str, Any]
+    retries: int = 0
+    # Set by ``step_metrics`` when both logprob arrays are known.
+    mismatch: dict[str, float] | None = None
+    # -- working data, not written --
     # "rollout_failed/TimeoutError" when the loop passed the exception that ended it.
     error: str | None = None
-    retries: int = 0
     sampler_logprobs: Any = None
     transcript: list[dict[str, Any]] | None = None
     # The loop's own discard reason given when it logged the attempt (kept across decides).
@@ -91,19 +106,6 @@ class Attempt(msgspec.Struct, gc=False):
     own_reason: str | None = None
     # It produced a response: not a rollout failure, not cut before its first reply.
     responded: bool = True
-    # Decided by ``decide``:
-    discard_reason: str | None = None
-    trained: bool = False
-    lag: int | None = None
-    # Set by ``step_metrics`` when both logprob arrays are known.
-    mismatch: dict[str, float] | None = None
-    # The writer's encoded record up to the decided fields.
-    head: bytes = b""
-
-    @property
-    def graded(self) -> bool:
-        """It reached the grader and got a reward."""
-        return self.error is None and self.reward is not None
 
     def __post_init__(self) -> None:
         err = self.error
@@ -120,6 +122,11 @@ class Attempt(msgspec.Struct, gc=False):
         self.responded = self.policy_version is not None and (
             err is None or not err.startswith("rollout_failed/")
         )
+
+    @property
+    def graded(self) -> bool:
+        """It reached the grader and got a reward."""
+        return self.error is None and self.reward is not None
 
 
 @dataclass
@@ -178,8 +185,8 @@ def decide(
             a.discard_reason = a.own_reason
         else:
             lag = a.lag = step - v
-            reason = a.own_reason
-            a.discard_reason = STALE if reason is None and lag > max_steps_off_policy else reason
+            own = a.own_reason
+            a.discard_reason = STALE if own is None and lag > max_steps_off_policy else own
     if explicit:
         for a in attempts:
             if a.attempt_id in explicit:
@@ -259,82 +266,75 @@ class RunState:
 class EpisodeStats:
     """``rollout/<key>`` accumulated from episode metadata, one attempt at a time.
 
-    Numbers (and booleans, as 0/1) are summed and counted per key; labels are counted per
-    value; nested tables become ``<key>/<subkey>``. ``add`` also tells the writer whether the
-    metadata holds something plain JSON cannot spell (a non-finite float, a foreign object),
-    so that one pass over the metadata serves both the metric and the encoding.
+    ``add`` only appends each value to its key's column (the cheapest thing Python can do per
+    value, since it runs once per attempt); ``metrics`` classifies each column at the end of
+    the update: numbers (and booleans, as 0/1) are averaged, labels counted, nested tables
+    become ``<key>/<subkey>``. ``add`` also tells the writer whether the metadata holds
+    something plain JSON cannot spell (a non-finite float, a foreign object), so one pass over
+    the metadata serves both the metric and the encoding.
     """
 
-    __slots__ = ("counts", "labels", "sums")
+    __slots__ = ("cols",)
 
     def __init__(self) -> None:
-        self.sums: dict[str, float] = {}
-        self.counts: dict[str, int] = {}
-        self.labels: dict[str, dict[str, int]] = {}
+        self.cols: dict[str, list[Any]] = {}
 
     def add(self, meta: Mapping[str, Any], prefix: str = "") -> bool:
         """Accumulate one attempt's metadata; True if it needs ``jsonio.clean`` to encode."""
-        sums, counts = self.sums, self.counts
+        cols = self.cols
         odd = False
         for key, v in meta.items():
-            if type(key) is not str:
-                odd = True
-                key = str(key)
             t = type(v)
             if t is float:
                 if v - v != 0.0:  # NaN or ±inf
                     odd = True
-            elif t is str:
-                k = prefix + key if prefix else key
-                bucket = self.labels.get(k)
-                if bucket is None:
-                    self.labels[k] = {v: 1}
-                else:
-                    bucket[v] = bucket.get(v, 0) + 1
-                continue
-            elif t is bool:
-                v = 1.0 if v else 0.0
-            elif t is int:
-                pass
-            elif v is None:
-                continue
-            elif isinstance(v, Mapping):
-                odd |= self.add(v, f"{prefix}{key}/")
-                continue
-            else:
+            elif t is not str and t is not int and t is not bool:
+                if v is None:
+                    continue
+                if isinstance(v, Mapping):
+                    odd |= self.add(v, f"{prefix}{key}/")
+                    continue
                 odd = True
                 v = _scalar(v)
                 if v is None:
                     continue
-            k = prefix + key if prefix else key
-            sums[k] = sums.get(k, 0.0) + v
-            counts[k] = counts.get(k, 0) + 1
+            if prefix:
+                key = f"{prefix}{key}"
+            col = cols.get(key)
+            if col is None:
+                cols[key] = [v]
+            else:
+                col.append(v)
         return odd
 
     def merge(self, other: EpisodeStats) -> None:
-        for k, v in other.sums.items():
-            self.sums[k] = self.sums.get(k, 0.0) + v
-            self.counts[k] = self.counts.get(k, 0) + other.counts[k]
-        for k, bucket in other.labels.items():
-            mine = self.labels.setdefault(k, {})
-            for label, n in bucket.items():
-                mine[label] = mine.get(label, 0) + n
+        for k, col in other.cols.items():
+            self.cols.setdefault(k, []).extend(col)
 
     def metrics(self, state: RunState) -> dict[str, float]:
         """The ``rollout/*`` metrics: means, label counts (0 for labels seen earlier), rates."""
-        out = {f"rollout/{k}": s / self.counts[k] for k, s in self.sums.items()}
-        for key, bucket in self.labels.items():
-            seen = state.labels.setdefault(key, {})
-            other = 0
-            for label, n in bucket.items():
-                if label in seen or len(seen) < MAX_LABELS_PER_KEY:
-                    seen[label] = None
-                    out[f"rollout/{key}/{label}"] = float(n)
-                else:
-                    other += n
-                    state.overflow_keys.add(key)
-            if other:
-                out[f"rollout/{key}/_other"] = float(other)
+        out: dict[str, float] = {}
+        for key, col in self.cols.items():
+            kinds = set(map(type, col))
+            if str in kinds:
+                labels = Counter([v for v in col if type(v) is str])
+                numbers = [v for v in col if type(v) is not str] if len(kinds) > 1 else []
+            else:
+                labels, numbers = Counter(), col
+            if numbers:
+                out[f"rollout/{key}"] = math.fsum(numbers) / len(numbers)
+            if labels:
+                seen = state.labels.setdefault(str(key), {})
+                other = 0
+                for label, n in labels.items():
+                    if label in seen or len(seen) < MAX_LABELS_PER_KEY:
+                        seen[label] = None
+                        out[f"rollout/{key}/{label}"] = float(n)
+                    else:
+                        other += n
+                        state.overflow_keys.add(str(key))
+                if other:
+                    out[f"rollout/{key}/_other"] = float(other)
         # A label seen before but absent now counts 0, so a count reads 0 and not "unmeasured".
         for key, seen in state.labels.items():
             for label in seen:
@@ -450,20 +450,26 @@ def _mismatch(
     abs_sum[nonempty] = np.add.reduceat(absd, idx)
     d_sum[nonempty] = np.add.reduceat(delta, idx)
     with np.errstate(invalid="ignore", divide="ignore"):
-        per_kl = (k3_sum / lengths).tolist()
-        per_abs = (abs_sum / lengths).tolist()
+        kl_a = k3_sum / lengths
+        abs_a = abs_sum / lengths
+    finite = bool(np.isfinite(kl_a).all() and np.isfinite(abs_a).all())
+    per_kl, per_abs = kl_a.tolist(), abs_a.tolist()
     per = [
         {"kl": kl, "abs_diff": ad, "tokens": t}
         for kl, ad, t in zip(per_kl, per_abs, lengths.tolist())
     ]
+    if not finite:
+        # Empty attempts (0/0) or non-finite logprobs: spell them as the files do (FORMAT.md),
+        # since these dicts are written as the attempts' ``mismatch`` records.
+        per = [clean(p) for p in per]
     sw = float(w.sum())
-    sw2 = float(np.dot(w, w))
+    sw2 = float(np.square(w).sum())  # not np.dot: BLAS threads cost more than they save here
     # Sequence ESS in log space: w_i = exp(a_i), a_i = ΣΔ over the attempt's tokens; the ratio
     # is unchanged by the shift exp(a_i - max a), which keeps every w_i finite.
     a = d_sum[nonempty]
     if np.all(np.isfinite(a)):
         ws = np.exp(a - a.max())
-        ess_seq = float(ws.sum() ** 2 / (len(ws) * np.dot(ws, ws)))
+        ess_seq = float(ws.sum() ** 2 / (len(ws) * np.square(ws).sum()))
     else:
         ess_seq = math.nan
     out = {

@@ -29,9 +29,10 @@ file; what it would save is the partial update a SIGKILL interrupts, which the s
 never described anyway. ``[output] progress_every_seconds`` writes the in-progress count to
 ``progress.jsonl`` for a live view of an update before it closes.
 
-Speed. Each attempt's record is encoded once, when it is logged (``Attempt.head``), and one
-pass over its metadata both feeds the ``rollout/*`` metrics and checks it encodes losslessly;
-``log_step`` appends the decided fields and writes the update's lines in one call.
+Speed. ``log_attempt`` does the least it can: it checks the arguments, builds the ``Attempt``
+(which is also its record) and appends each metadata value to its ``rollout/*`` column, a pass
+that also tells whether the metadata needs cleaning to encode. ``log_step`` decides, computes
+the metrics column by column and encodes the whole update in one ``msgspec`` call.
 """
 
 from __future__ import annotations
@@ -99,45 +100,9 @@ def _nonfinite(x: float) -> str:
     return "NaN" if x != x else ("Infinity" if x > 0 else "-Infinity")
 
 
-class _Head(msgspec.Struct, omit_defaults=True):
-    """The part of an attempt's rollouts.jsonl record known when it is logged."""
-
-    step: int
-    attempt_id: str
-    group_id: str
-    task_id: str
-    policy_version: int | None
-    reward: Any
-    response_tokens: int
-    truncated: bool
-    time: float
-    duration: Any
-    metadata: Any
-    retries: int = 0
-
-
-def _tail(a: Attempt, cache: dict[tuple[bool, str | None, int | None], bytes]) -> bytes:
-    """The decided fields that close an attempt's record, ``}\\n`` included.
-
-    The fields without ``mismatch`` take few values in a run (trained or not, a handful of
-    reasons, small lags), so their bytes are cached by value.
-    """
-    key = (a.trained, a.discard_reason, a.lag)
-    fixed = cache.get(key)
-    if fixed is None:
-        fixed = cache[key] = (
-            b',"trained":'
-            + (b"true" if a.trained else b"false")
-            + b',"discard_reason":'
-            + encode(a.discard_reason)
-            + b',"lag":'
-            + encode(a.lag)
-            + b"}\n"
-        )
-    mm = a.mismatch
-    if mm is None:
-        return fixed
-    return fixed[:-2] + b',"mismatch":' + encode(mm) + b"}\n"
+# The keys every rollouts.jsonl record has: Attempt's fields up to ``retries``.
+_RECORD_FIELDS = Attempt.__struct_fields__[: Attempt.__struct_fields__.index("retries")]
+_NO_METADATA: dict[str, Any] = {}  # shared by attempts logged without metadata; never mutated
 
 
 class _LineFile:
@@ -303,7 +268,7 @@ class Run:
         self._max_failures = cfg.rollout.max_consecutive_rollout_failures
         self._unusable_in_a_row = 0
         self._failures_in_a_row = 0
-        self._tails: dict[tuple[bool, str | None, int | None], bytes] = {}
+        self._nonfinite: list[Attempt] = []
         self._warned: set[str] = set()
         self._phase = "starting"
         self._progress_extra: dict[str, Any] = {}
@@ -469,73 +434,38 @@ class Run:
                 if aid in self._given_ids:
                     raise UsageError(f"log_attempt: attempt_id {aid!r} was already logged")
                 self._given_ids.add(aid)
-            odd = False
             if meta:
                 stats = self._episodes.get(step)
                 if stats is None:
                     stats = self._episodes[step] = EpisodeStats()
-                odd = stats.add(meta)
-            rw: Any = reward
-            if rw is not None and rw - rw != 0.0:
-                rw = _nonfinite(rw)
-            dur: Any = duration
-            if dur is not None and dur - dur != 0.0:
-                dur = _nonfinite(dur)
-            try:
-                head = _ENCODER.encode(
-                    _Head(
-                        step,
-                        aid,
-                        group_id,
-                        task_id,
-                        policy_version,
-                        rw,
-                        response_tokens,
-                        bool(truncated),
-                        now,
-                        dur,
-                        (clean(meta) if odd else meta) if meta else {},
-                        retries,
-                    )
-                )[:-1]
-            except Exception:  # a key or text JSON cannot hold: scrub the record, keep it
-                head = encode_line(
-                    scrub(
-                        {
-                            "step": step,
-                            "attempt_id": aid,
-                            "group_id": group_id,
-                            "task_id": task_id,
-                            "policy_version": policy_version,
-                            "reward": rw,
-                            "response_tokens": response_tokens,
-                            "truncated": bool(truncated),
-                            "time": now,
-                            "duration": dur,
-                            "metadata": meta or {},
-                            "retries": retries,
-                        }
-                    )
-                )[:-2]
+                if stats.add(meta):  # a value plain JSON cannot spell: write it cleaned
+                    meta = clean(meta)
             a = Attempt(
-                aid,
                 step,
+                aid,
                 group_id,
                 task_id,
-                reward,
                 policy_version,
+                reward,
+                False,
+                None,
                 response_tokens,
                 bool(truncated),
-                meta,
+                None,
                 now,
                 duration,
-                err,
+                meta or _NO_METADATA,
                 retries,
+                None,
+                err,
                 sampler_logprobs,
                 transcript,
                 discard_reason,
-                head=head,
             )
+            if (reward is not None and reward - reward != 0.0) or (
+                duration is not None and duration - duration != 0.0
+            ):
+                self._nonfinite.append(a)  # spelled as strings when written (FORMAT.md)
             bucket = self._pending.get(step)
             if bucket is None:
                 self._pending[step] = [a]
@@ -750,26 +680,56 @@ class Run:
                 )
 
     def _write_attempts(self, batch: list[Attempt]) -> None:
+        """Write an update's attempts (transcripts too), then drop their working data."""
         if not batch:
             return
-        cache = self._tails
-        if len(cache) > 4096:
-            cache.clear()
-        parts = []
-        for a in batch:
-            parts.append(a.head)
-            tail = cache.get((a.trained, a.discard_reason, a.lag))
-            if tail is None or a.mismatch is not None:
-                tail = _tail(a, cache)
-            parts.append(tail)
-        self._files[ROLLOUTS].append(b"".join(parts))
         if any(a.transcript is not None for a in batch):
             by_step: dict[int, list[Attempt]] = {}
             for a in batch:
                 if a.transcript is not None:
                     by_step.setdefault(a.step, []).append(a)
             for s, attempts in by_step.items():
-                self._write_transcripts(s, attempts)
+                self._guarded(
+                    f"step {s}: transcripts not written", self._write_transcripts, s, attempts
+                )
+        for a in batch:  # back to defaults, which are not encoded; frees logprobs early
+            a.error = a.sampler_logprobs = a.transcript = a.given_reason = a.own_reason = None
+            a.responded = True
+        if self._nonfinite:
+            self._spell_nonfinite(batch)
+        try:
+            data = _ENCODER.encode_lines(batch)
+        except Exception:  # a value msgspec cannot encode: find it, keep the record scrubbed
+            data = b"".join(self._encode_one(a) for a in batch)
+        self._files[ROLLOUTS].append(data)
+
+    def _spell_nonfinite(self, batch: list[Attempt]) -> None:
+        ids = {id(a) for a in batch}
+        keep = []
+        for a in self._nonfinite:
+            if id(a) not in ids:
+                keep.append(a)
+                continue
+            if a.reward is not None and a.reward - a.reward != 0.0:
+                a.reward = _nonfinite(a.reward)  # type: ignore[assignment]
+            if a.duration is not None and a.duration - a.duration != 0.0:
+                a.duration = _nonfinite(a.duration)  # type: ignore[assignment]
+        self._nonfinite = keep
+
+    def _encode_one(self, a: Attempt) -> bytes:
+        try:
+            return _ENCODER.encode(a) + b"\n"
+        except Exception:
+            self._warn_once(
+                "unencodable",
+                f"attempt {a.attempt_id!r}: a value JSON cannot hold; written as text",
+            )
+            rec = {f: getattr(a, f) for f in _RECORD_FIELDS}
+            if a.retries:
+                rec["retries"] = a.retries
+            if a.mismatch is not None:
+                rec["mismatch"] = a.mismatch
+            return encode_line(scrub(rec))
 
     def _write_transcripts(self, step: int, attempts: list[Attempt]) -> None:
         full = self.config.output.trace == "full"
