@@ -71,6 +71,10 @@ def clean(value: Any) -> Any:
         return {k if type(k) is str else str(k): clean(v) for k, v in value.items()}
     if t is list or t is tuple:
         return [clean(v) for v in value]
+    if isinstance(value, msgspec.Raw):  # already JSON
+        return value
+    if isinstance(value, msgspec.Struct):
+        return clean(msgspec.structs.asdict(value))
     if isinstance(value, float):  # a float subclass, e.g. numpy.float64
         return clean(float(value))
     if isinstance(value, int):  # an int subclass (IntEnum, numpy ints are not)

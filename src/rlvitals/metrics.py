@@ -101,27 +101,6 @@ class Attempt(msgspec.Struct, gc=False, omit_defaults=True):
     transcript: list[dict[str, Any]] | None = None
     # The loop's own discard reason given when it logged the attempt (kept across decides).
     given_reason: str | None = None
-    # Derived on creation (``__post_init__``): what the attempt alone says, whatever the
-    # update decides: the given reason, its failure, unversioned or ungraded.
-    own_reason: str | None = None
-    # It produced a response: not a rollout failure, not cut before its first reply.
-    responded: bool = True
-
-    def __post_init__(self) -> None:
-        err = self.error
-        if self.given_reason is not None:
-            self.own_reason = self.given_reason
-        elif err is not None:
-            self.own_reason = err
-        elif self.policy_version is None:
-            self.own_reason = UNVERSIONED
-        elif self.reward is None:
-            self.own_reason = UNGRADED
-        else:
-            self.own_reason = None
-        self.responded = self.policy_version is not None and (
-            err is None or not err.startswith("rollout_failed/")
-        )
 
     @property
     def graded(self) -> bool:
@@ -180,13 +159,19 @@ def decide(
         else:
             members.append(a)
         v = a.policy_version
+        reason = a.given_reason or a.error
         if v is None:
             a.lag = None
-            a.discard_reason = a.own_reason
+            if reason is None:
+                reason = UNVERSIONED
         else:
             lag = a.lag = step - v
-            own = a.own_reason
-            a.discard_reason = STALE if own is None and lag > max_steps_off_policy else own
+            if reason is None:
+                if a.reward is None:
+                    reason = UNGRADED
+                elif lag > max_steps_off_policy:
+                    reason = STALE
+        a.discard_reason = reason
     if explicit:
         for a in attempts:
             if a.attempt_id in explicit:
@@ -199,7 +184,7 @@ def decide(
         usable = [a for a in members if a.discard_reason is None]
         losses = len(members) - len(usable)
         if losses > max_group_losses or not usable:
-            reason: str | None = GROUP_TOO_SMALL
+            reason = GROUP_TOO_SMALL
         elif _all_same([a.reward for a in usable]):
             reason = NO_VARIANCE
         else:
@@ -582,12 +567,16 @@ def step_metrics(
         m[f"discard/rollouts/{areason}"] = float(attempt_reasons.get(areason, 0))
     m["rollouts/retries"] = float(sum([a.retries for a in attempts]))
 
-    lengths = [a.response_tokens for a in attempts if a.responded]
+    responded = [  # produced a response: not cut before its first reply, its agent did not raise
+        a
+        for a in attempts
+        if a.policy_version is not None
+        and ((e := a.error) is None or not e.startswith("rollout_failed/"))
+    ]
+    lengths = [a.response_tokens for a in responded]
     m["response/length_mean"] = math.fsum(lengths) / len(lengths) if lengths else None
     m["response/truncated_rate"] = (
-        len([1 for a in attempts if a.truncated and a.responded]) / len(lengths)
-        if lengths
-        else None
+        len([1 for a in responded if a.truncated]) / len(lengths) if lengths else None
     )
 
     lags = sorted(a.lag for a in trained if a.lag is not None)

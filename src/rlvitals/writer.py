@@ -100,6 +100,17 @@ def _nonfinite(x: float) -> str:
     return "NaN" if x != x else ("Infinity" if x > 0 else "-Infinity")
 
 
+class _TranscriptEntry(msgspec.Struct):
+    """One attempt in ``transcripts/step-NNNNNN.json`` (FORMAT.md)."""
+
+    attempt_id: str
+    group_id: str
+    task_id: str
+    reward: Any
+    trained: bool
+    generations: msgspec.Raw
+
+
 # The keys every rollouts.jsonl record has: Attempt's fields up to ``retries``.
 _RECORD_FIELDS = Attempt.__struct_fields__[: Attempt.__struct_fields__.index("retries")]
 _NO_METADATA: dict[str, Any] = {}  # shared by attempts logged without metadata; never mutated
@@ -693,8 +704,7 @@ class Run:
                     f"step {s}: transcripts not written", self._write_transcripts, s, attempts
                 )
         for a in batch:  # back to defaults, which are not encoded; frees logprobs early
-            a.error = a.sampler_logprobs = a.transcript = a.given_reason = a.own_reason = None
-            a.responded = True
+            a.error = a.sampler_logprobs = a.transcript = a.given_reason = None
         if self._nonfinite:
             self._spell_nonfinite(batch)
         try:
@@ -732,8 +742,9 @@ class Run:
             return encode_line(scrub(rec))
 
     def _write_transcripts(self, step: int, attempts: list[Attempt]) -> None:
+        """``transcripts/step-NNNNNN.json``: the update's attempts and their generations."""
         full = self.config.output.trace == "full"
-        entries = []
+        parts = []
         for a in attempts:
             gens = []
             for g in a.transcript or ():
@@ -744,23 +755,24 @@ class Run:
                     g.pop("prompt", None)
                     g.pop("completion", None)
                 gens.append(g)
-            entries.append(
-                {
-                    "attempt_id": a.attempt_id,
-                    "group_id": a.group_id,
-                    "task_id": a.task_id,
-                    "reward": a.reward,
-                    "trained": a.trained,
-                    "generations": gens,
-                }
+            r = a.reward
+            entry = _TranscriptEntry(
+                a.attempt_id,
+                a.group_id,
+                a.task_id,
+                _nonfinite(r) if r is not None and r - r != 0.0 else r,
+                a.trained,
+                msgspec.Raw(encode(gens)),  # the loop's own dicts: cleaned only if needed
             )
+            parts.append(_ENCODER.encode(entry))  # every field already spelled for JSON
         tdir = self.dir / TRANSCRIPTS
         tdir.mkdir(exist_ok=True)
         path = tdir / f"step-{step:06d}.json"
         if path.exists():  # attempts of this update written before (close after a crash)
             with contextlib.suppress(OSError, ValueError):
-                entries = msgspec.json.decode(path.read_bytes()) + entries
-        write_bytes_atomic(path, encode(entries) + b"\n")
+                old = msgspec.json.decode(path.read_bytes())
+                parts = [encode(e) for e in old] + parts
+        write_bytes_atomic(path, b"[" + b",".join(parts) + b"]\n")
 
     def log_eval(
         self,
