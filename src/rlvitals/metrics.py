@@ -473,6 +473,7 @@ def step_metrics(
     state: RunState,
     trainer_logprobs: Mapping[str, Any] | None = None,
     episodes: EpisodeStats | None = None,
+    problems: list[str] | None = None,
 ) -> dict[str, float | None]:
     """The canonical metrics of one update from its attempts and decision.
 
@@ -480,6 +481,7 @@ def step_metrics(
     (reward bounds, discard reasons and labels seen) and sets each attempt's ``mismatch`` where
     both sampler and trainer logprobs are known. ``episodes``: the attempts' metadata already
     accumulated (the writer does it as attempts arrive); computed here when None.
+    ``problems``: where to say what was left out (trainer logprobs of the wrong length).
 
     Which attempts each metric reads:
     - reward/mean, reward/std, freshness/*: the trained attempts.
@@ -593,7 +595,7 @@ def step_metrics(
 
     sampled = [a for a in attempts if a.sampler_logprobs is not None]
     if sampled:
-        m.update(_agreement(sampled, trainer_logprobs))
+        m.update(_agreement(sampled, trainer_logprobs, problems))
 
     if episodes is None:
         episodes = episode_stats(attempts)
@@ -602,7 +604,9 @@ def step_metrics(
 
 
 def _agreement(
-    sampled: list[Attempt], trainer_logprobs: Mapping[str, Any] | None
+    sampled: list[Attempt],
+    trainer_logprobs: Mapping[str, Any] | None,
+    problems: list[str] | None = None,
 ) -> dict[str, float | None]:
     """sampling/entropy_estimate over every sampled token, and the mismatch metrics over the
     attempts whose trainer logprobs match their sampled tokens in number."""
@@ -618,6 +622,14 @@ def _agreement(
         return m
     tl = [trainer_logprobs.get(a.attempt_id) for a in sampled]
     keep = [t is not None and len(t) == n for t, n in zip(tl, lengths)]
+    if problems is not None:
+        for a, t, n in zip(sampled, tl, lengths):
+            if t is not None and len(t) != n:
+                problems.append(
+                    f"attempt {a.attempt_id}: {len(t)} trainer logprobs for {n} sampled tokens; "
+                    "left out of the mismatch"
+                )
+                break
     if not any(keep):
         return m
     if all(keep):

@@ -279,7 +279,8 @@ class Run:
         self._max_failures = cfg.rollout.max_consecutive_rollout_failures
         self._unusable_in_a_row = 0
         self._failures_in_a_row = 0
-        self._nonfinite: list[Attempt] = []
+        # Attempts with working data to drop or non-finite numbers to spell when written.
+        self._fixups: list[Attempt] = []
         self._warned: set[str] = set()
         self._phase = "starting"
         self._progress_extra: dict[str, Any] = {}
@@ -473,10 +474,15 @@ class Run:
                 transcript,
                 discard_reason,
             )
-            if (reward is not None and reward - reward != 0.0) or (
-                duration is not None and duration - duration != 0.0
+            if (
+                err is not None
+                or sampler_logprobs is not None
+                or transcript is not None
+                or discard_reason is not None
+                or (reward is not None and reward - reward != 0.0)
+                or (duration is not None and duration - duration != 0.0)
             ):
-                self._nonfinite.append(a)  # spelled as strings when written (FORMAT.md)
+                self._fixups.append(a)
             bucket = self._pending.get(step)
             if bucket is None:
                 self._pending[step] = [a]
@@ -589,7 +595,7 @@ class Run:
                 )
             except Exception as exc:  # never break the loop over our own failure
                 _warn(f"step {step}: metrics not computed: {type(exc).__name__}: {exc}")
-            self._guarded(f"step {step}: attempts not written", self._write_attempts, batch)
+            self._guarded(f"step {step}: attempts not written", self._write_attempts, batch, step)
             self._guarded(f"step {step}: step record not written", self._append, STEPS, record)
             self._mirror_log(record)
             self._check_unusable(step, decision)
@@ -651,12 +657,15 @@ class Run:
             "time": now,
             "policy_version": step + 1 if policy_version is None else policy_version,
         }
-        m.update(step_metrics(decision, batch, self._state, trainer_logprobs, episodes))
+        problems: list[str] = []
+        m.update(step_metrics(decision, batch, self._state, trainer_logprobs, episodes, problems))
+        if problems:
+            self._warn_once("tlp-len", f"step {step}: {problems[0]}")
         step_seconds = now - self._last_step_time
         self._last_step_time = now
         m["perf/step_seconds"] = step_seconds
         if step_seconds > 0:
-            m["perf/tokens_per_second"] = sum(a.response_tokens for a in batch) / step_seconds
+            m["perf/tokens_per_second"] = sum([a.response_tokens for a in batch]) / step_seconds
         for key, value in (metrics or {}).items():
             key = str(key)
             if key in RESERVED_STEP_KEYS:
@@ -668,63 +677,59 @@ class Run:
     def _check_trainer_logprobs(
         self, step: int, batch: list[Attempt], trainer_logprobs: Mapping[str, Any]
     ) -> None:
-        known = {a.attempt_id: a for a in batch}
-        for aid, lp in trainer_logprobs.items():
-            a = known.get(aid)
-            if a is None:
-                self._warn_once(
-                    "tlp-unknown",
-                    f"step {step}: trainer logprobs for attempt {aid!r}, not of this update; "
-                    "ignored",
-                )
-            elif a.sampler_logprobs is None:
+        unknown = trainer_logprobs.keys() - {a.attempt_id for a in batch}
+        if unknown:
+            self._warn_once(
+                "tlp-unknown",
+                f"step {step}: trainer logprobs for attempts not of this update "
+                f"(e.g. {sorted(map(str, unknown))[0]!r}); ignored",
+            )
+        if len(unknown) < len(trainer_logprobs):
+            orphans = [
+                a.attempt_id
+                for a in batch
+                if a.sampler_logprobs is None and a.attempt_id in trainer_logprobs
+            ]
+            if orphans:
                 self._warn_once(
                     "tlp-nosampler",
-                    f"step {step}: attempt {aid} has trainer logprobs but no sampler logprobs; "
-                    "left out of the mismatch",
-                )
-            elif len(lp) != len(a.sampler_logprobs):
-                self._warn_once(
-                    "tlp-len",
-                    f"step {step}: attempt {aid}: {len(lp)} trainer logprobs for "
-                    f"{len(a.sampler_logprobs)} sampled tokens; left out of the mismatch",
+                    f"step {step}: attempt {orphans[0]} has trainer logprobs but no sampler "
+                    "logprobs; left out of the mismatch",
                 )
 
-    def _write_attempts(self, batch: list[Attempt]) -> None:
-        """Write an update's attempts (transcripts too), then drop their working data."""
+    def _write_attempts(self, batch: list[Attempt], upto: int | None = None) -> None:
+        """Write attempts (of updates up to ``upto``; None: all), transcripts too."""
         if not batch:
             return
-        if any(a.transcript is not None for a in batch):
-            by_step: dict[int, list[Attempt]] = {}
-            for a in batch:
-                if a.transcript is not None:
-                    by_step.setdefault(a.step, []).append(a)
-            for s, attempts in by_step.items():
-                self._guarded(
-                    f"step {s}: transcripts not written", self._write_transcripts, s, attempts
-                )
-        for a in batch:  # back to defaults, which are not encoded; frees logprobs early
-            a.error = a.sampler_logprobs = a.transcript = a.given_reason = None
-        if self._nonfinite:
-            self._spell_nonfinite(batch)
+        fix = self._fixups
+        if fix:
+            if upto is None:
+                mine, self._fixups = fix, []
+            else:
+                mine = [a for a in fix if a.step <= upto]
+                self._fixups = [a for a in fix if a.step > upto] if len(mine) < len(fix) else []
+            self._write_transcripts_of(mine)
+            for a in mine:
+                # Back to defaults, which are not encoded (and the logprobs are freed early).
+                a.error = a.sampler_logprobs = a.transcript = a.given_reason = None
+                r, d = a.reward, a.duration
+                if r is not None and r - r != 0.0:
+                    a.reward = _nonfinite(r)  # type: ignore[assignment]
+                if d is not None and d - d != 0.0:
+                    a.duration = _nonfinite(d)  # type: ignore[assignment]
         try:
             data = _ENCODER.encode_lines(batch)
         except Exception:  # a value msgspec cannot encode: find it, keep the record scrubbed
-            data = b"".join(self._encode_one(a) for a in batch)
+            data = b"".join([self._encode_one(a) for a in batch])
         self._files[ROLLOUTS].append(data)
 
-    def _spell_nonfinite(self, batch: list[Attempt]) -> None:
-        ids = {id(a) for a in batch}
-        keep = []
-        for a in self._nonfinite:
-            if id(a) not in ids:
-                keep.append(a)
-                continue
-            if a.reward is not None and a.reward - a.reward != 0.0:
-                a.reward = _nonfinite(a.reward)  # type: ignore[assignment]
-            if a.duration is not None and a.duration - a.duration != 0.0:
-                a.duration = _nonfinite(a.duration)  # type: ignore[assignment]
-        self._nonfinite = keep
+    def _write_transcripts_of(self, attempts: list[Attempt]) -> None:
+        by_step: dict[int, list[Attempt]] = {}
+        for a in attempts:
+            if a.transcript is not None:
+                by_step.setdefault(a.step, []).append(a)
+        for s, some in by_step.items():
+            self._guarded(f"step {s}: transcripts not written", self._write_transcripts, s, some)
 
     def _encode_one(self, a: Attempt) -> bytes:
         try:
