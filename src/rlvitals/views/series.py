@@ -11,7 +11,6 @@ import numpy as np
 from ..errors import UsageError
 from ..jsonio import dumps
 from ..model import RunData
-from ..schema import is_canonical
 
 __all__ = ["fmt_value", "metrics_json", "metrics_text", "select_metrics"]
 
@@ -22,7 +21,7 @@ def select_metrics(
     """The metric names to show: ``wanted`` (a trailing ``/`` selects a prefix) or all."""
     names = data.names()
     if not wanted:
-        return [n for n in names if include_original or is_canonical(n)]
+        return [n for n in names if include_original or data.is_canonical(n)]
     out: list[str] = []
     for w in wanted:
         if w.endswith("/"):
