@@ -52,7 +52,7 @@ def build(runs: list[RunData], *, first: int = 10) -> dict[str, Any]:
     for r in runs[1:]:
         names &= set(r.names())
     metrics: dict[str, Any] = {}
-    for name in sorted(n for n in names if comparable(n)):
+    for name in sorted(n for n in names if comparable(n) and all(r.is_canonical(n) for r in runs)):
         early_all, means, slopes, lasts = [], [], [], []
         for r in runs:
             s = r.series(name)

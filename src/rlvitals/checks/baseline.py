@@ -20,7 +20,7 @@ def check(ctx: Context) -> list[Finding]:
     first = int(base.get("first_steps", 10))
     out: list[Finding] = []
     for name, spec in sorted(base.get("metrics", {}).items()):
-        if not comparable(name):
+        if not comparable(name) or not ctx.data.is_canonical(name):
             continue
         s = ctx.finite(name)
         if s is None or len(s) < MIN_WINDOW:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..schema import is_canonical
 from .base import Finding
 from .context import Context, finding
 
@@ -31,7 +30,7 @@ def check(ctx: Context) -> list[Finding]:
             continue
         i = int(np.argmax(bad))
         hits.append((int(s.steps[i]), name, s, bad))
-    hits.sort(key=lambda h: (h[0], not is_canonical(h[1]), h[1]))
+    hits.sort(key=lambda h: (h[0], not ctx.data.is_canonical(h[1]), h[1]))
     out = []
     others = []
     for first, name, s, bad in hits:
