@@ -38,9 +38,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--poll",
         type=float,
-        default=0.25,
+        default=0.1,
         metavar="SECONDS",
-        help="how often to look for new records (default 0.25)",
+        help="how often to look for new records (default 0.1)",
     )
     p.add_argument("--verbose", action="store_true", help="log every request")
     p.set_defaults(func=run)

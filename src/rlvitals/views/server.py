@@ -77,7 +77,6 @@ class _Run:
         self.report: Report | None = None
         self.report_blob: bytes = b""
         self.sent: dict[str, tuple[int, int, float]] = {}  # name -> (points, last step, value)
-        self.summary_key: tuple[Any, ...] = ()
         self.tsteps: list[dict[str, Any]] = []
         self.last_check = -math.inf
         self.check_cost = 0.0
@@ -153,6 +152,7 @@ class Hub:
         self.discover_interval = discover_interval
         self.depth = depth
         self.recheck_idle = 5.0
+        self.judge_budget = 0.1
         self._judge = judge
         self.lock = threading.RLock()
         self.runs: dict[str, _Run] = {}
@@ -255,9 +255,7 @@ class Hub:
         return run_checks(data, baseline=self.baseline, stall_after=self.stall_after)
 
     def _check(self, run: _Run, now: float) -> bool:
-        """Re-judge ``run`` if due; True if its report changed."""
-        if not run.check_due or now - run.last_check < max(self.check_interval, 5 * run.check_cost):
-            return False
+        """Re-judge ``run``; True if its report changed."""
         t0 = time.perf_counter()
         try:
             report = self.judge(run.data)
@@ -315,47 +313,67 @@ class Hub:
         payload = run_payload(run.id, run.data, run.report, transcript_steps=run.tsteps)
         return payload
 
+    def _publish(self, run: _Run, *, report_changed: bool) -> None:
+        """Send what changed in ``run`` since the pages last heard of it."""
+        names = dashboard_metrics(run.data, run.report)
+        summary = run_summary(run.id, run.data, run.report)
+        event: dict[str, Any] = {
+            "id": run.id,
+            "summary": summary,
+            "series": self._delta(run, names),
+        }
+        if report_changed:
+            event["report"] = _report_dict(run.report)
+            event["transcript_steps"] = run.tsteps
+        if len(run.data.warnings) != run.n_warnings:
+            run.n_warnings = len(run.data.warnings)
+            event["warnings"] = run.data.warnings[:50]
+            event["n_warnings"] = run.n_warnings
+        blob = _event("delta", event)
+        for sub in self._subs:
+            if run.id in sub.runs:
+                sub.put(blob)
+
+    def _due(self, run: _Run, now: float) -> bool:
+        return run.check_due and now - run.last_check >= max(
+            self.check_interval, 10 * run.check_cost
+        )
+
     def poll(self, now: float | None = None) -> int:
-        """One pass over every run; returns how many changed."""
+        """One pass: read every run's new records and send them, then re-judge the runs that
+        are due, oldest judgement first, for at most ``judge_budget`` seconds (at least one).
+        Returns how many events went out."""
         now = time.monotonic() if now is None else now
         found = self.discover()
         changed = 0
-        with self.lock:
-            for run in list(self.runs.values()):
+        for run in list(self.runs.values()):
+            with self.lock:  # per run, so a long first read does not hold every page up
                 try:
                     new_data = run.reader.poll()
                 except (OSError, RlvitalsError) as exc:
                     run.data.warnings.append(f"read failed: {exc}")
                     new_data = False
-                if new_data or (
+                if new_data:
+                    run.check_due = True
+                    self._publish(run, report_changed=False)
+                    changed += 1
+                elif (
                     run.data.info.get("status") == "running"
                     and now - run.last_check >= self.recheck_idle
                 ):
-                    # Liveness changes with the clock: re-judge an idle running run now and then.
-                    run.check_due = True
-                report_changed = self._check(run, now)
-                if not (new_data or report_changed):
-                    continue
-                changed += 1
-                names = dashboard_metrics(run.data, run.report)
-                summary = run_summary(run.id, run.data, run.report)
-                event: dict[str, Any] = {
-                    "id": run.id,
-                    "summary": summary,
-                    "series": self._delta(run, names),
-                }
-                if report_changed:
-                    event["report"] = _report_dict(run.report)
-                    event["transcript_steps"] = run.tsteps
-                if len(run.data.warnings) != run.n_warnings:
-                    run.n_warnings = len(run.data.warnings)
-                    event["warnings"] = run.data.warnings[:50]
-                    event["n_warnings"] = run.n_warnings
-                blob = _event("delta", event)
-                for sub in self._subs:
-                    if run.id in sub.runs:
-                        sub.put(blob)
-                run.summary_key = _summary_key(summary)
+                    run.check_due = True  # liveness changes with the clock alone
+        t0 = time.perf_counter()
+        due = sorted(
+            (r for r in self.runs.values() if self._due(r, now)), key=lambda r: r.last_check
+        )
+        for run in due:
+            with self.lock:
+                if self._check(run, now):
+                    self._publish(run, report_changed=True)
+                    changed += 1
+            if time.perf_counter() - t0 > self.judge_budget:
+                break
+        with self.lock:
             if changed or found:
                 index = _event("index", {"runs": self._index()})
                 for sub in self._subs:
@@ -363,7 +381,7 @@ class Hub:
             self._subs = [s for s in self._subs if not s.dead]
         return changed
 
-    def run_forever(self, interval: float = 0.25) -> None:
+    def run_forever(self, interval: float = 0.1) -> None:
         """Poll until ``stop()``."""
         while not self.stopped.is_set():
             t0 = time.monotonic()
@@ -443,10 +461,6 @@ def _report_dict(report: Report | None) -> dict[str, Any]:
     from ..jsonio import clean
 
     return clean(report.to_dict()) if report is not None else {}
-
-
-def _summary_key(s: dict[str, Any]) -> tuple[Any, ...]:
-    return (s.get("status"), s.get("last_step"), s.get("verdict"), s.get("worst"))
 
 
 # -- Prometheus --------------------------------------------------------------------------
@@ -726,7 +740,7 @@ def serve_in_background(
     *,
     baseline: dict[str, Any] | None = None,
     shading: dict[str, Any] | None = None,
-    poll_interval: float = 0.25,
+    poll_interval: float = 0.1,
     stall_after: float | None = None,
 ) -> tuple[str, Callable[[], None]]:
     """Serve the live dashboard from daemon threads; returns ``(url, stop)``.
@@ -758,7 +772,7 @@ def serve(
     *,
     baseline: dict[str, Any] | None = None,
     shading: dict[str, Any] | None = None,
-    poll_interval: float = 0.25,
+    poll_interval: float = 0.1,
     stall_after: float | None = None,
     verbose: bool = False,
     on_ready: Callable[[str, Hub], None] | None = None,

@@ -78,16 +78,18 @@
   }
   function applyDelta(ev) {
     var r = state.runs[ev.id];
-    if (!r || !r.loaded) return;
+    if (!r || !r.loaded) return [];
     summary(r, ev.summary || {});
     Object.keys(ev.series || {}).forEach(function (n) {
       var d = ev.series[n], cur = r.series[n];
       if (d.r || !cur) { setSeries(r, n, d); return; }
       for (var i = 0; i < d.s.length; i++) { cur.s.push(d.s[i]); cur.v.push(num(d.v[i])); }
     });
-    if ("report" in ev) r.report = ev.report;
+    var parts = ["runs", "verdicts", "plots"];
+    if ("report" in ev) { r.report = ev.report; parts.push("findings", "transcripts"); }
     if ("transcript_steps" in ev) r.transcript_steps = ev.transcript_steps;
-    if ("warnings" in ev) { r.warnings = ev.warnings; r.n_warnings = ev.n_warnings; }
+    if ("warnings" in ev) { r.warnings = ev.warnings; r.n_warnings = ev.n_warnings; parts.push("warnings"); }
+    return state.selected.indexOf(ev.id) >= 0 ? parts : ["runs"];
   }
 
   // -- layout -------------------------------------------------------------------------------
@@ -509,20 +511,30 @@
     });
   }
 
+  // What needs drawing again: a new step redraws the plots, the runs and the verdict cards;
+  // the findings and the transcript viewer change only with a new report or selection.
+  var ALL = ["runs", "verdicts", "findings", "plots", "transcripts", "warnings"];
+  var dirty = {};
   function renderAll() {
+    ALL.forEach(function (k) { dirty[k] = true; });
+    renderDirty();
+  }
+  function renderDirty() {
     state.pending = false;
     renderHeader();
-    renderRuns();
-    renderVerdicts();
-    renderFindings();
-    renderPlots();
-    renderTranscripts();
-    renderWarnings();
+    if (dirty.runs) renderRuns();
+    if (dirty.verdicts) renderVerdicts();
+    if (dirty.findings) renderFindings();
+    if (dirty.plots) renderPlots();
+    if (dirty.transcripts) renderTranscripts();
+    if (dirty.warnings) renderWarnings();
+    dirty = {};
   }
-  function schedule() {
+  function schedule(parts) {
+    (parts || ALL).forEach(function (k) { dirty[k] = true; });
     if (state.pending) return;
     state.pending = true;
-    setTimeout(renderAll, 60);
+    setTimeout(renderDirty, 30);
   }
 
   // -- selection and live updates -----------------------------------------------------------
@@ -548,8 +560,7 @@
     runs.forEach(function (s) { summary(getRun(s.id), s); });
     var before = state.selected.length;
     defaultSelection();
-    if (state.selected.length !== before) connect();
-    schedule();
+    if (state.selected.length !== before) { connect(); schedule(); } else schedule(["runs"]);
   }
 
   function connect() {
@@ -560,7 +571,7 @@
     es.addEventListener("error", function () { state.connected = false; renderHeader(); });
     es.addEventListener("index", function (m) { onIndex(JSON.parse(m.data).runs); });
     es.addEventListener("snapshot", function (m) { ingest(JSON.parse(m.data)); schedule(); });
-    es.addEventListener("delta", function (m) { applyDelta(JSON.parse(m.data)); schedule(); });
+    es.addEventListener("delta", function (m) { schedule(applyDelta(JSON.parse(m.data))); });
   }
 
   function tick() {
@@ -578,7 +589,7 @@
   window.addEventListener("resize", function () {
     clearTimeout(resizeTimer);
     resizeTimer = setTimeout(function () {
-      Object.keys(state.cards).forEach(function (id) { var c = state.cards[id]; if (c.plot) c.plot.render(); });
+      Object.keys(state.cards).forEach(function (id) { var c = state.cards[id]; if (c.plot) c.plot.resize(); });
     }, 150);
   });
 

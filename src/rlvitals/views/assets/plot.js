@@ -125,13 +125,17 @@
     this.render();
   }
   Plot.prototype.update = function (opts) { this.opts = opts; this.render(); };
+  /* Measure the container again (after a resize); render() reuses the last measure so that
+   * redrawing many plots does not force a layout per plot. */
+  Plot.prototype.resize = function () { this.width = null; this.render(); };
   Plot.prototype.visibleLines = function () {
     var hidden = this.hidden;
     return (this.opts.lines || []).filter(function (l) { return !hidden[l.key]; });
   };
   Plot.prototype.render = function () {
     var o = this.opts, self = this;
-    var W = Math.max(260, Math.floor(this.container.clientWidth || 480));
+    if (!this.width) this.width = Math.max(260, Math.floor(this.container.clientWidth || 480));
+    var W = this.width;
     var H = o.height || 210;
     var m = {l: 54, r: 14, t: 12, b: 24};
     var pw = W - m.l - m.r, ph = H - m.t - m.b;
