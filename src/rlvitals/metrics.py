@@ -381,6 +381,10 @@ def _concat(arrays: Sequence[Any], total: int) -> np.ndarray:
     first = arrays[0]
     if type(first) is list and all(type(x) is list for x in arrays):
         return np.fromiter(chain.from_iterable(arrays), np.float64, total)
+    if isinstance(first, np.ndarray) and all(
+        isinstance(x, np.ndarray) and x.ndim == 1 for x in arrays
+    ):
+        return np.concatenate(arrays, dtype=np.float64)  # one C call, any float dtype
     torch = sys.modules.get("torch")
     if torch is not None and all(isinstance(x, torch.Tensor) for x in arrays):
         joined = torch.cat([x.detach().reshape(-1) for x in arrays])
@@ -420,20 +424,19 @@ def _mismatch(
     t_all = _concat(trainers, total)
     delta = t_all - s_all  # (N,) Δ per token
     em1 = np.expm1(np.minimum(delta, MAX_LOG_RATIO))  # (N,) w - 1, exact for tiny Δ
-    w = em1 + 1.0
-    # k3 = w - 1 - Δ >= 0 in exact arithmetic; expm1 avoids cancellation for small Δ and the
-    # clamp removes what rounding is left, so the estimate is never negative.
-    k3 = np.maximum(em1 - delta, 0.0)
-    absd = np.abs(delta)
+    # Per attempt sums of k3 = w - 1 - Δ, |Δ| and Δ; the step means come from the same sums.
     nonempty = lengths > 0
     idx = (np.cumsum(lengths) - lengths)[nonempty]  # start of each non-empty attempt
     n = len(samplers)
     k3_sum = np.zeros(n)
     abs_sum = np.zeros(n)
     d_sum = np.zeros(n)
-    k3_sum[nonempty] = np.add.reduceat(k3, idx)
-    abs_sum[nonempty] = np.add.reduceat(absd, idx)
+    k3_sum[nonempty] = np.add.reduceat(em1 - delta, idx)
+    abs_sum[nonempty] = np.add.reduceat(np.abs(delta), idx)
     d_sum[nonempty] = np.add.reduceat(delta, idx)
+    # k3 >= 0 in exact arithmetic; expm1 avoids the cancellation of exp(Δ) - 1 for small Δ
+    # and the clamp removes what rounding is left, so the estimate is never negative.
+    np.maximum(k3_sum, 0.0, out=k3_sum)
     with np.errstate(invalid="ignore", divide="ignore"):
         kl_a = k3_sum / lengths
         abs_a = abs_sum / lengths
@@ -447,8 +450,10 @@ def _mismatch(
         # Empty attempts (0/0) or non-finite logprobs: spell them as the files do (FORMAT.md),
         # since these dicts are written as the attempts' ``mismatch`` records.
         per = [clean(p) for p in per]
-    sw = float(w.sum())
-    sw2 = float(np.square(w).sum())  # not np.dot: BLAS threads cost more than they save here
+    # Σw and Σw² from w - 1 (not np.dot: BLAS threads cost more than they save here).
+    s1 = float(em1.sum())
+    sw = total + s1
+    sw2 = total + 2.0 * s1 + float(np.square(em1).sum())
     # Sequence ESS in log space: w_i = exp(a_i), a_i = ΣΔ over the attempt's tokens; the ratio
     # is unchanged by the shift exp(a_i - max a), which keeps every w_i finite.
     a = d_sum[nonempty]
@@ -458,9 +463,9 @@ def _mismatch(
     else:
         ess_seq = math.nan
     out = {
-        "train/mismatch_kl": float(k3.mean()),
-        "train/mismatch_k1": float(-delta.mean()),
-        "train/logprob_abs_diff": float(absd.mean()),
+        "train/mismatch_kl": float(k3_sum.sum()) / total,
+        "train/mismatch_k1": -float(d_sum.sum()) / total,
+        "train/logprob_abs_diff": float(abs_sum.sum()) / total,
         "train/mismatch_ess": sw * sw / (total * sw2) if sw2 > 0 else math.nan,
         "train/mismatch_ess_seq": ess_seq,
     }
