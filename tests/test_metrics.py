@@ -502,3 +502,14 @@ def test_k3_is_never_negative_and_ess_lies_in_zero_one(attempts):
     assert all(p["kl"] >= 0 for p in per)
     assert 0 < m["train/mismatch_ess"] <= 1 + 1e-12
     assert 0 < m["train/mismatch_ess_seq"] <= 1 + 1e-12
+
+
+def test_non_finite_rewards_are_compared_one_by_one():
+    g = [att("a", "g", math.nan), att("b", "g", math.nan)]  # the same: no signal
+    g += [att("c", "h", math.nan), att("d", "h", 1.0)]  # differ
+    g += [att("e", "k", 1.0), att("f", "k", 1.0)]
+    d, m = run_update(g, 0)
+    assert d.groups == {"g": NO_VARIANCE, "h": None, "k": NO_VARIANCE}
+    assert m["groups/signal_fraction"] == pytest.approx(1 / 3)
+    assert m["groups/all_solved"] == 1  # k; bounds from the finite rewards: 0 and 1
+    assert math.isnan(m["reward/mean"])

@@ -32,6 +32,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import chain
+from operator import attrgetter
 from typing import Any
 
 import msgspec
@@ -355,6 +356,11 @@ def episode_stats(attempts: Iterable[Attempt]) -> EpisodeStats:
     return stats
 
 
+_retries = attrgetter("retries")
+_tokens = attrgetter("response_tokens")
+_duration = attrgetter("duration")
+
+
 def _pstd(values: Sequence[float]) -> float:
     n = len(values)
     m = math.fsum(values) / n
@@ -450,23 +456,23 @@ def _mismatch(
         # Empty attempts (0/0) or non-finite logprobs: spell them as the files do (FORMAT.md),
         # since these dicts are written as the attempts' ``mismatch`` records.
         per = [clean(p) for p in per]
-    # Σw and Σw² from w - 1 (not np.dot: BLAS threads cost more than they save here).
-    s1 = float(em1.sum())
-    sw = total + s1
-    sw2 = total + 2.0 * s1 + float(np.square(em1).sum())
+    w = em1 + 1.0  # Σw² from w itself: from w - 1 it cancels badly when w << 1
+    sw = float(w.sum())
+    sw2 = float(np.square(w).sum())  # not np.dot: BLAS threads cost more than they save here
     # Sequence ESS in log space: w_i = exp(a_i), a_i = ΣΔ over the attempt's tokens; the ratio
     # is unchanged by the shift exp(a_i - max a), which keeps every w_i finite.
     a = d_sum[nonempty]
     if np.all(np.isfinite(a)):
         ws = np.exp(a - a.max())
-        ess_seq = float(ws.sum() ** 2 / (len(ws) * np.square(ws).sum()))
+        ess_seq = min(1.0, float(ws.sum() ** 2 / (len(ws) * np.square(ws).sum())))
     else:
         ess_seq = math.nan
     out = {
         "train/mismatch_kl": float(k3_sum.sum()) / total,
         "train/mismatch_k1": -float(d_sum.sum()) / total,
         "train/logprob_abs_diff": float(abs_sum.sum()) / total,
-        "train/mismatch_ess": sw * sw / (total * sw2) if sw2 > 0 else math.nan,
+        # (Σw)² <= n·Σw² (Cauchy-Schwarz): the min only removes rounding above 1.
+        "train/mismatch_ess": min(1.0, sw * sw / (total * sw2)) if sw2 > 0 else math.nan,
         "train/mismatch_ess_seq": ess_seq,
     }
     return out, per
@@ -508,23 +514,31 @@ def step_metrics(
         by_group = {}
         for a in attempts:
             by_group.setdefault(a.group_id, []).append(a)
-    # Every group's graded rewards; they also move the run's reward bounds.
-    graded_by_group = []
+    # Every group's graded rewards, their lowest and highest; they also move the run's bounds.
+    # (graded rewards, lowest, highest) per group, None for a group without any
+    summary: list[tuple[list[float], float, float] | None] = []
     lo, hi = state.lowest, state.highest
     for members in by_group.values():
         graded = [r for a in members if (r := a.reward) is not None and a.error is None]
-        graded_by_group.append(graded)
-        finite = [r for r in graded if r == r]
-        if finite:
-            lo = min(lo, min(finite))
-            hi = max(hi, max(finite))
+        if not graded:
+            summary.append(None)
+            continue
+        if sum(graded) - sum(graded) == 0.0:  # no NaN or infinity: min and max are exact
+            gmin, gmax = min(graded), max(graded)
+            lo, hi = min(lo, gmin), max(hi, gmax)
+        else:
+            gmin = gmax = math.nan  # see below: compared element by element
+            finite = [r for r in graded if r - r == 0.0]
+            if finite:
+                lo, hi = min(lo, *finite), max(hi, *finite)
+        summary.append((graded, gmin, gmax))
     state.lowest, state.highest = lo, hi
     bottom, top = state.bounds()
 
     group_stds = []
     with_unusable = list(rewards)
     all_solved = none_solved = signal = 0
-    for (gid, members), graded in zip(by_group.items(), graded_by_group):
+    for (gid, members), g in zip(by_group.items(), summary):
         reason = decision.groups.get(gid)
         if reason is None:
             trained_rewards = [r for a in members if a.trained and (r := a.reward) is not None]
@@ -540,13 +554,23 @@ def step_metrics(
                     and a.error is None
                 ]
             )
-        if graded:
+        if g is None:
+            continue
+        graded, gmin, gmax = g
+        if gmin == gmin:  # every reward finite: the extremes tell
+            same = gmin == gmax
+            if same and gmin == top:
+                all_solved += 1
+            elif same and gmin == bottom:
+                none_solved += 1
+        else:
+            same = _all_same(graded)
             if all(x == top for x in graded):
                 all_solved += 1
             elif all(x == bottom for x in graded):
                 none_solved += 1
-            if not _all_same(graded):
-                signal += 1
+        if not same:
+            signal += 1
     m["reward/group_std_mean"] = _mean(group_stds)
     m["reward/mean_with_unusable"] = _mean(with_unusable)
     rejected = decision.rejected_groups
@@ -572,7 +596,7 @@ def step_metrics(
     # Every reason seen in the run so far: 0 this update is a measured zero, not a gap.
     for areason in state.rollout_reasons:
         m[f"discard/rollouts/{areason}"] = float(attempt_reasons.get(areason, 0))
-    m["rollouts/retries"] = float(sum([a.retries for a in attempts]))
+    m["rollouts/retries"] = float(sum(map(_retries, attempts)))
 
     responded = [  # produced a response: not cut before its first reply, its agent did not raise
         a
@@ -580,7 +604,7 @@ def step_metrics(
         if a.policy_version is not None
         and ((e := a.error) is None or not e.startswith("rollout_failed/"))
     ]
-    lengths = [a.response_tokens for a in responded]
+    lengths = list(map(_tokens, responded))
     m["response/length_mean"] = math.fsum(lengths) / len(lengths) if lengths else None
     m["response/truncated_rate"] = (
         len([1 for a in responded if a.truncated]) / len(lengths) if lengths else None
@@ -592,7 +616,7 @@ def step_metrics(
         m["freshness/lag_p90"] = _percentile(lags, 0.9)
         m["freshness/lag_max"] = float(lags[-1])
 
-    durations = sorted([d for a in attempts if (d := a.duration) is not None and d - d == 0.0])
+    durations = sorted([d for d in map(_duration, attempts) if d is not None and d - d == 0.0])
     if durations:
         m["perf/attempt_seconds_p50"] = _percentile(durations, 0.5)
         m["perf/attempt_seconds_p90"] = _percentile(durations, 0.9)
