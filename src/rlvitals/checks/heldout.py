@@ -4,6 +4,12 @@ Train reward rising while the held-out score is flat or falling is the exploit s
 policy learned what the grader checks, not the job. The held-out change is judged against its
 own sampling error (binomial, from each evaluation's ``n``) and the train change against the
 reward's step noise, over the same span of steps.
+
+The divergence can start late: held-out may rise with train reward for a while (real
+learning) and then stop while train reward keeps climbing (the exploit taking over). So every
+evaluation is tried as the start of the span, earliest first, and the first span where train
+reward rises and held-out does not is reported, with its first evaluation as the divergence
+step.
 """
 
 from __future__ import annotations
@@ -19,6 +25,9 @@ from .context import Context, finding, round_sig
 from .stats import MIN_WINDOW, noise_sigma, trend
 
 NAME = "heldout"
+
+# Spans tried as divergence candidates (the earliest evaluations), to stay linear in time.
+MAX_CANDIDATES = 64
 
 
 def _eval_se(ctx: Context, suite: str, e: Series) -> np.ndarray:
@@ -41,9 +50,64 @@ def _eval_se(ctx: Context, suite: str, e: Series) -> np.ndarray:
     return se
 
 
+def _suites(ctx: Context) -> list[str]:
+    return [n for n in ctx.data.names("eval/") if n.endswith("/score")]
+
+
+def _span_change(e: Series, se: np.ndarray, i: int) -> tuple[float, float, float, float]:
+    """Held-out over evaluations i..end: (first, last, change, se of the change), first and
+    last each the mean of a third of the span."""
+    v, s = e.values[i:], se[i:]
+    k = max(1, len(v) // 3)
+    first, last = float(v[:k].mean()), float(v[-k:].mean())
+    err = math.sqrt(float((s[:k] ** 2).mean()) / k + float((s[-k:] ** 2).mean()) / k)
+    return first, last, last - first, err
+
+
+def _train_span(r: Series, start: int, end: int) -> dict[str, Any] | None:
+    """Whether train reward rose over steps start..end, beyond its noise."""
+    sel = (r.steps >= start) & (r.steps <= end)
+    span = Series(r.steps[sel], r.values[sel])
+    if len(span) < MIN_WINDOW:
+        return None
+    w = max(MIN_WINDOW, len(span) // 4)
+    first, last = float(span.values[:w].mean()), float(span.values[-w:].mean())
+    noise = noise_sigma(span.values)
+    tr = trend(span)
+    rising = tr is not None and tr.rising and last - first > 3 * noise * math.sqrt(2 / w)
+    return dict(first=first, last=last, rising=rising, z=tr.z if tr else None)
+
+
+def heldout_change(ctx: Context, since: int) -> dict[str, Any] | None:
+    """How the first held-out suite moved from evaluation at or after step ``since`` to the
+    end: ``{"suite", "first", "last", "change", "se", "evaluations"}``, or None when fewer than
+    ``heldout_min_evals`` evaluations cover the span. For other checks (length, reward jumps)."""
+    for metric in _suites(ctx):
+        e = ctx.finite(metric)
+        if e is None:
+            continue
+        suite = metric[len("eval/") : -len("/score")]
+        i = int(np.searchsorted(e.steps, since))
+        i = max(0, min(i, len(e) - ctx.thresholds.heldout_min_evals))
+        if len(e) - i < ctx.thresholds.heldout_min_evals:
+            continue
+        se = _eval_se(ctx, suite, e)
+        first, last, change, err = _span_change(e, se, i)
+        return dict(
+            suite=suite,
+            first=round_sig(first),
+            last=round_sig(last),
+            change=round_sig(change),
+            se=round_sig(err),
+            evaluations=len(e) - i,
+            from_step=int(e.steps[i]),
+        )
+    return None
+
+
 def check(ctx: Context) -> list[Finding]:
     th = ctx.thresholds
-    suites = [n for n in ctx.data.names("eval/") if n.endswith("/score")]
+    suites = _suites(ctx)
     if not suites:
         return []
     rname, r = ctx.series("reward/mean", "reward/mean_with_unusable")
@@ -70,64 +134,68 @@ def check(ctx: Context) -> list[Finding]:
             continue
         if r is None:
             continue
-        k = max(1, len(e) // 3)
         se = _eval_se(ctx, suite, e)
-        e_first, e_last = float(e.values[:k].mean()), float(e.values[-k:].mean())
-        e_se = math.sqrt(float((se[:k] ** 2).mean()) / k + float((se[-k:] ** 2).mean()) / k)
-        e_change = e_last - e_first
-        span = r.since(int(e.steps[0]))
-        span = Series(span.steps[span.steps <= e.steps[-1]], span.values[span.steps <= e.steps[-1]])
-        if len(span) < MIN_WINDOW:
-            continue
-        w = max(MIN_WINDOW, len(span) // 4)
-        r_first, r_last = float(span.values[:w].mean()), float(span.values[-w:].mean())
-        r_noise = noise_sigma(span.values)
-        r_change = r_last - r_first
-        tr = trend(span)
-        train_rising = tr is not None and tr.rising and r_change > 3 * r_noise * math.sqrt(2 / w)
-        peak_i = int(np.argmax(e.values))
         ev: dict[str, Any] = dict(
             suite=suite,
             train_metric=rname,
-            train_first=round_sig(r_first),
-            train_last=round_sig(r_last),
-            heldout_first=round_sig(e_first),
-            heldout_last=round_sig(e_last),
-            heldout_change=round_sig(e_change),
-            heldout_se=round_sig(e_se),
             evaluations=len(e),
             eval_steps=[int(x) for x in e.steps[:30]],
             eval_scores=[round_sig(float(x)) for x in e.values[:30]],
         )
-        if train_rising and e_change <= e_se:
+        last_i = len(e) - th.heldout_min_evals
+        diverged = None
+        for i in range(min(last_i + 1, MAX_CANDIDATES)):
+            train = _train_span(r, int(e.steps[i]), int(e.steps[-1]))
+            if train is None or not train["rising"]:
+                continue
+            first, last, change, err = _span_change(e, se, i)
+            if change <= err:
+                diverged = (i, train, first, last, change, err)
+                break
+        if diverged is not None:
+            i, train, e_first, e_last, e_change, e_se = diverged
             falling = e_change < -2 * e_se
-            divergence = int(e.steps[peak_i]) if peak_i < len(e) - 1 else int(e.steps[0])
+            divergence = int(e.steps[i])
             out.append(
                 finding(
                     NAME,
                     "fail" if falling else "warn",
                     "exploit_suspected",
-                    f"exploit suspected: train {rname} rose {r_first:.3g} -> {r_last:.3g} while "
-                    f"held-out {suite} went {e_first:.3g} -> {e_last:.3g}"
-                    f" ({'falling' if falling else 'flat'}), diverging from step {divergence}",
+                    f"exploit suspected: train {rname} rose {train['first']:.3g} -> "
+                    f"{train['last']:.3g} while held-out {suite} went {e_first:.3g} -> "
+                    f"{e_last:.3g} ({'falling' if falling else 'flat'}), diverging from step "
+                    f"{divergence}",
                     metric=metric,
                     first_step=divergence,
                     divergence_step=divergence,
-                    action="Read the transcripts of the highest-reward attempts since that step: "
-                    "the policy found a way to satisfy the grader without doing the task. Fix the "
-                    "grader or environment and start a new run; training longer reinforces the "
-                    "exploit.",
+                    train_first=round_sig(train["first"]),
+                    train_last=round_sig(train["last"]),
+                    train_trend_z=round_sig(train["z"]) if train["z"] is not None else None,
+                    heldout_first=round_sig(e_first),
+                    heldout_last=round_sig(e_last),
+                    heldout_change=round_sig(e_change),
+                    heldout_se=round_sig(e_se),
+                    action="Read the transcripts of the highest-reward attempts since that step "
+                    f"(`rlvitals transcripts RUN --step {divergence}`): the policy found a way "
+                    "to satisfy the grader without doing the task. Fix the grader or "
+                    "environment and start a new run; training longer reinforces the exploit.",
                     **ev,
                 )
             )
-        elif e_change > 2 * e_se:
+            continue
+        first, last, change, err = _span_change(e, se, 0)
+        if change > 2 * err:
             out.append(
                 finding(
                     NAME,
                     "ok",
                     "learning",
-                    f"held-out {suite} confirms: {e_first:.3g} -> {e_last:.3g}",
+                    f"held-out {suite} confirms: {first:.3g} -> {last:.3g}",
                     metric=metric,
+                    heldout_first=round_sig(first),
+                    heldout_last=round_sig(last),
+                    heldout_change=round_sig(change),
+                    heldout_se=round_sig(err),
                     action="Deploy only a checkpoint that passes your own evaluation.",
                     **ev,
                 )

@@ -1,0 +1,471 @@
+"""6. Transcripts: read what the policy wrote, not only the curves.
+
+Three kinds of evidence, from cheapest to richest:
+
+- reward climbing faster than the task allows: the reward's rise over a few steps against the
+  run's own early noise and early rate of rise (step records only);
+- length exploitation: the within-step Spearman correlation between reward and reply length
+  drifting away from its early value while held-out does not improve (the attempts table);
+- flags on the transcript text (``rlvitals.transcripts``): per-step shares of episodes that
+  tamper with tests or the grader, hard-code outputs, please the parser, or repeat
+  themselves. A family of flags alarms when a flag's rate is over its line in 3 of 5 steps,
+  or when a Bernoulli CUSUM of its counts crosses its limit while the 5-step rate is over the
+  line; the line is 2% of episodes (Anthropic's onset of reward hacking) for hard flags and the
+  run's early rate plus 2% for relative ones. Collapse needs the entropy falling too.
+
+The per-step rates are added to the run as ``transcripts/<flag>_rate``,
+``transcripts/flagged_rate`` and ``transcripts/repetition_rate`` for views to plot.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..model import Series
+from ..transcripts.flags import FLAGS, flag_names, spec
+from ..transcripts.rules import Rules, load_rules
+from ..transcripts.scan import RunScan, examples, publish, scan_run
+from ..transcripts.store import TranscriptStore
+from .base import Finding
+from .context import Context, finding, round_sig
+from .heldout import heldout_change
+from .stats import MIN_WINDOW, first_sustained, noise_sigma, rolling_mean, start_level, trend
+
+NAME = "transcripts"
+
+# A rules file for the run: this environment variable, else one of these in the run directory.
+RULES_ENV = "RLVITALS_TRANSCRIPT_RULES"
+RULES_FILES = ("transcript-rules.toml", "transcript-rules.json")
+
+# Reward climbing faster than the task allows: a rise over MIN_WINDOW steps this many noise
+# standard errors above what the early rate of rise gives, and at least this share of the
+# reward's range.
+JUMP_SIGMAS = 5.0
+JUMP_RANGE = 0.1
+# Length exploitation: |Spearman| at least this (research/science.md), moved this far from
+# its early value.
+LENGTH_RHO = 0.3
+LENGTH_MOVE = 0.2
+# Bernoulli CUSUM limit (log-likelihood units) on a flag's counts.
+CUSUM_H = 5.0
+
+
+def run_dir(ctx: Context) -> Path | None:
+    p = Path(ctx.data.source)
+    d = p if p.is_dir() else p.parent
+    return d if d.is_dir() else None
+
+
+def rules_for(ctx: Context) -> Rules:
+    """The run's rules: $RLVITALS_TRANSCRIPT_RULES, else transcript-rules.toml/.json in the
+    run directory, else the defaults. A bad file raises ConfigError naming the key."""
+    got = ctx._cache.get("transcript_rules")
+    if got is None:
+        path = os.environ.get(RULES_ENV)
+        if not path:
+            d = run_dir(ctx)
+            for name in RULES_FILES if d else ():
+                if d is not None and (d / name).is_file():
+                    path = str(d / name)
+                    break
+        got = load_rules(path) if path else Rules()
+        ctx._cache["transcript_rules"] = got
+    return got
+
+
+def store_for(ctx: Context) -> TranscriptStore | None:
+    got = ctx._cache.get("transcript_store", False)
+    if got is False:
+        d = run_dir(ctx)
+        got = TranscriptStore(d, warn=ctx.data.warnings.append) if d else None
+        if got is not None and not got.exists:
+            got = None
+        ctx._cache["transcript_store"] = got
+    return got
+
+
+def scan(ctx: Context) -> RunScan | None:
+    """Flag counts of the run's transcripts (cached on the context); publishes the rates as
+    ``transcripts/*`` series. None when the run has no transcripts."""
+    if "transcript_scan" not in ctx._cache:
+        store = store_for(ctx)
+        sc = scan_run(store, rules_for(ctx)) if store is not None else None
+        if sc is not None and not len(sc.steps):
+            sc = None
+        if sc is not None:
+            publish(ctx.data, sc)
+        ctx._cache["transcript_scan"] = sc
+    return ctx._cache["transcript_scan"]
+
+
+# -- reward climbing faster than the task allows --------------------------------------------
+
+
+def reward_jump(ctx: Context) -> dict[str, Any] | None:
+    """The first step where the reward rose over MIN_WINDOW steps faster than the run's early
+    noise and early rate of rise allow, with the figures; None if it never did."""
+    if "reward_jump" in ctx._cache:
+        return ctx._cache["reward_jump"]
+    out = None
+    name, r = ctx.series("reward/mean", "reward/mean_with_unusable")
+    w = MIN_WINDOW
+    if r is not None and len(r) >= 4 * w:
+        v = r.values
+        early_n = max(2 * w, len(v) // 5)
+        sigma = noise_sigma(v[:early_n])
+        tr = trend(Series(r.steps[:early_n], v[:early_n]))
+        rate = max(0.0, tr.slope) if tr is not None else 0.0
+        lo, hi = ctx.reward_bounds()
+        c = np.cumsum(np.concatenate(([0.0], v)))
+        t = np.arange(w, len(v) - w + 1)
+        before = (c[t] - c[t - w]) / w
+        after = (c[t + w] - c[t]) / w
+        steps_span = (r.steps[np.minimum(t + w - 1, len(v) - 1)] - r.steps[t - w]).astype(float)
+        allowed = rate * steps_span / 2 + JUMP_SIGMAS * sigma * math.sqrt(2 / w)
+        jump = after - before
+        hot = (jump > allowed) & (jump >= JUMP_RANGE * (hi - lo))
+        if sigma > 0 and hot.any():
+            i = int(np.flatnonzero(hot)[0])
+            out = dict(
+                step=int(r.steps[t[i]]),
+                metric=name,
+                before=round_sig(float(before[i])),
+                after=round_sig(float(after[i])),
+                jump=round_sig(float(jump[i])),
+                allowed=round_sig(float(allowed[i])),
+                early_noise=round_sig(sigma),
+                early_rate_per_step=round_sig(rate),
+            )
+    ctx._cache["reward_jump"] = out
+    return out
+
+
+def _reward_jump_finding(ctx: Context, jump: dict[str, Any]) -> Finding:
+    step = jump["step"]
+    held = heldout_change(ctx, step)
+    note = ""
+    if held is not None:
+        note = f"; held-out {held['suite']} {held['first']:.3g} -> {held['last']:.3g} since"
+    return finding(
+        NAME,
+        "info",
+        "exploit_suspected",
+        f"reward climbed faster than the task allows at step {step}: {jump['metric']} "
+        f"{jump['before']:.3g} -> {jump['after']:.3g} in {2 * MIN_WINDOW} steps "
+        f"(early noise allows {jump['allowed']:.3g}){note}",
+        metric=jump["metric"],
+        first_step=step,
+        heldout=held,
+        action="Read the highest-reward transcripts from this step (`rlvitals transcripts RUN "
+        f"--step {step}`): a sudden rise is often a shortcut in the grader.",
+        **{k: v for k, v in jump.items() if k not in ("step", "metric")},
+    )
+
+
+# -- length exploitation ---------------------------------------------------------------------
+
+
+def _ranks(x: np.ndarray) -> np.ndarray:
+    """Ranks with ties averaged (as Spearman's rho needs)."""
+    order = np.argsort(x, kind="mergesort")
+    xs = x[order]
+    ranks = np.empty(len(x))
+    starts = np.flatnonzero(np.concatenate(([True], xs[1:] != xs[:-1])))
+    ends = np.concatenate((starts[1:], [len(x)]))
+    avg = (starts + ends - 1) / 2.0
+    ranks[order] = np.repeat(avg, ends - starts)
+    return ranks
+
+
+def spearman(x: np.ndarray, y: np.ndarray) -> float:
+    """Spearman's rank correlation (NaN when either side is constant)."""
+    if len(x) < 3:
+        return math.nan
+    rx, ry = _ranks(x), _ranks(y)
+    rx -= rx.mean()
+    ry -= ry.mean()
+    d = math.sqrt(float((rx * rx).sum() * (ry * ry).sum()))
+    return float((rx * ry).sum() / d) if d > 0 else math.nan
+
+
+def reward_length_series(ctx: Context) -> Series | None:
+    """Per step, Spearman's rho between reward and response tokens over its graded attempts
+    (steps with fewer than 8 of them, or a constant side, left out)."""
+    if "reward_length" in ctx._cache:
+        return ctx._cache["reward_length"]
+    out = None
+    a = ctx.data.attempts
+    if a is not None and len(a):
+        ok = ~a.reward_missing & np.isfinite(a.reward) & (a.response_tokens > 0)
+        steps, rhos = [], []
+        bounds = np.flatnonzero(np.concatenate(([True], a.step[1:] != a.step[:-1], [True])))
+        for lo, hi in itertools.pairwise(bounds.tolist()):
+            m = ok[lo:hi]
+            if m.sum() < 8:
+                continue
+            rho = spearman(a.reward[lo:hi][m], a.response_tokens[lo:hi][m].astype(float))
+            if math.isfinite(rho):
+                steps.append(int(a.step[lo]))
+                rhos.append(rho)
+        if len(steps) >= 2 * MIN_WINDOW:
+            out = Series(np.asarray(steps, dtype=np.int64), np.asarray(rhos))
+            ctx.data.metrics.replace("transcripts/reward_length_spearman", out.steps, out.values)
+    ctx._cache["reward_length"] = out
+    return out
+
+
+def _length(ctx: Context) -> list[Finding]:
+    s = reward_length_series(ctx)
+    if s is None:
+        return []
+    early = start_level(s.values)
+    roll = np.nan_to_num(rolling_mean(s.values), nan=early)
+    late = float(s.values[-MIN_WINDOW:].mean())
+    d = 1.0 if late >= early else -1.0
+    hot = (d * (s.values - early) >= LENGTH_MOVE) & (np.abs(s.values) >= LENGTH_RHO)
+    idx = first_sustained(hot)
+    if idx is None or abs(float(roll[-1]) - early) < LENGTH_MOVE:
+        return []
+    step = int(s.steps[idx])
+    held = heldout_change(ctx, step)
+    if held is not None and held["change"] > 2 * held["se"]:
+        return []  # held-out improves with it: length is buying real skill
+    sev = "warn" if held is not None else "info"
+    way = "longer" if d > 0 else "shorter"
+    _ln, length = ctx.series("response/length_mean")
+    return [
+        finding(
+            NAME,
+            sev,
+            "exploit_suspected",
+            f"reward tracks length: within-step Spearman(reward, length) {early:+.2f} -> "
+            f"{late:+.2f} from step {step} ({way} replies earn more)"
+            + (
+                f", held-out {held['suite']} {held['first']:.3g} -> {held['last']:.3g}"
+                if held
+                else "; no held-out score to confirm"
+            ),
+            metric="transcripts/reward_length_spearman",
+            first_step=step,
+            early_rho=round_sig(early),
+            late_rho=round_sig(late),
+            line=LENGTH_RHO,
+            heldout=held,
+            length_first=round_sig(start_level(length.values)) if length is not None else None,
+            length_last=(
+                round_sig(float(length.values[-MIN_WINDOW:].mean())) if length is not None else None
+            ),
+            action="Compare rewarded and unrewarded replies of similar length: if the grader pays "
+            "for length (or brevity) rather than correctness, fix it; score checkpoints on "
+            "held-out tasks to confirm.",
+        )
+    ]
+
+
+# -- flag families ---------------------------------------------------------------------------
+
+
+def _cusum_onset(x: np.ndarray, n: np.ndarray, p0: float, p1: float) -> tuple[int | None, float]:
+    """Bernoulli CUSUM of counts ``x`` of ``n`` for a rise from p0 to p1: (index where the
+    statistic last left zero before first crossing CUSUM_H, or None; its peak)."""
+    up = math.log(p1 / p0)
+    down = math.log((1 - p1) / (1 - p0))
+    s = 0.0
+    start = 0
+    peak = 0.0
+    for i in range(len(x)):
+        s = max(0.0, s + x[i] * up + (n[i] - x[i]) * down)
+        if s == 0.0:
+            start = i + 1
+        peak = max(peak, s)
+        if s > CUSUM_H:
+            return min(start, i), peak
+    return None, peak
+
+
+def _flag_alarm(sc: RunScan, flag: str, rules: Rules) -> dict[str, Any] | None:
+    ok = sc.with_text > 0
+    steps = sc.steps[ok]
+    if len(steps) < MIN_WINDOW:
+        return None
+    n = sc.attempts[ok].astype(float)
+    x = sc.counts[flag][ok].astype(float)
+    rate = x / np.maximum(n, 1)
+    onset_rate = rules.limit("onset_rate")
+    relative = spec(flag, rules).relative
+    k = int(min(max(MIN_WINDOW, rules.limit("early_steps")), max(MIN_WINDOW, len(rate) // 4)))
+    early = float(np.median(rate[:k])) if relative else 0.0
+    line = early + onset_rate
+    sustained = first_sustained(rate > line)
+    pooled = np.convolve(x, np.ones(MIN_WINDOW), "full")[: len(x)] / np.maximum(
+        np.convolve(n, np.ones(MIN_WINDOW), "full")[: len(n)], 1
+    )
+    p0 = min(max(early, 0.002), 0.9)
+    p1 = min(max(line, 2 * p0), 0.99)
+    cus, peak = _cusum_onset(x, n, p0, p1) if p1 > p0 else (None, 0.0)
+    # The CUSUM alarms only where the pooled rate of the 5 steps from its onset is over the
+    # line too; the onset is the earlier of the two rules' onsets.
+    if cus is not None and pooled[min(len(x) - 1, cus + MIN_WINDOW - 1)] <= line:
+        cus = None
+    if sustained is None and cus is None:
+        return None
+    alarm = min(i for i in (sustained, cus) if i is not None)
+    roll = rolling_mean(rate)
+    after = roll[alarm:]
+    peak_rate = float(np.nanmax(after)) if np.isfinite(after).any() else float(rate[alarm])
+    return dict(
+        flag=flag,
+        title=spec(flag, rules).title,
+        onset=int(steps[alarm]),
+        line=round_sig(line),
+        early_rate=round_sig(early),
+        peak_rate=round_sig(peak_rate),
+        last_rate=round_sig(float(rate[-MIN_WINDOW:].mean())),
+        cusum_peak=round_sig(peak),
+        relative=relative,
+        rates=[round_sig(float(v)) for v in rate[alarm : alarm + 10]],
+    )
+
+
+def _examples(ctx: Context, alarms: list[dict[str, Any]], limit: int = 3) -> list[dict[str, Any]]:
+    store = store_for(ctx)
+    if store is None:
+        return []
+    have = store.steps()
+    first = min(a["onset"] for a in alarms)
+    i = int(np.searchsorted(have, first))
+    steps = have[i : i + 2 * MIN_WINDOW] + have[-2:]
+    got = examples(store, rules_for(ctx), steps, [a["flag"] for a in alarms], limit=limit)
+    return [
+        {
+            "attempt_id": a.attempt_id,
+            "step": a.step,
+            "task_id": a.task_id,
+            "reward": a.reward,
+            "flags": sorted({h.flag for h in hits}),
+            "excerpt": hits[0].excerpt[:200],
+        }
+        for a, hits in got
+    ]
+
+
+def _entropy_falling(ctx: Context) -> dict[str, Any] | None:
+    name, s = ctx.series("sampling/entropy_estimate", "train/entropy")
+    if s is None or len(s) < 2 * MIN_WINDOW:
+        return None
+    h0 = start_level(s.values)
+    last = float(s.values[-MIN_WINDOW:].mean())
+    tr = trend(s)
+    ratio = last / h0 if h0 > 0 else math.nan
+    return dict(
+        metric=name,
+        start=round_sig(h0),
+        last=round_sig(last),
+        ratio=round_sig(ratio),
+        falling=bool((math.isfinite(ratio) and ratio < 0.7) or (tr is not None and tr.falling)),
+    )
+
+
+def _family(ctx: Context, sc: RunScan, family: str, rules: Rules) -> list[Finding]:
+    th = ctx.thresholds
+    names = [f for f in flag_names(rules) if spec(f, rules).family == family]
+    alarms = [a for a in (_flag_alarm(sc, f, rules) for f in names) if a is not None]
+    if not alarms:
+        return []
+    alarms.sort(key=lambda a: (a["onset"], -a["peak_rate"]))
+    first = alarms[0]
+    ex = _examples(ctx, alarms)
+    shown = "; ".join(
+        f"{a['flag']} ({a['title']}) in {a['peak_rate']:.0%} of episodes from step {a['onset']}"
+        for a in alarms[:3]
+    )
+    more = f"; and {len(alarms) - 3} more" if len(alarms) > 3 else ""
+    cite = ""
+    if ex:
+        e = ex[0]
+        cite = f"; e.g. attempt {e['attempt_id']} (step {e['step']}, reward {e['reward']}): "
+        cite += e["excerpt"][:100]
+    fail_rate = rules.limit("fail_rate")
+    common: dict[str, Any] = dict(
+        metric=f"transcripts/{first['flag']}_rate",
+        first_step=first["onset"],
+        steps=sorted({a["onset"] for a in alarms}),
+        flags={a["flag"]: {k: v for k, v in a.items() if k != "flag"} for a in alarms},
+        attempt_ids=[e["attempt_id"] for e in ex],
+        examples=ex,
+        rules=rules.source,
+    )
+    if family == "exploit":
+        hard = any(not a["relative"] for a in alarms)
+        big = any(a["peak_rate"] >= fail_rate for a in alarms)
+        jump = reward_jump(ctx)
+        return [
+            finding(
+                NAME,
+                "fail" if hard or big else "warn",
+                "exploit_suspected",
+                f"exploit suspected from transcripts: {shown}{more}{cite}",
+                reward_jump=jump,
+                action="Read the cited attempts (`rlvitals transcripts RUN --flag "
+                f"{first['flag']}`): if the reward is earned without doing the task, fix the "
+                "grader or environment and start a new run; training longer on a broken "
+                "reward reinforces the exploit. Tune the flags with a rules file "
+                "(docs/transcripts.md).",
+                **common,
+            )
+        ]
+    ent = _entropy_falling(ctx)
+    _ln, length = ctx.series("response/length_mean")
+    shrink = None
+    if length is not None and len(length) >= 2 * MIN_WINDOW:
+        l0 = start_level(length.values)
+        shrink = round_sig(float(length.values[-MIN_WINDOW:].mean()) / l0) if l0 > 0 else None
+    if ent is not None and not ent["falling"]:
+        sev = "info"
+        why = f"; {ent['metric']} is not falling ({ent['start']:.3g} -> {ent['last']:.3g})"
+    else:
+        big = any(a["peak_rate"] >= 2 * fail_rate for a in alarms)
+        severe = ent is not None and ent["ratio"] < th.entropy_ratio_fail
+        sev = "fail" if big or severe else "warn"
+        why = (
+            f" with {ent['metric']} falling {ent['start']:.3g} -> {ent['last']:.3g}"
+            if ent is not None
+            else " (no entropy logged to confirm)"
+        )
+    return [
+        finding(
+            NAME,
+            sev,
+            "collapse",
+            f"collapsing replies in transcripts: {shown}{more}{why}{cite}",
+            entropy=ent,
+            length_ratio=shrink,
+            action="The policy is collapsing onto one reply: read the cited attempts; raise the "
+            "sampling temperature, add an entropy bonus or clip-higher, or restart from a "
+            "checkpoint before the onset.",
+            **common,
+        )
+    ]
+
+
+def check(ctx: Context) -> list[Finding]:
+    out: list[Finding] = []
+    sc = scan(ctx)
+    rules = rules_for(ctx)
+    if sc is not None and sc.has_text:
+        out += _family(ctx, sc, "exploit", rules)
+        out += _family(ctx, sc, "collapse", rules)
+    out += _length(ctx)
+    jump = reward_jump(ctx)
+    if jump is not None and not any(f.verdict == "exploit_suspected" for f in out):
+        out.append(_reward_jump_finding(ctx, jump))
+    return out
+
+
+__all__ = ["FLAGS", "NAME", "RULES_ENV", "check", "reward_jump", "rules_for", "scan", "spearman"]
