@@ -15,7 +15,6 @@ from __future__ import annotations
 from array import array
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from itertools import pairwise
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -96,18 +95,22 @@ class SeriesBuilder:
         """Forget the series of ``name`` (no error if absent)."""
         self._cols.pop(name, None)
 
-    def extend(self, name: str, steps: list[int], values: list[float]) -> None:
+    def extend(
+        self, name: str, steps: list[int] | np.ndarray, values: list[float] | np.ndarray
+    ) -> None:
         """Record many values of ``name`` at once (same rules as ``add``, faster in bulk)."""
-        if not steps:
+        if len(steps) == 0:
             return
         col = self._cols.get(name)
         if col is None:
             col = self._cols[name] = _Column()
+        st = np.asarray(steps, dtype=np.int64)
+        va = np.asarray(values, dtype=np.float64)
         n = len(col.steps)
-        if (n and col.steps[n - 1] >= steps[0]) or any(b <= a for a, b in pairwise(steps)):
+        if (n and col.steps[n - 1] >= st[0]) or bool(np.any(st[1:] <= st[:-1])):
             col.dirty = True  # duplicates or disorder: sorted (last value wins) on next get
-        col.steps.extend(steps)
-        col.values.extend(values)
+        col.steps.frombytes(st.tobytes())
+        col.values.frombytes(va.tobytes())
         col.series = None
 
     def add_record(self, step: int, values: Mapping[str, float]) -> None:

@@ -52,6 +52,7 @@ class _Attempt(msgspec.Struct, gc=False):
 
 
 _DECODER = msgspec.json.Decoder(_Attempt, strict=False)
+_GENERIC = msgspec.json.Decoder()
 
 
 class _Tail:
@@ -97,16 +98,12 @@ class NativeReader:
         self._run_json_mtime: float | None = None
         self._attempts = AttemptTableBuilder()
         self._shard_index: dict[Path, int] = {}
-        self._pending_steps: dict[str, tuple[list[int], list[float]]] = {}
         del extra_rules  # our files already use the canonical names
 
     def poll(self) -> bool:
         changed = self._read_run_json()
         for p in _shards(self.dir, STEPS):
-            self._pending_steps = {}
-            changed |= self._read_lines(p, self._on_step)
-            for name, (steps, values) in self._pending_steps.items():
-                self.run.metrics.extend(name, steps, values)
+            changed |= self._read_chunks(p, self._decode_steps_chunk)
         for p in _shards(self.dir, ROLLOUTS):
             changed |= self._read_rollouts(p)
         changed |= self._read_lines(self.dir / EVALS, self._on_eval)
@@ -171,31 +168,134 @@ class NativeReader:
             changed = True
         return changed
 
-    def _on_step(self, rec: dict[str, Any], p: Path, lineno: int) -> None:
-        step = rec.get("step")
-        if isinstance(step, bool) or not isinstance(step, int):
-            raise ReadError(
-                f"expected an integer 'step' (not {step!r}); skipped", path=str(p), line=lineno
-            )
-        pending = self._pending_steps
-        for key, value in rec.items():
-            if key == "step":
+    def _decode_steps_chunk(self, chunk: bytes, p: Path, tail: _Tail) -> None:
+        """Step records of one chunk, column by column: the common case (every value a
+        number) goes to numpy in bulk; anything else is converted value by value, warning
+        with the line number."""
+        arr = np.frombuffer(chunk, dtype=np.uint8)
+        nl = np.flatnonzero(arr == 10)
+        starts = np.empty(len(nl), dtype=np.int64)
+        starts[0] = 0
+        starts[1:] = nl[:-1] + 1
+        lines_idx = np.flatnonzero(nl > starts)  # non-blank lines
+        try:
+            recs = _GENERIC.decode_lines(chunk)
+        except msgspec.DecodeError:
+            recs = None
+        first_line = tail.line
+        tail.offset += len(chunk)
+        tail.line += len(nl)
+        if recs is None or len(recs) != len(lines_idx):
+            recs, lines_idx = self._steps_one_by_one(chunk, starts, nl, p, first_line)
+        good, steps = [], []
+        for i, rec in enumerate(recs):
+            step = rec.get("step") if type(rec) is dict else None
+            if type(step) is not int or step < 0:
+                what = "a JSON object" if type(rec) is not dict else "an integer 'step' >= 0"
+                got = "" if type(rec) is not dict else f" (not {step!r})"
+                lineno = first_line + int(lines_idx[i])
+                self.run.warnings.append(f"{p}:{lineno}: expected {what}{got}; skipped")
                 continue
-            if type(value) is float or type(value) is int:
-                v: float | None = float(value)
-            else:
+            good.append(i)
+            steps.append(step)
+        if len(good) != len(recs):
+            recs = [recs[i] for i in good]
+            lines_idx = lines_idx[good]
+        if not recs:
+            return
+        step_arr = np.array(steps, dtype=np.int64)
+        # Records with the same keys in the same order (the usual case) go to numpy as one
+        # 2-D block; null (not measured) is masked out; a value numpy cannot read sends that
+        # block to the per-value path.
+        has_null = b"null" in chunk
+        # Every key is one quoted string; more quotes than that means string values, which
+        # go through the per-value path (only our NaN/Infinity spellings are numbers there).
+        has_strings = chunk.count(b'"') != 2 * sum(len(r) for r in recs)
+        blocks: dict[tuple[str, ...], list[int]] = {}
+        for i, rec in enumerate(recs):
+            blocks.setdefault(tuple(rec), []).append(i)
+        for keys, idx in blocks.items():
+            if has_strings:
+                self._steps_by_value(
+                    [recs[i] for i in idx], step_arr[idx], lines_idx[idx], p, first_line
+                )
+                continue
+            rows = [list(recs[i].values()) for i in idx]
+            try:
+                if has_null:
+                    obj = np.array(rows, dtype=object)
+                    present = obj != None  # noqa: E711 - elementwise on an object array
+                    obj[~present] = np.nan
+                    block = obj.astype(np.float64)
+                else:
+                    block = np.array(rows, dtype=np.float64)
+                    present = None
+            except (ValueError, TypeError):
+                self._steps_by_value(
+                    [recs[i] for i in idx], step_arr[idx], lines_idx[idx], p, first_line
+                )
+                continue
+            st = step_arr[idx]
+            for j, key in enumerate(keys):
+                if key == "step":
+                    continue
+                col = block[:, j]
+                if present is None:
+                    self.run.metrics.extend(key, st, col)
+                else:
+                    m = present[:, j].astype(bool)
+                    if m.any():
+                        self.run.metrics.extend(key, st[m], col[m])
+
+    def _steps_by_value(
+        self,
+        recs: list[dict[str, Any]],
+        steps: np.ndarray,
+        lines_idx: np.ndarray,
+        p: Path,
+        first_line: int,
+    ) -> None:
+        """The slow path: every value converted on its own; non-numbers warn with their line."""
+        keys: set[str] = set()
+        for rec in recs:
+            keys.update(rec)
+        keys.discard("step")
+        for key in sorted(keys):
+            keep, out = [], []
+            for i, rec in enumerate(recs):
+                value = rec.get(key)
+                if value is None:
+                    continue
                 v = to_float(value)
                 if v is None:
-                    if value is not None and key not in RESERVED_STEP_KEYS:
+                    if key not in RESERVED_STEP_KEYS:
+                        lineno = first_line + int(lines_idx[i])
                         self.run.warnings.append(
                             f"{p}:{lineno}: metric {key!r} is not a number ({value!r}); skipped"
                         )
                     continue
-            col = pending.get(key)
-            if col is None:
-                col = pending[key] = ([], [])
-            col[0].append(step)
-            col[1].append(v)  # type: ignore[arg-type]
+                keep.append(i)
+                out.append(v)
+            if keep:
+                self.run.metrics.extend(key, steps[keep], np.array(out, dtype=np.float64))
+
+    def _steps_one_by_one(
+        self, chunk: bytes, starts: np.ndarray, nl: np.ndarray, p: Path, first_line: int
+    ) -> tuple[list[Any], np.ndarray]:
+        """Decode a chunk msgspec refused line by line: bare NaN tokens are fine, a line that
+        is not JSON becomes one warning naming it."""
+        recs, idx = [], []
+        for i, (a, b) in enumerate(zip(starts.tolist(), nl.tolist())):
+            line = chunk[a:b]
+            if not line.strip():
+                continue
+            try:
+                recs.append(decode_line(line))
+            except ValueError as exc:
+                self.run.warnings.append(f"{p}:{first_line + i}: not JSON ({exc}); skipped")
+                continue
+            idx.append(i)
+        return recs, np.array(idx, dtype=np.int64)
 
     def _on_eval(self, rec: dict[str, Any], p: Path, lineno: int) -> None:
         step, suite, score = rec.get("step"), rec.get("suite"), to_float(rec.get("score"))
@@ -215,11 +315,20 @@ class NativeReader:
     # -- rollouts ----------------------------------------------------------------------------
 
     def _read_rollouts(self, p: Path) -> bool:
-        tail = self._tail(p)
         shard = self._shard_index.get(p)
         if shard is None:
             shard = self._shard_index[p] = len(self._attempts.files)
             self._attempts.files.append(str(p))
+        return self._read_chunks(
+            p, lambda chunk, p, tail: self._decode_chunk(chunk, p, tail, shard)
+        )
+
+    def _read_chunks(self, p: Path, decode: Any) -> bool:
+        """Feed the complete lines of ``p`` from where the last pass stopped to ``decode``, in
+        big chunks; a last line still being written waits for the next pass."""
+        if not p.is_file():
+            return False
+        tail = self._tail(p)
         changed = False
         try:
             f = open(p, "rb")  # noqa: SIM115 - closed by the with below
@@ -244,7 +353,7 @@ class NativeReader:
                     carry = buf
                     continue
                 carry = buf[last + 1 :]
-                self._decode_chunk(buf[: last + 1], p, tail, shard)
+                decode(buf[: last + 1], p, tail)
                 changed = True
         return changed
 
