@@ -77,14 +77,47 @@ def make_run(root: Path, n: int, seed: int = 0) -> Path:
     d = root / f"run-{n}"
     d.mkdir(parents=True, exist_ok=True)
     t = np.arange(n, dtype=np.float64)
-    base = {
-        name: 0.5 + 0.1 * np.tanh(t / max(n / 4, 1)) + 0.03 * rng.standard_normal(n)
-        for name in METRICS
+    noise = rng.standard_normal
+    learn = np.tanh(t / max(n / 4, 1))
+    level = {  # name -> (start, change over the run, noise)
+        "reward/mean": (0.35, 0.3, 0.03),
+        "reward/mean_with_unusable": (0.35, 0.3, 0.03),
+        "reward/std": (0.45, 0.0, 0.01),
+        "reward/group_std_mean": (0.4, -0.05, 0.01),
+        "groups/signal_fraction": (0.85, -0.1, 0.02),
+        "response/truncated_rate": (0.05, -0.03, 0.01),
+        "train/mismatch_ess": (0.999, 0.0, 1e-4),
+        "train/mismatch_ess_seq": (0.98, 0.0, 0.005),
+        "sampling/entropy_estimate": (0.8, -0.2, 0.01),
+        "train/clip_frac": (0.01, 0.0, 0.002),
+        "train/grad_norm": (0.5, 0.0, 0.05),
+        "train/loss": (0.0, 0.0, 0.01),
+        "train/lr": (3e-4, 0.0, 0.0),
+        "response/length_mean": (120, -20, 3),
     }
-    base["train/mismatch_kl"] = 3e-5 * np.exp(0.2 * rng.standard_normal(n))
+    base = {name: np.abs(0.5 + 0.03 * noise(n)) for name in METRICS}
+    for name, (a, b, c) in level.items():
+        base[name] = a + b * learn + c * noise(n)
+    base["train/mismatch_kl"] = 3e-5 * np.exp(0.2 * noise(n))
+    base["train/mismatch_k1"] = 1e-5 * noise(n)
+    base["train/logprob_abs_diff"] = 0.008 * np.exp(0.1 * noise(n))
+    for name in (
+        "freshness/lag_mean",
+        "freshness/lag_p90",
+        "freshness/lag_max",
+        "rollouts/retries",
+        "discard/groups/group_too_small",
+        "discard/rollouts/rollout_failed/TimeoutError",
+    ):
+        base[name] = np.zeros(n)
     base["groups/trained"] = np.full(n, 28.0)
     base["groups/rejected"] = np.full(n, 4.0)
+    base["discard/groups/no_variance"] = np.full(n, 4.0)
+    base["groups/all_solved"] = np.full(n, 1.0)
+    base["groups/none_solved"] = np.full(n, 3.0)
     base["rollouts/attempts"] = np.full(n, 256.0)
+    base["rollout/termination_reason/done"] = np.full(n, 250.0)
+    base["rollout/termination_reason/max_turns"] = np.full(n, 6.0)
     enc = msgspec.json.Encoder()
     with open(d / "steps.jsonl", "wb") as f:
         for i in range(n):
