@@ -16,6 +16,7 @@ from rlvitals.metrics import (
     UNGRADED,
     UNVERSIONED,
     Attempt,
+    EpisodeStats,
     RunState,
     decide,
     episode_stats,
@@ -513,3 +514,35 @@ def test_non_finite_rewards_are_compared_one_by_one():
     assert m["groups/signal_fraction"] == pytest.approx(1 / 3)
     assert m["groups/all_solved"] == 1  # k; bounds from the finite rewards: 0 and 1
     assert math.isnan(m["reward/mean"])
+
+
+meta_values = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.integers(-5, 5),
+    st.booleans(),
+    st.sampled_from(["done", "max_turns", "error"]),
+    st.none(),
+    st.dictionaries(st.sampled_from(["a", "b"]), st.integers(0, 3), max_size=2),
+)
+metas_strategy = st.lists(
+    st.dictionaries(st.sampled_from(["turns", "end", "score", "flag"]), meta_values, max_size=4),
+    max_size=12,
+)
+
+
+def _same(x: dict, y: dict) -> bool:
+    return x.keys() == y.keys() and all(
+        x[k] == y[k] or (math.isnan(x[k]) and math.isnan(y[k])) for k in x
+    )
+
+
+@settings(max_examples=80, deadline=None)
+@given(metas_strategy)
+def test_columns_taken_at_once_match_attempt_by_attempt(metas):
+    at_once = EpisodeStats()
+    odd = at_once.add_all(metas)
+    one_by_one = EpisodeStats()
+    flagged = [i for i, m in enumerate(metas) if m and one_by_one.add(m)]
+    assert sorted(odd) == flagged
+    with np.errstate(all="ignore"):
+        assert _same(at_once.metrics(RunState()), one_by_one.metrics(RunState()))

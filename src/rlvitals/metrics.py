@@ -32,7 +32,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import chain
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from typing import Any
 
 import msgspec
@@ -250,14 +250,16 @@ class RunState:
 
 
 class EpisodeStats:
-    """``rollout/<key>`` accumulated from episode metadata, one attempt at a time.
+    """``rollout/<key>`` from episode metadata: one column of values per key.
 
-    ``add`` only appends each value to its key's column (the cheapest thing Python can do per
-    value, since it runs once per attempt); ``metrics`` classifies each column at the end of
-    the update: numbers (and booleans, as 0/1) are averaged, labels counted, nested tables
-    become ``<key>/<subkey>``. ``add`` also tells the writer whether the metadata holds
-    something plain JSON cannot spell (a non-finite float, a foreign object), so one pass over
-    the metadata serves both the metric and the encoding.
+    ``add_all`` takes an update's metadata at once: attempts that share keys (the usual case:
+    an agent returns the same fields every episode) are transposed into columns by C-level
+    calls (``itemgetter``, ``zip``), so Python touches each attempt a few times, not each value.
+    ``add`` takes one attempt, value by value (odd metadata: nested tables, numpy scalars,
+    non-finite numbers). ``metrics`` then classifies each column: numbers (and booleans, as
+    0/1) are averaged, labels counted, nested tables become ``<key>/<subkey>``. Both also tell
+    which metadata holds something plain JSON cannot spell (a non-finite float, a foreign
+    object), so the writer cleans only those.
     """
 
     __slots__ = ("cols",)
@@ -291,6 +293,48 @@ class EpisodeStats:
                 cols[key] = [v]
             else:
                 col.append(v)
+        return odd
+
+    def add_all(self, metas: Sequence[Mapping[str, Any]]) -> list[int]:
+        """Accumulate many attempts' metadata; the indices of those that need cleaning."""
+        by_keys: dict[tuple[Any, ...], list[int]] = {}
+        for i, m in enumerate(metas):
+            if m:
+                ks = tuple(m)
+                idx = by_keys.get(ks)
+                if idx is None:
+                    by_keys[ks] = [i]
+                else:
+                    idx.append(i)
+        odd: list[int] = []
+        cols = self.cols
+        for ks, idx in by_keys.items():
+            group = [metas[i] for i in idx]
+            get = itemgetter(*ks)
+            rows = list(map(get, group)) if len(ks) > 1 else [(get(m),) for m in group]
+            columns = list(zip(*rows))
+            plain = True
+            for col in columns:
+                kinds = set(map(type, col))
+                if not kinds <= _PLAIN:
+                    plain = False
+                    break
+                if float in kinds:
+                    total = sum([v for v in col if type(v) is float] if len(kinds) > 1 else col)
+                    if total - total != 0.0:  # a NaN or an infinity (or an overflow) among them
+                        plain = False
+                        break
+            if not plain:  # value by value, flagging the metadata to clean
+                odd.extend(i for i, m in zip(idx, group) if self.add(m))
+                continue
+            for key, col in zip(ks, columns):
+                values = [v for v in col if v is not None] if None in col else col
+                if values:
+                    mine = cols.get(key)
+                    if mine is None:
+                        cols[key] = list(values)
+                    else:
+                        mine.extend(values)
         return odd
 
     def merge(self, other: EpisodeStats) -> None:
@@ -330,6 +374,9 @@ class EpisodeStats:
         return out
 
 
+_PLAIN = frozenset({float, int, bool, str, type(None)})
+
+
 def _scalar(v: Any) -> float | None:
     """A numpy/torch scalar (or a float subclass) as a float; None for anything else."""
     if isinstance(v, (int, float)):
@@ -348,11 +395,9 @@ def _scalar(v: Any) -> float | None:
 
 
 def episode_stats(attempts: Iterable[Attempt]) -> EpisodeStats:
-    """Episode stats of ``attempts`` (the writer accumulates them as attempts arrive)."""
+    """Episode stats of ``attempts``' metadata."""
     stats = EpisodeStats()
-    for a in attempts:
-        if a.metadata:
-            stats.add(a.metadata)
+    stats.add_all([a.metadata for a in attempts])
     return stats
 
 
@@ -483,16 +528,16 @@ def step_metrics(
     attempts: Sequence[Attempt],
     state: RunState,
     trainer_logprobs: Mapping[str, Any] | None = None,
-    episodes: EpisodeStats | None = None,
     problems: list[str] | None = None,
+    odd: list[Attempt] | None = None,
 ) -> dict[str, float | None]:
     """The canonical metrics of one update from its attempts and decision.
 
     ``attempts`` are every attempt the update closes, trained or discarded. Updates ``state``
     (reward bounds, discard reasons and labels seen) and sets each attempt's ``mismatch`` where
-    both sampler and trainer logprobs are known. ``episodes``: the attempts' metadata already
-    accumulated (the writer does it as attempts arrive); computed here when None.
-    ``problems``: where to say what was left out (trainer logprobs of the wrong length).
+    both sampler and trainer logprobs are known. ``problems``: where to say what was left out
+    (trainer logprobs of the wrong length); ``odd``: where to put the attempts whose metadata
+    needs ``jsonio.clean`` to be written losslessly.
 
     Which attempts each metric reads:
     - reward/mean, reward/std, freshness/*: the trained attempts.
@@ -626,8 +671,11 @@ def step_metrics(
     if sampled:
         m.update(_agreement(sampled, trainer_logprobs, problems))
 
-    if episodes is None:
-        episodes = episode_stats(attempts)
+    episodes = EpisodeStats()
+    metas = [a.metadata for a in attempts]
+    dirty = episodes.add_all(metas)
+    if odd is not None:
+        odd.extend(attempts[i] for i in dirty)
     m.update(episodes.metrics(state))
     return m
 

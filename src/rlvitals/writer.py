@@ -62,7 +62,6 @@ from .metrics import (
     UNFINISHED,
     Attempt,
     Decision,
-    EpisodeStats,
     RunState,
     decide,
     step_metrics,
@@ -265,7 +264,6 @@ class Run:
         self._pending: dict[int, list[Attempt]] = {}
         self._n_pending = 0
         self._given_ids: set[str] = set()
-        self._episodes: dict[int, EpisodeStats] = {}
         self._decided: Decision | None = None
         self._last_step: int | None = None
         self._counter = 0
@@ -446,12 +444,6 @@ class Run:
                 if aid in self._given_ids:
                     raise UsageError(f"log_attempt: attempt_id {aid!r} was already logged")
                 self._given_ids.add(aid)
-            if meta:
-                stats = self._episodes.get(step)
-                if stats is None:
-                    stats = self._episodes[step] = EpisodeStats()
-                if stats.add(meta):  # a value plain JSON cannot spell: write it cleaned
-                    meta = clean(meta)
             a = Attempt(
                 step,
                 aid,
@@ -587,11 +579,10 @@ class Run:
                     self._given_ids.discard(a.attempt_id)
             self._decided = None
             self._last_step = step
-            episodes = self._take_episodes(step)
             record: dict[str, Any] = {"step": step}
             try:
                 record = self._step_record(
-                    step, decision, batch, trainer_logprobs, metrics, episodes, policy_version
+                    step, decision, batch, trainer_logprobs, metrics, policy_version
                 )
             except Exception as exc:  # never break the loop over our own failure
                 _warn(f"step {step}: metrics not computed: {type(exc).__name__}: {exc}")
@@ -615,16 +606,6 @@ class Run:
             self._n_pending -= len(batch)
         return batch
 
-    def _take_episodes(self, step: int) -> EpisodeStats:
-        eps = self._episodes
-        done = [s for s in eps if s <= step]
-        if len(done) == 1:
-            return eps.pop(done[0])
-        merged = EpisodeStats()
-        for s in sorted(done):
-            merged.merge(eps.pop(s))
-        return merged
-
     def _check_unusable(self, step: int, decision: Decision) -> None:
         limit = self._max_unusable
         for gid, reason in decision.groups.items():
@@ -646,7 +627,6 @@ class Run:
         batch: list[Attempt],
         trainer_logprobs: Mapping[str, Any] | None,
         metrics: Mapping[str, Any] | None,
-        episodes: EpisodeStats,
         policy_version: int | None,
     ) -> dict[str, Any]:
         now = time.time()
@@ -658,7 +638,10 @@ class Run:
             "policy_version": step + 1 if policy_version is None else policy_version,
         }
         problems: list[str] = []
-        m.update(step_metrics(decision, batch, self._state, trainer_logprobs, episodes, problems))
+        odd: list[Attempt] = []
+        m.update(step_metrics(decision, batch, self._state, trainer_logprobs, problems, odd))
+        for a in odd:  # metadata JSON cannot spell as it is (NaN, numpy values): write it clean
+            a.metadata = clean(a.metadata)
         if problems:
             self._warn_once("tlp-len", f"step {step}: {problems[0]}")
         step_seconds = now - self._last_step_time
