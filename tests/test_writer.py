@@ -538,7 +538,11 @@ def test_every_step_record_is_mirrored_to_wandb_offline(tmp_path, monkeypatch):
         for step, loss in enumerate(losses):
             group(run, step, [1.0, 0.0, float(step % 2)])
             run.log_step(step, metrics={"train/loss": loss})
+    deadline = time.monotonic() + 30
     rows = _wandb_history(tmp_path / "wb")
+    while len(rows) < len(losses) and time.monotonic() < deadline:
+        time.sleep(0.1)  # wandb's service process may still be flushing its log to disk
+        rows = _wandb_history(tmp_path / "wb")
     steps = lines(run.dir / "steps.jsonl")
     assert [r["_step"] for r in rows] == [0, 1, 2]
     for row, rec in zip(rows, steps):

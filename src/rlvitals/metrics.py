@@ -670,6 +670,11 @@ def step_metrics(
     sampled = [a for a in attempts if a.sampler_logprobs is not None]
     if sampled:
         m.update(_agreement(sampled, trainer_logprobs, problems))
+    elif trainer_logprobs and problems is not None:
+        problems.append(
+            f"{len(trainer_logprobs)} trainer logprobs but no attempt of this update has sampler "
+            "logprobs; left out of the mismatch"
+        )
 
     episodes = EpisodeStats()
     metas = [a.metadata for a in attempts]
@@ -689,27 +694,36 @@ def _agreement(
     attempts whose trainer logprobs match their sampled tokens in number."""
     m: dict[str, float | None] = {}
     samplers = [a.sampler_logprobs for a in sampled]
-    lengths = [len(s) for s in samplers]
+    lengths = list(map(len, samplers))
     total = sum(lengths)
-    if not total:
-        return m
-    s_all = _concat(samplers, total)
-    m["sampling/entropy_estimate"] = -float(s_all.mean())
+    if total:
+        s_all = _concat(samplers, total)
+        m["sampling/entropy_estimate"] = -float(s_all.mean())
     if not trainer_logprobs:
         return m
-    tl = [trainer_logprobs.get(a.attempt_id) for a in sampled]
+    get = trainer_logprobs.get
+    tl = [get(a.attempt_id) for a in sampled]
+    found = len(tl) - tl.count(None)
+    if found < len(trainer_logprobs) and problems is not None:
+        mine = {a.attempt_id for a in sampled}
+        stray = sorted(str(k) for k in trainer_logprobs if k not in mine)
+        problems.append(
+            f"{len(stray)} trainer logprobs for attempts without sampler logprobs in this update "
+            f"(e.g. {stray[0]!r}); left out of the mismatch"
+        )
     keep = [t is not None and len(t) == n for t, n in zip(tl, lengths)]
-    if problems is not None:
-        for a, t, n in zip(sampled, tl, lengths):
-            if t is not None and len(t) != n:
-                problems.append(
-                    f"attempt {a.attempt_id}: {len(t)} trainer logprobs for {n} sampled tokens; "
-                    "left out of the mismatch"
-                )
-                break
-    if not any(keep):
+    kept = keep.count(True)
+    if kept < found and problems is not None:
+        a, t, n = next(
+            (a, t, n) for a, t, n in zip(sampled, tl, lengths) if t is not None and len(t) != n
+        )
+        problems.append(
+            f"attempt {a.attempt_id}: {len(t)} trainer logprobs for {n} sampled tokens; "
+            "left out of the mismatch"
+        )
+    if not kept or not total:
         return m
-    if all(keep):
+    if kept == len(keep):
         owners, s_sub, trainers = sampled, samplers, tl
         s_pairs: np.ndarray | None = s_all
     else:

@@ -56,7 +56,7 @@ import msgspec
 from . import __version__
 from .config import Config, load_config
 from .errors import MissingExtraError, RunStopped, UsageError
-from .jsonio import _ENCODER, clean, encode, encode_line, scrub, write_bytes_atomic
+from .jsonio import _ENCODER, clean, encode_line, scrub, write_bytes_atomic
 from .jsonio import write_json_atomic as _write_json_atomic
 from .metrics import (
     UNFINISHED,
@@ -107,7 +107,10 @@ class _TranscriptEntry(msgspec.Struct):
     task_id: str
     reward: Any
     trained: bool
-    generations: msgspec.Raw
+    generations: list[Any]
+
+
+_TEXT_KEYS = frozenset({"prompt", "completion"})  # what trace = "samples" leaves out
 
 
 # The keys every rollouts.jsonl record has: Attempt's fields up to ``retries``.
@@ -630,8 +633,6 @@ class Run:
         policy_version: int | None,
     ) -> dict[str, Any]:
         now = time.time()
-        if trainer_logprobs:
-            self._check_trainer_logprobs(step, batch, trainer_logprobs)
         m: dict[str, Any] = {
             "step": step,
             "time": now,
@@ -642,8 +643,9 @@ class Run:
         m.update(step_metrics(decision, batch, self._state, trainer_logprobs, problems, odd))
         for a in odd:  # metadata JSON cannot spell as it is (NaN, numpy values): write it clean
             a.metadata = clean(a.metadata)
-        if problems:
-            self._warn_once("tlp-len", f"step {step}: {problems[0]}")
+        for problem in problems:  # once per kind: "...sampled tokens..." or "...without..."
+            kind = "tlp-length" if "sampled tokens" in problem else "tlp-stray"
+            self._warn_once(kind, f"step {step}: {problem}")
         step_seconds = now - self._last_step_time
         self._last_step_time = now
         m["perf/step_seconds"] = step_seconds
@@ -656,29 +658,6 @@ class Run:
                 key = f"_{key}"
             m[key] = value
         return clean(m)
-
-    def _check_trainer_logprobs(
-        self, step: int, batch: list[Attempt], trainer_logprobs: Mapping[str, Any]
-    ) -> None:
-        unknown = trainer_logprobs.keys() - {a.attempt_id for a in batch}
-        if unknown:
-            self._warn_once(
-                "tlp-unknown",
-                f"step {step}: trainer logprobs for attempts not of this update "
-                f"(e.g. {sorted(map(str, unknown))[0]!r}); ignored",
-            )
-        if len(unknown) < len(trainer_logprobs):
-            orphans = [
-                a.attempt_id
-                for a in batch
-                if a.sampler_logprobs is None and a.attempt_id in trainer_logprobs
-            ]
-            if orphans:
-                self._warn_once(
-                    "tlp-nosampler",
-                    f"step {step}: attempt {orphans[0]} has trainer logprobs but no sampler "
-                    "logprobs; left out of the mismatch",
-                )
 
     def _write_attempts(self, batch: list[Attempt], upto: int | None = None) -> None:
         """Write attempts (of updates up to ``upto``; None: all), transcripts too."""
@@ -732,35 +711,51 @@ class Run:
     def _write_transcripts(self, step: int, attempts: list[Attempt]) -> None:
         """``transcripts/step-NNNNNN.json``: the update's attempts and their generations."""
         full = self.config.output.trace == "full"
-        parts = []
+        gens_all = []
         for a in attempts:
-            gens = []
-            for g in a.transcript or ():
-                g = dict(g) if isinstance(g, Mapping) else {"completion": g}
-                g.setdefault("policy_version", a.policy_version)
-                g.setdefault("trains", a.trained)
-                if not full:
-                    g.pop("prompt", None)
-                    g.pop("completion", None)
-                gens.append(g)
-            r = a.reward
-            entry = _TranscriptEntry(
+            pv, trains = a.policy_version, a.trained
+            if full:  # the loop's own keys win over the defaults
+                gens = [
+                    {"policy_version": pv, "trains": trains, **g}
+                    if isinstance(g, Mapping)
+                    else {"policy_version": pv, "trains": trains, "completion": g}
+                    for g in a.transcript or ()
+                ]
+            else:
+                gens = [
+                    {
+                        "policy_version": pv,
+                        "trains": trains,
+                        **{k: v for k, v in g.items() if k not in _TEXT_KEYS},
+                    }
+                    if isinstance(g, Mapping)
+                    else {"policy_version": pv, "trains": trains}
+                    for g in a.transcript or ()
+                ]
+            gens_all.append(gens)
+        try:
+            if b"null" in _ENCODER.encode(gens_all):  # a None, or a NaN msgspec would lose
+                gens_all = [clean(g) for g in gens_all]
+        except Exception:  # text UTF-8 cannot hold, a key of an odd type
+            gens_all = [scrub(g) for g in gens_all]
+        entries = [
+            _TranscriptEntry(
                 a.attempt_id,
                 a.group_id,
                 a.task_id,
-                _nonfinite(r) if r is not None and r - r != 0.0 else r,
+                _nonfinite(r) if (r := a.reward) is not None and r - r != 0.0 else r,
                 a.trained,
-                msgspec.Raw(encode(gens)),  # the loop's own dicts: cleaned only if needed
+                gens,
             )
-            parts.append(_ENCODER.encode(entry))  # every field already spelled for JSON
+            for a, gens in zip(attempts, gens_all)
+        ]
         tdir = self.dir / TRANSCRIPTS
         tdir.mkdir(exist_ok=True)
         path = tdir / f"step-{step:06d}.json"
         if path.exists():  # attempts of this update written before (close after a crash)
             with contextlib.suppress(OSError, ValueError):
-                old = msgspec.json.decode(path.read_bytes())
-                parts = [encode(e) for e in old] + parts
-        write_bytes_atomic(path, b"[" + b",".join(parts) + b"]\n")
+                entries = msgspec.json.decode(path.read_bytes()) + entries
+        write_bytes_atomic(path, _ENCODER.encode(entries) + b"\n")  # every value spelled
 
     def log_eval(
         self,
