@@ -162,8 +162,12 @@
       else h("span", "muted", vt, LIVE && !r.loaded ? "(select to load)" : "-");
       h("td", "num", tr, r.last_step === null || r.last_step === undefined ? "-" : r.last_step);
       var lt = h("td", "ago", tr);
-      lt.dataset.time = r.last_time === null || r.last_time === undefined ? "" : String(r.last_time);
-      lt.textContent = r.last_time ? ago(Date.now() / 1000 - r.last_time) : "-";
+      if (LIVE) {
+        lt.dataset.time = r.last_time === null || r.last_time === undefined ? "" : String(r.last_time);
+        lt.textContent = r.last_time ? ago(Date.now() / 1000 - r.last_time) : "-";
+      } else {
+        lt.textContent = r.last_time ? when(r.last_time) : "-";
+      }
       h("td", null, tr, r.format || "-");
       h("td", "source", tr, r.source || "");
     });
@@ -174,8 +178,16 @@
       .filter(function (r) { return r && r.loaded; });
   }
 
+  function when(t) {
+    return new Date(t * 1000).toISOString().replace("T", " ").slice(0, 19) + " UTC";
+  }
   function liveness(r, el) {
     el.replaceChildren();
+    if (!LIVE || r.status && r.status !== "running") {
+      // A report is read later, and a finished run has no pulse: say when, not how long ago.
+      h("span", null, el, r.last_time ? "last step record at " + when(r.last_time) : "no step records");
+      return;
+    }
     var now = Date.now() / 1000;
     var hb = r.heartbeat, parts = [];
     if (r.last_time) parts.push("last step record " + ago(now - r.last_time));
