@@ -295,6 +295,23 @@ def test_guards_can_be_switched_off(tmp_path):
     assert run.status == "finished"
 
 
+def test_an_abandoned_run_is_left_as_a_killed_process_leaves_it(tmp_path):
+    with Run(config(tmp_path, output={"progress_every_seconds": 0.02})) as run:
+        group(run, 0, [1.0, 0.0])
+        run.log_step(0)
+        group(run, 1, [1.0, 0.0])
+        time.sleep(0.1)  # a few heartbeats
+        run.abandon()
+        n = len(lines(run.dir / "progress.jsonl"))
+        assert n >= 1
+        time.sleep(0.1)
+        with pytest.raises(UsageError, match="abandoned"):
+            run.log_attempt(2, "g", "t", 1.0, policy_version=2)
+    assert len(lines(run.dir / "progress.jsonl")) == n  # the heartbeat stopped
+    assert json.loads((run.dir / "run.json").read_text())["status"] == "running"
+    assert [r["step"] for r in lines(run.dir / "rollouts.jsonl")] == [0, 0]
+
+
 def test_closing_twice_keeps_the_first_status(tmp_path):
     run = Run(config(tmp_path))
     run.close("crashed", "boom")
@@ -678,6 +695,21 @@ def test_a_file_cut_anywhere_reads_back_every_whole_record(tmp_path_factory, cut
     assert not data.warnings
     s = data.series("train/loss")
     assert (0 if s is None else len(s)) == whole
+
+
+def test_trainer_logprobs_that_do_not_fit_are_left_out_with_a_warning(tmp_path):
+    with Run(config(tmp_path)) as run:
+        a = run.log_attempt(0, "g", "t", 1.0, policy_version=0, sampler_logprobs=[-1.0, -2.0])
+        b = run.log_attempt(0, "g", "t", 0.0, policy_version=0, sampler_logprobs=[-0.5])
+        c = run.log_attempt(0, "g", "t", 0.0, policy_version=0)  # no sampler logprobs
+        with pytest.warns(WriterWarning) as caught:
+            rec = run.log_step(0, trainer_logprobs={a: [-1.0], b: [-1.0], c: [-1.0]})
+    messages = " ".join(str(w.message) for w in caught)
+    assert "1 trainer logprobs for 2 sampled tokens" in messages
+    assert "without sampler logprobs" in messages and repr(c) in messages
+    assert rec["train/mismatch_k1"] == pytest.approx(0.5)  # b alone
+    first, second, _ = lines(run.dir / "rollouts.jsonl")
+    assert "mismatch" not in first and second["mismatch"]["tokens"] == 1
 
 
 def test_warnings_are_writer_warnings_not_errors(tmp_path):

@@ -335,7 +335,7 @@ class Run:
 
     @property
     def status(self) -> str:
-        """``running``, ``finished``, ``stopped`` or ``crashed``."""
+        """``running``, ``finished``, ``stopped`` or ``crashed`` (``abandoned``: see abandon)."""
         return self._status
 
     @property
@@ -892,8 +892,10 @@ class Run:
             if self._closed:
                 return
             self._closed = True
+            self._status = "abandoned"  # in this process only: run.json keeps "running"
             self._stop_heartbeat.set()
             self._pending, self._n_pending = {}, 0
+            self._fixups = []
             files = list(self._files.values())
             if self._progress_file is not None:
                 files.append(self._progress_file)
