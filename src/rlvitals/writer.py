@@ -20,19 +20,22 @@ full) is truncated back to the last whole line, so a failure never glues two rec
 An attempt's record needs what only its update decides (``trained``, ``discard_reason``,
 ``lag``, ``mismatch``), so attempts are written when ``log_step`` closes their update, all in
 one write; ``close`` writes attempts still pending as discarded (their own failure, or
-``unfinished``), whether the loop ended, crashed or a guard stopped it. So a SIGKILL between
-two updates loses the attempts logged since the last ``log_step``: the update in progress, and
-nothing before it. We chose this over journaling every attempt as it arrives: a journal costs
-one more system call per attempt (about a third of the writer's whole budget of 5 µs per
-attempt), doubles the bytes written, and would need every reader to merge a second, rewritten
-file; what it would save is the partial update a SIGKILL interrupts, which the step record
-never described anyway. ``[output] progress_every_seconds`` writes the in-progress count to
-``progress.jsonl`` for a live view of an update before it closes.
+``unfinished``), whether the loop ended, crashed or a guard stopped it. So the one thing a
+SIGKILL (or power loss) costs beyond a torn last line is the attempts logged since the last
+``log_step``: the update in progress, which no step record describes yet either. Every update
+before it is whole. We chose this over journaling each attempt as it arrives, for three
+reasons: a journal costs an encode and a ``write`` system call per attempt (about 2 µs here,
+40% of the writer's whole budget of 5 µs per attempt, measured by benchmarks/writer.py);
+it doubles the bytes written; and a record written before its update is decided would need a
+second, amending record that every reader merges (a format change). ``[output]
+progress_every_seconds`` writes the in-progress attempt count to ``progress.jsonl``, so a live
+view still sees an update's progress before it closes.
 
-Speed. ``log_attempt`` does the least it can: it checks the arguments, builds the ``Attempt``
-(which is also its record) and appends each metadata value to its ``rollout/*`` column, a pass
-that also tells whether the metadata needs cleaning to encode. ``log_step`` decides, computes
-the metrics column by column and encodes the whole update in one ``msgspec`` call.
+Speed. ``log_attempt`` does the least it can: it checks the arguments and builds the
+``Attempt``, which is also its record. ``log_step`` decides, computes the metrics column by
+column (episode metadata transposed into columns by C-level calls) and encodes the whole
+update in one ``msgspec`` call; values JSON cannot spell as they are (NaN, numpy scalars) are
+found on the way and only those records cleaned.
 """
 
 from __future__ import annotations
