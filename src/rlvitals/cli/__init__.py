@@ -22,10 +22,13 @@ COMMANDS = [
     "check",
     "baseline",
     "metrics",
+    "transcripts",
     "formats",
     "report",
     "watch",
     "serve",
+    "demo",
+    "train",
 ]
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rich.console import Console, Group
@@ -222,7 +222,7 @@ def summary(t: RunTally, run_dir: str, *, fault: str | None = None) -> Table:
     return table
 
 
-def fault_table(rows: list[Mapping[str, Any]]) -> Table:
+def fault_table(rows: Sequence[Mapping[str, Any]]) -> Table:
     """``rlvitals demo --list-faults``: each fault, its default onset, what it does and shows."""
     table = Table(title="faults (--fault NAME[@STEP])", title_justify="left")
     table.add_column("fault", style="bold")

@@ -1,0 +1,81 @@
+"""What ``rlvitals demo`` and ``rlvitals train`` share: the live view, the run, what follows it."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from ..errors import MissingExtraError
+
+
+def add_run_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--quiet", "-q", action="store_true", help="no live view; print only the run directory"
+    )
+    p.add_argument("--no-check", action="store_true", help="do not judge the run when it ends")
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print the result as JSON: the run directory, reward and held-out first and last "
+        "(with --list-faults: the faults)",
+    )
+
+
+def run_trainer(config: Any, args: argparse.Namespace, *, steps: int) -> Path:
+    """Run the reference trainer on ``config`` with a live view unless quiet; the run dir."""
+    try:
+        from ..grpo.loop import train
+    except ImportError as exc:
+        if getattr(exc, "name", "") == "torch" or "torch" in str(exc):
+            raise MissingExtraError("train", "the reference trainer") from None
+        raise
+    from ..views.live import LiveView, RunTally, summary
+
+    stall = getattr(args, "stall_seconds", 20.0)
+    quiet = args.quiet or args.json
+    if quiet:
+        tally = RunTally(steps)
+        run_dir = train(config, fault=args.fault, stall_seconds=stall, on_event=tally.event)
+    else:
+        with LiveView(steps) as view:
+            run_dir = train(config, fault=args.fault, stall_seconds=stall, on_event=view.event)
+        tally = view.tally
+    args._tally = tally
+    if args.json:
+        out = {
+            "run": str(run_dir),
+            "fault": args.fault,
+            "updates": tally.done,
+            "reward_first5": tally.first5(),
+            "reward_last5": tally.last5(),
+            "heldout": [{"step": s, "score": v} for s, v in tally.evals],
+        }
+        sys.stdout.write(json.dumps(out) + "\n")
+    elif args.quiet:
+        print(run_dir)
+    else:
+        from rich.console import Console
+
+        Console(stderr=True).print(summary(tally, str(run_dir), fault=args.fault))
+    return run_dir
+
+
+def after_run(run_dir: Path, args: argparse.Namespace) -> int:
+    """What follows a run: judge it with the checks (and, later, ``--serve`` it).
+
+    Hook for the lead: ``--serve`` goes here, after the check, serving ``run_dir``.
+    """
+    if args.no_check or args.json or args.quiet:
+        return 0
+    try:
+        from ..checks import run_checks
+        from ..readers import read
+        from ..views.check import render_text
+    except ImportError:  # the checks are not there yet: skip the judgement silently
+        return 0
+    report = run_checks(read(run_dir))
+    render_text([report], sys.stdout)
+    return 0

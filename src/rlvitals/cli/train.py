@@ -1,0 +1,38 @@
+"""``rlvitals train RUN.toml``: the reference GRPO trainer from a TOML config."""
+
+from __future__ import annotations
+
+import argparse
+
+from ..config import load_config
+from ..grpo.config import SECTIONS
+from ..grpo.faults import FAULTS, parse_fault
+from ._trainer import add_run_options, after_run, run_trainer
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "train",
+        help="run the reference GRPO trainer from a TOML config",
+        description="Run the reference GRPO trainer (CPU, PyTorch) from a TOML file: the "
+        "writer's [output] [training] [rollout] sections plus the trainer's [model] [task] "
+        "[optim] (see docs/trainer.md and examples/). Needs the 'train' extra (torch).",
+    )
+    p.add_argument("config", metavar="RUN.toml", help="the run's config file")
+    p.add_argument(
+        "--fault",
+        metavar="NAME[@STEP]",
+        default=None,
+        help=f"inject a fault (see `rlvitals demo --list-faults`): {', '.join(FAULTS)}",
+    )
+    add_run_options(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    cfg = load_config(args.config, sections=SECTIONS)  # errors name the file, section, key
+    if args.fault:
+        parse_fault(args.fault)
+    steps = cfg.section("optim").steps
+    run_dir = run_trainer(cfg, args, steps=steps)
+    return after_run(run_dir, args)

@@ -1,0 +1,93 @@
+"""The reference trainer's own config sections: ``[model]``, ``[task]`` and ``[optim]``.
+
+They sit beside the writer's ``[output]``, ``[training]`` and ``[rollout]`` in one TOML file and
+are validated the same way (an unknown key or a wrong type is an error naming section and key).
+The defaults are the measured healthy setup of ``research/trainer-notes.md``: a character-level
+transformer of about 400k parameters, two-digit additions, 32 tasks x 8 attempts per update.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from ..config import option
+
+__all__ = ["SECTIONS", "ModelConfig", "OptimConfig", "TaskConfig"]
+
+
+@dataclass
+class ModelConfig:
+    """The policy: a small decoder-only transformer trained from scratch."""
+
+    n_layer: int = option(2, "transformer blocks", minimum=1)
+    n_head: int = option(4, "attention heads per block", minimum=1)
+    d_model: int = option(128, "width of the residual stream (a multiple of 2 * n_head)", minimum=8)
+    sampler_dtype: Literal["bfloat16", "float32"] = option(
+        "bfloat16",
+        "precision of the sampler's weight copy; the trainer always recomputes in float32, so "
+        "bfloat16 makes the sampler/trainer mismatch real and small",
+    )
+
+
+@dataclass
+class TaskConfig:
+    """The tasks, the agent's budget and how attempts are sampled."""
+
+    digits: int = option(2, "digits per operand of the additions (the difficulty knob)", minimum=1)
+    tool_fraction: float = option(
+        0.25,
+        "share of tasks whose first operand is a variable the agent must look up with its tool "
+        "(multi-turn: call the tool, read its reply, then answer)",
+        minimum=0.0,
+    )
+    heldout_fraction: float = option(
+        0.1, "share of problems held out from warm start and training, for evaluation", minimum=0.0
+    )
+    tasks_per_step: int = option(32, "tasks (GRPO groups) sampled per update", minimum=1)
+    group_size: int = option(8, "attempts per task (the GRPO group)", minimum=2)
+    max_new_tokens: int = option(
+        8, "tokens the agent may generate in one attempt, over all its turns", minimum=1
+    )
+    max_turns: int = option(3, "model replies per attempt (each tool call ends one)", minimum=1)
+    temperature: float = option(1.0, "sampling temperature", minimum=0.01)
+    heldout_tasks: int = option(200, "held-out tasks scored at each sampler checkpoint", minimum=1)
+
+
+@dataclass
+class OptimConfig:
+    """Warm start and GRPO: steps, learning rates, clipping, seed."""
+
+    steps: int = option(40, "GRPO updates", minimum=1)
+    seed: int = option(0, "seed of everything: weights, tasks, sampling", minimum=0)
+    threads: int = option(
+        2, "torch CPU threads; a seed reproduces a run only at a fixed thread count", minimum=1
+    )
+    lr: float = option(3e-4, "GRPO learning rate (AdamW)", minimum=0.0)
+    clip_eps: float = option(0.2, "PPO clip range of the importance ratio", minimum=0.0)
+    minibatches: int = option(
+        2,
+        "optimizer steps per update; after the first, the policy is off the sampling policy and "
+        "the clip can act",
+        minimum=1,
+    )
+    grad_clip: float = option(1.0, "clip the gradient norm to this", minimum=0.0)
+    weight_decay: float = option(0.0, "AdamW weight decay during GRPO", minimum=0.0)
+    async_lead: int = option(
+        1,
+        'in [training] mode = "async": updates the sampler runs ahead of the trainer',
+        minimum=1,
+    )
+    warm_lr: float = option(2e-3, "learning rate of the supervised warm start", minimum=0.0)
+    warm_batch: int = option(64, "sequences per warm-start step", minimum=1)
+    warm_target_pass_rate: float = option(
+        0.3,
+        "the warm start stops once the sampled pass rate on training tasks reaches this, so "
+        "attempts at a task disagree",
+        minimum=0.0,
+    )
+    warm_check_every: int = option(10, "warm-start steps between pass-rate checks", minimum=1)
+    warm_max_steps: int = option(3000, "give up the warm start after this many steps", minimum=1)
+
+
+SECTIONS: dict[str, type] = {"model": ModelConfig, "task": TaskConfig, "optim": OptimConfig}

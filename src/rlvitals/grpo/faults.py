@@ -1,0 +1,316 @@
+"""Faults the reference trainer can inject, each with the signature the seeds describe.
+
+``rlvitals demo --fault NAME[@STEP]`` breaks a run on purpose from update STEP (the onset;
+each fault has a default that leaves a few healthy updates first, except the task faults,
+which are wrong from the start). run.json records ``fault`` and ``fault_step`` so a benchmark
+can score whether, and how soon, a check finds it.
+
+What each fault does, and where it shows (canonical metric names, METRICS.md):
+
+stale_sampler
+    The sampler stops receiving new weights (a broken weight sync). Its attempts carry the
+    version it still holds, so ``freshness/lag_*`` grows by one per update and
+    ``train/mismatch_kl`` (with ``train/logprob_abs_diff``) rises from its bfloat16 floor as
+    the trainer moves away; once the lag passes ``[training] max_steps_off_policy``, every
+    attempt is dropped as ``discard/rollouts/stale`` and the trainer stops learning.
+too_easy
+    The difficulty filter is inverted: it keeps only the tasks the starting model solves in
+    every one of 16 attempts. From update 0, most groups are rejected as
+    ``discard/groups/no_variance`` with ``groups/all_solved`` high and
+    ``reward/mean_with_unusable`` near 1.
+too_hard
+    The tasks have one more digit per operand than the model was warm-started on: it never
+    solves one. From update 0, every group is ``no_variance`` with ``groups/none_solved``
+    high, ``reward/mean_with_unusable`` at 0 and nothing trained.
+grader_exploit
+    The training grader has a swapped-argument bug, ``expected.startswith(answer)``: any
+    prefix of the right answer passes, the empty answer included. The policy learns to stop
+    early. In a transcript the shortcut looks like this: a rewarded final reply that is
+    *shorter than a full answer* (which always has ``digits + 1`` digits before ``$``): ``$``
+    alone, or one or two digits then ``$`` (``6$``, ``64$``), often identical across a group.
+    ``reward/mean`` climbs towards 1 while ``rollout/answer_digits`` and
+    ``response/length_mean`` fall, and the held-out score (honest exact-match grader, in
+    evals.jsonl) stays flat or falls.
+grader_crash
+    The grading service fails most calls with ``ConnectionError``; retries absorb some.
+    From the onset: a burst of ``discard/rollouts/grading_failed/ConnectionError``, high
+    ``rollouts/retries``, groups rejected as ``group_too_small``.
+rollout_crash
+    The sandbox running episodes times out on most tries (``TimeoutError``). From the onset:
+    a burst of ``discard/rollouts/rollout_failed/TimeoutError``, high ``rollouts/retries``,
+    groups rejected as ``group_too_small``.
+out_of_room
+    The agent's budget shrinks to ``max_new_tokens = digits + 1`` (room for an answer's
+    digits, not its end token) and ``max_turns = 1`` (a lookup's tool call uses the only
+    turn). From the onset ``response/truncated_rate`` and
+    ``rollout/termination_reason/max_tokens`` jump to most attempts,
+    ``rollout/termination_reason/max_turns`` to the lookups, while ``reward/mean`` stops
+    rising (cut answers still score when their digits are right; lookups score 0).
+entropy_collapse
+    An entropy bonus is added with the wrong sign (the loss *minimises* entropy, coefficient
+    0.3). ``sampling/entropy_estimate`` and ``train/entropy`` fall sharply relative to their
+    start, the attempts of a group become identical (``discard/groups/no_variance`` rises,
+    ``groups/signal_fraction`` falls) and transcripts repeat one reply per task.
+stall
+    At the onset update, half the attempts never come back (the rollout workers hang). No
+    step record after the onset; the progress heartbeat (progress.jsonl, when
+    ``[output] progress_every_seconds`` is set) keeps reporting phase ``sampling`` with the
+    same ``attempts_done``. After ``stall_seconds`` the process gives up without closing the
+    run, as a job killed by its scheduler: run.json still says ``running``.
+nan
+    The trainer's logits overflow to infinity (what an fp16 overflow does), so from the onset
+    ``train/loss``, ``train/grad_norm``, ``train/entropy``, ``train/ppo_kl`` and the
+    mismatch metrics (``train/mismatch_kl``...) are NaN. Like a mixed-precision grad
+    scaler, the trainer skips the optimizer step on non-finite gradients, so the run goes on
+    with NaN losses and unchanged weights.
+
+This module imports no torch: ``--list-faults`` stays cheap.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..errors import ConfigError
+from .grader import Grader, grade, grade_prefix_bug
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from .config import TaskConfig
+    from .sampler import Sampler
+    from .tasks import Task, TaskPool
+    from .trainer import Trainer
+
+__all__ = ["FAULTS", "ActiveFault", "Fault", "parse_fault"]
+
+
+@dataclass(frozen=True)
+class Fault:
+    """A fault: its name, default onset update, what it does and where it shows."""
+
+    name: str
+    default_step: int
+    does: str
+    shows: str
+
+
+FAULTS: dict[str, Fault] = {
+    f.name: f
+    for f in [
+        Fault(
+            "stale_sampler",
+            5,
+            "the sampler stops receiving new weights",
+            "freshness/lag_* and train/mismatch_kl rise; then discard/rollouts/stale",
+        ),
+        Fault(
+            "too_easy",
+            0,
+            "tasks filtered to those the starting model always solves",
+            "discard/groups/no_variance high from the start, groups/all_solved",
+        ),
+        Fault(
+            "too_hard",
+            0,
+            "tasks one digit longer than the model was warm-started on",
+            "discard/groups/no_variance high from the start, groups/none_solved",
+        ),
+        Fault(
+            "grader_exploit",
+            3,
+            "the grader accepts any prefix of the answer (a swapped-argument bug)",
+            "reward/mean climbs, held-out score flat or falling, answers shrink to '$' or '6$'",
+        ),
+        Fault(
+            "grader_crash",
+            5,
+            "the grading service fails most calls (ConnectionError)",
+            "burst of discard/rollouts/grading_failed/ConnectionError, rollouts/retries",
+        ),
+        Fault(
+            "rollout_crash",
+            5,
+            "the episode sandbox times out on most tries (TimeoutError)",
+            "burst of discard/rollouts/rollout_failed/TimeoutError, rollouts/retries",
+        ),
+        Fault(
+            "out_of_room",
+            5,
+            "token budget cut to the answer's digits, max_turns to 1",
+            "response/truncated_rate, rollout/termination_reason/max_* rise, reward flat",
+        ),
+        Fault(
+            "entropy_collapse",
+            5,
+            "an entropy bonus with the wrong sign (the loss minimises entropy)",
+            "sampling/entropy_estimate falls sharply, groups repeat one reply",
+        ),
+        Fault(
+            "stall",
+            5,
+            "the rollout workers hang: half the attempts of an update never return",
+            "no step record after the onset; heartbeats stuck in 'sampling'",
+        ),
+        Fault(
+            "nan",
+            5,
+            "the trainer's logits overflow to infinity",
+            "train/loss, train/grad_norm and the mismatch metrics NaN from the onset",
+        ),
+    ]
+}
+
+# Per-try failure probability of the crash faults (with 2 retries, 0.7 leaves about a third
+# of the attempts failed).
+CRASH_RATE = 0.7
+# Coefficient of the wrongly signed entropy bonus.
+COLLAPSE_COEF = 0.3
+# Attempts per task with which the inverted filter judges "always solved".
+EASY_FILTER_ATTEMPTS = 16
+EASY_FILTER_CANDIDATES = 512
+
+
+def parse_fault(text: str) -> tuple[str, int | None]:
+    """``"NAME"`` or ``"NAME@STEP"`` -> (name, step or None); raises ConfigError if unknown."""
+    name, _, step = text.partition("@")
+    name = name.strip()
+    if name not in FAULTS:
+        raise ConfigError(f"unknown fault {name!r}; expected one of: {', '.join(FAULTS)}")
+    if not step:
+        return name, None
+    try:
+        value = int(step)
+    except ValueError:
+        raise ConfigError(
+            f"fault {name}: expected an update number after '@' (not {step!r})"
+        ) from None
+    if value < 0:
+        raise ConfigError(f"fault {name}: expected an update number >= 0 (not {value})")
+    return name, value
+
+
+class ActiveFault:
+    """The hooks the training loop calls; each is a no-op unless its fault is on."""
+
+    def __init__(self, name: str | None, step: int | None, stall_seconds: float) -> None:
+        self.name = name
+        self.step = step
+        self.stall_seconds = stall_seconds
+        self._easy_tasks: list[Task] = []
+
+    @classmethod
+    def create(
+        cls, name: str | None, step: int | None, *, stall_seconds: float = 20.0
+    ) -> ActiveFault:
+        if name is None:
+            return cls(None, None, stall_seconds)
+        if "@" in name:
+            name, parsed = parse_fault(name)
+            step = parsed if step is None else step
+        elif name not in FAULTS:
+            parse_fault(name)  # raises with the list of faults
+        onset = FAULTS[name].default_step if step is None else step
+        return cls(name, onset, stall_seconds)
+
+    def on(self, name: str, step: int) -> bool:
+        """Whether fault ``name`` is active at update ``step``."""
+        return self.name == name and self.step is not None and step >= self.step
+
+    # -- hooks, in the order the loop calls them ------------------------------------------
+
+    def max_len(self, task: TaskConfig) -> int:
+        """Positions the model must hold for this fault's tasks."""
+        if self.name != "too_hard":
+            return 0
+        d = task.digits + 1
+        return (
+            (2 * d + 3)
+            + task.max_new_tokens
+            + min(task.max_turns - 1, task.max_new_tokens) * (2 * d + 2)
+        )
+
+    def prepare(
+        self, pool: TaskPool, sampler: Sampler, task: TaskConfig, rng: np.random.Generator
+    ) -> None:
+        """Work a fault needs before training: the inverted filter of ``too_easy``."""
+        if self.name != "too_easy":
+            return
+        from .agent import read_attempts
+
+        candidates = pool.sample(EASY_FILTER_CANDIDATES, rng)
+        n = EASY_FILTER_ATTEMPTS
+        solved = [0] * len(candidates)
+        chunk = max(1, 4096 // n)
+        for lo in range(0, len(candidates), chunk):
+            part = candidates[lo : lo + chunk]
+            rows = [t for t in part for _ in range(n)]
+            ep = sampler.rollout(
+                rows,
+                max_new_tokens=task.max_new_tokens,
+                max_turns=task.max_turns,
+                temperature=task.temperature,
+            )
+            for i, att in enumerate(read_attempts(ep)):
+                solved[lo + i // n] += int(grade(rows[i], att.final_reply)[0])
+        # Kept: every task solved n times of n; if too few, the most solved ones.
+        ranked = sorted(range(len(candidates)), key=lambda i: -solved[i])
+        keep = [i for i in ranked if solved[i] == n]
+        if len(keep) < task.tasks_per_step:
+            keep = ranked[: task.tasks_per_step]
+        self._easy_tasks = [candidates[i] for i in keep]
+
+    def tasks(self, step: int, pool: TaskPool, n: int, rng: np.random.Generator) -> list[Task]:
+        """The tasks of update ``step``."""
+        if self.on("too_easy", step) and self._easy_tasks:
+            return [
+                self._easy_tasks[int(i)] for i in rng.integers(0, len(self._easy_tasks), size=n)
+            ]
+        if self.on("too_hard", step):
+            from .tasks import TaskPool as Pool
+
+            harder = getattr(self, "_hard_pool", None)
+            if harder is None:
+                harder = self._hard_pool = Pool(pool.digits + 1, pool.tool_fraction, 0.1)
+            return harder.sample(n, rng)
+        return pool.sample(n, rng)
+
+    def budget(self, step: int, task: TaskConfig) -> tuple[int, int]:
+        """The agent's (max_new_tokens, max_turns) at update ``step``."""
+        if self.on("out_of_room", step):
+            return min(task.max_new_tokens, task.digits + 1), 1
+        return task.max_new_tokens, task.max_turns
+
+    def grader(self, step: int) -> Grader:
+        """The training grader at update ``step`` (held-out always uses the honest one)."""
+        return grade_prefix_bug if self.on("grader_exploit", step) else grade
+
+    def failure_rates(self, step: int) -> tuple[float, float]:
+        """Per-try failure probability of (rollout, grading) at update ``step``."""
+        return (
+            CRASH_RATE if self.on("rollout_crash", step) else 0.0,
+            CRASH_RATE if self.on("grader_crash", step) else 0.0,
+        )
+
+    def stall(self, step: int) -> float:
+        """Seconds the sampling of update ``step`` hangs (0: it does not)."""
+        return self.stall_seconds if self.name == "stall" and step == self.step else 0.0
+
+    def before_update(self, step: int, trainer: Trainer) -> None:
+        """Numerics faults: logits overflow (nan), wrong-signed entropy bonus."""
+        trainer.logit_scale = math.inf if self.on("nan", step) else 1.0
+        trainer.entropy_coef = COLLAPSE_COEF if self.on("entropy_collapse", step) else 0.0
+
+    def syncs_weights(self, step: int) -> bool:
+        """Whether the sampler receives the weights of update ``step``."""
+        return not self.on("stale_sampler", step)
+
+
+def describe() -> list[dict[str, Any]]:
+    """Every fault with its default onset, what it does and where it shows (for the CLI)."""
+    return [
+        {"name": f.name, "default_step": f.default_step, "does": f.does, "shows": f.shows}
+        for f in FAULTS.values()
+    ]

@@ -1,0 +1,402 @@
+"""The training loop, instrumented with rlvitals' writer: the worked example of docs/trainer.md.
+
+Per update ``step`` (FORMAT.md's versions: update s trains weights of version s, makes s + 1):
+
+    sample    the sampler plays tasks_per_step x group_size episodes with its weight copy;
+              each attempt is graded as it finishes and logged with ``run.log_attempt``
+              (reward, policy version, tokens, episode metadata, sampler logprobs, transcript,
+              or the exception that ended it)
+    decide    ``run.decide(step)``: which attempts train (stale, failed, no-variance groups out)
+    train     trainer logprobs in float32 for every sampled token, advantages over the trained
+              attempts of each group, the GRPO update (trainer.py)
+    log       ``run.log_step(step, trainer_logprobs=..., metrics=...)``: the writer computes
+              every canonical metric from the attempts and the two sets of logprobs
+    sync      the sampler receives the new weights as version step + 1
+    evaluate  every ``sampler_checkpoint_every`` updates, the sampler checkpoint is saved and
+              scored greedily on held-out tasks with the honest grader (``run.log_eval``)
+
+In ``[training] mode = "async"`` the sampler runs ``[optim] async_lead`` updates ahead: the
+batch update s trains on was sampled before update s - lead finished, with the weights of that
+time, so its attempts carry an older policy version (lag = lead). The pipeline is simulated
+deterministically in one process (sample ahead, then train), so a seed still reproduces the
+run; the staleness is real, the overlap in wall time is not.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from .. import __version__
+from ..config import Config, load_config
+from ..errors import ConfigError, RunStopped
+from ..writer import Run
+from .agent import read_attempts
+from .config import SECTIONS, ModelConfig, OptimConfig, TaskConfig
+from .faults import ActiveFault
+from .grader import grade
+from .model import GPT
+from .sampler import Episodes, Sampler, episode_length
+from .tasks import VOCAB, Task, TaskPool
+from .trainer import Trainer, group_advantages
+from .warmstart import warm_start
+
+__all__ = ["train"]
+
+Event = Callable[[str, Mapping[str, Any]], None]
+
+# A trickle of infrastructure failures, as cloud sandboxes have: per try of an attempt.
+# Retries (``[rollout] max_rollout_retries``) absorb nearly all of it.
+BASE_FAILURE_RATE = 0.002
+
+
+@dataclass
+class Batch:
+    """The episodes sampled for one update and what was logged about them."""
+
+    step: int
+    episodes: Episodes
+    attempt_ids: list[str]
+    group_ids: list[str]
+    rewards: list[float | None]
+    sampling_seconds: float
+    grading_seconds: float
+
+
+def _max_len(task: TaskConfig) -> int:
+    prompt = 2 * task.digits + 3  # ^ a + b =
+    return episode_length(prompt, 2 * task.digits + 2, task.max_new_tokens, task.max_turns)
+
+
+def _quiet(kind: str, data: Mapping[str, Any]) -> None:
+    pass
+
+
+def train(
+    config: Config | Mapping[str, Any] | str | Path | None = None,
+    *,
+    fault: str | None = None,
+    fault_step: int | None = None,
+    stall_seconds: float = 20.0,
+    cache: Path | None = None,
+    on_event: Event | None = None,
+) -> Path:
+    """Warm-start and train the reference GRPO trainer; returns the run directory.
+
+    Args:
+        config: the TOML path, a dict shaped like it, or a Config (writer sections plus
+            ``[model]``, ``[task]``, ``[optim]``).
+        fault: a fault from ``faults.FAULTS`` to inject, at ``fault_step`` (default: its own).
+        stall_seconds: how long the ``stall`` fault hangs before the process gives up.
+        cache: warm-start cache directory (default ``$RLVITALS_CACHE`` or ~/.cache/rlvitals).
+        on_event: called as ``on_event(kind, data)`` for live views: ``warm_check``,
+            ``warm_done``, ``step``, ``eval``, ``stall``, ``stopped``.
+    """
+    cfg = config if isinstance(config, Config) else load_config(config, sections=SECTIONS)
+    mcfg: ModelConfig = cfg.section("model")
+    tcfg: TaskConfig = cfg.section("task")
+    ocfg: OptimConfig = cfg.section("optim")
+    emit = on_event or _quiet
+    active = ActiveFault.create(fault, fault_step, stall_seconds=stall_seconds)
+    if mcfg.d_model % (2 * mcfg.n_head):
+        raise ConfigError(
+            f"expected a multiple of 2 * n_head = {2 * mcfg.n_head} (not {mcfg.d_model})",
+            section="model",
+            key="d_model",
+        )
+
+    # Determinism: one seed for everything, a fixed thread count (numerics depend on it).
+    torch.set_num_threads(ocfg.threads)
+    torch.manual_seed(ocfg.seed)
+    pool = TaskPool(tcfg.digits, tcfg.tool_fraction, tcfg.heldout_fraction)
+    max_len = max(64, _max_len(tcfg), active.max_len(tcfg))
+    model = GPT(len(VOCAB), mcfg.n_layer, mcfg.n_head, mcfg.d_model, max_len=max_len)
+    ws = warm_start(
+        model,
+        pool,
+        mcfg,
+        tcfg,
+        ocfg,
+        directory=cache,
+        on_check=lambda s, r: emit("warm_check", {"step": s, "pass_rate": r}),
+    )
+    emit("warm_done", dataclasses.asdict(ws))
+
+    dtype = torch.bfloat16 if mcfg.sampler_dtype == "bfloat16" else torch.float32
+    sampler = Sampler(model, dtype)
+    trainer = Trainer(
+        model,
+        lr=ocfg.lr,
+        clip_eps=ocfg.clip_eps,
+        minibatches=ocfg.minibatches,
+        grad_clip=ocfg.grad_clip,
+        weight_decay=ocfg.weight_decay,
+        temperature=tcfg.temperature,
+        seed=ocfg.seed,
+    )
+    task_rng = np.random.default_rng([ocfg.seed, 10])
+    fail_rng = np.random.default_rng([ocfg.seed, 11])
+    sample_gen = torch.Generator().manual_seed(ocfg.seed * 1000 + 12)
+    heldout = pool.heldout_tasks(tcfg.heldout_tasks)
+    active.prepare(pool, sampler, tcfg, task_rng)
+
+    versions = {
+        "framework": f"rlvitals.grpo {__version__}",
+        "model": f"char-gpt-{mcfg.n_layer}x{mcfg.d_model}-{sum(p.numel() for p in model.parameters())}",
+        "task": f"addition-{tcfg.digits}d-lookup{tcfg.tool_fraction:g}",
+        "grader": "exact-match-1",
+    }
+    info = {
+        "fault": active.name,
+        "fault_step": active.step,
+        "warm_start": dataclasses.asdict(ws),
+        "trainer": "rlvitals.grpo",
+    }
+    run = Run(cfg, sections=SECTIONS, versions=versions, info=info)
+    try:
+        with run:
+            _loop(
+                run,
+                cfg,
+                sampler,
+                trainer,
+                pool,
+                heldout,
+                active,
+                task_rng,
+                fail_rng,
+                sample_gen,
+                emit,
+            )
+    except RunStopped as exc:
+        emit("stopped", {"reason": exc.reason, "message": str(exc)})
+    return run.dir
+
+
+def _loop(
+    run: Run,
+    cfg: Config,
+    sampler: Sampler,
+    trainer: Trainer,
+    pool: TaskPool,
+    heldout: list[Task],
+    active: ActiveFault,
+    task_rng: np.random.Generator,
+    fail_rng: np.random.Generator,
+    sample_gen: torch.Generator,
+    emit: Event,
+) -> None:
+    tcfg: TaskConfig = cfg.section("task")
+    ocfg: OptimConfig = cfg.section("optim")
+    lead = ocfg.async_lead if cfg.training.mode == "async" else 0
+    queue: deque[Batch] = deque()
+    next_to_sample = 0
+    for step in range(ocfg.steps):
+        # -- sample: fill the pipeline up to `lead` updates ahead -------------------------
+        while next_to_sample <= step + lead:
+            stall = active.stall(next_to_sample)
+            batch = _sample(
+                run,
+                next_to_sample,
+                sampler,
+                pool,
+                active,
+                tcfg,
+                cfg,
+                task_rng,
+                fail_rng,
+                sample_gen,
+                stop_after=(0.5 if stall else None),
+            )
+            if stall:
+                # Half of the batch's attempts came back; the rest never will. The heartbeat
+                # keeps reporting the same phase and count; no step record comes. After
+                # `stall` seconds the process gives up without closing the run, as a job
+                # killed by its scheduler leaves it: run.json still says "running".
+                emit("stall", {"step": next_to_sample, "seconds": stall})
+                run.progress("sampling", attempts_needed=len(batch.attempt_ids) * 2)
+                time.sleep(stall)
+                run.abandon()
+                return
+            queue.append(batch)
+            next_to_sample += 1
+        batch = queue.popleft()
+        assert batch.step == step
+
+        # -- decide which attempts train ---------------------------------------------------
+        with run.phase("training"):
+            t0 = time.perf_counter()
+            decision = run.decide(step)
+            row_of = {aid: i for i, aid in enumerate(batch.attempt_ids)}
+            rows = [row_of[a.attempt_id] for a in decision.trained]
+            rewards = [batch.rewards[i] for i in rows]
+            groups = [batch.group_ids[i] for i in rows]
+
+            # -- trainer logprobs of every sampled token, before the update -----------------
+            active.before_update(step, trainer)
+            logp_old = trainer.logprobs(batch.episodes)  # (B, T-1)
+            trainer_logprobs = _per_attempt(logp_old, batch)
+
+            # -- the GRPO update -------------------------------------------------------------
+            metrics: dict[str, Any] = {}
+            if rows:
+                adv = group_advantages([float(r) for r in rewards if r is not None], groups)
+                stats = trainer.update(batch.episodes, rows, adv, logp_old)
+                metrics.update(stats.metrics)
+            training_seconds = time.perf_counter() - t0
+
+        metrics["perf/sampling_seconds"] = batch.sampling_seconds
+        metrics["perf/grading_seconds"] = batch.grading_seconds
+        metrics["perf/training_seconds"] = training_seconds
+        record = run.log_step(step, trainer_logprobs=trainer_logprobs, metrics=metrics)
+        emit("step", record)
+
+        # -- sync the sampler --------------------------------------------------------------
+        if active.syncs_weights(step):
+            sampler.load(trainer.model, step + 1)
+
+        # -- sampler checkpoint, scored on held-out tasks -------------------------------------
+        if run.checkpoint_due(step) or (
+            step == ocfg.steps - 1 and cfg.output.sampler_checkpoint_every
+        ):
+            with run.phase("evaluating"):
+                path = run.checkpoint_path(step)
+                torch.save(sampler.state_dict(), path)
+                score = evaluate(sampler, heldout, tcfg)
+                run.log_eval(
+                    step,
+                    "heldout",
+                    score,
+                    len(heldout),
+                    checkpoint=str(path.relative_to(run.dir)),
+                    policy_version=sampler.version,
+                )
+            emit("eval", {"step": step, "score": score})
+
+
+def evaluate(sampler: Sampler, tasks: list[Task], tcfg: TaskConfig) -> float:
+    """Greedy pass rate on ``tasks`` with the honest grader."""
+    ep = sampler.rollout(
+        tasks, max_new_tokens=tcfg.max_new_tokens, max_turns=tcfg.max_turns, greedy=True
+    )
+    attempts = read_attempts(ep)
+    return sum(grade(t, a.final_reply)[0] for t, a in zip(tasks, attempts)) / len(tasks)
+
+
+def _per_attempt(logp: torch.Tensor, batch: Batch) -> dict[str, list[float]]:
+    """Trainer logprobs of each attempt's sampled tokens, aligned with its sampler logprobs."""
+    gen = batch.episodes.generated[:, 1:]  # (B, T-1): token t+1 was sampled
+    values = logp.tolist()
+    flags = gen.tolist()
+    return {
+        aid: [v for v, g in zip(values[i], flags[i]) if g]
+        for i, aid in enumerate(batch.attempt_ids)
+    }
+
+
+def _sample(
+    run: Run,
+    step: int,
+    sampler: Sampler,
+    pool: TaskPool,
+    active: ActiveFault,
+    tcfg: TaskConfig,
+    cfg: Config,
+    task_rng: np.random.Generator,
+    fail_rng: np.random.Generator,
+    generator: torch.Generator,
+    stop_after: float | None = None,
+) -> Batch:
+    """Sample, grade and log the attempts of update ``step``."""
+    G = tcfg.group_size
+    with run.phase("sampling", attempts_needed=tcfg.tasks_per_step * G):
+        tasks = active.tasks(step, pool, tcfg.tasks_per_step, task_rng)
+        rows = [t for t in tasks for _ in range(G)]  # each task G times: its group
+        max_new_tokens, max_turns = active.budget(step, tcfg)
+        t0 = time.perf_counter()
+        ep = sampler.rollout(
+            rows,
+            max_new_tokens=max_new_tokens,
+            max_turns=max_turns,
+            temperature=tcfg.temperature,
+            generator=generator,
+        )
+        ep.seconds = time.perf_counter() - t0
+        attempts = read_attempts(ep)
+
+    grader = active.grader(step)
+    p_rollout, p_grading = active.failure_rates(step)
+    p_rollout, p_grading = p_rollout + BASE_FAILURE_RATE, p_grading + BASE_FAILURE_RATE
+    retries_allowed = cfg.rollout.max_rollout_retries
+    n_logged = len(rows) if stop_after is None else int(len(rows) * stop_after)
+    ids: list[str] = []
+    group_ids: list[str] = []
+    rewards: list[float | None] = []
+    grading_seconds = 0.0
+    span = ep.tokens.shape[1]
+    with run.phase("grading"):
+        for i, (task, att) in enumerate(zip(rows, attempts)):
+            # Each try can fail in the environment or in the grader; retries absorb some.
+            draws = fail_rng.random((retries_allowed + 1, 2))
+            error: BaseException | None = None
+            failed_in = "rollout"
+            retries = 0
+            for k in range(retries_allowed + 1):
+                if draws[k, 0] < p_rollout:
+                    error, failed_in = (
+                        TimeoutError("sandbox did not answer the tool call"),
+                        "rollout",
+                    )
+                elif draws[k, 1] < p_grading:
+                    error, failed_in = (
+                        ConnectionError("grading service refused the connection"),
+                        "grading",
+                    )
+                else:
+                    error = None
+                    break
+                retries = min(k + 1, retries_allowed)
+            reward: float | None = None
+            metadata = dict(att.metadata)
+            g0 = time.perf_counter()
+            if error is None:
+                reward, extra = grader(task, att.final_reply)
+                metadata.update(extra)
+            g1 = time.perf_counter()
+            grading_seconds += g1 - g0
+            if i >= n_logged:
+                continue
+            gid = f"{step}-g{i // G}"
+            aid = run.log_attempt(
+                step,
+                gid,
+                task.task_id,
+                reward,
+                policy_version=ep.version,
+                response_tokens=att.response_tokens,
+                truncated=att.truncated,
+                metadata=metadata,
+                sampler_logprobs=att.logprobs,
+                transcript=att.transcript,
+                error=error,
+                failed_in=failed_in,
+                retries=retries,
+                duration=ep.seconds * att.positions / span + (g1 - g0),
+            )
+            ids.append(aid)
+            group_ids.append(gid)
+            rewards.append(reward)
+    return Batch(step, ep, ids, group_ids, rewards, ep.seconds, grading_seconds)
+
+
+def _finite(x: float | None) -> bool:
+    return x is not None and math.isfinite(x)

@@ -1,0 +1,166 @@
+"""The sampler: its own copy of the weights, its own numerics, and the agent's episodes.
+
+The sampler holds a separate copy of the policy in ``sampler_dtype`` (bfloat16 by default), as
+an inference engine does, and a weight version: the trainer pushes new weights after each
+update with ``load(model, version)``. Generation runs on a KV cache, one position per loop turn
+for the whole batch, and records the log-probability the sampler gave each token it sampled.
+Because the trainer recomputes those log-probabilities in float32, the two disagree a little
+(a real, small mismatch: about 2e-5 to 5e-5 of k3 with bfloat16, see trainer-notes.md).
+
+Episodes are multi-turn and batched. Every row is one attempt; at each position a row either
+samples a token (the model's reply), is fed the next token of its tool's reply (forced, not
+sampled, never trained on), or is finished and fed padding. The agent's rules, vectorised:
+
+- a reply ends with ``$`` (an answer: the episode ends, ``termination_reason = "answer"``) or
+  ``?`` (a tool call: the tool's reply is appended and the next turn begins);
+- a tool call in the last allowed turn ends the episode (``"max_turns"``);
+- reaching ``max_new_tokens`` generated tokens without an answer ends it (``"max_tokens"``,
+  ``truncated``).
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+
+import torch
+
+from .model import GPT
+from .tasks import CALL_ID, END_ID, PAD_ID, Task, encode
+
+__all__ = ["TERMINATIONS", "Episodes", "Sampler", "episode_length"]
+
+# termination code -> termination_reason label in the agent's episode metadata.
+TERMINATIONS = ("running", "answer", "max_turns", "max_tokens")
+RUNNING, ANSWER, MAX_TURNS, MAX_TOKENS = range(4)
+
+
+def episode_length(prompt_len: int, tool_len: int, max_new_tokens: int, max_turns: int) -> int:
+    """Positions an episode can fill: the prompt, every generated token, every tool reply."""
+    return prompt_len + max_new_tokens + min(max_turns - 1, max_new_tokens) * tool_len
+
+
+@dataclass
+class Episodes:
+    """A batch of finished episodes, one row per attempt."""
+
+    tasks: list[Task]
+    tokens: torch.Tensor  # (B, T) long: prompt, replies, tool replies, padding
+    generated: torch.Tensor  # (B, T) bool: position holds a token the model sampled
+    logprobs: torch.Tensor  # (B, T) float32: the sampler's logprob of that token, else 0
+    termination: torch.Tensor  # (B,) long: index into TERMINATIONS
+    turns: torch.Tensor  # (B,) long: model replies started
+    tool_calls: torch.Tensor  # (B,) long
+    n_generated: torch.Tensor  # (B,) long
+    prompt_len: int
+    version: int  # sampler weight version that produced every reply
+    seconds: float = 0.0
+
+    @property
+    def truncated(self) -> torch.Tensor:
+        return self.termination == MAX_TOKENS
+
+
+class Sampler:
+    """A separate, reduced-precision copy of the policy that generates episodes."""
+
+    def __init__(self, model: GPT, dtype: torch.dtype) -> None:
+        self.dtype = dtype
+        self.model = copy.deepcopy(model).to(dtype).eval()
+        for p in self.model.parameters():
+            p.requires_grad_(False)
+        self.version = 0
+
+    @torch.no_grad()
+    def load(self, model: GPT, version: int) -> None:
+        """Receive the trainer's weights (cast to the sampler's dtype) as ``version``."""
+        for dst, src in zip(self.model.parameters(), model.parameters()):
+            dst.copy_(src.detach().to(self.dtype))
+        self.version = version
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        return self.model.state_dict()
+
+    @torch.no_grad()
+    def rollout(
+        self,
+        tasks: list[Task],
+        *,
+        max_new_tokens: int,
+        max_turns: int,
+        temperature: float = 1.0,
+        greedy: bool = False,
+        generator: torch.Generator | None = None,
+    ) -> Episodes:
+        """Run one episode per task (repeat a task in ``tasks`` for a group)."""
+        B = len(tasks)
+        prompts = torch.tensor([encode(t.prompt) for t in tasks])  # (B, P)
+        replies = torch.tensor([encode(t.tool_reply) for t in tasks])  # (B, L)
+        P, L = prompts.shape[1], replies.shape[1]
+        T = episode_length(P, L, max_new_tokens, max_turns)
+        if self.model.max_len < T:
+            raise ValueError(f"episodes of {T} positions exceed the model's {self.model.max_len}")
+
+        tokens = torch.full((B, T), PAD_ID, dtype=torch.long)
+        tokens[:, :P] = prompts
+        generated = torch.zeros((B, T), dtype=torch.bool)
+        logprobs = torch.zeros((B, T), dtype=torch.float32)
+        done = torch.zeros(B, dtype=torch.bool)
+        in_reply = torch.zeros(B, dtype=torch.bool)  # the last token was the model's
+        tool_pos = torch.full((B,), -1, dtype=torch.long)  # next tool-reply token, -1: none
+        termination = torch.zeros(B, dtype=torch.long)
+        turns = torch.zeros(B, dtype=torch.long)
+        tool_calls = torch.zeros(B, dtype=torch.long)
+        n_gen = torch.zeros(B, dtype=torch.long)
+
+        cache = self.model.new_cache(B)
+        logits = self.model.prefill(prompts, cache)  # (B, V): predicts position P
+        for t in range(P, T):
+            # Sampling distribution in float32, whatever the weights' dtype (as engines do).
+            logp = torch.log_softmax(logits.float() / temperature, dim=-1)  # (B, V)
+            if greedy:
+                sampled = logp.argmax(dim=-1)
+            else:
+                sampled = torch.multinomial(logp.exp(), 1, generator=generator).squeeze(1)
+            forcing = (tool_pos >= 0) & ~done
+            gen = ~done & ~forcing
+            forced = replies.gather(1, tool_pos.clamp(min=0)[:, None]).squeeze(1)
+            tok = torch.where(forcing, forced, sampled)
+            tok = torch.where(done, torch.full_like(tok, PAD_ID), tok)
+            tokens[:, t] = tok
+            generated[:, t] = gen
+            logprobs[:, t] = torch.where(gen, logp.gather(1, tok[:, None]).squeeze(1), 0.0)
+
+            # The tool's reply advances by one token; a finished reply hands the turn back.
+            tool_pos = torch.where(forcing, tool_pos + 1, tool_pos)
+            tool_pos = torch.where(tool_pos >= L, torch.full_like(tool_pos, -1), tool_pos)
+            # The agent's rules (module docstring).
+            turns += gen & ~in_reply
+            n_gen += gen
+            is_end = gen & (tok == END_ID)
+            is_call = gen & (tok == CALL_ID)
+            tool_calls += is_call
+            in_reply = gen & ~is_end & ~is_call
+            out_of_turns = is_call & (turns >= max_turns)
+            out_of_tokens = gen & ~is_end & ~out_of_turns & (n_gen >= max_new_tokens)
+            termination = torch.where(is_end, ANSWER, termination)
+            termination = torch.where(out_of_turns, MAX_TURNS, termination)
+            termination = torch.where(out_of_tokens, MAX_TOKENS, termination)
+            done = done | is_end | out_of_turns | out_of_tokens
+            tool_pos = torch.where(is_call & ~done, torch.zeros_like(tool_pos), tool_pos)
+            if bool(done.all()) or t == T - 1:
+                break
+            logits = self.model.decode_one(tok, cache)
+        used = int(generated.any(0).nonzero().max()) + 1 if bool(generated.any()) else P
+        return Episodes(
+            tasks=tasks,
+            tokens=tokens[:, :used],
+            generated=generated[:, :used],
+            logprobs=logprobs[:, :used],
+            termination=torch.where(done, termination, torch.full_like(termination, MAX_TOKENS)),
+            turns=turns,
+            tool_calls=tool_calls,
+            n_generated=n_gen,
+            prompt_len=P,
+            version=self.version,
+        )

@@ -1,0 +1,207 @@
+"""The GRPO update: group-relative advantages, a clipped importance ratio, full precision.
+
+One update, given a batch of episodes from the sampler and the attempts the writer decided
+to train on (``Run.decide``):
+
+1. Recompute, with the trainer's float32 weights and before any change, the log-probability
+   of every sampled token: ``logp_old`` (B, T). These are the trainer's logprobs the writer
+   holds against the sampler's (the mismatch metrics: k3, |Δ|, ESS).
+2. Advantages per attempt, relative to its group (GRPO): A_i = (r_i - mean_g) / (std_g + 1e-4),
+   over the attempts of the group that train. Every generated token of attempt i gets A_i.
+3. ``minibatches`` optimizer steps over the trained attempts, each minimising the clipped
+   surrogate, averaged over the minibatch's generated tokens (a token-level mean):
+
+       ratio = exp(logp_new - logp_old)
+       loss  = -mean_tokens( min(ratio * A, clip(ratio, 1 - eps, 1 + eps) * A) )
+
+   The first minibatch is exactly on-policy (ratio = 1); later ones follow an optimizer step,
+   so the ratio moves and the clip can act (``train/clip_frac``).
+
+Where this departs from the GRPO paper (Shao et al., 2024), as nanochat's chat_rl.py lists its own:
+
+- No KL penalty to a reference model (as DAPO and nanochat drop it), so ``train/ref_kl`` is not
+  measured. The PPO ``train/ppo_kl`` (old vs new within the update) is.
+- The loss is a token-level mean over the minibatch (DAPO), not a mean of per-sequence means.
+- ``logp_old`` is the trainer's own recomputation, not the sampler's logprobs: the ratio starts
+  at exactly 1, and the sampler/trainer mismatch is measured, not corrected (no truncated
+  importance sampling). In async mode the attempts are up to ``max_steps_off_policy`` updates
+  old and are trained as if on-policy from ``logp_old``, as one-step-off-policy trainers do.
+- A non-finite loss or gradient skips the optimizer step (as a mixed-precision grad scaler
+  does); the update is still counted and its metrics are logged as they are (NaN).
+- Tool replies are inputs, never trained on: only tokens the model sampled carry a loss.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from .model import GPT
+from .optim import AdamW
+from .sampler import Episodes
+
+__all__ = ["Trainer", "group_advantages"]
+
+
+def group_advantages(rewards: Sequence[float], groups: Sequence[str]) -> list[float]:
+    """(r - mean of its group) / (population std of its group + 1e-4), per attempt."""
+    by_group: dict[str, list[float]] = {}
+    for r, g in zip(rewards, groups):
+        by_group.setdefault(g, []).append(r)
+    stats = {}
+    for g, rs in by_group.items():
+        mean = sum(rs) / len(rs)
+        std = math.sqrt(sum((r - mean) ** 2 for r in rs) / len(rs))
+        stats[g] = (mean, std)
+    return [(r - stats[g][0]) / (stats[g][1] + 1e-4) for r, g in zip(rewards, groups)]
+
+
+@dataclass
+class UpdateStats:
+    """What one update measured, under canonical metric names (METRICS.md)."""
+
+    metrics: dict[str, float]
+    stepped: int  # optimizer steps taken (a non-finite one is skipped)
+
+
+class Trainer:
+    """The full-precision policy and its optimizer."""
+
+    def __init__(
+        self,
+        model: GPT,
+        *,
+        lr: float,
+        clip_eps: float,
+        minibatches: int,
+        grad_clip: float,
+        weight_decay: float,
+        temperature: float,
+        seed: int,
+    ) -> None:
+        self.model = model
+        self.lr = lr
+        self.clip_eps = clip_eps
+        self.minibatches = minibatches
+        self.grad_clip = grad_clip
+        self.temperature = temperature
+        self.opt = AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
+        self.generator = torch.Generator().manual_seed(seed * 1000 + 7)
+        # Fault hooks (faults.py): a logit scale (inf makes the loss NaN) and an entropy
+        # coefficient added to the loss (positive: an entropy bonus with the wrong sign).
+        self.logit_scale = 1.0
+        self.entropy_coef = 0.0
+
+    def _logits(self, tokens: torch.Tensor) -> torch.Tensor:
+        # (B, T) -> (B, T-1, V): position t predicts token t+1, at the sampling temperature so
+        # that trainer and sampler logprobs describe the same distribution.
+        logits = self.model(tokens[:, :-1]) / self.temperature
+        if self.logit_scale != 1.0:
+            logits = logits * self.logit_scale
+        return logits
+
+    @torch.no_grad()
+    def logprobs(self, ep: Episodes) -> torch.Tensor:
+        """float32 logprob of every token of the batch under the current weights: (B, T-1).
+
+        Entry (i, t) is the logprob of token t+1 of row i; read it where ``ep.generated[:, 1:]``.
+        """
+        self.model.eval()
+        logp = torch.log_softmax(self._logits(ep.tokens), dim=-1)  # (B, T-1, V)
+        return logp.gather(2, ep.tokens[:, 1:, None]).squeeze(2)  # (B, T-1)
+
+    def update(
+        self,
+        ep: Episodes,
+        rows: Sequence[int],
+        advantages: Sequence[float],
+        logp_old: torch.Tensor,
+    ) -> UpdateStats:
+        """One GRPO update on batch rows ``rows`` with their advantages.
+
+        Args:
+            ep: the batch of episodes (every row, trained or not).
+            rows: indices of the rows that train.
+            advantages: one advantage per row of ``rows``.
+            logp_old: ``self.logprobs(ep)`` from before the update, (B, T-1).
+        """
+        self.model.train()
+        eps = self.clip_eps
+        idx = torch.as_tensor(list(rows), dtype=torch.long)
+        adv = torch.as_tensor(list(advantages), dtype=torch.float32)  # (N,)
+        # Shuffle the trained rows, then cut them into minibatches of near-equal size.
+        order = torch.randperm(len(idx), generator=self.generator)
+        chunks = [c for c in torch.tensor_split(order, self.minibatches) if len(c)]
+
+        sums = {
+            "loss": 0.0,
+            "grad_norm": 0.0,
+            "clipped": 0.0,
+            "tokens": 0.0,
+            "entropy": 0.0,
+            "ppo_kl": 0.0,
+        }
+        stepped = 0
+        for chunk in chunks:
+            r = idx[chunk]  # batch rows of this minibatch, (b,)
+            tokens = ep.tokens[r]  # (b, T)
+            mask = ep.generated[r, 1:].float()  # (b, T-1): 1 where the model sampled token t+1
+            a = adv[chunk][:, None]  # (b, 1): one advantage for every token of an attempt
+            old = logp_old[r]  # (b, T-1)
+
+            logits = self._logits(tokens)  # (b, T-1, V)
+            logp_all = torch.log_softmax(logits, dim=-1)  # (b, T-1, V)
+            logp = logp_all.gather(2, tokens[:, 1:, None]).squeeze(2)  # (b, T-1)
+            n_tok = mask.sum().clamp(min=1.0)
+
+            # The clipped surrogate, per token.
+            log_ratio = logp - old  # (b, T-1)
+            ratio = log_ratio.exp()
+            surr1 = ratio * a
+            surr2 = ratio.clamp(1.0 - eps, 1.0 + eps) * a
+            loss = -(torch.minimum(surr1, surr2) * mask).sum() / n_tok
+
+            # Token entropy of the trainer's distribution, H = -Σ p log p over the vocabulary.
+            entropy = -(logp_all.exp() * logp_all).sum(-1)  # (b, T-1)
+            mean_entropy = (entropy * mask).sum() / n_tok
+            if self.entropy_coef:
+                loss = loss + self.entropy_coef * mean_entropy
+
+            self.opt.zero_grad()
+            loss.backward()
+            # Norm before clipping (what train/grad_norm means); clips in place.
+            grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.grad_clip)
+            if torch.isfinite(loss) and torch.isfinite(grad_norm):
+                self.opt.step()
+                stepped += 1
+
+            with torch.no_grad():
+                # The clip is active where min() picked the clamped term: ratio left
+                # [1-eps, 1+eps] in the direction the advantage pushes.
+                clipped = ((ratio > 1.0 + eps) & (a > 0)) | ((ratio < 1.0 - eps) & (a < 0))
+                k = float(mask.sum())
+                sums["tokens"] += k
+                sums["loss"] += float(loss) * k
+                sums["grad_norm"] += float(grad_norm) * k
+                sums["clipped"] += float((clipped.float() * mask).sum())
+                sums["entropy"] += float((entropy * mask).sum())
+                # k1 estimate of KL(old || new) over the sampled tokens.
+                sums["ppo_kl"] += float((-log_ratio * mask).sum())
+
+        n = sums["tokens"] or math.nan
+        adv_std = float(adv.std(unbiased=False)) if len(adv) else math.nan
+        return UpdateStats(
+            metrics={
+                "train/loss": sums["loss"] / n,
+                "train/grad_norm": sums["grad_norm"] / n,
+                "train/lr": self.lr,
+                "train/clip_frac": sums["clipped"] / n,
+                "train/entropy": sums["entropy"] / n,
+                "train/ppo_kl": sums["ppo_kl"] / n,
+                "train/advantage_std": adv_std,
+            },
+            stepped=stepped,
+        )

@@ -1,0 +1,188 @@
+"""Supervised warm start, cached on disk.
+
+GRPO learns only from groups whose attempts disagree, so a model trained from scratch first
+needs a pass rate well above zero. The warm start trains on correct episodes (next-token cross
+entropy on the tokens the model itself would write: ``?``, the answer digits, ``$``; never on
+the prompt or the tool's reply) and **stops on a target pass rate**, not after a fixed number
+of steps: a small transformer picks up addition suddenly, at a step that varies by seed
+(trainer-notes.md: 180-320 steps), and a fixed length leaves some seeds at a pass rate near 0,
+where every group scores all zeros and GRPO has nothing to learn from.
+
+The result is cached under ``$RLVITALS_CACHE`` (default ``~/.cache/rlvitals``), keyed by every
+setting it depends on (model, task, warm-start settings, seed, thread count, torch version),
+so the second run with the same settings skips it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from .config import ModelConfig, OptimConfig, TaskConfig
+from .grader import grade
+from .model import GPT
+from .optim import AdamW
+from .sampler import Sampler
+from .tasks import PAD_ID, TaskPool, encode
+
+__all__ = ["WarmStart", "cache_dir", "warm_start"]
+
+CACHE_VERSION = 1
+CHECK_TASKS = 128  # problems sampled at each pass-rate check
+
+
+def cache_dir() -> Path:
+    """``$RLVITALS_CACHE``, else ``~/.cache/rlvitals`` (read when called, not at import)."""
+    env = os.environ.get("RLVITALS_CACHE")
+    return Path(env) if env else Path.home() / ".cache" / "rlvitals"
+
+
+@dataclass
+class WarmStart:
+    """What the warm start did (recorded in run.json as ``warm_start``)."""
+
+    steps: int
+    pass_rate: float
+    reached_target: bool
+    seconds: float
+    cached: bool
+    key: str
+
+
+def _key(model: ModelConfig, task: TaskConfig, optim: OptimConfig) -> str:
+    parts: dict[str, Any] = {
+        "v": CACHE_VERSION,
+        "torch": torch.__version__,
+        "model": asdict(model),
+        "task": {k: getattr(task, k) for k in ("digits", "tool_fraction", "heldout_fraction")},
+        "optim": {k: v for k, v in asdict(optim).items() if k.startswith("warm_")},
+        "seed": optim.seed,
+        "threads": optim.threads,
+    }
+    blob = json.dumps(parts, sort_keys=True).encode()
+    return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def _batch(pool: TaskPool, n: int, rng: np.random.Generator) -> tuple[torch.Tensor, ...]:
+    """Correct episodes as (inputs, targets, loss mask), each (n, T-1)."""
+    seqs, masks = [], []
+    for task in pool.sample(n, rng):
+        prompt, rest = task.demonstration()
+        ids = encode(prompt + rest)
+        # Train on what the model writes: after the prompt, except the tool's reply.
+        mask = [False] * len(prompt) + [True] * len(rest)
+        if task.variable is not None:
+            reply = len(task.tool_reply)
+            mask[len(prompt) + 1 : len(prompt) + 1 + reply] = [False] * reply
+        seqs.append(ids)
+        masks.append(mask)
+    T = max(len(s) for s in seqs)
+    tokens = torch.full((n, T), PAD_ID, dtype=torch.long)
+    loss_mask = torch.zeros((n, T), dtype=torch.bool)
+    for i, (s, m) in enumerate(zip(seqs, masks)):
+        tokens[i, : len(s)] = torch.tensor(s)
+        loss_mask[i, : len(m)] = torch.tensor(m)
+    # Position t predicts token t+1.
+    return tokens[:, :-1], tokens[:, 1:], loss_mask[:, 1:]
+
+
+def pass_rate(
+    sampler: Sampler,
+    pool: TaskPool,
+    task: TaskConfig,
+    rng: np.random.Generator,
+    generator: torch.Generator,
+    n: int = CHECK_TASKS,
+) -> float:
+    """Share of ``n`` sampled training tasks the sampler solves at temperature 1."""
+    tasks = pool.sample(n, rng)
+    ep = sampler.rollout(
+        tasks,
+        max_new_tokens=task.max_new_tokens,
+        max_turns=task.max_turns,
+        temperature=task.temperature,
+        generator=generator,
+    )
+    from .agent import read_attempts
+
+    attempts = read_attempts(ep)
+    return sum(grade(t, a.final_reply)[0] for t, a in zip(tasks, attempts)) / n
+
+
+def warm_start(
+    model: GPT,
+    pool: TaskPool,
+    model_cfg: ModelConfig,
+    task: TaskConfig,
+    optim: OptimConfig,
+    *,
+    directory: Path | None = None,
+    on_check: Any = None,
+) -> WarmStart:
+    """Bring ``model`` to the target pass rate, or load the cached result. Updates it in place.
+
+    Args:
+        directory: the cache directory (default ``cache_dir()``); the file is
+            ``<directory>/warmstart/<key>.pt``.
+        on_check: called as ``on_check(step, pass_rate)`` after each pass-rate check.
+    """
+    key = _key(model_cfg, task, optim)
+    path = (directory or cache_dir()) / "warmstart" / f"{key}.pt"
+    start = time.perf_counter()
+    if path.exists():
+        try:
+            saved = torch.load(path, map_location="cpu", weights_only=True)
+            model.load_state_dict(saved["state_dict"])
+            info = saved["info"]
+            return WarmStart(
+                steps=int(info["steps"]),
+                pass_rate=float(info["pass_rate"]),
+                reached_target=bool(info["reached_target"]),
+                seconds=time.perf_counter() - start,
+                cached=True,
+                key=key,
+            )
+        except Exception:  # a corrupt or foreign cache file: train again and overwrite it
+            pass
+
+    rng = np.random.default_rng([optim.seed, 1])
+    check_rng = np.random.default_rng([optim.seed, 2])
+    generator = torch.Generator().manual_seed(optim.seed * 1000 + 3)
+    opt = AdamW(model.parameters(), lr=optim.warm_lr, weight_decay=0.0)
+    dtype = torch.bfloat16 if model_cfg.sampler_dtype == "bfloat16" else torch.float32
+    sampler = Sampler(model, dtype)
+    rate, step = 0.0, 0
+    model.train()
+    while step < optim.warm_max_steps:
+        x, y, mask = _batch(pool, optim.warm_batch, rng)
+        logits = model(x)  # (B, T-1, V)
+        loss = F.cross_entropy(logits[mask], y[mask])  # mean over the model's own tokens
+        opt.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        step += 1
+        if step % optim.warm_check_every == 0:
+            sampler.load(model, 0)
+            rate = pass_rate(sampler, pool, task, check_rng, generator)
+            if on_check is not None:
+                on_check(step, rate)
+            if rate >= optim.warm_target_pass_rate:
+                break
+    info = {"steps": step, "pass_rate": rate, "reached_target": rate >= optim.warm_target_pass_rate}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    torch.save({"state_dict": model.state_dict(), "info": info}, tmp)
+    os.replace(tmp, path)
+    return WarmStart(
+        step, rate, bool(info["reached_target"]), time.perf_counter() - start, False, key
+    )

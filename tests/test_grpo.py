@@ -1,0 +1,230 @@
+"""The reference trainer's parts, on tiny inputs: tasks, graders, episodes, advantages, update."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from rlvitals.cli import main  # noqa: E402
+from rlvitals.config import load_config  # noqa: E402
+from rlvitals.errors import ConfigError  # noqa: E402
+from rlvitals.grpo.agent import read_attempts  # noqa: E402
+from rlvitals.grpo.config import SECTIONS  # noqa: E402
+from rlvitals.grpo.faults import FAULTS, ActiveFault, parse_fault  # noqa: E402
+from rlvitals.grpo.grader import grade, grade_prefix_bug, read_answer  # noqa: E402
+from rlvitals.grpo.model import GPT  # noqa: E402
+from rlvitals.grpo.sampler import Sampler  # noqa: E402
+from rlvitals.grpo.tasks import VOCAB, Task, TaskPool, encode  # noqa: E402
+from rlvitals.grpo.trainer import Trainer, group_advantages  # noqa: E402
+
+
+def test_answer_is_the_sum_units_digit_first() -> None:
+    t = Task(12, 34, 2)
+    assert t.prompt == "^12+34="
+    assert t.answer == "640"
+    assert Task(99, 99, 2).answer == "891"
+
+
+def test_lookup_task_hides_its_operand_until_the_tool_replies() -> None:
+    t = Task(12, 34, 2, variable="uv")
+    assert t.prompt == "^uv+34=" and "12" not in t.prompt
+    assert t.tool_reply == "12+34="
+    assert t.demonstration() == ("^uv+34=", "?12+34=640$")
+
+
+def test_heldout_problems_are_never_training_problems_and_do_not_depend_on_the_seed() -> None:
+    pool = TaskPool(2, 0.25, 0.1)
+    assert len(pool.heldout) == 1000 and len(pool.train) == 9000
+    assert not set(pool.heldout.tolist()) & set(pool.train.tolist())
+    again = TaskPool(2, 0.25, 0.1)
+    assert again.heldout_tasks(50) == pool.heldout_tasks(50)
+    held = {(t.a, t.b) for t in pool.heldout_tasks(200)}
+    drawn = {(t.a, t.b) for t in pool.sample(2000, np.random.default_rng(0))}
+    assert not held & drawn
+
+
+def test_honest_grader_wants_the_exact_answer() -> None:
+    t = Task(12, 34, 2)
+    assert grade(t, "640$") == (1.0, {"answered": True, "answer_digits": 3})
+    assert grade(t, "64$")[0] == 0.0
+    assert grade(t, "640")[0] == 1.0  # cut before its end token: the digits are there
+    assert grade(t, "?") == (0.0, {"answered": False, "answer_digits": 0})
+
+
+def test_prefix_bug_grader_passes_any_prefix_of_the_answer() -> None:
+    t = Task(12, 34, 2)
+    assert [grade_prefix_bug(t, r)[0] for r in ("640$", "64$", "6$", "$")] == [1.0] * 4
+    assert grade_prefix_bug(t, "65$")[0] == 0.0
+    assert grade_prefix_bug(t, "?")[0] == 0.0
+    assert read_answer("6$") == "6"
+
+
+class Scripted(torch.nn.Module):
+    """A stand-in policy that always puts its mass on one token (for the agent's rules)."""
+
+    def __init__(self, token: str, max_len: int = 64) -> None:
+        super().__init__()
+        self.max_len = max_len
+        self.bias = torch.nn.Parameter(torch.full((len(VOCAB),), -30.0))
+        with torch.no_grad():
+            self.bias[encode(token)[0]] = 30.0
+
+    def new_cache(self, batch: int) -> None:
+        return None
+
+    def prefill(self, idx: torch.Tensor, cache: None) -> torch.Tensor:
+        return self.bias.expand(idx.shape[0], -1)
+
+    def decode_one(self, token: torch.Tensor, cache: None) -> torch.Tensor:
+        return self.bias.expand(token.shape[0], -1)
+
+
+def _episode(token: str, task: Task, **budget: int):
+    sampler = Sampler(Scripted(token), torch.float32)  # type: ignore[arg-type]
+    ep = sampler.rollout([task], greedy=True, **budget)
+    return ep, read_attempts(ep)[0]
+
+
+def test_tool_calls_get_the_tool_reply_until_max_turns() -> None:
+    ep, att = _episode("?", Task(12, 34, 2, "uv"), max_new_tokens=8, max_turns=3)
+    assert att.metadata == {"termination_reason": "max_turns", "turns": 3, "tool_calls": 3}
+    assert [g["completion"] for g in att.transcript] == ["?", "?", "?"]
+    assert att.transcript[1]["prompt"] == "^uv+34=?12+34="
+    assert att.response_tokens == 3 and not att.truncated
+    # Tool replies are fed, not sampled: only the three calls count as generated.
+    assert int(ep.generated.sum()) == 3
+
+
+def test_token_budget_cuts_a_reply_and_marks_it_truncated() -> None:
+    _, att = _episode("1", Task(12, 34, 2), max_new_tokens=5, max_turns=3)
+    assert att.final_reply == "11111"
+    assert att.truncated and att.metadata["termination_reason"] == "max_tokens"
+    assert att.transcript[0]["finish_reason"] == "length"
+    assert len(att.logprobs) == 5
+
+
+def test_end_token_ends_the_episode_as_an_answer() -> None:
+    _, att = _episode("$", Task(12, 34, 2), max_new_tokens=5, max_turns=3)
+    assert att.final_reply == "$" and att.metadata["termination_reason"] == "answer"
+    assert att.transcript[0]["finish_reason"] == "stop"
+
+
+def test_bfloat16_sampler_disagrees_with_the_float32_trainer_a_little() -> None:
+    torch.manual_seed(0)
+    model = GPT(len(VOCAB), 1, 2, 32)
+    tasks = TaskPool(2, 0.5, 0.1).sample(16, np.random.default_rng(0))
+    trainer = Trainer(
+        model, lr=1e-3, clip_eps=0.2, minibatches=2, grad_clip=1.0, weight_decay=0.0,
+        temperature=1.0, seed=0,
+    )  # fmt: skip
+    gaps = {}
+    for dtype in (torch.float32, torch.bfloat16):
+        ep = Sampler(model, dtype).rollout(
+            tasks, max_new_tokens=6, max_turns=2, generator=torch.Generator().manual_seed(1)
+        )
+        mask = ep.generated[:, 1:]
+        delta = trainer.logprobs(ep)[mask] - ep.logprobs[:, 1:][mask]
+        gaps[dtype] = float(delta.abs().mean())
+    assert gaps[torch.float32] < 1e-5
+    assert 1e-4 < gaps[torch.bfloat16] < 0.1
+
+
+def test_advantages_are_relative_to_the_group() -> None:
+    adv = group_advantages([1.0, 0.0, 1.0, 1.0, 1.0, 0.0], ["a", "a", "b", "b", "c", "c"])
+    assert adv[0] == pytest.approx(1.0, abs=1e-3) and adv[1] == pytest.approx(-1.0, abs=1e-3)
+    assert adv[2] == adv[3] == 0.0  # a group that agrees teaches nothing
+
+
+def _trainer_and_batch(lr: float = 1e-2):
+    torch.manual_seed(0)
+    model = GPT(len(VOCAB), 1, 2, 32)
+    trainer = Trainer(
+        model, lr=lr, clip_eps=0.2, minibatches=2, grad_clip=1.0, weight_decay=0.0,
+        temperature=1.0, seed=0,
+    )  # fmt: skip
+    tasks = TaskPool(2, 0.25, 0.1).sample(16, np.random.default_rng(0))
+    ep = Sampler(model, torch.float32).rollout(
+        tasks, max_new_tokens=6, max_turns=2, generator=torch.Generator().manual_seed(1)
+    )
+    rows = list(range(16))
+    adv = [1.0 if i % 2 else -1.0 for i in rows]
+    return model, trainer, ep, rows, adv
+
+
+def test_update_changes_the_weights_and_the_clip_acts_after_the_first_minibatch() -> None:
+    model, trainer, ep, rows, adv = _trainer_and_batch()
+    before = [p.detach().clone() for p in model.parameters()]
+    stats = trainer.update(ep, rows, adv, trainer.logprobs(ep))
+    assert stats.stepped == 2
+    assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters()))
+    m = stats.metrics
+    assert m["train/clip_frac"] > 0 and m["train/ppo_kl"] != 0
+    assert all(math.isfinite(v) for v in m.values())
+
+
+def test_nonfinite_loss_skips_the_optimizer_step() -> None:
+    model, trainer, ep, rows, adv = _trainer_and_batch()
+    trainer.logit_scale = math.inf
+    before = [p.detach().clone() for p in model.parameters()]
+    stats = trainer.update(ep, rows, adv, trainer.logprobs(ep))
+    assert stats.stepped == 0 and math.isnan(stats.metrics["train/loss"])
+    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
+
+
+def test_fault_names_and_onsets_parse() -> None:
+    assert parse_fault("nan@7") == ("nan", 7)
+    assert parse_fault("stall") == ("stall", None)
+    with pytest.raises(ConfigError, match="unknown fault 'nope'"):
+        parse_fault("nope")
+    with pytest.raises(ConfigError, match="expected an update number"):
+        parse_fault("nan@x")
+    f = ActiveFault.create("out_of_room", None)
+    assert f.step == FAULTS["out_of_room"].default_step
+    assert not f.on("out_of_room", f.step - 1) and f.on("out_of_room", f.step)
+
+
+def test_trainer_sections_are_validated_by_name() -> None:
+    with pytest.raises(ConfigError, match=r"\[task.group_size\].*integer"):
+        load_config({"task": {"group_size": "eight"}}, sections=SECTIONS)
+    with pytest.raises(ConfigError, match=r"\[optim.lrr\]: unknown key"):
+        load_config({"optim": {"lrr": 1.0}}, sections=SECTIONS)
+    cfg = load_config({"model": {"d_model": 64}}, sections=SECTIONS)
+    assert cfg.to_dict()["model"]["d_model"] == 64 and cfg.to_dict()["task"]["digits"] == 2
+
+
+def test_list_faults_names_every_fault_with_its_onset(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["demo", "--list-faults", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["name"] for r in rows] == list(FAULTS)
+    assert all(r["default_step"] >= 0 and r["does"] and r["shows"] for r in rows)
+    assert main(["demo", "--list-faults"]) == 0
+    text = capsys.readouterr().out
+    assert all(name in text for name in FAULTS)
+
+
+def test_bad_fault_and_bad_config_are_one_line_errors(
+    tmp_path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["demo", "--fault", "meltdown"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown fault 'meltdown'" in err and "Traceback" not in err
+    bad = tmp_path / "run.toml"
+    bad.write_text("[optim]\nsteps = 0\n")
+    assert main(["train", str(bad)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "[optim.steps]" in err and ">= 1" in err
+
+
+def test_adamw_first_step_moves_each_weight_by_lr_times_the_gradient_sign() -> None:
+    from rlvitals.grpo.optim import AdamW
+
+    p = torch.nn.Parameter(torch.tensor([1.0, -2.0]))
+    opt = AdamW([p], lr=0.1, weight_decay=0.0)
+    p.grad = torch.tensor([0.5, -3.0])
+    opt.step()  # bias-corrected m / sqrt(v) is sign(g) on the first step
+    assert torch.allclose(p.detach(), torch.tensor([0.9, -1.9]), atol=1e-6)
