@@ -214,11 +214,11 @@ def decide(
     return decision
 
 
-def _all_same(values: Sequence[float | None]) -> bool:
+def _all_same(values: list[float | None] | list[float]) -> bool:
     first = values[0]
     if first != first:  # NaN: the same only as other NaNs
         return all(v != v for v in values)
-    return all(v == first for v in values)
+    return values.count(first) == len(values)  # type: ignore[arg-type]  # C-level
 
 
 @dataclass
@@ -297,6 +297,19 @@ class EpisodeStats:
 
     def add_all(self, metas: Sequence[Mapping[str, Any]]) -> list[int]:
         """Accumulate many attempts' metadata; the indices of those that need cleaning."""
+        odd: list[int] = []
+        if not metas:
+            return odd
+        # The usual case first: every attempt returned the same keys (in any order).
+        keys = tuple(metas[0])
+        if keys and len(set(map(len, metas))) == 1:
+            try:
+                rows = list(map(itemgetter(*keys), metas))
+            except KeyError:
+                pass
+            else:
+                self._add_rows(keys, rows, range(len(metas)), metas, odd)
+                return odd
         by_keys: dict[tuple[Any, ...], list[int]] = {}
         for i, m in enumerate(metas):
             if m:
@@ -306,36 +319,39 @@ class EpisodeStats:
                     by_keys[ks] = [i]
                 else:
                     idx.append(i)
-        odd: list[int] = []
-        cols = self.cols
         for ks, idx in by_keys.items():
             group = [metas[i] for i in idx]
-            get = itemgetter(*ks)
-            rows = list(map(get, group)) if len(ks) > 1 else [(get(m),) for m in group]
-            columns = list(zip(*rows))
-            plain = True
-            for col in columns:
-                kinds = set(map(type, col))
-                if not kinds <= _PLAIN:
-                    plain = False
-                    break
-                if float in kinds:
-                    total = sum([v for v in col if type(v) is float] if len(kinds) > 1 else col)
-                    if total - total != 0.0:  # a NaN or an infinity (or an overflow) among them
-                        plain = False
-                        break
+            self._add_rows(ks, list(map(itemgetter(*ks), group)), idx, group, odd)
+        return odd
+
+    def _add_rows(
+        self,
+        keys: tuple[Any, ...],
+        rows: list[Any],
+        idx: Sequence[int],
+        group: Sequence[Mapping[str, Any]],
+        odd: list[int],
+    ) -> None:
+        """Columns from ``rows`` (one value, or a tuple of values, per attempt)."""
+        columns: list[Sequence[Any]] = list(zip(*rows)) if len(keys) > 1 else [rows]
+        for col in columns:
+            kinds = set(map(type, col))
+            plain = kinds <= _PLAIN
+            if plain and float in kinds:
+                total = sum([v for v in col if type(v) is float] if len(kinds) > 1 else col)
+                plain = total - total == 0.0  # else a NaN or an infinity (or an overflow)
             if not plain:  # value by value, flagging the metadata to clean
                 odd.extend(i for i, m in zip(idx, group) if self.add(m))
-                continue
-            for key, col in zip(ks, columns):
-                values = [v for v in col if v is not None] if None in col else col
-                if values:
-                    mine = cols.get(key)
-                    if mine is None:
-                        cols[key] = list(values)
-                    else:
-                        mine.extend(values)
-        return odd
+                return
+        cols = self.cols
+        for key, col in zip(keys, columns):
+            values = [v for v in col if v is not None] if None in col else col
+            if values:
+                mine = cols.get(key)
+                if mine is None:
+                    cols[key] = list(values)
+                else:
+                    mine.extend(values)
 
     def merge(self, other: EpisodeStats) -> None:
         for k, col in other.cols.items():
