@@ -546,3 +546,16 @@ def test_columns_taken_at_once_match_attempt_by_attempt(metas):
     assert sorted(odd) == flagged
     with np.errstate(all="ignore"):
         assert _same(at_once.metrics(RunState()), one_by_one.metrics(RunState()))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(meta_values, meta_values), min_size=1, max_size=10))
+def test_columns_of_metadata_with_the_same_keys_match_attempt_by_attempt(pairs):
+    metas = [{"x": x, "y": y} if i % 2 else {"y": y, "x": x} for i, (x, y) in enumerate(pairs)]
+    at_once = EpisodeStats()
+    odd = at_once.add_all(metas)
+    one_by_one = EpisodeStats()
+    flagged = [i for i, m in enumerate(metas) if one_by_one.add(m)]
+    assert sorted(odd) == flagged
+    with np.errstate(all="ignore"):
+        assert _same(at_once.metrics(RunState()), one_by_one.metrics(RunState()))
