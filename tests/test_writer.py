@@ -712,6 +712,64 @@ def test_trainer_logprobs_that_do_not_fit_are_left_out_with_a_warning(tmp_path):
     assert "mismatch" not in first and second["mismatch"]["tokens"] == 1
 
 
+attempt_strategy = st.fixed_dictionaries(
+    {
+        "group": st.sampled_from(["a", "b", "c"]),
+        "reward": st.one_of(st.none(), st.floats(), st.integers(-3, 3)),
+        "pv": st.one_of(st.none(), st.integers(-2, 4)),
+        "error": st.one_of(st.none(), st.sampled_from(["E", "TimeoutError"])),
+        "tokens": st.integers(0, 50),
+        "duration": st.one_of(st.none(), st.floats()),
+        "metadata": st.dictionaries(
+            st.sampled_from(["end", "turns", "ok", "x"]),
+            st.one_of(st.floats(), st.integers(), st.booleans(), st.text(max_size=3), st.none()),
+            max_size=3,
+        ),
+        "lp": st.one_of(st.none(), st.lists(st.floats(max_value=0), min_size=0, max_size=4)),
+    }
+)
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(st.lists(attempt_strategy, max_size=12), st.booleans())
+def test_any_attempts_give_a_step_record_and_a_readable_file(tmp_path_factory, attempts, tlp):
+    root = tmp_path_factory.mktemp("fuzz")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with Run(
+            config(
+                root,
+                training={"max_consecutive_unusable_groups": None},
+                rollout={"max_consecutive_rollout_failures": None},
+            )
+        ) as run:
+            ids = {}
+            for a in attempts:
+                aid = run.log_attempt(
+                    3,
+                    a["group"],
+                    "t",
+                    a["reward"],
+                    policy_version=a["pv"],
+                    error=a["error"],
+                    response_tokens=a["tokens"],
+                    duration=a["duration"],
+                    metadata=a["metadata"],
+                    sampler_logprobs=a["lp"],
+                )
+                if a["lp"] is not None:
+                    ids[aid] = [x / 2 for x in a["lp"]]
+            rec = run.log_step(3, trainer_logprobs=ids if tlp else None)
+    assert not [w for w in caught if "not computed" in str(w.message)]
+    assert rec["step"] == 3 and rec["groups/trained"] + rec["groups/rejected"] == len(
+        {a["group"] for a in attempts}
+    )
+    assert len(lines(run.dir / "rollouts.jsonl")) == len(attempts)
+    assert not read(run.dir).warnings
+
+
 def test_warnings_are_writer_warnings_not_errors(tmp_path):
     run = Run(config(tmp_path))
     run.log_attempt(0, "g", "t", 1.0, policy_version=0, sampler_logprobs=[-1.0])

@@ -368,7 +368,7 @@ class EpisodeStats:
             else:
                 labels, numbers = Counter(), col
             if numbers:
-                out[f"rollout/{key}"] = math.fsum(numbers) / len(numbers)
+                out[f"rollout/{key}"] = _fmean(numbers)
             if labels:
                 seen = state.labels.setdefault(str(key), {})
                 other = 0
@@ -423,13 +423,24 @@ _duration = attrgetter("duration")
 
 
 def _pstd(values: Sequence[float]) -> float:
-    n = len(values)
-    m = math.fsum(values) / n
-    return math.sqrt(math.fsum([(v - m) * (v - m) for v in values]) / n)
+    m = _fmean(values)
+    return math.sqrt(_fmean([(v - m) * (v - m) for v in values]))
 
 
 def _mean(values: Sequence[float]) -> float | None:
-    return math.fsum(values) / len(values) if values else None
+    return _fmean(values) if values else None
+
+
+def _fmean(values: Sequence[float]) -> float:
+    """The exact-sum mean (``math.fsum``) of a non-empty sequence, never raising: an
+    intermediate overflow divides first, and ``inf + -inf`` is NaN."""
+    n = len(values)
+    try:
+        return math.fsum(values) / n
+    except OverflowError:
+        return math.fsum([v / n for v in values])
+    except ValueError:  # inf and -inf among them
+        return math.nan
 
 
 def _percentile(sorted_values: Sequence[float], q: float) -> float:
@@ -666,14 +677,14 @@ def step_metrics(
         and ((e := a.error) is None or not e.startswith("rollout_failed/"))
     ]
     lengths = list(map(_tokens, responded))
-    m["response/length_mean"] = math.fsum(lengths) / len(lengths) if lengths else None
+    m["response/length_mean"] = _fmean(lengths) if lengths else None
     m["response/truncated_rate"] = (
         len([1 for a in responded if a.truncated]) / len(lengths) if lengths else None
     )
 
     lags = sorted(a.lag for a in trained if a.lag is not None)
     if lags:
-        m["freshness/lag_mean"] = math.fsum(lags) / len(lags)
+        m["freshness/lag_mean"] = _fmean(lags)
         m["freshness/lag_p90"] = _percentile(lags, 0.9)
         m["freshness/lag_max"] = float(lags[-1])
 

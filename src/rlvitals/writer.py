@@ -585,13 +585,13 @@ class Run:
                     self._given_ids.discard(a.attempt_id)
             self._decided = None
             self._last_step = step
-            record: dict[str, Any] = {"step": step}
+            record: dict[str, Any] = {"step": step, "time": time.time()}
             try:
                 record = self._step_record(
                     step, decision, batch, trainer_logprobs, metrics, policy_version
                 )
             except Exception as exc:  # never break the loop over our own failure
-                _warn(f"step {step}: metrics not computed: {type(exc).__name__}: {exc}")
+                _warn(f"step {step}: step record incomplete: {type(exc).__name__}: {exc}")
             self._guarded(f"step {step}: attempts not written", self._write_attempts, batch, step)
             self._guarded(f"step {step}: step record not written", self._append, STEPS, record)
             self._mirror_log(record)
@@ -643,7 +643,10 @@ class Run:
         }
         problems: list[str] = []
         odd: list[Attempt] = []
-        m.update(step_metrics(decision, batch, self._state, trainer_logprobs, problems, odd))
+        try:
+            m.update(step_metrics(decision, batch, self._state, trainer_logprobs, problems, odd))
+        except Exception as exc:  # a bug of ours must not cost the loop's own numbers
+            _warn(f"step {step}: metrics not computed: {type(exc).__name__}: {exc}")
         for a in odd:  # metadata JSON cannot spell as it is (NaN, numpy values): write it clean
             a.metadata = clean(a.metadata)
         for problem in problems:  # once per kind: "...sampled tokens..." or "...without..."
