@@ -131,7 +131,11 @@ def reward_jump(ctx: Context) -> dict[str, Any] | None:
         jump = after - before
         hot = (jump > allowed) & (jump >= JUMP_RANGE * (hi - lo))
         if sigma > 0 and hot.any():
-            i = int(np.flatnonzero(hot)[0])
+            # The step of the biggest jump in the first spell over the line: where the rise is.
+            lo = int(np.flatnonzero(hot)[0])
+            cold = np.flatnonzero(~hot[lo:])
+            hi = lo + (int(cold[0]) if len(cold) else len(hot) - lo)
+            i = lo + int(np.argmax((jump - allowed)[lo:hi]))
             out = dict(
                 step=int(r.steps[t[i]]),
                 metric=name,

@@ -62,16 +62,29 @@ class Generation:
     completion_tokens: int | None = None
     finish_reason: str | None = None
     trains: bool | None = None
+    _texts: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def has_text(self) -> bool:
         return self.completion is not None or self.prompt is not None
 
     def completion_text(self) -> str:
-        return flatten(self.completion, MAX_STRING) if self.completion is not None else ""
+        """The reply as text (chat messages and tool calls flattened)."""
+        got = self._texts.get("completion")
+        if got is None:
+            got = self._texts["completion"] = (
+                flatten(self.completion, 2 * MAX_STRING) if self.completion is not None else ""
+            )
+        return got
 
     def prompt_text(self) -> str:
-        return flatten(self.prompt, MAX_STRING) if self.prompt is not None else ""
+        """The prompt as text (chat messages flattened)."""
+        got = self._texts.get("prompt")
+        if got is None:
+            got = self._texts["prompt"] = (
+                flatten(self.prompt, 2 * MAX_STRING) if self.prompt is not None else ""
+            )
+        return got
 
 
 @dataclass

@@ -146,8 +146,8 @@ def distinct_ngram_ratio(toks: list[str], n: int = 3) -> float:
     """Distinct n-grams / n-grams (1 = no repeat; NaN for fewer than n tokens)."""
     if len(toks) < n:
         return math.nan
-    grams = list(zip(*(toks[i:] for i in range(n))))
-    return len(set(grams)) / len(grams)
+    total = len(toks) - n + 1
+    return len(set(zip(*(toks[i:] for i in range(n))))) / total
 
 
 def zlib_ratio(text: str, limit: int = 1 << 16) -> float:
