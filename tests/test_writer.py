@@ -770,6 +770,23 @@ def test_any_attempts_give_a_step_record_and_a_readable_file(tmp_path_factory, a
     assert not read(run.dir).warnings
 
 
+def test_logprobs_as_numpy_arrays_give_the_same_metrics_as_lists(tmp_path):
+    np = pytest.importorskip("numpy")
+    records = []
+    for kind in ("lists", "arrays"):
+        with Run(config(tmp_path, name=kind)) as run, warnings.catch_warnings():
+            warnings.simplefilter("error", WriterWarning)
+            conv = (lambda x: np.asarray(x, dtype=np.float32)) if kind == "arrays" else list
+            a = run.log_attempt(
+                0, "g", "t", 1.0, policy_version=0, sampler_logprobs=conv([-1.0, -2.0])
+            )
+            b = run.log_attempt(0, "g", "t", 0.0, policy_version=0, sampler_logprobs=conv([-0.5]))
+            tlp = {a: conv([-1.0, -1.5]), b: conv([-1.0])}
+            records.append(run.log_step(0, trainer_logprobs=tlp))
+    for key in ("train/mismatch_kl", "train/mismatch_ess", "sampling/entropy_estimate"):
+        assert records[1][key] == pytest.approx(records[0][key], rel=1e-6), key
+
+
 def test_warnings_are_writer_warnings_not_errors(tmp_path):
     run = Run(config(tmp_path))
     run.log_attempt(0, "g", "t", 1.0, policy_version=0, sampler_logprobs=[-1.0])

@@ -730,7 +730,7 @@ def _agreement(
         return m
     get = trainer_logprobs.get
     tl = [get(a.attempt_id) for a in sampled]
-    found = len(tl) - tl.count(None)
+    found = len([t for t in tl if t is not None])  # not tl.count(None): arrays compare per item
     if found < len(trainer_logprobs) and problems is not None:
         mine = {a.attempt_id for a in sampled}
         stray = sorted(str(k) for k in trainer_logprobs if k not in mine)
