@@ -491,9 +491,12 @@ def mismatch_stats(
 
 
 def _mismatch(
-    samplers: Sequence[Any], trainers: Sequence[Any], s_all: np.ndarray | None = None
+    samplers: Sequence[Any],
+    trainers: Sequence[Any],
+    s_all: np.ndarray | None = None,
+    lens: list[int] | None = None,
 ) -> tuple[dict[str, float], list[dict[str, float]]]:
-    lengths = np.fromiter((len(s) for s in samplers), dtype=np.int64, count=len(samplers))
+    lengths = np.array(list(map(len, samplers)) if lens is None else lens, dtype=np.int64)
     total = int(lengths.sum())
     if total == 0:
         return {}, [{"kl": math.nan, "abs_diff": math.nan, "tokens": 0} for _ in samplers]
@@ -751,14 +754,15 @@ def _agreement(
     if not kept or not total:
         return m
     if kept == len(keep):
-        owners, s_sub, trainers = sampled, samplers, tl
+        owners, s_sub, trainers, lens = sampled, samplers, tl, lengths
         s_pairs: np.ndarray | None = s_all
     else:
         owners = [a for a, k in zip(sampled, keep) if k]
         s_sub = [s for s, k in zip(samplers, keep) if k]
         trainers = [t for t, k in zip(tl, keep) if k]
+        lens = [n for n, k in zip(lengths, keep) if k]
         s_pairs = s_all[np.repeat(np.asarray(keep), lengths)]
-    stats, per = _mismatch(s_sub, trainers, s_pairs)
+    stats, per = _mismatch(s_sub, trainers, s_pairs, lens)
     m.update(stats)
     for a, p in zip(owners, per):
         a.mismatch = p

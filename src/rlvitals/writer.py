@@ -723,7 +723,7 @@ class Run:
             if full:  # the loop's own keys win over the defaults
                 gens = [
                     {"policy_version": pv, "trains": trains, **g}
-                    if isinstance(g, Mapping)
+                    if type(g) is dict or isinstance(g, Mapping)
                     else {"policy_version": pv, "trains": trains, "completion": g}
                     for g in a.transcript or ()
                 ]
@@ -734,7 +734,7 @@ class Run:
                         "trains": trains,
                         **{k: v for k, v in g.items() if k not in _TEXT_KEYS},
                     }
-                    if isinstance(g, Mapping)
+                    if type(g) is dict or isinstance(g, Mapping)
                     else {"policy_version": pv, "trains": trains}
                     for g in a.transcript or ()
                 ]
