@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rlvitals import Run, read
-from rlvitals.errors import MissingExtraError, RunStopped, UsageError
+from rlvitals.errors import ConfigError, MissingExtraError, RunStopped, UsageError
 from rlvitals.jsonio import decode_line
 from rlvitals.schema import ROLLOUTS
 from rlvitals.writer import WriterWarning
@@ -86,6 +86,12 @@ def test_a_name_already_used_is_refused(tmp_path):
     Run(config(tmp_path)).close()
     with pytest.raises(UsageError, match="already there"):
         Run(config(tmp_path))
+
+
+def test_an_output_dir_that_cannot_be_made_is_a_config_error(tmp_path):
+    (tmp_path / "file").write_text("not a directory")
+    with pytest.raises(ConfigError, match=r"\[output.output_dir\]: cannot create"):
+        Run({"output": {"output_dir": str(tmp_path / "file"), "name": "r"}})
 
 
 def test_an_unnamed_run_gets_a_unique_directory(tmp_path):

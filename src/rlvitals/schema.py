@@ -168,7 +168,7 @@ PATTERNS: list[tuple[re.Pattern[str], MetricSpec]] = [
             "discard/rollouts/<reason>",
             "failures",
             "attempts that never reached training, by reason (rollout_failed/<Exc>, "
-            "grading_failed/<Exc>, unversioned, stale)",
+            "grading_failed/<Exc>, unversioned, ungraded, stale, or the loop's own reason)",
         ),
     ),
     (

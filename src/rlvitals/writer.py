@@ -58,7 +58,7 @@ import msgspec
 
 from . import __version__
 from .config import Config, load_config
-from .errors import MissingExtraError, RunStopped, UsageError
+from .errors import ConfigError, MissingExtraError, RunStopped, UsageError
 from .jsonio import _ENCODER, clean, encode_line, scrub, write_bytes_atomic
 from .jsonio import write_json_atomic as _write_json_atomic
 from .metrics import (
@@ -261,7 +261,14 @@ class Run:
         self.dir = Path(cfg.output.output_dir) / self.name
         if (self.dir / RUN_JSON).exists():
             raise UsageError(f"{self.dir}: a run directory is already there; choose another name")
-        self.dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ConfigError(
+                f"cannot create the run directory {self.dir}: {exc.strerror or exc}",
+                section="output",
+                key="output_dir",
+            ) from None
         self.run_id = uuid.uuid4().hex
         self._lock = threading.RLock()
         self._closed = False
