@@ -170,6 +170,53 @@ def run_encoder(run_dir: Path) -> tuple[float, float]:
     return encode_s, journal_s / max(len(rollouts), 1)
 
 
+def reference_trainer_share(steps: int, root: str) -> None:
+    """The writer's share of the reference trainer's own updates (needs the ``train`` extra):
+    every writer call is timed (wall and CPU) inside a real demo run, from the first writer call
+    on (the supervised warm start before it is not an update)."""
+    try:
+        from rlvitals import writer
+        from rlvitals.grpo import demo_run
+    except ImportError as exc:
+        print(f"reference trainer: skipped ({exc})")
+        return
+    wall: dict[str, float] = {}
+    cpu: dict[str, float] = {}
+    first: list[float] = []
+    originals = {}
+
+    def timed(name: str) -> Any:
+        f = originals[name] = getattr(writer.Run, name)
+
+        def call(self: Any, *a: Any, **k: Any) -> Any:
+            if not first:
+                first.append(time.perf_counter())
+            t, c = time.perf_counter(), time.thread_time()
+            try:
+                return f(self, *a, **k)
+            finally:
+                wall[name] = wall.get(name, 0.0) + time.perf_counter() - t
+                cpu[name] = cpu.get(name, 0.0) + time.thread_time() - c
+
+        return call
+
+    names = ["log_attempt", "log_step", "decide", "log_eval", "progress", "checkpoint_path"]
+    for name in names:
+        setattr(writer.Run, name, timed(name))
+    try:
+        demo_run(root, name="reference-share", steps=steps)
+        total = time.perf_counter() - first[0]
+    finally:
+        for name, f in originals.items():
+            setattr(writer.Run, name, f)
+    w, c = sum(wall.values()), sum(cpu.values())
+    print(
+        f"reference trainer, {steps} updates: {1e3 * total / steps:.0f} ms per update; the "
+        f"writer {1e3 * w / steps:.2f} ms wall ({100 * w / total:.2f}%), {1e3 * c / steps:.2f} ms "
+        f"CPU ({100 * c / total:.2f}%) per update (target < 2%)"
+    )
+
+
 def pin_one_core() -> str:
     try:
         cpu = sorted(os.sched_getaffinity(0))[-1]
@@ -210,6 +257,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--quick", action="store_true", help="a few updates, one repeat (smoke)")
     ap.add_argument("--only", nargs="*", default=None, help="scenarios to run")
+    ap.add_argument(
+        "--reference-steps",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also time the writer inside N updates of the reference trainer (train extra)",
+    )
     args = ap.parse_args(argv)
     if args.quick:
         args.steps, args.groups, args.repeat = 3, 16, 1
@@ -255,6 +309,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"{ms:.2f} ms per update = {100 * share:.1f}% of a {TRAINER_STEP_SECONDS * 1e3:.0f}"
                 f" ms trainer update (target < 2%)"
             )
+        if args.reference_steps:
+            reference_trainer_share(args.reference_steps, root)
         print(f"load average after: {os.getloadavg()[0]:.2f}")
     finally:
         shutil.rmtree(root, ignore_errors=True)
