@@ -28,10 +28,7 @@ HACKS = {
         True,
     ),
     "empty": lambda a, b, s: ("\\boxed{}", True),
-    "ansi": lambda a, b, s: (
-        f"\x1b[2J\x1b[31mpwned\u202e \\boxed{{{s}}}\n```python\nimport os\nos._exit(0)\n```",
-        True,
-    ),
+    "ansi": lambda a, b, s: (f"\x1b[2J\x1b[31mpwned\u202e; os._exit(0) \\boxed{{{s}}}", True),
 }
 
 
@@ -105,11 +102,11 @@ def transcript_run(
                         reward = 0.0
                     else:
                         ok = rng.random() < pass_rate
-                        text = honest(a, b, s, ok, rng)
-                        if step >= length_from:
+                        pad = 0
+                        if step >= length_from:  # the grader pays for length
                             pad = rng.randint(0, 6)
-                            text = text + " Let me double-check." * pad
                             ok = rng.random() < min(1.0, 0.1 + 0.15 * pad)
+                        text = honest(a, b, s, ok, rng) + " Let me double-check." * pad
                         reward = 1.0 if ok else 0.0
                     n_tok = max(1, len(text) // 4)
                     lps = [-rng.expovariate(1 / entropy) for _ in range(min(n_tok, 40))]

@@ -6,10 +6,13 @@ own sampling error (binomial, from each evaluation's ``n``) and the train change
 reward's step noise, over the same span of steps.
 
 The divergence can start late: held-out may rise with train reward for a while (real
-learning) and then stop while train reward keeps climbing (the exploit taking over). So every
-evaluation is tried as the start of the span, earliest first, and the first span where train
-reward rises and held-out does not is reported, with its first evaluation as the divergence
-step.
+learning) and then fall while train reward keeps climbing (the exploit taking over). So every
+evaluation is tried as the start of the span, earliest first: over the whole run, held-out flat
+or falling while train reward rises is the signature; from a later evaluation on, held-out must
+fall beyond its error (a late plateau is common in healthy runs, and trying many starts would
+find a flat stretch in noise). The first evaluation of the first such span is the divergence
+step. Train reward is ``reward/mean_with_unusable`` where the run logs it: rejected groups
+(all solved) hide the rise an exploit makes from ``reward/mean``.
 """
 
 from __future__ import annotations
@@ -110,7 +113,7 @@ def check(ctx: Context) -> list[Finding]:
     suites = _suites(ctx)
     if not suites:
         return []
-    rname, r = ctx.series("reward/mean", "reward/mean_with_unusable")
+    rname, r = ctx.series("reward/mean_with_unusable", "reward/mean")
     out: list[Finding] = []
     for metric in suites:
         suite = metric[len("eval/") : -len("/score")]
@@ -149,7 +152,10 @@ def check(ctx: Context) -> list[Finding]:
             if train is None or not train["rising"]:
                 continue
             first, last, change, err = _span_change(e, se, i)
-            if change <= err:
+            # Over the whole run, flat is enough; from a later evaluation, held-out must fall:
+            # a held-out score that stops rising late in a healthy run is common (it
+            # saturates), and trying every start would find a flat stretch in noise.
+            if change <= err if i == 0 else change < -2 * err:
                 diverged = (i, train, first, last, change, err)
                 break
         if diverged is not None:

@@ -113,7 +113,7 @@ def reward_jump(ctx: Context) -> dict[str, Any] | None:
     if "reward_jump" in ctx._cache:
         return ctx._cache["reward_jump"]
     out = None
-    name, r = ctx.series("reward/mean", "reward/mean_with_unusable")
+    name, r = ctx.series("reward/mean_with_unusable", "reward/mean")
     w = MIN_WINDOW
     if r is not None and len(r) >= 4 * w:
         v = r.values
@@ -275,22 +275,21 @@ def _length(ctx: Context) -> list[Finding]:
 # -- flag families ---------------------------------------------------------------------------
 
 
-def _cusum_onset(x: np.ndarray, n: np.ndarray, p0: float, p1: float) -> tuple[int | None, float]:
+def _cusum(x: np.ndarray, n: np.ndarray, p0: float, p1: float) -> tuple[int, int, float] | None:
     """Bernoulli CUSUM of counts ``x`` of ``n`` for a rise from p0 to p1: (index where the
-    statistic last left zero before first crossing CUSUM_H, or None; its peak)."""
+    statistic last left zero, index where it first crossed CUSUM_H, its value there), or
+    None if it never crossed."""
     up = math.log(p1 / p0)
     down = math.log((1 - p1) / (1 - p0))
     s = 0.0
     start = 0
-    peak = 0.0
     for i in range(len(x)):
         s = max(0.0, s + x[i] * up + (n[i] - x[i]) * down)
         if s == 0.0:
             start = i + 1
-        peak = max(peak, s)
         if s > CUSUM_H:
-            return min(start, i), peak
-    return None, peak
+            return min(start, i), i, s
+    return None
 
 
 def _flag_alarm(sc: RunScan, flag: str, rules: Rules) -> dict[str, Any] | None:
@@ -307,19 +306,24 @@ def _flag_alarm(sc: RunScan, flag: str, rules: Rules) -> dict[str, Any] | None:
     early = float(np.median(rate[:k])) if relative else 0.0
     line = early + onset_rate
     sustained = first_sustained(rate > line)
-    pooled = np.convolve(x, np.ones(MIN_WINDOW), "full")[: len(x)] / np.maximum(
-        np.convolve(n, np.ones(MIN_WINDOW), "full")[: len(n)], 1
-    )
+    # The CUSUM dates a rise the 3-of-5 rule may miss (a small steady rate in small steps)
+    # and alarms on its own only when the flags it adds up come from 3 or more steps and make
+    # more than the line over the steps from its start (at least five): one burst is not a
+    # trend.
     p0 = min(max(early, 0.002), 0.9)
     p1 = min(max(line, 2 * p0), 0.99)
-    cus, peak = _cusum_onset(x, n, p0, p1) if p1 > p0 else (None, 0.0)
-    # The CUSUM alarms only where the pooled rate of the 5 steps from its onset is over the
-    # line too; the onset is the earlier of the two rules' onsets.
-    if cus is not None and pooled[min(len(x) - 1, cus + MIN_WINDOW - 1)] <= line:
-        cus = None
-    if sustained is None and cus is None:
+    cus = _cusum(x, n, p0, p1) if p1 > p0 else None
+    cus_start = None
+    if cus is not None:
+        start, cross, _s = cus
+        end = max(cross, start + MIN_WINDOW - 1) + 1
+        spread = int((x[start : cross + 1] > 0).sum())
+        pooled = float(x[start:end].sum() / max(n[start:end].sum(), 1))
+        if spread >= 3 and pooled > line:
+            cus_start = start
+    if sustained is None and cus_start is None:
         return None
-    alarm = min(i for i in (sustained, cus) if i is not None)
+    alarm = min(i for i in (sustained, cus_start) if i is not None)
     roll = rolling_mean(rate)
     after = roll[alarm:]
     peak_rate = float(np.nanmax(after)) if np.isfinite(after).any() else float(rate[alarm])
@@ -331,7 +335,7 @@ def _flag_alarm(sc: RunScan, flag: str, rules: Rules) -> dict[str, Any] | None:
         early_rate=round_sig(early),
         peak_rate=round_sig(peak_rate),
         last_rate=round_sig(float(rate[-MIN_WINDOW:].mean())),
-        cusum_peak=round_sig(peak),
+        cusum=round_sig(cus[2]) if cus is not None else None,
         relative=relative,
         rates=[round_sig(float(v)) for v in rate[alarm : alarm + 10]],
     )

@@ -665,6 +665,7 @@ class StepAnalyzer:
                     )
                     for x in xs:
                         add(x, "answers_disagree", ex)
+        constant: set[int] = set()
         if len(tasks) >= 5:
             if "constant_answer" in on:
                 by_answer: dict[str, list[_Light]] = defaultdict(list)
@@ -676,10 +677,13 @@ class StepAnalyzer:
                         ex = f"answer '{xs[0].shown}' rewarded on {n} of {len(tasks)} tasks"
                         for x in xs:
                             add(x, "constant_answer", ex)
+                            constant.add(x.index)
             if "repeated_reply" in on:
                 by_reply: dict[int, list[_Light]] = defaultdict(list)
                 for x in light:
-                    if x.task is not None:
+                    # A rewarded constant answer is the grader's doing (an exploit), not a
+                    # collapse: it is not counted twice.
+                    if x.task is not None and x.index not in constant:
                         by_reply[x.reply].append(x)
                 for xs in by_reply.values():
                     n = len({x.task for x in xs})
