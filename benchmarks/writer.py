@@ -25,6 +25,7 @@ Scenarios:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import os
 import random
@@ -267,6 +268,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.quick:
         args.steps, args.groups, args.repeat = 3, 16, 1
+    all_cpus = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set()
     print(f"rlvitals writer benchmark ({pin_one_core()}, python {sys.version.split()[0]})")
     warnings.simplefilter("error", WriterWarning)  # a figure measured around a failure is void
     print(f"load average before: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
@@ -310,6 +312,8 @@ def main(argv: list[str] | None = None) -> int:
                 f" ms trainer update (target < 2%)"
             )
         if args.reference_steps:
+            with contextlib.suppress(AttributeError, OSError):  # the trainer's own threads
+                os.sched_setaffinity(0, all_cpus)
             reference_trainer_share(args.reference_steps, root)
         print(f"load average after: {os.getloadavg()[0]:.2f}")
     finally:
