@@ -174,3 +174,11 @@ def test_report_command_names_a_bad_baseline(
     bad.write_text("{nope")
     assert main(["report", str(run_dir), "--baseline", str(bad), "-o", str(tmp_path / "x")]) == 2
     assert str(bad) in capsys.readouterr().err
+
+
+def test_the_docs_list_every_plot_with_its_metrics() -> None:
+    doc = (Path(__file__).parent.parent / "docs" / "dashboard.md").read_text()
+    for p in PLOTS:
+        metrics = ", ".join(f"`{m}`" for m in p.metrics)
+        assert f"| {p.title} | {metrics} |" in doc, p.title
+    assert "(report.png)" in doc and "(live.png)" in doc

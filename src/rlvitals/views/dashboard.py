@@ -442,8 +442,9 @@ def available_steps(data: RunData) -> list[int]:
 def transcript_steps(
     data: RunData, report: Report | None, limit: int = MAX_STEPS, latest: int = 2
 ) -> list[dict[str, Any]]:
-    """The transcript steps to offer: those the findings point at (the nearest file at or
-    after each step), then the latest ones; each ``{"step", "why"}``."""
+    """The transcript steps to offer: those the findings point at (their first step, the steps
+    of the attempts they cite, their other steps; the nearest file at or after each), then the
+    latest ones; each ``{"step", "why"}``."""
     have = available_steps(data)
     if not have:
         return []
@@ -451,8 +452,10 @@ def transcript_steps(
     for f in report.findings if report else []:
         if f.severity == "ok":
             continue
-        for s in [f.first_step, *f.steps]:
-            if s is None:
+        cited = f.evidence.get("examples") if isinstance(f.evidence, dict) else None
+        cited_steps = [e.get("step") for e in cited if isinstance(e, dict)] if cited else []
+        for s in [f.first_step, *cited_steps, *f.steps]:
+            if not isinstance(s, int) or isinstance(s, bool):
                 continue
             i = bisect.bisect_left(have, s)
             near = have[i] if i < len(have) else have[-1]
