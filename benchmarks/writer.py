@@ -3,7 +3,7 @@
     python benchmarks/writer.py [--steps N] [--quick]
 
 Each scenario logs realistic attempts (GRPO groups of 8, episode metadata with a label, a
-count, reward components and a flag, a few failures and stale attempts) with ``log_attempt``
+count, reward components and a flag, a few failed and lagging attempts) with ``log_attempt``
 and closes each update with ``log_step``, which decides the discards and computes every step
 metric. The baseline, measured in the same run on the same records, is msgspec encoding the
 rollouts.jsonl and steps.jsonl lines the writer produced, with nothing else: the floor any
@@ -218,6 +218,17 @@ def reference_trainer_share(steps: int, root: str) -> None:
     )
 
 
+def python_speed() -> float:
+    """CPU seconds for a fixed pure-Python loop (10 million additions): how fast this core
+    runs Python, so figures from different machines can be compared."""
+    t0 = time.process_time()
+    x = 0
+    for i in range(10_000_000):
+        x += i
+    assert x
+    return time.process_time() - t0
+
+
 def pin_one_core() -> str:
     try:
         cpu = sorted(os.sched_getaffinity(0))[-1]
@@ -272,6 +283,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"rlvitals writer benchmark ({pin_one_core()}, python {sys.version.split()[0]})")
     warnings.simplefilter("error", WriterWarning)  # a figure measured around a failure is void
     print(f"load average before: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
+    print(f"python speed: a 10-million-step loop takes {python_speed():.2f} s of CPU here")
     root = tempfile.mkdtemp(prefix="rlvitals-bench-")
     ok = True
     try:
