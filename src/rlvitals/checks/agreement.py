@@ -59,7 +59,11 @@ def _mismatch(ctx: Context) -> list[Finding]:
     if lag is not None and len(lag.since(step)) >= MIN_WINDOW:
         lt = trend(lag.since(step))
         lag_rising = lt is not None and lt.rising
-    stale = growing or lag_rising
+    # Attempts dropped as stale, or the sampler's own version falling behind (the attempts
+    # table keeps the lag of discarded attempts too), say the weights are old, not the numerics.
+    stale_drops = ctx.finite("discard/rollouts/stale")
+    dropped = stale_drops is not None and bool(stale_drops.since(step).values.sum() > 0)
+    stale = growing or lag_rising or dropped or _sampler_lag_rising(ctx, step)
     severe = peak >= fail_line
     ess = ctx.finite("train/mismatch_ess_seq")
     ev: dict[str, Any] = dict(
@@ -102,6 +106,21 @@ def _mismatch(ctx: Context) -> list[Finding]:
             **ev,
         )
     ]
+
+
+def _sampler_lag_rising(ctx: Context, step: int) -> bool:
+    """Whether the lag of every attempt (trained or not) grows from ``step`` on."""
+    a = ctx.data.attempts
+    if a is None or not len(a):
+        return False
+    ok = (a.lag >= 0) & (a.step >= step)
+    if ok.sum() < MIN_WINDOW:
+        return False
+    steps, inv = np.unique(a.step[ok], return_inverse=True)
+    if len(steps) < 3:
+        return False
+    mean_lag = np.bincount(inv, weights=a.lag[ok]) / np.bincount(inv)
+    return bool(mean_lag[-1] >= mean_lag[0] + 2)
 
 
 def _ess(ctx: Context, already: bool) -> list[Finding]:

@@ -22,6 +22,45 @@ _GUARD_VERDICTS = {
 }
 
 
+def _last_mean(ctx: Context, name: str, n: int = 5) -> float:
+    s = ctx.finite(name)
+    return float(s.values[-n:].mean()) if s is not None and len(s) else 0.0
+
+
+def _unusable_since(ctx: Context, default: int | None) -> int | None:
+    """The first step of the final stretch of updates that trained no group."""
+    t = ctx.finite("groups/trained")
+    if t is None or not len(t):
+        return default
+    trained = np.flatnonzero(t.values > 0)
+    if not len(trained):
+        return int(t.steps[0])
+    i = int(trained[-1]) + 1
+    return int(t.steps[i]) if i < len(t) else default
+
+
+def _why_unusable(ctx: Context, verdict: str, what: str) -> tuple[str, str]:
+    """Why the groups that stopped the run were rejected, from the last updates' discards:
+    stale attempts, failed attempts, or groups all solved / none solved."""
+    stale = _last_mean(ctx, "discard/rollouts/stale")
+    failed = sum(
+        _last_mean(ctx, n)
+        for n in ctx.data.names("discard/rollouts/")
+        if n.startswith(("discard/rollouts/rollout_failed/", "discard/rollouts/grading_failed/"))
+    )
+    all_solved = _last_mean(ctx, "groups/all_solved")
+    none_solved = _last_mean(ctx, "groups/none_solved")
+    if stale > 0 and stale >= failed:
+        return "stale_policy", "its attempts were dropped as stale"
+    if failed > 0:
+        return "infra_failures", "its attempts failed"
+    if all_solved > none_solved:
+        return "too_easy", "every attempt solved its task"
+    if none_solved > 0:
+        return "too_hard", "no attempt solved its task"
+    return verdict, what
+
+
 def _step_times(ctx: Context) -> tuple[np.ndarray, np.ndarray] | None:
     s = ctx.finite("time")
     if s is None or len(s) == 0:
@@ -52,13 +91,17 @@ def check(ctx: Context) -> list[Finding]:
         )
     elif status == "stopped":
         verdict, what = _GUARD_VERDICTS.get(str(reason), ("stalled", "a guard tripped"))
+        first = last_step
+        if reason == "max_consecutive_unusable_groups":
+            verdict, what = _why_unusable(ctx, verdict, what)
+            first = _unusable_since(ctx, last_step)
         out.append(
             finding(
                 NAME,
                 "fail",
                 verdict,
                 f"a guard stopped the run: {reason} ({what})",
-                first_step=last_step,
+                first_step=first,
                 status=status,
                 stop_reason=reason,
                 action="See the findings below for why; the guard saved the rest of the budget.",
