@@ -181,7 +181,10 @@
       var lpad = (ly1 - ly0) * 0.06; ly0 -= lpad; ly1 += lpad;
       y0 = Math.pow(10, ly0); y1 = Math.pow(10, ly1);
     } else {
-      if (y1 - y0 < 1e-12) { var d = Math.abs(y0) * 0.1 || 1; y0 -= d; y1 += d; }
+      if (y1 - y0 < 1e-12) {
+        // A constant series: centre it, except a constant 0 (a rate, a count) sits on 0..1.
+        if (y0 === 0) { y1 = 1; } else { var d = Math.abs(y0) * 0.1; y0 -= d; y1 += d; }
+      }
       var pad = (y1 - y0) * 0.06; y0 -= pad; y1 += pad;
     }
     function X(s) { return m.l + (s - x0) / (x1 - x0) * pw; }
