@@ -286,10 +286,11 @@ def test_check_time_grows_linearly(tmp_path):
         return data
 
     small, big = fake(1000), fake(100_000)
+    run_checks(fake(100))  # imports and first-call costs out of the timing
     t = time.perf_counter()
     run_checks(small)
     t_small = time.perf_counter() - t
     t = time.perf_counter()
     run_checks(big)
     t_big = time.perf_counter() - t
-    assert t_big < 300 * max(t_small, 1e-3)
+    assert t_big < 300 * max(t_small, 1e-3)  # linear is 100x; O(n^2) would be 10,000x

@@ -363,11 +363,27 @@ class RunData:
         return sorted(n for n in self.metrics.names() if n.startswith(prefix))
 
     def steps(self) -> np.ndarray:
-        """Every step any metric was measured at, ascending."""
+        """Every step any metric was measured at, ascending (cached until new data)."""
         arrays = [s.steps for s in self._all_series()]
+        key = (len(arrays), sum(len(a) for a in arrays))
+        cached = self.__dict__.get("_steps_cache")
+        if cached is not None and cached[0] == key:
+            return cached[1]  # type: ignore[no-any-return]
         if not arrays:
-            return np.zeros(0, dtype=np.int64)
-        return np.unique(np.concatenate(arrays))
+            out = np.zeros(0, dtype=np.int64)
+        else:
+            # Each series' steps are sorted and unique: a sort of the union and one pass to
+            # drop repeats (faster than np.unique's hashing on large runs).
+            first = arrays[0]
+            if all(a is first or np.array_equal(a, first) for a in arrays):
+                out = first
+            else:
+                allst = np.sort(np.concatenate(arrays), kind="stable")
+                keep = np.ones(len(allst), dtype=bool)
+                keep[1:] = allst[1:] != allst[:-1]
+                out = allst[keep]
+        self.__dict__["_steps_cache"] = (key, out)
+        return out
 
     def _all_series(self) -> Iterator[Series]:
         for name in self.metrics.names():
