@@ -268,3 +268,22 @@ def test_a_finished_run_is_judged_once_more_and_marked(tmp_path: Path) -> None:
     hub.poll()
     (summary,) = hub.index()
     assert summary["status"] == "finished" and summary["verdict"] == "learning"
+
+
+def test_a_failing_check_is_a_warning_not_a_dead_dashboard(tmp_path: Path) -> None:
+    d = make_run(tmp_path, "h", 10, status="running")
+
+    def broken(data) -> Report:
+        raise ZeroDivisionError("a bug in a check")
+
+    hub = Hub([d], judge=broken)
+    rid = next(iter(hub.runs))
+    sub = hub.subscribe([rid])
+    append_steps(d, [step_record(10, 0.0)])
+    hub.poll()
+    hub.poll(now=time.monotonic() + 10)
+    (summary,) = hub.index()
+    assert summary["last_step"] == 10 and summary["verdict"] is None
+    warnings = [w for w in hub.runs[rid].data.warnings if "checks failed" in w]
+    assert warnings == ["checks failed: ZeroDivisionError: a bug in a check"]
+    assert any(k == "delta" for k, _ in _drain(sub))

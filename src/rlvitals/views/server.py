@@ -259,8 +259,10 @@ class Hub:
         t0 = time.perf_counter()
         try:
             report = self.judge(run.data)
-        except RlvitalsError as exc:
-            run.data.warnings.append(f"checks failed: {exc}")
+        except Exception as exc:  # a bug in one check must not take the dashboard down
+            msg = f"checks failed: {type(exc).__name__}: {exc}"
+            if not run.data.warnings or run.data.warnings[-1] != msg:
+                run.data.warnings.append(msg)
             report = None
         run.check_cost = time.perf_counter() - t0
         run.last_check = now
@@ -351,7 +353,9 @@ class Hub:
                 try:
                     new_data = run.reader.poll()
                 except (OSError, RlvitalsError) as exc:
-                    run.data.warnings.append(f"read failed: {exc}")
+                    msg = f"read failed: {exc}"
+                    if not run.data.warnings or run.data.warnings[-1] != msg:
+                        run.data.warnings.append(msg)  # once, not once per pass
                     new_data = False
                 if new_data:
                     run.check_due = True
