@@ -161,7 +161,12 @@ def check(ctx: Context) -> list[Finding]:
         if diverged is not None:
             i, train, e_first, e_last, e_change, e_se = diverged
             falling = e_change < -2 * e_se
-            divergence = int(e.steps[i])
+            # Where held-out stopped following: its (3-evaluation) peak within the span, when
+            # that comes after the span's start (it rose with train first, then fell).
+            v = e.values[i:]
+            smooth = [float(v[max(0, j - 1) : j + 2].mean()) for j in range(len(v))]
+            peak = i + int(np.argmax(smooth[: max(1, len(v) - 2)]))
+            divergence = int(e.steps[peak])
             out.append(
                 finding(
                     NAME,

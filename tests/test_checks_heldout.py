@@ -1,0 +1,81 @@
+"""The held-out check on runs built in memory: where train reward and held-out diverge."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from rlvitals.checks import heldout
+from rlvitals.checks.context import Context
+from rlvitals.model import RunData
+
+
+def run(train, evals, n=500, seed=0):
+    """A run whose reward/mean follows ``train`` (plus noise), scored ``evals`` = {step:
+    score}."""
+    rng = np.random.default_rng(seed)
+    d = RunData(source="<memory>", format="test")
+    for step, v in enumerate(train):
+        d.metrics.add(step, "reward/mean", float(v + rng.normal(0, 0.02)))
+    for step, score in evals.items():
+        d.metrics.add(step, "eval/heldout/score", score)
+        d.evals.append({"step": step, "suite": "heldout", "score": score, "n": n})
+    return Context(d)
+
+
+def rising(n=60, a=0.3, b=0.7):
+    return np.linspace(a, b, n)
+
+
+def test_train_up_heldout_down_is_exploit_from_the_start():
+    ctx = run(rising(), {s: 0.6 - 0.004 * s for s in range(4, 60, 5)})
+    (f,) = heldout.check(ctx)
+    assert f.verdict == "exploit_suspected" and f.severity == "fail"
+    assert f.evidence["divergence_step"] == 4
+
+
+def test_late_fall_is_dated_where_it_starts():
+    # Held-out rises with train until step 30, then falls while train keeps rising.
+    scores = {s: (0.4 + 0.01 * s if s < 30 else 0.7 - 0.015 * (s - 30)) for s in range(4, 60, 5)}
+    (f,) = heldout.check(run(rising(), scores))
+    assert f.verdict == "exploit_suspected"
+    assert 24 <= f.evidence["divergence_step"] <= 34
+
+
+def test_late_plateau_of_a_healthy_run_is_not_an_exploit():
+    # Held-out rises, then saturates (noisily) while train still creeps up.
+    rng = np.random.default_rng(1)
+    scores = {s: min(0.65, 0.4 + 0.012 * s) + rng.normal(0, 0.02) for s in range(4, 60, 5)}
+    found = heldout.check(run(rising(), scores))
+    assert not [f for f in found if f.verdict == "exploit_suspected"]
+
+
+def test_heldout_rising_with_train_confirms():
+    (f,) = heldout.check(run(rising(), {s: 0.4 + 0.005 * s for s in range(4, 60, 5)}))
+    assert f.verdict == "learning" and f.severity == "ok"
+
+
+def test_flat_train_is_never_an_exploit():
+    found = heldout.check(run(np.full(60, 0.5), {s: 0.5 for s in range(4, 60, 5)}))
+    assert not [f for f in found if f.verdict == "exploit_suspected"]
+
+
+def test_too_few_evaluations_say_so():
+    (f,) = heldout.check(run(rising(), {10: 0.5, 20: 0.5}))
+    assert f.verdict == "too_early" and f.severity == "info"
+
+
+def test_heldout_change_since_a_step():
+    ctx = run(rising(), {s: 0.4 + 0.005 * s for s in range(4, 60, 5)})
+    got = heldout.heldout_change(ctx, 30)
+    assert got is not None and got["from_step"] == 34 and got["change"] > 0
+    assert heldout.heldout_change(run(rising(), {}), 0) is None
+
+
+def test_train_reward_with_unusable_groups_is_preferred():
+    # reward/mean stays flat (all-solved groups rejected) while the real reward climbs.
+    ctx = run(np.full(60, 0.5), {s: 0.6 - 0.004 * s for s in range(4, 60, 5)})
+    for step, v in enumerate(rising(60, 0.3, 0.95)):
+        ctx.data.metrics.add(step, "reward/mean_with_unusable", float(v))
+    (f,) = heldout.check(ctx)
+    assert f.verdict == "exploit_suspected"
+    assert f.evidence["train_metric"] == "reward/mean_with_unusable"
