@@ -13,8 +13,11 @@
   var SEV = {ok: 0, info: 1, warn: 2, fail: 3};
   var SEVCOLOR = {ok: "#2e7d32", info: "#1565c0", warn: "#b26a00", fail: "#c62828"};
   var state = {
-    runs: {}, order: [], selected: [], cards: {}, es: null, connected: false,
-    tview: {run: null, step: null}, tcache: {}, baseline: D.baseline || {}, pending: false
+    // Maps keyed by run text (metric names, run ids) have no prototype: a metric named
+    // "__proto__" stays a metric.
+    runs: Object.create(null), order: [], selected: [], cards: Object.create(null), es: null,
+    connected: false, tview: {run: null, step: null}, tcache: Object.create(null),
+    baseline: Object.assign(Object.create(null), D.baseline || {}), pending: false
   };
 
   function h(tag, cls, parent, text) {
@@ -55,7 +58,7 @@
   function getRun(id) {
     var r = state.runs[id];
     if (!r) {
-      r = state.runs[id] = {id: id, series: {}, transcripts: {}, transcript_steps: [], report: null,
+      r = state.runs[id] = {id: id, series: Object.create(null), transcripts: Object.create(null), transcript_steps: [], report: null,
                             info: {}, warnings: [], n_warnings: 0, loaded: false};
       state.order.push(id);
     }
@@ -65,11 +68,11 @@
   function ingest(run) {
     var r = getRun(run.id);
     summary(r, run);
-    r.series = {};
+    r.series = Object.create(null);
     Object.keys(run.series || {}).forEach(function (n) { setSeries(r, n, run.series[n]); });
     r.report = run.report || null;
     r.info = run.info || {};
-    r.transcripts = run.transcripts || {};
+    r.transcripts = Object.assign(Object.create(null), run.transcripts || {});
     r.transcript_steps = run.transcript_steps || [];
     r.warnings = run.warnings || [];
     r.n_warnings = run.n_warnings || 0;
@@ -323,13 +326,13 @@
   // -- plots --------------------------------------------------------------------------------
   function plotSpecs(runs) {
     var specs = PLOTS.map(function (p) { return {p: p, lines: [], marks: [], bands: [], metrics: []}; });
-    var byId = {};
+    var byId = Object.create(null);
     specs.forEach(function (s) { byId[s.p.id] = s; });
     var other = {p: {id: "other", title: "Other flagged metrics", help: "Metrics findings name that no plot above draws.", log: false, refs: []},
                  lines: [], marks: [], bands: [], metrics: []};
     byId.other = other;
     var multi = runs.length > 1;
-    var flagged = {};
+    var flagged = Object.create(null);
     runs.forEach(function (r) {
       (r.report ? r.report.findings : []).forEach(function (f) { if (f.metric) flagged[f.metric] = true; });
     });
@@ -382,7 +385,7 @@
     plotsIntro.textContent = runs.length > 1
       ? "Runs overlaid: one colour per run, one dash per metric. Flags mark where each finding was first seen; shaded: healthy range from the baseline."
       : "Flags mark where each finding was first seen; shaded: healthy range from the baseline (when given). Click a legend entry to hide a series.";
-    var keep = {};
+    var keep = Object.create(null);
     shown.forEach(function (s) {
       keep[s.p.id] = true;
       var c = state.cards[s.p.id];
@@ -609,7 +612,9 @@
     var m = /^#runs=(.*)$/.exec(location.hash);
     (D.index || []).forEach(function (s) { summary(getRun(s.id), s); });
     if (m && m[1]) {
-      state.selected = m[1].split(",").map(decodeURIComponent).filter(function (id) { return id in state.runs; });
+      state.selected = m[1].split(",").map(function (x) {
+        try { return decodeURIComponent(x); } catch (e) { return ""; }
+      }).filter(function (id) { return id in state.runs; });
     }
     defaultSelection();
     renderAll();
