@@ -21,6 +21,7 @@ from .store import TranscriptAttempt, TranscriptStore
 __all__ = ["browse", "pick_steps"]
 
 AUTO_STEPS = 8  # steps shown when --every is not given
+SPARE = 4  # candidates kept per attempt shown (to pick them from different groups)
 
 
 def pick_steps(have: list[int], every: int | None = None, step: int | None = None) -> list[int]:
@@ -95,7 +96,7 @@ def _step_view(
     flag: str | None,
 ) -> dict[str, Any]:
     an = StepAnalyzer(step, rules)
-    heap: list[tuple[float, int, TranscriptAttempt]] = []
+    heap: list[tuple[float, int, int, TranscriptAttempt]] = []
     sign = -1.0 if lowest else 1.0
     with_flag: list[TranscriptAttempt] = []
     for a in store.iter_step(step):
@@ -104,10 +105,12 @@ def _step_view(
             if any(h.flag == flag for h in hits) and len(with_flag) < top:
                 with_flag.append(a)
             continue
-        item = (sign * _key(a), -a.index, a)
-        if len(heap) < top:
+        # Among equal rewards, attempts with flags first; a few spare candidates so the
+        # attempts shown can come from different groups.
+        item = (sign * _key(a), 1 if hits else 0, -a.index, a)
+        if len(heap) < SPARE * top:
             heapq.heappush(heap, item)
-        elif item[:2] > heap[0][:2]:
+        elif item[:3] > heap[0][:3]:
             heapq.heapreplace(heap, item)
     res = an.finish()
     if flag is not None:
@@ -124,7 +127,20 @@ def _step_view(
             shown.sort(key=lambda a: a.index)
             shown = shown[:top]
     else:
-        shown = [a for _k, _i, a in sorted(heap, key=lambda t: t[:2], reverse=True)]
+        ranked = [t[3] for t in sorted(heap, key=lambda t: t[:3], reverse=True)]
+        shown = []
+        groups: set[str | None] = set()
+        for a in ranked:  # one per group first
+            if len(shown) < top and (a.group_id is None or a.group_id not in groups):
+                shown.append(a)
+                groups.add(a.group_id)
+        for a in ranked:
+            if len(shown) >= top:
+                break
+            if a not in shown:
+                shown.append(a)
+        order = {id(a): i for i, a in enumerate(ranked)}
+        shown.sort(key=lambda a: order[id(a)])
     extra = _rollout_info(data, step) if shown else {}
     counts = res.counts(rules)
     return {

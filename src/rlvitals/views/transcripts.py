@@ -99,13 +99,23 @@ def _attempt(console: Any, a: dict[str, Any], chars: int | None, prompts: bool) 
             label.append(" (" + ", ".join(bits) + ")", style="dim")
         console.print(label)
         if prompts and g.get("prompt") is not None:
-            console.print(Text("      prompt:", style="dim"))
-            body = _cut(str(g["prompt"]), chars, tail=True)
-            console.print(Text(_indent(escape(body), 8), style="dim"))
+            _body(console, "prompt", _cut(str(g["prompt"]), chars, tail=True), "dim")
         if g.get("completion") is not None:
-            console.print(Text("      completion:", style="dim"))
-            body = _cut(str(g["completion"]), chars)
-            console.print(Text(_indent(escape(body), 8)))
+            _body(console, "completion", _cut(str(g["completion"]), chars), "")
+
+
+def _body(console: Any, label: str, text: str, style: str) -> None:
+    """A text under its label, or beside it when it is one short line."""
+    from rich.text import Text
+
+    shown = escape(text)
+    if "\n" not in shown and len(shown) <= 72:
+        line = Text(f"      {label}: ", style="dim")
+        line.append(shown, style=style)
+        console.print(line)
+        return
+    console.print(Text(f"      {label}:", style="dim"))
+    console.print(Text(_indent(shown, 8), style=style))
 
 
 def _indent(text: str, n: int) -> str:
