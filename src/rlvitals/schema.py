@@ -188,6 +188,16 @@ PATTERNS: list[tuple[re.Pattern[str], MetricSpec]] = [
         re.compile(r"^perf/.+$"),
         MetricSpec("perf/<name>", "perf", "other time, throughput or utilisation figures"),
     ),
+    (
+        re.compile(r"^transcripts/[a-z0-9_]+$"),
+        MetricSpec(
+            "transcripts/<flag>_rate",
+            "transcripts",
+            "share of the step's attempts raising a transcript flag (docs/transcripts.md), "
+            "derived when a run is checked; also flagged_rate, repetition_rate and "
+            "reward_length_spearman",
+        ),
+    ),
 ]
 
 
