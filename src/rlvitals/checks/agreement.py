@@ -18,7 +18,7 @@ import numpy as np
 from ..model import Series
 from .base import Finding
 from .context import Context, finding, round_sig
-from .stats import MIN_WINDOW, first_sustained, rolling_mean, start_level, trend
+from .stats import MIN_WINDOW, crossing, first_sustained, rolling_mean, start_level, trend
 
 NAME = "agreement"
 
@@ -39,9 +39,8 @@ def _mismatch(ctx: Context) -> list[Finding]:
         warn_line = th.mismatch_kl_warn
         fail_line = th.mismatch_kl_fail if name == "train/mismatch_kl" else th.mismatch_k1_fail
         rel_line = max(th.mismatch_rise * start, th.mismatch_floor)
-    r = np.nan_to_num(roll, nan=0.0)
-    i_abs = first_sustained(r >= warn_line)
-    i_rel = first_sustained(r >= rel_line)
+    i_abs = crossing(v, warn_line) if math.isfinite(warn_line) else None
+    i_rel = crossing(v, rel_line)
     candidates = [i for i in (i_abs, i_rel) if i is not None]
     if not candidates:
         return []
@@ -134,7 +133,7 @@ def _ess(ctx: Context, already: bool) -> list[Finding]:
         if s is None or len(s) < MIN_WINDOW:
             continue
         roll = rolling_mean(s.values)
-        idx = first_sustained(np.nan_to_num(roll, nan=1.0) < line)
+        idx = crossing(s.values, line, above=False)
         if idx is None or (already and sev == "warn"):
             continue
         out.append(

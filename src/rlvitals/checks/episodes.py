@@ -12,7 +12,7 @@ import numpy as np
 from ..model import Series
 from .base import Finding
 from .context import Context, finding, round_sig
-from .stats import MIN_WINDOW, first_sustained, rolling_mean, start_level, trend
+from .stats import MIN_WINDOW, crossing, rolling_mean, start_level, trend
 
 NAME = "episodes"
 
@@ -71,16 +71,25 @@ def check(ctx: Context) -> list[Finding]:
         start = start_level(s.values)
         roll = rolling_mean(s.values)
         line = start + th.room_rise
-        high = np.nan_to_num(roll, nan=0.0) >= line
-        idx = first_sustained(high)
+        rise = crossing(s.values, line)
+        most = crossing(s.values, th.room_level)
         from_start = start >= th.room_level
-        if idx is None and not from_start:
-            continue
-        first = int(s.steps[0 if from_start or idx is None else idx])
-        flat, rname, slope = _reward_flat_since(ctx, first)
-        if not flat:
-            continue  # reward still rising: long answers are paying off
+        if most is None and not from_start:
+            # A smaller rise counts only while reward stays flat: longer answers that pay
+            # off are learning, not a budget problem.
+            if rise is None:
+                continue
+            flat, rname, slope = _reward_flat_since(ctx, int(s.steps[rise]))
+            if not flat:
+                continue
+            idx = rise
+        else:
+            # Most episodes cut off at a limit: a problem whatever the reward does.
+            idx = 0 if from_start else min(i for i in (rise, most) if i is not None)
+            flat, rname, slope = _reward_flat_since(ctx, int(s.steps[idx]))
+        first = int(s.steps[idx])
         level = float(np.nanmax(roll)) if np.isfinite(roll).any() else float(s.values.mean())
+        reward_words = f", while {rname or 'reward'} is flat" if flat else ""
         hits.append(
             finding(
                 NAME,
@@ -88,13 +97,15 @@ def check(ctx: Context) -> list[Finding]:
                 "out_of_room",
                 f"running out of room: {level:.0%} of episodes {words} "
                 f"({'from the start' if from_start else f'from step {first}, start {start:.0%}'})"
-                f", while {rname or 'reward'} is flat",
+                + reward_words,
                 metric=name,
                 first_step=first,
                 start_level=round_sig(start),
                 level=round_sig(level),
                 line=round_sig(line),
+                most_line=th.room_level,
                 reward_metric=rname,
+                reward_flat=flat,
                 reward_slope_since=slope,
                 action="Raise the token or turn budget, or shape the reward for length "
                 "(DAPO overlong shaping); read transcripts of truncated episodes for repetition "
@@ -105,10 +116,10 @@ def check(ctx: Context) -> list[Finding]:
         return []
     # One finding: the earliest limit reached, the others as evidence.
     hits.sort(key=lambda f: (f.first_step or 0, -(f.evidence.get("level") or 0)))
-    first = hits[0]
+    top = hits[0]
     if len(hits) > 1:
-        first.evidence["also"] = {
+        top.evidence["also"] = {
             f.metric: {"first_step": f.first_step, "level": f.evidence.get("level")}
             for f in hits[1:]
         }
-    return [first]
+    return [top]

@@ -15,7 +15,7 @@ import numpy as np
 from ..model import Series
 from .base import Finding
 from .context import Context, finding, round_sig
-from .stats import MIN_WINDOW, first_sustained, rolling_mean
+from .stats import MIN_WINDOW, crossing, rolling_mean
 
 NAME = "groups"
 
@@ -165,24 +165,15 @@ def check(ctx: Context) -> list[Finding]:
         return out
 
     # Rising later: find the first sustained spell above the line after a healthy start.
-    high = np.nan_to_num(roll, nan=0.0) >= th.rejected_warn
-    idx = first_sustained(high)
+    idx = crossing(v, th.rejected_warn)
     if idx is None:
         return out
     step = int(share.steps[idx])
     end = int(share.steps[min(len(share) - 1, idx + MIN_WINDOW - 1)])
     level = float(np.nanmax(roll[idx : idx + MIN_WINDOW])) if idx < len(roll) else float(v[idx])
     verdict, words, ev = _which(ctx, all_s, none_s, step, end)
-    # How fast: from under half the line (five steps before) to over it (five after) is a
-    # jump (the tasks or the grader changed), not a policy mastering or losing them.
-    before = v[max(0, idx - MIN_WINDOW) : idx]
-    after = v[idx : idx + MIN_WINDOW]
-    jump = (
-        len(before) > 0
-        and float(before.mean()) < th.rejected_warn / 2
-        and float(after.mean()) >= th.rejected_warn
-    )
-    if verdict == "too_easy" and not jump:
+    p = ev.get("pass_rate")
+    if verdict == "too_easy" and (p is None or p >= 0.8):
         out.append(
             finding(
                 NAME,
@@ -197,14 +188,14 @@ def check(ctx: Context) -> list[Finding]:
                 **ev,
             )
         )
-    elif verdict == "too_hard" and not jump:
+    elif verdict == "too_hard":
         out.append(
             finding(
                 NAME,
                 "warn",
                 "collapse",
-                f"from step {step}, {level:.0%} of groups solved by no attempt: the policy got "
-                "worse",
+                f"collapse: from step {step}, {level:.0%} of groups rejected, most solved by "
+                "no attempt: the policy got worse",
                 metric=metric,
                 first_step=step,
                 share=round_sig(level),
@@ -214,19 +205,21 @@ def check(ctx: Context) -> list[Finding]:
             )
         )
     else:
-        sev = "fail" if level >= th.rejected_fail else "warn"
         out.append(
             finding(
                 NAME,
-                sev,
-                verdict,
-                f"from step {step}, {level:.0%} of groups rejected ({words})",
+                "warn",
+                "exploration_stopped",
+                f"exploration stopped: from step {step}, {level:.0%} of groups have one reward "
+                f"for every attempt while the pass rate is "
+                f"{'unknown' if p is None else f'{p:.0%}'}",
                 metric=metric,
                 first_step=step,
                 share=round_sig(level),
                 threshold=th.rejected_warn,
-                action="The tasks changed under the run (a new data shard, a grader change?) "
-                "or the grader broke: look at the attempts of this step.",
+                action="The attempts at a task stopped disagreeing before the tasks were "
+                "mastered: the policy became deterministic. Raise the temperature or the group "
+                "size, add an entropy bonus or clip-higher, or restart from before this step.",
                 **ev,
             )
         )

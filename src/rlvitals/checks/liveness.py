@@ -39,9 +39,18 @@ def _unusable_since(ctx: Context, default: int | None) -> int | None:
     return int(t.steps[i]) if i < len(t) else default
 
 
-def _why_unusable(ctx: Context, verdict: str, what: str) -> tuple[str, str]:
+def _trained_before(ctx: Context, step: int | None) -> bool:
+    """Whether any group trained before ``step`` (the run had signal, then lost it)."""
+    t = ctx.finite("groups/trained")
+    if t is None or step is None:
+        return False
+    return bool((t.values[t.steps < step] > 0).any())
+
+
+def _why_unusable(ctx: Context, verdict: str, what: str, *, later: bool) -> tuple[str, str]:
     """Why the groups that stopped the run were rejected, from the last updates' discards:
-    stale attempts, failed attempts, or groups all solved / none solved."""
+    stale attempts, failed attempts, or groups all solved / none solved (from the start: too
+    easy / too hard; after groups had trained: mastered / collapse)."""
     stale = _last_mean(ctx, "discard/rollouts/stale")
     failed = sum(
         _last_mean(ctx, n)
@@ -55,8 +64,12 @@ def _why_unusable(ctx: Context, verdict: str, what: str) -> tuple[str, str]:
     if failed > 0:
         return "infra_failures", "its attempts failed"
     if all_solved > none_solved:
+        if later:
+            return "mastered", "every attempt solved its task, after the run had learned"
         return "too_easy", "every attempt solved its task"
     if none_solved > 0:
+        if later:
+            return "collapse", "no attempt solved its task any more"
         return "too_hard", "no attempt solved its task"
     return verdict, what
 
@@ -93,8 +106,8 @@ def check(ctx: Context) -> list[Finding]:
         verdict, what = _GUARD_VERDICTS.get(str(reason), ("stalled", "a guard tripped"))
         first = last_step
         if reason == "max_consecutive_unusable_groups":
-            verdict, what = _why_unusable(ctx, verdict, what)
             first = _unusable_since(ctx, last_step)
+            verdict, what = _why_unusable(ctx, verdict, what, later=_trained_before(ctx, first))
         out.append(
             finding(
                 NAME,

@@ -12,7 +12,7 @@ import numpy as np
 
 from .base import Finding
 from .context import Context, finding, round_sig
-from .stats import MIN_WINDOW, first_sustained, rolling_mean, start_level, trend
+from .stats import MIN_WINDOW, crossing, rolling_mean, start_level, trend
 
 NAME = "policy"
 
@@ -26,8 +26,7 @@ def _entropy(ctx: Context) -> list[Finding]:
     if not h0 > 0:
         return []
     ratio = rolling_mean(s.values) / h0
-    r = np.nan_to_num(ratio, nan=1.0)
-    idx = first_sustained(r < th.entropy_ratio_warn)
+    idx = crossing(s.values / h0, th.entropy_ratio_warn, above=False)
     if idx is None:
         return []
     step = int(s.steps[idx])
@@ -68,7 +67,7 @@ def _clip(ctx: Context) -> list[Finding]:
     if s is None or len(s) < MIN_WINDOW:
         return []
     roll = rolling_mean(s.values)
-    idx = first_sustained(np.nan_to_num(roll, nan=0.0) >= ctx.thresholds.clip_frac_warn)
+    idx = crossing(s.values, ctx.thresholds.clip_frac_warn)
     if idx is None:
         return []
     return [

@@ -14,7 +14,7 @@ import numpy as np
 
 from .base import Finding
 from .context import Context, finding, round_sig
-from .stats import MIN_WINDOW, first_sustained, noise_sigma, rolling_mean, start_level, trend
+from .stats import MIN_WINDOW, crossing, noise_sigma, rolling_mean, start_level, trend
 
 NAME = "reward"
 
@@ -66,10 +66,9 @@ def check(ctx: Context) -> list[Finding]:
     tail = float(v[-MIN_WINDOW:].mean())
     noise = noise_sigma(v)
     margin = max(3 * noise * math.sqrt(2 / MIN_WINDOW), 0.02 * (hi - lo))
-    roll = rolling_mean(v)
     tr = trend(s)
-    rose_idx = first_sustained(np.nan_to_num(roll, nan=-np.inf) > head + margin)
-    fell_idx = first_sustained(np.nan_to_num(roll, nan=np.inf) < head - margin)
+    rose_idx = crossing(v, head + margin)
+    fell_idx = crossing(v, head - margin, above=False)
     evidence: dict[str, Any] = dict(
         first_mean=round_sig(head),
         first_window=[int(s.steps[0]), int(s.steps[head_n - 1])],
@@ -164,8 +163,7 @@ def _exploration(ctx: Context, lo: float, hi: float) -> list[Finding]:
     if not start > 0.02 * (hi - lo):
         return []
     roll = rolling_mean(g.values)
-    low = np.nan_to_num(roll, nan=np.inf) < ctx.thresholds.group_std_floor * start
-    idx = first_sustained(low)
+    idx = crossing(g.values, ctx.thresholds.group_std_floor * start, above=False)
     if idx is None:
         return []
     step = int(g.steps[idx])

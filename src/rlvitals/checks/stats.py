@@ -19,6 +19,7 @@ from ..model import Series
 __all__ = [
     "MIN_WINDOW",
     "Trend",
+    "crossing",
     "episodes",
     "first_sustained",
     "noise_sigma",
@@ -55,6 +56,29 @@ def first_sustained(mask: np.ndarray, k: int = 3, window: int = MIN_WINDOW) -> i
             window_idx = np.flatnonzero(mask[lo : end + 1])
             return int(lo + window_idx[0])
     return None
+
+
+def crossing(
+    values: np.ndarray, line: float, *, above: bool = True, window: int = MIN_WINDOW
+) -> int | None:
+    """Where a series crosses ``line`` for good, as an index, or None.
+
+    Detection reads means over ``window`` steps and needs 3 of 5 of them past the line (noise
+    never trips it on one step); the index returned is the onset, the first raw value past the
+    line among the steps that made the first such mean, so the finding points at the step
+    where the problem first showed, not where the mean caught up.
+    """
+    roll = rolling_mean(values, window)
+    fill = -np.inf if above else np.inf
+    r = np.nan_to_num(roll, nan=fill)
+    mask = r >= line if above else r < line
+    idx = first_sustained(mask)
+    if idx is None:
+        return None
+    lo = max(0, idx - window + 1)
+    raw = values[lo : idx + 1]
+    past = np.flatnonzero(raw >= line if above else raw < line)
+    return lo + int(past[0]) if len(past) else idx
 
 
 def episodes(
