@@ -77,10 +77,10 @@ def test_a_toml_file_is_loaded_and_validated(tmp_path):
         ),
         ({"training": {"mode": "offline"}}, "training", "mode", 'expected "sync" or "async"'),
         (
-            {"rollout": {"max_consecutive_rollout_failures": 0}},
+            {"rollout": {"max_consecutive_rollout_failures": -1}},
             "rollout",
             "max_consecutive_rollout_failures",
-            "expected a value >= 1",
+            "expected a value >= 0",
         ),
         (
             {"output": {"progress_every_seconds": float("nan")}},

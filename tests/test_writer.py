@@ -287,11 +287,12 @@ def test_too_many_failed_attempts_in_a_row_stop_the_run_and_keep_them(tmp_path):
     ]
 
 
-def test_guards_can_be_switched_off(tmp_path):
+@pytest.mark.parametrize("off", [0, None])  # 0 from TOML, which has no null
+def test_guards_can_be_switched_off(tmp_path, off):
     cfg = config(
         tmp_path,
-        training={"max_consecutive_unusable_groups": None},
-        rollout={"max_consecutive_rollout_failures": None},
+        training={"max_consecutive_unusable_groups": off},
+        rollout={"max_consecutive_rollout_failures": off},
     )
     with Run(cfg) as run:
         for step in range(3):

@@ -81,8 +81,8 @@ class TrainingConfig:
     )
     max_consecutive_unusable_groups: int | None = option(
         100,
-        "stop the run after this many rejected groups in a row (unset: never)",
-        minimum=1,
+        "stop the run after this many rejected groups in a row (0: never)",
+        minimum=0,
     )
 
 
@@ -101,8 +101,8 @@ class RolloutConfig:
     )
     max_consecutive_rollout_failures: int | None = option(
         50,
-        "stop the run after this many failed attempts in a row (unset: never)",
-        minimum=1,
+        "stop the run after this many failed attempts in a row (0: never)",
+        minimum=0,
     )
     reward_range: list[float] | None = option(
         None,

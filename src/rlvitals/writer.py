@@ -286,8 +286,9 @@ class Run:
         self._state = RunState(reward_range=(rr[0], rr[1]) if rr else None)
         self._max_off_policy = cfg.training.max_steps_off_policy
         self._max_losses = cfg.rollout.max_group_losses
-        self._max_unusable = cfg.training.max_consecutive_unusable_groups
-        self._max_failures = cfg.rollout.max_consecutive_rollout_failures
+        # 0 (TOML has no null) or None: the guard is off.
+        self._max_unusable = cfg.training.max_consecutive_unusable_groups or None
+        self._max_failures = cfg.rollout.max_consecutive_rollout_failures or None
         self._unusable_in_a_row = 0
         self._failures_in_a_row = 0
         # Attempts with working data to drop or non-finite numbers to spell when written.
