@@ -97,7 +97,10 @@ class RolloutConfig:
         minimum=0,
     )
     max_rollout_retries: int = option(
-        2, "retries a loop may spend on one attempt before it counts as failed", minimum=0
+        2,
+        "retries a loop may spend on one attempt before it counts as failed (the loop retries; "
+        "log_attempt(retries=n) records them as rollouts/retries)",
+        minimum=0,
     )
     max_consecutive_rollout_failures: int | None = option(
         50,
