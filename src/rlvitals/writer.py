@@ -415,41 +415,42 @@ class Run:
             RunStopped: ``max_consecutive_rollout_failures`` failed attempts came in a row (the
                 attempt is recorded, the run closed as stopped).
         """
-        if type(step) is not int:
+        if (
+            type(step) is not int
+            or type(response_tokens) is not int
+            or type(retries) is not int
+            or (policy_version is not None and type(policy_version) is not int)
+        ):
             step = _as_int(step, "log_attempt: step")  # type: ignore[assignment]
-        if policy_version is not None and type(policy_version) is not int:
-            policy_version = _as_int(policy_version, "log_attempt: policy_version")
-        if type(response_tokens) is not int:
             response_tokens = _as_int(response_tokens, "log_attempt: response_tokens")  # type: ignore[assignment]
-        if type(group_id) is not str:
-            group_id = str(group_id)
-        if type(task_id) is not str:
-            task_id = str(task_id)
+            retries = _as_int(retries, "log_attempt: retries")  # type: ignore[assignment]
+            policy_version = _as_int(policy_version, "log_attempt: policy_version", optional=True)
+        if type(group_id) is not str or type(task_id) is not str:
+            group_id, task_id = str(group_id), str(task_id)
+        if (reward is not None and type(reward) is not float) or (
+            duration is not None and type(duration) is not float
+        ):
+            reward = None if reward is None else self._as_number(reward, "reward")
+            duration = None if duration is None else self._as_number(duration, "duration")
         err = None
         if error is not None:
             if failed_in != "rollout" and failed_in != "grading":
                 raise UsageError(f'failed_in: expected "rollout" or "grading" (not {failed_in!r})')
             ename = error if isinstance(error, str) else type(error).__name__
             err = f"{failed_in}_failed/{ename}"
-        if reward is not None and type(reward) is not float:
-            reward = self._as_number(reward, "reward")
-        if duration is not None and type(duration) is not float:
-            duration = self._as_number(duration, "duration")
-        if type(retries) is not int:
-            retries = _as_int(retries, "log_attempt: retries")  # type: ignore[assignment]
         meta = dict(metadata) if metadata else None
         now = time.time()
         with self._lock:
             if self._closed:
                 self._check_open("log_attempt")
             last = self._last_step
-            if last is not None and step <= last:
+            if (last is not None and step <= last) or step < 0:
+                if step < 0:
+                    raise UsageError(f"log_attempt: step must be >= 0 (not {step})")
                 raise UsageError(
                     f"log_attempt(step={step}): update {last} is already written; "
                     f"attempts must be for a later update"
                 )
-            if step < 0:
-                raise UsageError(f"log_attempt: step must be >= 0 (not {step})")
             self._counter += 1
             if attempt_id is None:
                 aid = f"{step}-{self._counter}"
