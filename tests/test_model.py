@@ -71,3 +71,17 @@ def test_source_key_that_looks_canonical_is_told_apart() -> None:
     native = RunData(source="y", format="rlvitals")
     native.metrics.add(0, "rollout/turns", 3.0)
     assert native.is_canonical("rollout/turns")
+
+
+def test_until_shows_the_run_as_it_stood_at_a_step(tmp_path):
+    from rlvitals import read
+    from synth import synth_run
+
+    run = read(synth_run(tmp_path, "r", steps=12, evals_every=4))
+    cut = run.until(6)
+    assert cut.info["status"] == "running"
+    assert cut.series("reward/mean").steps.tolist() == list(range(7))
+    assert [e["step"] for e in cut.evals] == [3]
+    assert cut.attempts is not None and cut.attempts.step.max() == 6
+    assert len(cut.attempts) == int((run.attempts.step <= 6).sum())
+    assert run.series("reward/mean").steps.tolist() == list(range(12))  # the original is kept

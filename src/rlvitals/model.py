@@ -333,6 +333,43 @@ class RunData:
     warnings: list[str] = field(default_factory=list)
     source_keys: set[str] = field(default_factory=set)
 
+    def until(self, step: int) -> RunData:
+        """The run as it stood when update ``step`` had just been written: every series,
+        evaluation, heartbeat and attempt up to it, status ``running``. Replaying a finished
+        run through ``until`` shows what a live check would have said at each step."""
+        out = RunData(source=self.source, format=self.format)
+        out.info = {**self.info, "status": "running", "stop_reason": None}
+        for name in self.metrics.names():
+            s = self.metrics.get(name)
+            if s is None:
+                continue
+            k = int(np.searchsorted(s.steps, step, side="right"))
+            if k:
+                out.metrics.extend(name, s.steps[:k], s.values[:k])
+        out.original = dict(self.original)
+        out.source_keys = set(self.source_keys)
+        out.evals = [e for e in self.evals if isinstance(e.get("step"), int) and e["step"] <= step]
+        t = self.metrics.get("time")
+        cut = t.at(step) if t is not None else None
+        if cut is not None:
+            out.heartbeats = [h for h in self.heartbeats if (h.get("time") or 0) <= cut]
+        a = self.attempts
+        if a is not None:
+            k = int(np.searchsorted(a.step, step, side="right"))
+            cols = {
+                f: getattr(a, f)[:k]
+                for f in a.__dataclass_fields__
+                if isinstance(getattr(a, f), np.ndarray)
+            }
+            out.attempts = AttemptTable(
+                **cols,
+                discard_reasons=a.discard_reasons,
+                task_ids=a.task_ids,
+                group_ids=a.group_ids,
+                files=a.files,
+            )
+        return out
+
     def is_canonical(self, name: str) -> bool:
         """Whether ``name`` is a canonical metric of this run (not a source key kept as is).
 
@@ -368,7 +405,7 @@ class RunData:
         key = (len(arrays), sum(len(a) for a in arrays))
         cached = self.__dict__.get("_steps_cache")
         if cached is not None and cached[0] == key:
-            return cached[1]  # type: ignore[no-any-return]
+            return cached[1]
         if not arrays:
             out = np.zeros(0, dtype=np.int64)
         else:
