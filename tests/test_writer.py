@@ -620,7 +620,7 @@ def test_any_metric_value_round_trips_through_the_files(tmp_path_factory, values
 CHILD = textwrap.dedent(
     """
     import sys, time
-    from rlvitals import Run, writer
+    from rlvitals import Run, jsonio
 
     # Write in 4 KiB pieces, as a kernel may when a signal cuts a large write short, so
     # the kill can land inside a record.
@@ -630,7 +630,7 @@ CHILD = textwrap.dedent(
             time.sleep(0.0005)
         self._good += len(data)
 
-    writer._LineFile.append = append
+    jsonio.LineFile.append = append
     run = Run({"output": {"output_dir": sys.argv[1], "name": "killed"},
                "training": {"max_consecutive_unusable_groups": None}})
     print("ready", flush=True)

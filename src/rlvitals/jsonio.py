@@ -12,6 +12,7 @@ import contextlib
 import json
 import os
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -19,6 +20,7 @@ import msgspec
 from .schema import NONFINITE_STRINGS
 
 __all__ = [
+    "LineFile",
     "clean",
     "decode_line",
     "dumps",
@@ -255,3 +257,42 @@ def write_json_atomic(
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+class LineFile:
+    """An append-only JSON Lines file written in whole lines, one ``write`` call each.
+
+    No user-space buffer: what ``append`` returns from is in the OS, so a killed process loses
+    at most the line being written. A failed write is cut back to the last whole line; if even
+    that fails, the next write starts on a fresh line so records never run together.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._f: Any = open(path, "ab", buffering=0)  # noqa: SIM115 - closed in close()
+        self._good = self._f.seek(0, os.SEEK_END)
+        self._torn = False
+
+    def append(self, data: bytes) -> None:
+        f = self._f
+        if self._torn:
+            data = b"\n" + data
+        view = memoryview(data)
+        try:
+            while view:
+                n = f.write(view)
+                if n is None or n <= 0:
+                    raise OSError(f"{self.path}: write returned {n!r}")
+                view = view[n:]
+        except BaseException:
+            try:
+                f.truncate(self._good)
+                self._torn = False
+            except Exception:
+                self._torn = True
+            raise
+        self._good += len(data)
+        self._torn = False
+
+    def close(self) -> None:
+        self._f.close()

@@ -58,8 +58,8 @@ import msgspec
 
 from . import __version__
 from .config import Config, load_config
-from .errors import ConfigError, MissingExtraError, RunStopped, UsageError
-from .jsonio import _ENCODER, clean, encode_line, scrub, write_bytes_atomic
+from .errors import ConfigError, RunStopped, UsageError
+from .jsonio import _ENCODER, LineFile, clean, encode_line, scrub, write_bytes_atomic
 from .jsonio import write_json_atomic as _write_json_atomic
 from .metrics import (
     UNFINISHED,
@@ -69,6 +69,7 @@ from .metrics import (
     decide,
     step_metrics,
 )
+from .mirrors import NullMirror, WandbMirror, import_wandb
 from .schema import (
     CHECKPOINTS,
     EVALS,
@@ -121,91 +122,6 @@ _RECORD_FIELDS = Attempt.__struct_fields__[: Attempt.__struct_fields__.index("re
 _NO_METADATA: dict[str, Any] = {}  # shared by attempts logged without metadata; never mutated
 
 
-class _LineFile:
-    """An append-only JSON Lines file written in whole lines, one ``write`` call each.
-
-    No user-space buffer: what ``append`` returns from is in the OS, so a killed process loses
-    at most the line being written. A failed write is cut back to the last whole line; if even
-    that fails, the next write starts on a fresh line so records never run together.
-    """
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._f: Any = open(path, "ab", buffering=0)  # noqa: SIM115 - closed in close()
-        self._good = self._f.seek(0, os.SEEK_END)
-        self._torn = False
-
-    def append(self, data: bytes) -> None:
-        f = self._f
-        if self._torn:
-            data = b"\n" + data
-        view = memoryview(data)
-        try:
-            while view:
-                n = f.write(view)
-                if n is None or n <= 0:
-                    raise OSError(f"{self.path}: write returned {n!r}")
-                view = view[n:]
-        except BaseException:
-            try:
-                f.truncate(self._good)
-                self._torn = False
-            except Exception:
-                self._torn = True
-            raise
-        self._good += len(data)
-        self._torn = False
-
-    def close(self) -> None:
-        self._f.close()
-
-
-class _NullMirror:
-    """Logging to W&B switched off: a null object, so the loop never branches on it."""
-
-    def log(self, record: Mapping[str, Any]) -> None:
-        pass
-
-    def finish(self, status: str) -> None:
-        pass
-
-
-def _import_wandb() -> Any:
-    try:
-        import wandb
-    except ImportError:
-        raise MissingExtraError("wandb", "[output] wandb_project") from None
-    return wandb
-
-
-class _WandbMirror:
-    """Mirrors every step record to a Weights & Biases run (``WANDB_MODE=offline`` works)."""
-
-    def __init__(self, wandb: Any, project: str, name: str, config: dict[str, Any], run_dir: Path):
-        self._run = wandb.init(
-            project=project,
-            name=name,
-            config=config,
-            dir=os.environ.get("WANDB_DIR") or str(run_dir),
-            reinit="finish_previous",
-        )
-
-    def log(self, record: Mapping[str, Any]) -> None:
-        data = {}
-        for k, v in record.items():
-            if k == "step" or v is None:
-                continue
-            if isinstance(v, str):  # our spelling of non-finite numbers
-                v = {"NaN": float("nan"), "Infinity": float("inf"), "-Infinity": float("-inf")}.get(
-                    v, v
-                )
-            data[k] = v
-        self._run.log(data, step=int(record["step"]))
-
-    def finish(self, status: str) -> None:
-        self._run.finish(exit_code=0 if status == "finished" else 1)
-
-
 def _unique_name() -> str:
     return f"run-{datetime.now(UTC).strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
 
@@ -256,7 +172,7 @@ class Run:
     ) -> None:
         cfg = config if isinstance(config, Config) else load_config(config, sections=sections)
         self.config = cfg
-        wandb = _import_wandb() if cfg.output.wandb_project else None
+        wandb = import_wandb() if cfg.output.wandb_project else None
         self.name = cfg.output.name or _unique_name()
         self.dir = Path(cfg.output.output_dir) / self.name
         if (self.dir / RUN_JSON).exists():
@@ -308,12 +224,12 @@ class Run:
             **dict(info or {}),
         }
         _write_json_atomic(self.dir / RUN_JSON, self._meta)
-        self._files = {name: _LineFile(self.dir / name) for name in (STEPS, ROLLOUTS, EVALS)}
-        self._progress_file: _LineFile | None = None
-        self._mirror: _NullMirror | _WandbMirror = _NullMirror()
+        self._files = {name: LineFile(self.dir / name) for name in (STEPS, ROLLOUTS, EVALS)}
+        self._progress_file: LineFile | None = None
+        self._mirror: NullMirror | WandbMirror = NullMirror()
         if wandb is not None and cfg.output.wandb_project:
             try:
-                self._mirror = _WandbMirror(
+                self._mirror = WandbMirror(
                     wandb, cfg.output.wandb_project, self.name, self._meta["config"], self.dir
                 )
             except Exception as exc:  # a W&B outage must not stop training
@@ -854,7 +770,7 @@ class Run:
             }
             try:
                 if self._progress_file is None:
-                    self._progress_file = _LineFile(self.dir / PROGRESS)
+                    self._progress_file = LineFile(self.dir / PROGRESS)
                 self._progress_file.append(encode_line(clean(rec)))
             except Exception as exc:
                 self._warn_once("progress", f"progress heartbeat not written: {exc}")
