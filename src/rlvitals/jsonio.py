@@ -4,6 +4,10 @@ Our files spell non-finite numbers as the strings ``"NaN"``, ``"Infinity"`` and 
 (FORMAT.md); readers also accept the bare tokens Python's json writes. numpy and torch scalars
 become plain numbers. Encoding never raises on odd values: what cannot be encoded becomes its
 ``repr`` string, so a writer never loses a record over one value.
+
+Reading: ``read_complete_lines`` yields whole lines only, so a line still being written is read
+on the next pass. Writing: ``LineFile`` appends whole lines with one system call each and cuts a
+failed write back to the last whole line.
 """
 
 from __future__ import annotations
