@@ -155,6 +155,10 @@ def test_live_page_shows_a_new_step_within_two_seconds(browser: Any, tmp_path: P
         browser.get(url)
         step = "return (document.querySelector('[data-testid=last-step]') || {}).textContent"
         assert _wait(lambda: browser.execute_script(step) == "step 29", 10)
+        # plots off screen are redrawn when scrolled to; watch the reward plot on screen
+        browser.execute_script(
+            "document.querySelector('.plot-card[data-plot=reward]').scrollIntoView()"
+        )
         t0 = time.time()
         append_steps(d, [step_record(30, time.time())])
         assert _wait(lambda: browser.execute_script(step) == "step 30", 2.0)
@@ -163,6 +167,14 @@ def test_live_page_shows_a_new_step_within_two_seconds(browser: Any, tmp_path: P
         # the plot got the point too
         last = "return document.querySelector('.plot-card[data-plot=reward] svg').dataset.lastStep"
         assert _wait(lambda: browser.execute_script(last) == "30", 2.0)
+        # a plot that was off screen catches up once scrolled to
+        browser.execute_script(
+            "document.querySelector('.plot-card[data-plot=throughput]').scrollIntoView()"
+        )
+        far = (
+            "return document.querySelector('.plot-card[data-plot=throughput] svg').dataset.lastStep"
+        )
+        assert _wait(lambda: browser.execute_script(far) == "30", 2.0)
         # a run that starts later appears in the list
         make_run(root, "late", 3, status="running")
         names = "return Array.from(document.querySelectorAll('td.name')).map(t => t.textContent)"

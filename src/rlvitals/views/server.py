@@ -152,7 +152,7 @@ class Hub:
         self.discover_interval = discover_interval
         self.depth = depth
         self.recheck_idle = 5.0
-        self.judge_budget = 0.1
+        self.judge_budget = 0.05
         self._judge = judge
         self.lock = threading.RLock()
         self.runs: dict[str, _Run] = {}

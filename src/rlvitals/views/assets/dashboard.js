@@ -377,6 +377,16 @@
     return all;
   }
 
+  // A live page redraws only the plots on screen; the others catch up when scrolled to.
+  var watcher = LIVE && "IntersectionObserver" in window ? new IntersectionObserver(function (entries) {
+    entries.forEach(function (e) {
+      var c = state.cards[e.target.dataset.plotId];
+      if (!c) return;
+      c.visible = e.isIntersecting;
+      if (c.visible && c.stale && c.plot) { c.plot.update(c.stale); c.stale = null; }
+    });
+  }, {rootMargin: "200px"}) : null;
+
   function renderPlots() {
     var runs = selectedRuns();
     var specs = plotSpecs(runs);
@@ -396,14 +406,21 @@
         h("h3", null, hd, s.p.title);
         var help = h("p", "plot-help", card, s.p.help);
         var host = h("div", "plot-host", card);
-        c = state.cards[s.p.id] = {card: card, host: host, help: help, plot: null};
+        c = state.cards[s.p.id] = {card: card, host: host, help: help, plot: null, visible: true, stale: null};
+        if (watcher) { card.dataset.plotId = s.p.id; watcher.observe(card); }
       }
       grid.appendChild(c.card);
       var opts = {lines: s.lines, marks: s.marks, bands: s.bands, refs: s.p.refs || [], log: s.p.log, title: s.p.title};
-      if (!c.plot) c.plot = new P.Plot(c.host, opts); else c.plot.update(opts);
+      if (!c.plot) c.plot = new P.Plot(c.host, opts);
+      else if (c.visible || !watcher) c.plot.update(opts);
+      else c.stale = opts; // off screen: drawn when scrolled into view
     });
     Object.keys(state.cards).forEach(function (id) {
-      if (!keep[id]) { state.cards[id].card.remove(); delete state.cards[id]; }
+      if (!keep[id]) {
+        if (watcher) watcher.unobserve(state.cards[id].card);
+        state.cards[id].card.remove();
+        delete state.cards[id];
+      }
     });
     if (!runs.length) { notMeasured.textContent = ""; return; }
     notMeasured.textContent = missing.length
