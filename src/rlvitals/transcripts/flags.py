@@ -164,6 +164,8 @@ _SKIP = re.compile(
 # Words without which none of the code constructs can be there (a cheap first look).
 _CODE_HINT = re.compile(r"exit|__eq__|__ne__|skip|xfail|SkipTest|makereport")
 _REPORT_HINT = re.compile(r"makereport|outcome|TestReport|_pytest|modifyitems")
+# Answer markup around spans (spaces already removed).
+_MARKUP = re.compile(r"\\boxed\{\}|</?answer>|(?i:finalanswer|answer)[:：]|####|[*_$`]")
 _FENCE = re.compile(r"```[ \t]*([\w+-]*)[^\n]*\n(.*?)(?:```|\Z)", re.S)
 
 # Literal values as tests and examples write them.
@@ -597,12 +599,16 @@ class StepAnalyzer:
         if "empty_answer" in on and rewarded and not ans.norm.strip(" .,;:!?-*_`'\"()[]{}<>"):
             yield Hit("empty_answer", f"rewarded reply {_q(ans.reply)}")
         if "answer_only" in on and ans.kind == "pattern":
+            # What is left of the reply without its answer spans, spaces and answer markup.
+            need = rules.limit("answer_only_chars")
             rest = ans.reply
             for a, b, _t in reversed(spans):
                 rest = rest[:a] + rest[b:]
-            bare = re.sub(r"\\boxed\{\}|</?answer>|(?i:final answer|answer)\s*[:：]|####", "", rest)
-            if len(re.sub(r"[\s*_$`]", "", bare)) < rules.limit("answer_only_chars"):
-                yield Hit("answer_only", f"reply {_q(ans.reply)}")
+            left = "".join(rest.split())
+            if len(left) < need + 40:  # else plainly more than an answer
+                left = _MARKUP.sub("", left)
+                if len(left) < need:
+                    yield Hit("answer_only", f"reply {_q(ans.reply)}")
 
     def _repetition(self, text: str) -> str | None:
         """Why ``text`` repeats itself (two lines crossed, or one crossed far), or None."""
