@@ -21,6 +21,9 @@ RLDOCTOR_VERSION = "0.2.0"
 
 # Our canonical name -> rl-doctor's field name.
 FIELDS = {
+    # rl-doctor's reward is the batch mean over every sample (TRL's `reward`), which is ours
+    # with the rejected groups' attempts included.
+    "reward/mean_with_unusable": "reward_mean",
     "reward/mean": "reward_mean",
     "reward/std": "reward_std",
     "sampling/entropy_estimate": "entropy",

@@ -336,9 +336,14 @@ class RunData:
     def until(self, step: int) -> RunData:
         """The run as it stood when update ``step`` had just been written: every series,
         evaluation, heartbeat and attempt up to it, status ``running``. Replaying a finished
-        run through ``until`` shows what a live check would have said at each step."""
+        run through ``until`` shows what a live check would have said at each step. At the
+        run's last step the final status (finished, stopped, crashed) is kept."""
         out = RunData(source=self.source, format=self.format)
-        out.info = {**self.info, "status": "running", "stop_reason": None}
+        last = self.last_step
+        if last is None or step < last:
+            out.info = {**self.info, "status": "running", "stop_reason": None}
+        else:
+            out.info = dict(self.info)  # the run ended with this step: its final status
         for name in self.metrics.names():
             s = self.metrics.get(name)
             if s is None:
