@@ -441,3 +441,16 @@ def test_default_paths_are_regexes_of_real_files():
         assert re.search(r.grader_paths, p), p
     assert not re.search(r.test_paths, "latest/notes.md")
     assert os.sep  # paths are matched as written in the transcript, not on this disk
+
+
+def test_docs_explain_every_flag_and_limit():
+    from pathlib import Path
+
+    from rlvitals.transcripts.rules import LIMITS
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "transcripts.md").read_text()
+    for name, spec in FLAGS.items():
+        kind = "relative" if spec.relative else "hard"
+        assert f"| `{name}` | {spec.family} | {kind} |" in doc, name
+    for name, default in LIMITS.items():
+        assert f"{name} = {default:g}" in doc, name
