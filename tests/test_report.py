@@ -95,7 +95,7 @@ def test_findings_keep_the_order_the_checks_gave(run_dir: Path) -> None:
 
 def test_every_canonical_metric_has_a_plot() -> None:
     names = [*METRICS, "discard/groups/no_variance", "discard/rollouts/rollout_failed/E"]
-    names += ["rollout/turns", "eval/heldout/score", "perf/mfu"]
+    names += ["rollout/turns", "eval/heldout/score", "perf/mfu", "transcripts/empty_answer_rate"]
     placed = plot_metrics(names)
     for name in names:
         assert any(name in v for v in placed.values()), f"{name} is on no plot"

@@ -175,6 +175,13 @@ PLOTS: tuple[Plot, ...] = (
         "the KL to the reference policy.",
     ),
     Plot(
+        "transcripts",
+        "Transcript flags",
+        ("transcripts/*",),
+        "Share of each update's episodes whose transcripts raise a flag (rewarded empty "
+        "answers, one reply to many tasks...): read the flagged attempts below.",
+    ),
+    Plot(
         "grad",
         "Gradient norm",
         ("train/grad_norm", "train/advantage_std"),
