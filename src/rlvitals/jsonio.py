@@ -24,6 +24,7 @@ import msgspec
 from .schema import NONFINITE_STRINGS
 
 __all__ = [
+    "ENCODER",
     "LineFile",
     "clean",
     "decode_line",
@@ -110,6 +111,9 @@ def scrub(value: Any) -> Any:
 
 
 _ENCODER = msgspec.json.Encoder(enc_hook=_enc_hook)
+# The encoder itself, for writers that spell values first (``clean``) and encode many at once
+# (``ENCODER.encode_lines``); NaN and infinities become null here, never strings.
+ENCODER = _ENCODER
 
 
 def encode_line(record: Any) -> bytes:

@@ -59,7 +59,7 @@ import msgspec
 from . import __version__
 from .config import Config, load_config
 from .errors import ConfigError, RunStopped, UsageError
-from .jsonio import _ENCODER, LineFile, clean, encode_line, scrub, write_bytes_atomic
+from .jsonio import ENCODER, LineFile, clean, encode_line, scrub, write_bytes_atomic
 from .jsonio import write_json_atomic as _write_json_atomic
 from .metrics import (
     UNFINISHED,
@@ -611,7 +611,7 @@ class Run:
                 if d is not None and d - d != 0.0:
                     a.duration = _nonfinite(d)  # type: ignore[assignment]
         try:
-            data = _ENCODER.encode_lines(batch)
+            data = ENCODER.encode_lines(batch)
         except Exception:  # a value msgspec cannot encode: find it, keep the record scrubbed
             data = b"".join([self._encode_one(a) for a in batch])
         self._files[ROLLOUTS].append(data)
@@ -626,7 +626,7 @@ class Run:
 
     def _encode_one(self, a: Attempt) -> bytes:
         try:
-            return _ENCODER.encode(a) + b"\n"
+            return ENCODER.encode(a) + b"\n"
         except Exception:
             self._warn_once(
                 "unencodable",
@@ -665,7 +665,7 @@ class Run:
                 ]
             gens_all.append(gens)
         try:
-            if b"null" in _ENCODER.encode(gens_all):  # a None, or a NaN msgspec would lose
+            if b"null" in ENCODER.encode(gens_all):  # a None, or a NaN msgspec would lose
                 gens_all = [clean(g) for g in gens_all]
         except Exception:  # text UTF-8 cannot hold, a key of an odd type
             gens_all = [scrub(g) for g in gens_all]
@@ -686,7 +686,7 @@ class Run:
         if path.exists():  # attempts of this update written before (close after a crash)
             with contextlib.suppress(OSError, ValueError):
                 entries = msgspec.json.decode(path.read_bytes()) + entries
-        write_bytes_atomic(path, _ENCODER.encode(entries) + b"\n")  # every value spelled
+        write_bytes_atomic(path, ENCODER.encode(entries) + b"\n")  # every value spelled
 
     def log_eval(
         self,
