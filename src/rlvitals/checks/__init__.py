@@ -57,7 +57,8 @@ def _checks() -> list[tuple[str, Callable[[Context], list[Finding]]]]:
     return out
 
 
-# Verdicts that describe a symptom rather than a cause.
+# Verdicts that describe a symptom rather than a cause. (Guard stops, marked by a "guard" key
+# in their evidence, are consequences: the run's verdict names what tripped the guard.)
 GENERIC_VERDICTS = {"not_learning"}
 
 
@@ -66,10 +67,15 @@ def overall_verdict(findings: list[Finding], steps: int) -> str:
     otherwise what the reward and held-out checks say (learning, mastered), else too early."""
     worst = max((f.severity for f in findings), key=severity_rank, default="ok")
     if severity_rank(worst) >= severity_rank("warn"):
-        top = [f for f in findings if f.severity == worst]
-        # A symptom (reward flat) yields to a finding that names its cause.
-        specific = [f for f in top if f.verdict not in GENERIC_VERDICTS]
-        return (specific or top)[0].verdict
+        alarms = [f for f in findings if severity_rank(f.severity) >= severity_rank("warn")]
+        # A symptom (reward flat) or a consequence (a guard stopped the run) yields to a
+        # finding that names the cause, whatever their severities.
+        causes = [
+            f for f in alarms if f.verdict not in GENERIC_VERDICTS and "guard" not in f.evidence
+        ]
+        pool = causes or alarms
+        top = max((f.severity for f in pool), key=severity_rank)
+        return next(f.verdict for f in pool if f.severity == top)
     verdicts = {f.verdict for f in findings}
     if "mastered" in verdicts:
         return "mastered"

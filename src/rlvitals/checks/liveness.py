@@ -117,6 +117,7 @@ def check(ctx: Context) -> list[Finding]:
                 first_step=first,
                 status=status,
                 stop_reason=reason,
+                guard=reason,
                 action="See the findings below for why; the guard saved the rest of the budget.",
             )
         )

@@ -363,20 +363,35 @@ def _examples(ctx: Context, alarms: list[dict[str, Any]], limit: int = 3) -> lis
     ]
 
 
-def _entropy_falling(ctx: Context) -> dict[str, Any] | None:
+# Entropy "falling together with" repetition: after the onset under this share of before it.
+ENTROPY_DROP = 0.85
+
+
+def _entropy_falling(ctx: Context, onset: int) -> dict[str, Any] | None:
+    """How the entropy moved around the repetition's onset: its median before the onset
+    against its mean from the onset on (falling under ENTROPY_DROP of it), or a falling trend
+    over the run. None when the run logs no entropy."""
     name, s = ctx.series("sampling/entropy_estimate", "train/entropy")
-    if s is None or len(s) < 2 * MIN_WINDOW:
+    if s is None or len(s) < MIN_WINDOW:
         return None
-    h0 = start_level(s.values)
-    last = float(s.values[-MIN_WINDOW:].mean())
+    i = int(np.searchsorted(s.steps, onset))
+    before = s.values[: max(i, 3)]
+    after = s.values[i:] if i < len(s) else s.values[-MIN_WINDOW:]
+    h0 = float(np.median(before))
+    h1 = float(after.mean())
     tr = trend(s)
-    ratio = last / h0 if h0 > 0 else math.nan
+    ratio = h1 / h0 if h0 > 0 else math.nan
     return dict(
         metric=name,
-        start=round_sig(h0),
-        last=round_sig(last),
+        before=round_sig(h0),
+        after=round_sig(h1),
         ratio=round_sig(ratio),
-        falling=bool((math.isfinite(ratio) and ratio < 0.7) or (tr is not None and tr.falling)),
+        start_ratio=round_sig(float(s.values[-MIN_WINDOW:].mean()) / start_level(s.values))
+        if start_level(s.values) > 0
+        else None,
+        falling=bool(
+            (math.isfinite(ratio) and ratio < ENTROPY_DROP) or (tr is not None and tr.falling)
+        ),
     )
 
 
@@ -428,7 +443,7 @@ def _family(ctx: Context, sc: RunScan, family: str, rules: Rules) -> list[Findin
                 **common,
             )
         ]
-    ent = _entropy_falling(ctx)
+    ent = _entropy_falling(ctx, first["onset"])
     _ln, length = ctx.series("response/length_mean")
     shrink = None
     if length is not None and len(length) >= 2 * MIN_WINDOW:
@@ -436,13 +451,14 @@ def _family(ctx: Context, sc: RunScan, family: str, rules: Rules) -> list[Findin
         shrink = round_sig(float(length.values[-MIN_WINDOW:].mean()) / l0) if l0 > 0 else None
     if ent is not None and not ent["falling"]:
         sev = "info"
-        why = f"; {ent['metric']} is not falling ({ent['start']:.3g} -> {ent['last']:.3g})"
+        why = f"; {ent['metric']} is not falling ({ent['before']:.3g} -> {ent['after']:.3g})"
     else:
         big = any(a["peak_rate"] >= 2 * fail_rate for a in alarms)
-        severe = ent is not None and ent["ratio"] < th.entropy_ratio_fail
+        low = ent["start_ratio"] if ent is not None else None
+        severe = low is not None and low < th.entropy_ratio_fail
         sev = "fail" if big or severe else "warn"
         why = (
-            f" with {ent['metric']} falling {ent['start']:.3g} -> {ent['last']:.3g}"
+            f" with {ent['metric']} falling {ent['before']:.3g} -> {ent['after']:.3g}"
             if ent is not None
             else " (no entropy logged to confirm)"
         )
