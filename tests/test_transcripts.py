@@ -328,10 +328,14 @@ def test_one_rewarded_answer_on_many_tasks_is_constant():
 
 def test_one_reply_to_many_tasks_is_repeated_and_a_few_are_not():
     base = [f"we add and get \\boxed{{{i}}}" for i in range(10)]
-    got = analyze(["I don't know."] * 3 + base[3:])
+    unrewarded = [0.0] * 3 + [1.0] * 7
+    got = analyze(["I don't know."] * 3 + base[3:], unrewarded)
     assert all("repeated_reply" in g for g in got[:3])
-    got = analyze(["I don't know."] * 2 + base[2:])
+    got = analyze(["I don't know."] * 2 + base[2:], unrewarded)
     assert not any("repeated_reply" in g for g in got)
+    # Rewarded, the same reply on many tasks is the grader's doing: constant_answer instead.
+    got = analyze(["I don't know."] * 3 + base[3:])
+    assert all("constant_answer" in g and "repeated_reply" not in g for g in got[:3])
 
 
 def test_flags_excerpts_are_escaped():

@@ -151,12 +151,12 @@ def distinct_ngram_ratio(toks: list[str], n: int = 3) -> float:
 
 
 def zlib_ratio(text: str, limit: int = 1 << 16) -> float:
-    """Compressed size / size of the UTF-8 text (its first ``limit`` bytes). Prose is about
-    0.4-0.6 at a few kB; a reply looping on itself falls under 0.1."""
+    """zlib (level 1) compressed size / size of the UTF-8 text (its first ``limit`` bytes). Prose is
+    about 0.4-0.6 at a few kB; a reply looping on itself falls under 0.1."""
     raw = text.encode("utf-8", "replace")[:limit]
     if not raw:
         return math.nan
-    return len(zlib.compress(raw, 6)) / len(raw)
+    return len(zlib.compress(raw, 1)) / len(raw)
 
 
 def repeated_line_ratio(text: str, min_lines: int = 4) -> float:
