@@ -156,3 +156,11 @@ def test_command_is_listed_in_help():
         [sys.executable, "-m", "rlvitals", "--help"], capture_output=True, text=True, check=True
     )
     assert "transcripts" in proc.stdout
+
+
+def test_json_writes_terminal_controls_as_escapes_and_keeps_the_text(runs, capsys):
+    _, out, _ = cli("transcripts", str(runs["ansi"]), "--step", "15", "--json", capsys=capsys)
+    assert "\u202e" not in out and "\x1b" not in out
+    texts = [g["completion"] for s in json.loads(out)["steps"] for a in s["shown"]
+             for g in a["generations"]]  # fmt: skip
+    assert any("\x1b[2J" in t and "\u202e" in t for t in texts)

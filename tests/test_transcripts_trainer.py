@@ -17,8 +17,9 @@ from rlvitals.transcripts import TranscriptStore
 
 pytestmark = pytest.mark.slow
 
+# The demo's own settings (32 tasks x 8 attempts, 40 updates) for the faults: the exploit needs
+# the updates to take over; a second healthy seed on half the batch keeps the module cheaper.
 SMALL = {"task": {"tasks_per_step": 16, "heldout_tasks": 100}}
-STEPS = 30
 
 
 @pytest.fixture(scope="module")
@@ -26,16 +27,16 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     out = tmp_path_factory.mktemp("trainer")
     cache = tmp_path_factory.mktemp("warmstart-cache")
     cases = {
-        "healthy0": (None, 0),
-        "healthy1": (None, 1),
-        "exploit": ("grader_exploit", 0),
-        "collapse": ("entropy_collapse", 0),
+        "healthy0": (None, 0, 40, None),
+        "exploit": ("grader_exploit", 0, 40, None),
+        "collapse": ("entropy_collapse", 0, 40, None),
+        "healthy1": (None, 1, 30, SMALL),
     }
     return {
         name: demo_run(
-            out, name=name, fault=fault, seed=seed, steps=STEPS, cache=cache, overrides=SMALL
+            out, name=name, fault=fault, seed=seed, steps=steps, cache=cache, overrides=over
         )
-        for name, (fault, seed) in cases.items()
+        for name, (fault, seed, steps, over) in cases.items()
     }
 
 

@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from typing import Any
 
 __all__ = [
+    "TERMINAL_UNSAFE",
     "distinct_ngram_ratio",
     "escape",
     "excerpt",
@@ -29,7 +30,7 @@ __all__ = [
 # C0/C1 controls (ESC starts terminal sequences) and characters that change how a terminal
 # draws what follows them: bidirectional marks, embeddings, overrides and isolates
 # (CVE-2021-42574), line/paragraph separators, the BOM and interlinear annotations.
-_ODD = re.compile(
+TERMINAL_UNSAFE = _ODD = re.compile(
     "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069"
     "\ufeff\ufff9-\ufffb]"
 )

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import IO, Any
 
 from ..jsonio import dumps
-from ..transcripts.text import escape
+from ..transcripts.text import TERMINAL_UNSAFE, escape
 
 __all__ = ["render_json", "render_text"]
 
@@ -19,8 +19,10 @@ _FLAG_STYLE = "bold yellow"
 
 
 def render_json(payload: dict[str, Any]) -> str:
-    """The payload as JSON (texts are JSON strings, escaped by JSON itself)."""
-    return dumps(payload, indent=2)
+    """The payload as JSON. The texts are the true texts; characters a terminal would act on
+    (controls, bidirectional overrides) are written as ``\\uXXXX`` escapes, so printing the
+    JSON is as safe as printing the text view, and decoding it gives the text back."""
+    return TERMINAL_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", dumps(payload, indent=2))
 
 
 def _cut(text: str, chars: int | None, tail: bool = False) -> str:
