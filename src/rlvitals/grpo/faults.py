@@ -80,6 +80,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from .config import TaskConfig
+    from .model import GPT
     from .sampler import Sampler
     from .tasks import Task, TaskPool
     from .trainer import Trainer
@@ -167,10 +168,10 @@ FAULTS: dict[str, Fault] = {
 # of the attempts failed).
 CRASH_RATE = 0.7
 # Coefficient of the wrongly signed entropy bonus.
-COLLAPSE_COEF = 0.3
-# Attempts per task with which the inverted filter judges "always solved".
-EASY_FILTER_ATTEMPTS = 16
-EASY_FILTER_CANDIDATES = 512
+COLLAPSE_COEF = 10.0
+COLLAPSE_LR_SCALE = 3.0
+# Tasks of the too_easy task set (all memorised before training).
+EASY_TASKS = 32
 
 
 def parse_fault(text: str) -> tuple[str, int | None]:
@@ -233,34 +234,23 @@ class ActiveFault:
         )
 
     def prepare(
-        self, pool: TaskPool, sampler: Sampler, task: TaskConfig, rng: np.random.Generator
+        self,
+        model: GPT,
+        pool: TaskPool,
+        sampler: Sampler,
+        task: TaskConfig,
+        rng: np.random.Generator,
+        *,
+        lr: float,
+        seed: int,
     ) -> None:
-        """Work a fault needs before training: the inverted filter of ``too_easy``."""
+        """Work a fault needs before training: ``too_easy`` memorises its task set."""
         if self.name != "too_easy":
             return
-        from .agent import read_attempts
+        from .warmstart import memorize
 
-        candidates = pool.sample(EASY_FILTER_CANDIDATES, rng)
-        n = EASY_FILTER_ATTEMPTS
-        solved = [0] * len(candidates)
-        chunk = max(1, 4096 // n)
-        for lo in range(0, len(candidates), chunk):
-            part = candidates[lo : lo + chunk]
-            rows = [t for t in part for _ in range(n)]
-            ep = sampler.rollout(
-                rows,
-                max_new_tokens=task.max_new_tokens,
-                max_turns=task.max_turns,
-                temperature=task.temperature,
-            )
-            for i, att in enumerate(read_attempts(ep)):
-                solved[lo + i // n] += int(grade(rows[i], att.final_reply)[0])
-        # Kept: every task solved n times of n; if too few, the most solved ones.
-        ranked = sorted(range(len(candidates)), key=lambda i: -solved[i])
-        keep = [i for i in ranked if solved[i] == n]
-        if len(keep) < task.tasks_per_step:
-            keep = ranked[: task.tasks_per_step]
-        self._easy_tasks = [candidates[i] for i in keep]
+        self._easy_tasks = pool.sample(EASY_TASKS, rng)
+        memorize(model, sampler, self._easy_tasks, task, lr=lr, seed=seed)
 
     def tasks(self, step: int, pool: TaskPool, n: int, rng: np.random.Generator) -> list[Task]:
         """The tasks of update ``step``."""
@@ -301,7 +291,9 @@ class ActiveFault:
     def before_update(self, step: int, trainer: Trainer) -> None:
         """Numerics faults: logits overflow (nan), wrong-signed entropy bonus."""
         trainer.logit_scale = math.inf if self.on("nan", step) else 1.0
-        trainer.entropy_coef = COLLAPSE_COEF if self.on("entropy_collapse", step) else 0.0
+        collapse = self.on("entropy_collapse", step)
+        trainer.entropy_coef = COLLAPSE_COEF if collapse else 0.0
+        trainer.set_lr(trainer.base_lr * (COLLAPSE_LR_SCALE if collapse else 1.0))
 
     def syncs_weights(self, step: int) -> bool:
         """Whether the sampler receives the weights of update ``step``."""

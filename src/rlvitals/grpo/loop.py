@@ -147,7 +147,7 @@ def train(
     fail_rng = np.random.default_rng([ocfg.seed, 11])
     sample_gen = torch.Generator().manual_seed(ocfg.seed * 1000 + 12)
     heldout = pool.heldout_tasks(tcfg.heldout_tasks)
-    active.prepare(pool, sampler, tcfg, task_rng)
+    active.prepare(model, pool, sampler, tcfg, task_rng, lr=ocfg.warm_lr, seed=ocfg.seed)
 
     versions = {
         "framework": f"rlvitals.grpo {__version__}",
@@ -248,8 +248,13 @@ def _loop(
 
             # -- the GRPO update -------------------------------------------------------------
             metrics: dict[str, Any] = {}
+            adv = group_advantages([float(r) for r in rewards if r is not None], groups)
+            if trainer.entropy_coef:
+                # An entropy term averages over every sampled token of the batch; attempts
+                # that do not train carry no advantage (0), only their entropy.
+                extra = [i for i in range(len(batch.attempt_ids)) if i not in set(rows)]
+                rows, adv = rows + extra, adv + [0.0] * len(extra)
             if rows:
-                adv = group_advantages([float(r) for r in rewards if r is not None], groups)
                 stats = trainer.update(batch.episodes, rows, adv, logp_old)
                 metrics.update(stats.metrics)
             training_seconds = time.perf_counter() - t0

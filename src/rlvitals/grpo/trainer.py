@@ -83,7 +83,7 @@ class Trainer:
         seed: int,
     ) -> None:
         self.model = model
-        self.lr = lr
+        self.lr = self.base_lr = lr
         self.clip_eps = clip_eps
         self.minibatches = minibatches
         self.grad_clip = grad_clip
@@ -94,6 +94,10 @@ class Trainer:
         # coefficient added to the loss (positive: an entropy bonus with the wrong sign).
         self.logit_scale = 1.0
         self.entropy_coef = 0.0
+
+    def set_lr(self, lr: float) -> None:
+        """Change the learning rate from the next optimizer step on."""
+        self.lr = self.opt.lr = lr
 
     def _logits(self, tokens: torch.Tensor) -> torch.Tensor:
         # (B, T) -> (B, T-1, V): position t predicts token t+1, at the sampling temperature so

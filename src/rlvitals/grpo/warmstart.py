@@ -32,11 +32,11 @@ from .grader import grade
 from .model import GPT
 from .optim import AdamW
 from .sampler import Sampler
-from .tasks import PAD_ID, TaskPool, encode
+from .tasks import PAD_ID, Task, TaskPool, encode
 
-__all__ = ["WarmStart", "cache_dir", "warm_start"]
+__all__ = ["WarmStart", "cache_dir", "demonstrations", "memorize", "warm_start"]
 
-CACHE_VERSION = 1
+CACHE_VERSION = 2
 CHECK_TASKS = 128  # problems sampled at each pass-rate check
 
 
@@ -73,9 +73,14 @@ def _key(model: ModelConfig, task: TaskConfig, optim: OptimConfig) -> str:
 
 
 def _batch(pool: TaskPool, n: int, rng: np.random.Generator) -> tuple[torch.Tensor, ...]:
-    """Correct episodes as (inputs, targets, loss mask), each (n, T-1)."""
+    """``n`` correct episodes of random training tasks (see ``demonstrations``)."""
+    return demonstrations(pool.sample(n, rng))
+
+
+def demonstrations(tasks: list[Task]) -> tuple[torch.Tensor, ...]:
+    """Correct episodes of ``tasks`` as (inputs, targets, loss mask), each (n, T-1)."""
     seqs, masks = [], []
-    for task in pool.sample(n, rng):
+    for task in tasks:
         prompt, rest = task.demonstration()
         ids = encode(prompt + rest)
         # Train on what the model writes: after the prompt, except the tool's reply.
@@ -85,6 +90,7 @@ def _batch(pool: TaskPool, n: int, rng: np.random.Generator) -> tuple[torch.Tens
             mask[len(prompt) + 1 : len(prompt) + 1 + reply] = [False] * reply
         seqs.append(ids)
         masks.append(mask)
+    n = len(tasks)
     T = max(len(s) for s in seqs)
     tokens = torch.full((n, T), PAD_ID, dtype=torch.long)
     loss_mask = torch.zeros((n, T), dtype=torch.bool)
@@ -95,6 +101,65 @@ def _batch(pool: TaskPool, n: int, rng: np.random.Generator) -> tuple[torch.Tens
     return tokens[:, :-1], tokens[:, 1:], loss_mask[:, 1:]
 
 
+def _sft_step(model: GPT, opt: AdamW, batch: tuple[torch.Tensor, ...]) -> float:
+    x, y, mask = batch
+    logits = model(x)  # (B, T-1, V)
+    loss = F.cross_entropy(logits[mask], y[mask])  # mean over the model's own tokens
+    opt.zero_grad()
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    opt.step()
+    return loss.item()
+
+
+def memorize(
+    model: GPT,
+    sampler: Sampler,
+    tasks: list[Task],
+    task: TaskConfig,
+    *,
+    lr: float,
+    target: float = 0.98,
+    max_steps: int = 600,
+    seed: int = 0,
+) -> int:
+    """Supervised steps on ``tasks`` alone until the sampler solves ``target`` of 8 attempts
+    at each (the ``too_easy`` fault: the RL tasks leaked into the warm-start data). Returns
+    the steps taken; ``sampler`` holds the result as version 0."""
+    opt = AdamW(model.parameters(), lr=lr)
+    batch = demonstrations(tasks)
+    rows = [t for t in tasks for _ in range(8)]
+    generator = torch.Generator().manual_seed(seed * 1000 + 5)
+    model.train()
+    step = 0
+    while step < max_steps:
+        _sft_step(model, opt, batch)
+        step += 1
+        if step % 10 == 0:
+            sampler.load(model, 0)
+            if pass_rate_of(sampler, rows, task, generator) >= target:
+                break
+    sampler.load(model, 0)
+    return step
+
+
+def pass_rate_of(
+    sampler: Sampler, tasks: list[Task], task: TaskConfig, generator: torch.Generator
+) -> float:
+    """Share of ``tasks`` the sampler solves at the task's temperature."""
+    from .agent import read_attempts
+
+    ep = sampler.rollout(
+        tasks,
+        max_new_tokens=task.max_new_tokens,
+        max_turns=task.max_turns,
+        temperature=task.temperature,
+        generator=generator,
+    )
+    attempts = read_attempts(ep)
+    return sum(grade(t, a.final_reply)[0] for t, a in zip(tasks, attempts)) / len(tasks)
+
+
 def pass_rate(
     sampler: Sampler,
     pool: TaskPool,
@@ -103,19 +168,8 @@ def pass_rate(
     generator: torch.Generator,
     n: int = CHECK_TASKS,
 ) -> float:
-    """Share of ``n`` sampled training tasks the sampler solves at temperature 1."""
-    tasks = pool.sample(n, rng)
-    ep = sampler.rollout(
-        tasks,
-        max_new_tokens=task.max_new_tokens,
-        max_turns=task.max_turns,
-        temperature=task.temperature,
-        generator=generator,
-    )
-    from .agent import read_attempts
-
-    attempts = read_attempts(ep)
-    return sum(grade(t, a.final_reply)[0] for t, a in zip(tasks, attempts)) / n
+    """Share of ``n`` random training tasks the sampler solves."""
+    return pass_rate_of(sampler, pool.sample(n, rng), task, generator)
 
 
 def warm_start(
@@ -163,13 +217,7 @@ def warm_start(
     rate, step = 0.0, 0
     model.train()
     while step < optim.warm_max_steps:
-        x, y, mask = _batch(pool, optim.warm_batch, rng)
-        logits = model(x)  # (B, T-1, V)
-        loss = F.cross_entropy(logits[mask], y[mask])  # mean over the model's own tokens
-        opt.zero_grad()
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
+        _sft_step(model, opt, _batch(pool, optim.warm_batch, rng))
         step += 1
         if step % optim.warm_check_every == 0:
             sampler.load(model, 0)

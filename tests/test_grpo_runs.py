@@ -1,0 +1,257 @@
+"""Real runs of the reference trainer: the files it writes, determinism, and each fault's
+signature in the canonical metrics. Short runs sharing one warm start (module fixture)."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("torch")
+
+import rlvitals
+from rlvitals.grpo import demo_run
+
+pytestmark = pytest.mark.slow
+
+# Half the default batch: 16 tasks x 8 attempts per update keeps each update cheap.
+SMALL = {"task": {"tasks_per_step": 16, "heldout_tasks": 100}}
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One warm-start cache for the module: the first run trains it, the rest load it.
+
+    ``RLVITALS_TEST_CACHE`` names a directory to keep it in between sessions (development).
+    """
+    kept = os.environ.get("RLVITALS_TEST_CACHE")
+    return Path(kept) if kept else tmp_path_factory.mktemp("warmstart-cache")
+
+
+def run(tmp: Path, cache: Path, name: str, *, overrides: dict[str, Any] | None = None,
+        **kw: Any) -> Path:  # fmt: skip
+    merged: dict[str, dict[str, Any]] = {k: dict(v) for k, v in SMALL.items()}
+    for section, values in (overrides or {}).items():
+        merged.setdefault(section, {}).update(values)
+    return demo_run(tmp, name=name, cache=cache, overrides=merged, **kw)
+
+
+def steps(run_dir: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (run_dir / "steps.jsonl").read_text().splitlines()]
+
+
+def series(run_dir: Path, name: str) -> list[float]:
+    out = []
+    for rec in steps(run_dir):
+        v = rec.get(name)
+        out.append(math.nan if v is None or v == "NaN" else float(v))
+    return out
+
+
+def mean(xs: list[float]) -> float:
+    return sum(xs) / len(xs)
+
+
+def test_smoke_run_writes_every_file_and_every_metric_the_trainer_measures(
+    tmp_path: Path, cache: Path
+) -> None:
+    d = run(
+        tmp_path, cache, "smoke", steps=4,
+        overrides={"output": {"sampler_checkpoint_every": 2, "progress_every_seconds": 0.05}},
+    )  # fmt: skip
+    meta = json.loads((d / "run.json").read_text())
+    assert meta["status"] == "finished" and meta["format"] == "rlvitals-run/1"
+    assert meta["fault"] is None and meta["warm_start"]["reached_target"]
+    assert {"model", "task", "optim", "output", "training", "rollout"} <= set(meta["config"])
+    assert meta["versions"]["torch"] and meta["versions"]["grader"]
+    for name in ("steps.jsonl", "rollouts.jsonl", "evals.jsonl", "progress.jsonl"):
+        assert (d / name).stat().st_size > 0, name
+    assert sorted(p.name for p in (d / "transcripts").iterdir()) == [
+        f"step-{s:06d}.json" for s in range(4)
+    ]
+    assert sorted(p.name for p in (d / "checkpoints").iterdir()) == [
+        "sampler-step-000001.pt", "sampler-step-000003.pt"
+    ]  # fmt: skip
+
+    measured = set().union(*(r.keys() for r in steps(d)))
+    expected = {
+        "reward/mean", "reward/std", "reward/group_std_mean", "reward/mean_with_unusable",
+        "groups/trained", "groups/rejected", "groups/all_solved", "groups/none_solved",
+        "groups/signal_fraction", "discard/groups/no_variance", "discard/groups/group_too_small",
+        "rollouts/retries", "response/length_mean", "response/truncated_rate",
+        "train/mismatch_kl", "train/mismatch_k1", "train/logprob_abs_diff", "train/mismatch_ess",
+        "train/mismatch_ess_seq", "freshness/lag_mean", "freshness/lag_p90", "freshness/lag_max",
+        "sampling/entropy_estimate", "train/entropy", "train/loss", "train/grad_norm",
+        "train/lr", "train/clip_frac", "train/ppo_kl", "train/advantage_std",
+        "perf/step_seconds", "perf/sampling_seconds", "perf/grading_seconds",
+        "perf/training_seconds", "perf/tokens_per_second", "perf/attempt_seconds_p50",
+        "rollout/termination_reason/answer", "rollout/turns", "rollout/tool_calls",
+        "rollout/answered", "rollout/answer_digits",
+    }  # fmt: skip
+    assert expected <= measured, sorted(expected - measured)
+    # The bfloat16 sampler and float32 trainer disagree a little, never wildly.
+    kl = series(d, "train/mismatch_kl")
+    assert all(0 < v < 1e-2 for v in kl)
+
+    data = rlvitals.read(d)
+    held = data.series("eval/heldout/score")
+    assert held is not None and list(held.steps) == [1, 3]
+    rows = [json.loads(line) for line in (d / "rollouts.jsonl").read_text().splitlines()]
+    assert len(rows) == 4 * 16 * 8
+    lookups = [r for r in rows if r["task_id"].startswith("lookup-")]
+    assert lookups and any(r["metadata"]["tool_calls"] >= 1 for r in lookups)
+    transcript = json.loads((d / "transcripts" / "step-000000.json").read_text())
+    multi = [a for a in transcript if len(a["generations"]) > 1]
+    assert multi and multi[0]["generations"][0]["finish_reason"] == "tool_call"
+
+
+def test_weights_change_over_the_run(tmp_path: Path, cache: Path) -> None:
+    import torch
+
+    d = run(tmp_path, cache, "params", steps=4,
+            overrides={"output": {"sampler_checkpoint_every": 1}})  # fmt: skip
+    first = torch.load(d / "checkpoints" / "sampler-step-000000.pt", weights_only=True)
+    last = torch.load(d / "checkpoints" / "sampler-step-000003.pt", weights_only=True)
+    changed = [k for k in first if not torch.equal(first[k], last[k])]
+    assert len(changed) == len(first)
+
+
+def _comparable(d: Path) -> tuple[list[Any], list[Any]]:
+    rows = [json.loads(line) for line in (d / "rollouts.jsonl").read_text().splitlines()]
+    attempts = [(r["task_id"], r["reward"], r["response_tokens"], r["trained"]) for r in rows]
+    recs = [
+        {k: v for k, v in r.items() if not k.startswith("perf/") and k != "time"} for r in steps(d)
+    ]
+    return attempts, recs
+
+
+def test_same_seed_gives_the_same_run(tmp_path: Path, cache: Path) -> None:
+    # (Another seed would need its own warm start: too slow for a test.)
+    a = run(tmp_path, cache, "a", steps=3)
+    b = run(tmp_path, cache, "b", steps=3)
+    assert _comparable(a) == _comparable(b)
+
+
+def test_async_attempts_are_one_update_old(tmp_path: Path, cache: Path) -> None:
+    d = run(tmp_path, cache, "async", steps=3, mode="async")
+    assert series(d, "freshness/lag_mean") == [0.0, 1.0, 1.0]
+    assert json.loads((d / "run.json").read_text())["config"]["training"]["mode"] == "async"
+
+
+# -- faults: each shows its signature in the canonical metrics ------------------------------
+
+
+def test_stale_sampler_raises_lag_and_mismatch_then_drops_stale_attempts(
+    tmp_path: Path, cache: Path
+) -> None:
+    d = run(tmp_path, cache, "stale", steps=6, fault="stale_sampler", fault_step=1)
+    meta = json.loads((d / "run.json").read_text())
+    assert (meta["fault"], meta["fault_step"]) == ("stale_sampler", 1)
+    lag = series(d, "freshness/lag_max")
+    assert lag[:4] == [0.0, 0.0, 1.0, 2.0]
+    kl = series(d, "train/mismatch_kl")
+    assert kl[2] > 10 * kl[0] and kl[3] > kl[2]
+    stale = series(d, "discard/rollouts/stale")
+    assert stale[4] == stale[5] == 16 * 8
+
+
+def test_too_easy_rejects_all_solved_groups_from_the_start(tmp_path: Path, cache: Path) -> None:
+    d = run(tmp_path, cache, "easy", steps=3, fault="too_easy")
+    assert min(series(d, "groups/all_solved")) >= 10  # of 16 groups
+    assert min(series(d, "discard/groups/no_variance")) >= 10
+    assert max(series(d, "groups/none_solved")) <= 2
+    assert min(series(d, "reward/mean_with_unusable")) > 0.85
+
+
+def test_too_hard_rejects_none_solved_groups_from_the_start(tmp_path: Path, cache: Path) -> None:
+    d = run(tmp_path, cache, "hard", steps=3, fault="too_hard")
+    assert series(d, "groups/none_solved") == [16.0] * 3
+    assert series(d, "discard/groups/no_variance") == [16.0] * 3
+    assert series(d, "reward/mean_with_unusable") == [0.0] * 3
+
+
+def test_grader_exploit_climbs_on_train_reward_while_held_out_falls(
+    tmp_path: Path, cache: Path
+) -> None:
+    d = run(tmp_path, cache, "exploit", steps=30, fault="grader_exploit", fault_step=0,
+            overrides={"task": {"tasks_per_step": 32}})  # fmt: skip
+    reward = series(d, "reward/mean_with_unusable")
+    assert mean(reward[-3:]) > mean(reward[:3]) + 0.15
+    digits = series(d, "rollout/answer_digits")
+    assert digits[0] > 2.8 and mean(digits[-3:]) < 2.5  # full answers have 3 digits
+    held = [json.loads(line)["score"] for line in (d / "evals.jsonl").read_text().splitlines()]
+    assert held[-1] < held[0] - 0.1
+    # The shortcut in the transcripts: rewarded answers shorter than any full answer.
+    last = json.loads((d / "transcripts" / "step-000029.json").read_text())
+    rewarded = [a["generations"][-1]["completion"] for a in last if a["reward"] == 1.0]
+    short = [c for c in rewarded if c.endswith("$") and len(c) - 1 < 3]
+    assert len(short) > 0.3 * len(rewarded)
+
+
+@pytest.mark.parametrize(
+    ("fault", "reason"),
+    [
+        ("grader_crash", "discard/rollouts/grading_failed/ConnectionError"),
+        ("rollout_crash", "discard/rollouts/rollout_failed/TimeoutError"),
+    ],
+)
+def test_crashes_show_a_burst_of_failed_attempts(
+    tmp_path: Path, cache: Path, fault: str, reason: str
+) -> None:
+    d = run(tmp_path, cache, fault, steps=3, fault=fault, fault_step=1)
+    failed = series(d, reason)
+    assert math.isnan(failed[0]) or failed[0] <= 1
+    assert min(failed[1:]) >= 0.15 * 16 * 8
+    assert min(series(d, "rollouts/retries")[1:]) >= 100
+    assert min(series(d, "discard/groups/group_too_small")[1:]) >= 8
+
+
+def test_out_of_room_truncates_attempts_and_ends_lookups_at_max_turns(
+    tmp_path: Path, cache: Path
+) -> None:
+    d = run(tmp_path, cache, "room", steps=4, fault="out_of_room", fault_step=1)
+    truncated = series(d, "response/truncated_rate")
+    assert truncated[0] < 0.05 and min(truncated[1:]) > 0.5
+    max_turns = series(d, "rollout/termination_reason/max_turns")
+    assert (math.isnan(max_turns[0]) or max_turns[0] == 0) and min(max_turns[1:]) > 0
+
+
+def test_entropy_collapse_sharpens_the_policy_onto_repeated_replies(
+    tmp_path: Path, cache: Path
+) -> None:
+    d = run(tmp_path, cache, "collapse", steps=12, fault="entropy_collapse", fault_step=1,
+            overrides={"task": {"tasks_per_step": 32}})  # fmt: skip
+    entropy = series(d, "sampling/entropy_estimate")
+    assert mean(entropy[-3:]) < 0.6 * entropy[0]
+
+    def identical_groups(step: int) -> int:
+        attempts = json.loads((d / "transcripts" / f"step-{step:06d}.json").read_text())
+        replies: dict[str, set[str]] = {}
+        for a in attempts:
+            replies.setdefault(a["group_id"], set()).add(a["generations"][-1]["completion"])
+        return sum(len(r) == 1 for r in replies.values())
+
+    assert identical_groups(11) > identical_groups(0) + 5
+
+
+def test_stall_stops_step_records_and_leaves_the_run_running(tmp_path: Path, cache: Path) -> None:
+    d = run(tmp_path, cache, "stall", steps=5, fault="stall", fault_step=2, stall_seconds=1.0,
+            overrides={"output": {"progress_every_seconds": 0.1}})  # fmt: skip
+    assert [r["step"] for r in steps(d)] == [0, 1]
+    assert json.loads((d / "run.json").read_text())["status"] == "running"
+    beats = [json.loads(line) for line in (d / "progress.jsonl").read_text().splitlines()]
+    stuck = [b for b in beats if b["step"] == 2]
+    assert len(stuck) >= 5 and {b["phase"] for b in stuck} == {"sampling"}
+    assert len({b["attempts_done"] for b in stuck}) == 1
+
+
+def test_nan_makes_the_loss_non_finite_from_the_onset(tmp_path: Path, cache: Path) -> None:
+    d = run(tmp_path, cache, "nan", steps=3, fault="nan", fault_step=1)
+    loss = series(d, "train/loss")
+    assert math.isfinite(loss[0]) and all(math.isnan(v) for v in loss[1:])
+    assert all(math.isnan(v) for v in series(d, "train/mismatch_kl")[1:])
+    assert all(math.isnan(v) for v in series(d, "train/grad_norm")[1:])
