@@ -26,11 +26,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="a metric to show (repeatable); a name ending in / selects every metric under it",
     )
     p.add_argument(
+        "--from",
         "--format",
         dest="fmt",
         default=None,
         metavar="FORMAT",
-        help="source format, overriding sniffing (see `rlvitals formats`)",
+        help="source format, overriding sniffing (see `rlvitals formats`); --from as in the "
+        "other commands",
     )
     p.add_argument(
         "--mapping",
