@@ -8,10 +8,13 @@ Three kinds of evidence, from cheapest to richest:
   drifting away from its early value while held-out does not improve (the attempts table);
 - flags on the transcript text (``rlvitals.transcripts``): per-step shares of episodes that
   tamper with tests or the grader, hard-code outputs, please the parser, or repeat
-  themselves. A family of flags alarms when a flag's rate is over its line in 3 of 5 steps,
-  or when a Bernoulli CUSUM of its counts crosses its limit while the 5-step rate is over the
-  line; the line is 2% of episodes (Anthropic's onset of reward hacking) for hard flags and the
-  run's early rate plus 2% for relative ones. Collapse needs the entropy falling too.
+  themselves. A flag alarms when its rate is over its line in 3 of 5 steps, or when a
+  Bernoulli CUSUM of its counts crosses its limit with flags from 3 or more steps and a pooled
+  rate over the line; the line is 2% of episodes (Anthropic's onset of reward hacking) for
+  hard flags and the run's early rate plus 2% for relative ones. Collapse needs the entropy
+  falling too. Findings cite attempts (``evidence.attempt_ids``) with escaped excerpts.
+
+docs/transcripts.md explains each signal and flag.
 
 The per-step rates are added to the run as ``transcripts/<flag>_rate``,
 ``transcripts/flagged_rate`` and ``transcripts/repetition_rate`` for views to plot.
@@ -28,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from ..model import Series
-from ..transcripts.flags import FLAGS, flag_names, spec
+from ..transcripts.flags import flag_names, spec
 from ..transcripts.rules import Rules, load_rules
 from ..transcripts.scan import RunScan, examples, publish, scan_run
 from ..transcripts.store import TranscriptStore
@@ -36,6 +39,17 @@ from .base import Finding
 from .context import Context, finding, round_sig
 from .heldout import heldout_change
 from .stats import MIN_WINDOW, first_sustained, noise_sigma, rolling_mean, start_level, trend
+
+__all__ = [
+    "NAME",
+    "RULES_ENV",
+    "RULES_FILES",
+    "check",
+    "reward_jump",
+    "rules_for",
+    "scan",
+    "spearman",
+]
 
 NAME = "transcripts"
 
@@ -341,7 +355,9 @@ def _flag_alarm(sc: RunScan, flag: str, rules: Rules) -> dict[str, Any] | None:
     )
 
 
-def _examples(ctx: Context, alarms: list[dict[str, Any]], limit: int = 3) -> list[dict[str, Any]]:
+def _examples(
+    ctx: Context, alarms: list[dict[str, Any]], limit: int = 3, *, rewarded_first: bool = True
+) -> list[dict[str, Any]]:
     store = store_for(ctx)
     if store is None:
         return []
@@ -349,7 +365,14 @@ def _examples(ctx: Context, alarms: list[dict[str, Any]], limit: int = 3) -> lis
     first = min(a["onset"] for a in alarms)
     i = int(np.searchsorted(have, first))
     steps = have[i : i + 2 * MIN_WINDOW] + have[-2:]
-    got = examples(store, rules_for(ctx), steps, [a["flag"] for a in alarms], limit=limit)
+    got = examples(
+        store,
+        rules_for(ctx),
+        steps,
+        [a["flag"] for a in alarms],
+        limit=limit,
+        rewarded_first=rewarded_first,
+    )
     return [
         {
             "attempt_id": a.attempt_id,
@@ -403,7 +426,8 @@ def _family(ctx: Context, sc: RunScan, family: str, rules: Rules) -> list[Findin
         return []
     alarms.sort(key=lambda a: (a["onset"], -a["peak_rate"]))
     first = alarms[0]
-    ex = _examples(ctx, alarms)
+    # An exploit shows in what was rewarded; a collapse in any reply.
+    ex = _examples(ctx, alarms, rewarded_first=family == "exploit")
     shown = "; ".join(
         f"{a['flag']} ({a['title']}) in {a['peak_rate']:.0%} of episodes from step {a['onset']}"
         for a in alarms[:3]
@@ -490,6 +514,3 @@ def check(ctx: Context) -> list[Finding]:
     if jump is not None and not any(f.verdict == "exploit_suspected" for f in out):
         out.append(_reward_jump_finding(ctx, jump))
     return out
-
-
-__all__ = ["FLAGS", "NAME", "RULES_ENV", "check", "reward_jump", "rules_for", "scan", "spearman"]

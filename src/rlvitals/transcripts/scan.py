@@ -124,9 +124,11 @@ def examples(
     flags: Iterable[str],
     *,
     limit: int = 3,
+    rewarded_first: bool = True,
 ) -> list[tuple[TranscriptAttempt, list[Hit]]]:
     """Up to ``limit`` attempts from ``steps`` that raised any of ``flags`` (rewarded ones
-    first, one per flag before a second of any), each with its hits among ``flags``."""
+    first unless ``rewarded_first`` is False, one per flag before a second of any), each with
+    its hits among ``flags``."""
     want = list(flags)
     pool: list[tuple[TranscriptAttempt, list[Hit]]] = []
     for s in steps:
@@ -137,7 +139,8 @@ def examples(
                 pool.append((a, hits))
         if len(pool) >= 8 * limit:
             break
-    pool.sort(key=lambda p: (-(p[0].reward or 0.0), p[0].step, p[0].index))
+    if rewarded_first:
+        pool.sort(key=lambda p: (-(p[0].reward or 0.0), p[0].step, p[0].index))
     chosen: list[tuple[TranscriptAttempt, list[Hit]]] = []
     seen: set[str] = set()
     for a, hits in pool:  # one per flag first
