@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -228,3 +229,11 @@ def test_adamw_first_step_moves_each_weight_by_lr_times_the_gradient_sign() -> N
     p.grad = torch.tensor([0.5, -3.0])
     opt.step()  # bias-corrected m / sqrt(v) is sign(g) on the first step
     assert torch.allclose(p.detach(), torch.tensor([0.9, -1.9]), atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "path", sorted((Path(__file__).parent.parent / "examples").glob("*.toml")), ids=str
+)
+def test_example_configs_are_valid(path: Path) -> None:
+    cfg = load_config(path, sections=SECTIONS)
+    assert cfg.section("optim").steps >= 1

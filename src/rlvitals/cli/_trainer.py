@@ -43,6 +43,7 @@ def run_trainer(config: Any, args: argparse.Namespace, *, steps: int) -> Path:
         with LiveView(steps) as view:
             run_dir = train(config, fault=args.fault, stall_seconds=stall, on_event=view.event)
         tally = view.tally
+        view.console.print()
     args._tally = tally
     if args.json:
         out = {
@@ -60,6 +61,7 @@ def run_trainer(config: Any, args: argparse.Namespace, *, steps: int) -> Path:
         from rich.console import Console
 
         Console(stderr=True).print(summary(tally, str(run_dir), fault=args.fault))
+        print(file=sys.stderr)
     return run_dir
 
 
