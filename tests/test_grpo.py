@@ -120,9 +120,15 @@ def test_bfloat16_sampler_disagrees_with_the_float32_trainer_a_little() -> None:
     model = GPT(len(VOCAB), 1, 2, 32)
     tasks = TaskPool(2, 0.5, 0.1).sample(16, np.random.default_rng(0))
     trainer = Trainer(
-        model, lr=1e-3, clip_eps=0.2, minibatches=2, grad_clip=1.0, weight_decay=0.0,
-        temperature=1.0, seed=0,
-    )  # fmt: skip
+        model,
+        lr=1e-3,
+        clip_eps=0.2,
+        minibatches=2,
+        grad_clip=1.0,
+        weight_decay=0.0,
+        temperature=1.0,
+        seed=0,
+    )
     gaps = {}
     for dtype in (torch.float32, torch.bfloat16):
         ep = Sampler(model, dtype).rollout(
@@ -145,9 +151,15 @@ def _trainer_and_batch(lr: float = 1e-2):
     torch.manual_seed(0)
     model = GPT(len(VOCAB), 1, 2, 32)
     trainer = Trainer(
-        model, lr=lr, clip_eps=0.2, minibatches=2, grad_clip=1.0, weight_decay=0.0,
-        temperature=1.0, seed=0,
-    )  # fmt: skip
+        model,
+        lr=lr,
+        clip_eps=0.2,
+        minibatches=2,
+        grad_clip=1.0,
+        weight_decay=0.0,
+        temperature=1.0,
+        seed=0,
+    )
     tasks = TaskPool(2, 0.25, 0.1).sample(16, np.random.default_rng(0))
     ep = Sampler(model, torch.float32).rollout(
         tasks, max_new_tokens=6, max_turns=2, generator=torch.Generator().manual_seed(1)
@@ -237,3 +249,36 @@ def test_adamw_first_step_moves_each_weight_by_lr_times_the_gradient_sign() -> N
 def test_example_configs_are_valid(path: Path) -> None:
     cfg = load_config(path, sections=SECTIONS)
     assert cfg.section("optim").steps >= 1
+
+
+def test_live_view_shows_the_key_numbers_and_the_summary() -> None:
+    import io
+
+    from rich.console import Console
+
+    from rlvitals.views.live import LiveView, summary
+
+    out = io.StringIO()
+    console = Console(file=out, width=100, force_terminal=False, color_system=None)
+    with LiveView(3, console=console) as view:
+        view.event("warm_done", {"steps": 120, "pass_rate": 0.31, "cached": False, "seconds": 2.0})
+        for i, r in enumerate([0.2, 0.3, 0.4]):
+            view.event(
+                "step",
+                {
+                    "step": i,
+                    "reward/mean": r,
+                    "train/mismatch_kl": 3e-5,
+                    "train/loss": "NaN",
+                    "discard/rollouts/stale": 4.0,
+                },
+            )
+        view.event("eval", {"step": 2, "score": 0.55})
+        view.event("stopped", {"reason": "[bold]x[/bold]", "message": "m"})
+    console.print(summary(view.tally, "runs/r[1]", fault="nan@1"))
+    text = out.getvalue()
+    assert "warm start (120 steps, pass rate 0.31)" in text
+    assert "3.0e-05" in text and "0.55 (update 2)" in text and "nan" in text
+    assert "failed attempts" in text and "4" in text
+    assert "stopped: [bold]x[/bold]" in text  # markup in event text is shown, not rendered
+    assert "runs/r[1]" in text and "0.300 (first 5 updates)" in text

@@ -255,3 +255,16 @@ def test_nan_makes_the_loss_non_finite_from_the_onset(tmp_path: Path, cache: Pat
     assert math.isfinite(loss[0]) and all(math.isnan(v) for v in loss[1:])
     assert all(math.isnan(v) for v in series(d, "train/mismatch_kl")[1:])
     assert all(math.isnan(v) for v in series(d, "train/grad_norm")[1:])
+
+
+def test_demo_command_runs_and_reports_json(
+    tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from rlvitals.cli import main
+
+    monkeypatch.setenv("RLVITALS_CACHE", str(cache))
+    code = main(["demo", "--steps", "2", "--output-dir", str(tmp_path), "--name", "cli", "--json"])
+    assert code == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["run"] == str(tmp_path / "cli") and out["updates"] == 2
+    assert json.loads((tmp_path / "cli" / "run.json").read_text())["status"] == "finished"
