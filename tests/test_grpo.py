@@ -172,7 +172,7 @@ def _trainer_and_batch(lr: float = 1e-2):
 def test_update_changes_the_weights_and_the_clip_acts_after_the_first_minibatch() -> None:
     model, trainer, ep, rows, adv = _trainer_and_batch()
     before = [p.detach().clone() for p in model.parameters()]
-    stats = trainer.update(ep, rows, adv, trainer.logprobs(ep))
+    stats = trainer.update(ep, rows, adv)
     assert stats.stepped == 2
     assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters()))
     m = stats.metrics
@@ -184,7 +184,7 @@ def test_nonfinite_loss_skips_the_optimizer_step() -> None:
     model, trainer, ep, rows, adv = _trainer_and_batch()
     trainer.logit_scale = math.inf
     before = [p.detach().clone() for p in model.parameters()]
-    stats = trainer.update(ep, rows, adv, trainer.logprobs(ep))
+    stats = trainer.update(ep, rows, adv)
     assert stats.stepped == 0 and math.isnan(stats.metrics["train/loss"])
     assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
 

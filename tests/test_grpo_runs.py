@@ -244,9 +244,9 @@ def test_stall_stops_step_records_and_leaves_the_run_running(tmp_path: Path, cac
     assert [r["step"] for r in steps(d)] == [0, 1]
     assert json.loads((d / "run.json").read_text())["status"] == "running"
     beats = [json.loads(line) for line in (d / "progress.jsonl").read_text().splitlines()]
-    stuck = [b for b in beats if b["step"] == 2]
-    assert len(stuck) >= 5 and {b["phase"] for b in stuck} == {"sampling"}
-    assert len({b["attempts_done"] for b in stuck}) == 1
+    stuck = [b for b in beats if b["step"] == 2][-3:]  # the hang: same phase, same count
+    assert len(stuck) == 3 and {b["phase"] for b in stuck} == {"sampling"}
+    assert len({b["attempts_done"] for b in stuck}) == 1 and stuck[0]["attempts_done"] > 0
 
 
 def test_nan_makes_the_loss_non_finite_from_the_onset(tmp_path: Path, cache: Path) -> None:

@@ -241,22 +241,19 @@ def _loop(
             rewards = [batch.rewards[i] for i in rows]
             groups = [batch.group_ids[i] for i in rows]
 
-            # -- trainer logprobs of every sampled token, before the update -----------------
+            # -- the GRPO update, and the trainer's logprobs of every sampled token --------
             active.before_update(step, trainer)
-            logp_old = trainer.logprobs(batch.episodes)  # (B, T-1)
-            trainer_logprobs = _per_attempt(logp_old, batch)
-
-            # -- the GRPO update -------------------------------------------------------------
-            metrics: dict[str, Any] = {}
             adv = group_advantages([float(r) for r in rewards if r is not None], groups)
             if trainer.entropy_coef:
                 # An entropy term averages over every sampled token of the batch; attempts
                 # that do not train carry no advantage (0), only their entropy.
-                extra = [i for i in range(len(batch.attempt_ids)) if i not in set(rows)]
+                trained = set(rows)
+                extra = [i for i in range(len(batch.attempt_ids)) if i not in trained]
                 rows, adv = rows + extra, adv + [0.0] * len(extra)
-            if rows:
-                stats = trainer.update(batch.episodes, rows, adv, logp_old)
-                metrics.update(stats.metrics)
+            stats = trainer.update(batch.episodes, rows, adv)
+            metrics: dict[str, Any] = dict(stats.metrics)
+            # logp_old from before the update, against the sampler's (the mismatch metrics).
+            trainer_logprobs = _per_attempt(stats.logp_old, batch)
             training_seconds = time.perf_counter() - t0
 
         metrics["perf/sampling_seconds"] = batch.sampling_seconds

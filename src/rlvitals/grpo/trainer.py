@@ -65,6 +65,7 @@ class UpdateStats:
 
     metrics: dict[str, float]
     stepped: int  # optimizer steps taken (a non-finite one is skipped)
+    logp_old: torch.Tensor  # (B, T-1): every row's token logprobs before the update
 
 
 class Trainer:
@@ -108,37 +109,45 @@ class Trainer:
         return logits
 
     @torch.no_grad()
-    def logprobs(self, ep: Episodes) -> torch.Tensor:
-        """float32 logprob of every token of the batch under the current weights: (B, T-1).
+    def logprobs(self, ep: Episodes, rows: Sequence[int] | None = None) -> torch.Tensor:
+        """float32 logprob of each token of batch rows ``rows`` (default all): (len, T-1).
 
-        Entry (i, t) is the logprob of token t+1 of row i; read it where ``ep.generated[:, 1:]``.
+        Entry (i, t) is the logprob of token t+1 of the row; read it where the row's
+        ``ep.generated[:, 1:]`` is set.
         """
         self.model.eval()
-        logp = torch.log_softmax(self._logits(ep.tokens), dim=-1)  # (B, T-1, V)
-        return logp.gather(2, ep.tokens[:, 1:, None]).squeeze(2)  # (B, T-1)
+        tokens = ep.tokens if rows is None else ep.tokens[torch.as_tensor(list(rows))]
+        logp = torch.log_softmax(self._logits(tokens), dim=-1)  # (b, T-1, V)
+        return logp.gather(2, tokens[:, 1:, None]).squeeze(2)  # (b, T-1)
 
-    def update(
-        self,
-        ep: Episodes,
-        rows: Sequence[int],
-        advantages: Sequence[float],
-        logp_old: torch.Tensor,
-    ) -> UpdateStats:
+    def update(self, ep: Episodes, rows: Sequence[int], advantages: Sequence[float]) -> UpdateStats:
         """One GRPO update on batch rows ``rows`` with their advantages.
+
+        Also returns ``logp_old`` for every row of the batch (trained or not): the trainer's
+        logprobs before the update, which the writer holds against the sampler's.
 
         Args:
             ep: the batch of episodes (every row, trained or not).
-            rows: indices of the rows that train.
+            rows: indices of the rows that train (may be empty: then only ``logp_old``).
             advantages: one advantage per row of ``rows``.
-            logp_old: ``self.logprobs(ep)`` from before the update, (B, T-1).
         """
-        self.model.train()
         eps = self.clip_eps
+        B, T = ep.tokens.shape
         idx = torch.as_tensor(list(rows), dtype=torch.long)
         adv = torch.as_tensor(list(advantages), dtype=torch.float32)  # (N,)
         # Shuffle the trained rows, then cut them into minibatches of near-equal size.
         order = torch.randperm(len(idx), generator=self.generator)
         chunks = [c for c in torch.tensor_split(order, self.minibatches) if len(c)]
+
+        # logp_old, (B, T-1), from the weights before any step. The first minibatch is
+        # on-policy, so its forward pass gives its own logp_old (detached); every other row
+        # needs one no-grad forward now, before the first optimizer step changes the weights.
+        logp_old = torch.zeros((B, T - 1), dtype=torch.float32)
+        first = set(idx[chunks[0]].tolist()) if chunks else set()
+        others = [i for i in range(B) if i not in first]
+        if others:
+            logp_old[others] = self.logprobs(ep, others)
+        self.model.train()
 
         sums = {
             "loss": 0.0,
@@ -149,16 +158,18 @@ class Trainer:
             "ppo_kl": 0.0,
         }
         stepped = 0
-        for chunk in chunks:
+        for k, chunk in enumerate(chunks):
             r = idx[chunk]  # batch rows of this minibatch, (b,)
             tokens = ep.tokens[r]  # (b, T)
             mask = ep.generated[r, 1:].float()  # (b, T-1): 1 where the model sampled token t+1
             a = adv[chunk][:, None]  # (b, 1): one advantage for every token of an attempt
-            old = logp_old[r]  # (b, T-1)
 
             logits = self._logits(tokens)  # (b, T-1, V)
             logp_all = torch.log_softmax(logits, dim=-1)  # (b, T-1, V)
             logp = logp_all.gather(2, tokens[:, 1:, None]).squeeze(2)  # (b, T-1)
+            if k == 0:  # on-policy: its own logprobs are logp_old
+                logp_old[r] = logp.detach()
+            old = logp_old[r]  # (b, T-1)
             n_tok = mask.sum().clamp(min=1.0)
 
             # The clipped surrogate, per token.
@@ -186,15 +197,17 @@ class Trainer:
                 # The clip is active where min() picked the clamped term: ratio left
                 # [1-eps, 1+eps] in the direction the advantage pushes.
                 clipped = ((ratio > 1.0 + eps) & (a > 0)) | ((ratio < 1.0 - eps) & (a < 0))
-                k = float(mask.sum())
-                sums["tokens"] += k
-                sums["loss"] += float(loss) * k
-                sums["grad_norm"] += float(grad_norm) * k
+                n_mb = float(mask.sum())
+                sums["tokens"] += n_mb
+                sums["loss"] += float(loss) * n_mb
+                sums["grad_norm"] += float(grad_norm) * n_mb
                 sums["clipped"] += float((clipped.float() * mask).sum())
                 sums["entropy"] += float((entropy * mask).sum())
                 # k1 estimate of KL(old || new) over the sampled tokens.
                 sums["ppo_kl"] += float((-log_ratio * mask).sum())
 
+        if not chunks:
+            return UpdateStats(metrics={}, stepped=0, logp_old=logp_old)
         n = sums["tokens"] or math.nan
         adv_std = float(adv.std(unbiased=False)) if len(adv) else math.nan
         return UpdateStats(
@@ -208,4 +221,5 @@ class Trainer:
                 "train/advantage_std": adv_std,
             },
             stepped=stepped,
+            logp_old=logp_old,
         )
