@@ -282,3 +282,16 @@ def test_live_view_shows_the_key_numbers_and_the_summary() -> None:
     assert "failed attempts" in text and "4" in text
     assert "stopped: [bold]x[/bold]" in text  # markup in event text is shown, not rendered
     assert "runs/r[1]" in text and "0.300 (first 5 updates)" in text
+
+
+def test_trainer_page_documents_every_fault_and_every_trainer_key() -> None:
+    from rlvitals.config import reference
+
+    page = (Path(__file__).parent.parent / "docs" / "trainer.md").read_text()
+    missing = [f for f in FAULTS if f"`{f}`" not in page]
+    missing += [
+        f"[{r['section']}] {r['key']}"
+        for r in reference(SECTIONS)
+        if r["section"] in SECTIONS and f"`{r['key']}`" not in page
+    ]
+    assert not missing

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
 
 def run_trainer(config: Any, args: argparse.Namespace, *, steps: int) -> Path:
     """Run the reference trainer on ``config`` with a live view unless quiet; the run dir."""
+    started = time.perf_counter()  # before torch loads: the wall time a user waits
     try:
         from ..grpo.loop import train
     except ImportError as exc:
@@ -37,10 +39,10 @@ def run_trainer(config: Any, args: argparse.Namespace, *, steps: int) -> Path:
     stall = getattr(args, "stall_seconds", 20.0)
     quiet = args.quiet or args.json
     if quiet:
-        tally = RunTally(steps)
+        tally = RunTally(steps, started=started)
         run_dir = train(config, fault=args.fault, stall_seconds=stall, on_event=tally.event)
     else:
-        with LiveView(steps) as view:
+        with LiveView(steps, started=started) as view:
             run_dir = train(config, fault=args.fault, stall_seconds=stall, on_event=view.event)
         tally = view.tally
         view.console.print()

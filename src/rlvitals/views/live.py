@@ -51,10 +51,10 @@ def _mean(xs: list[float]) -> float | None:
 class RunTally:
     """What the live view and the summary need, accumulated from the events."""
 
-    def __init__(self, steps: int, title: str = "") -> None:
+    def __init__(self, steps: int, title: str = "", *, started: float | None = None) -> None:
         self.steps = steps
         self.title = title
-        self.started = time.perf_counter()
+        self.started = time.perf_counter() if started is None else started
         self.warm_step = 0
         self.warm_rate: float | None = None
         self.warm_cached: bool | None = None
@@ -97,9 +97,16 @@ class RunTally:
 class LiveView:
     """A rich Live display driven by trainer events; use as a context manager."""
 
-    def __init__(self, steps: int, *, console: Console | None = None, title: str = "") -> None:
+    def __init__(
+        self,
+        steps: int,
+        *,
+        console: Console | None = None,
+        title: str = "",
+        started: float | None = None,
+    ) -> None:
         self.console = console or Console(stderr=True)
-        self.tally = RunTally(steps, title)
+        self.tally = RunTally(steps, title, started=started)
         self.progress = Progress(
             TextColumn("[bold]{task.description}"),
             BarColumn(),
@@ -108,7 +115,7 @@ class LiveView:
             console=self.console,
         )
         self._warm = self.progress.add_task("warm start", total=None)
-        self._train = self.progress.add_task("updates", total=steps, visible=False)
+        self._train = self.progress.add_task("updates", total=steps, visible=False, start=False)
         self._live = Live(
             self._render(), console=self.console, refresh_per_second=8, transient=False
         )
@@ -139,6 +146,7 @@ class LiveView:
                 completed=1,
             )
             self.progress.update(self._train, visible=True)
+            self.progress.start_task(self._train)
         elif kind == "step":
             self.progress.update(self._train, completed=t.done)
         self._live.update(self._render())
