@@ -92,6 +92,7 @@ def run_checks(
     now: float | None = None,
     stall_after: float | None = None,
     only: list[str] | None = None,
+    transcript_rules: str | None = None,
 ) -> Report:
     """Judge a run: every check in order, then the overall verdict.
 
@@ -103,6 +104,9 @@ def run_checks(
         stall_after: seconds without a step record that make a running run stalled
             (default: ten typical step intervals, at least ten seconds).
         only: run only these checks (names from CHECK_ORDER).
+        transcript_rules: a rules file tuning the transcript flags for your task
+            (docs/transcripts.md); default: $RLVITALS_TRANSCRIPT_RULES or
+            transcript-rules.toml in the run directory.
     """
     ctx = Context(
         data,
@@ -110,6 +114,7 @@ def run_checks(
         now=now,
         stall_after=stall_after,
         baseline=baseline,
+        transcript_rules=transcript_rules,
     )
     findings: list[Finding] = []
     for name, check in _checks():

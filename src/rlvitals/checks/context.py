@@ -98,6 +98,7 @@ class Context:
     now: float | None = None
     stall_after: float | None = None
     baseline: dict[str, Any] | None = None
+    transcript_rules: str | None = None
     _cache: dict[str, Any] = field(default_factory=dict)
 
     def series(self, *names: str) -> tuple[str, Series] | tuple[None, None]:

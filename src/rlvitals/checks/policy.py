@@ -19,6 +19,7 @@ NAME = "policy"
 
 def _entropy(ctx: Context) -> list[Finding]:
     th = ctx.thresholds
+    _scan_transcripts(ctx)
     name, s = ctx.series("sampling/entropy_estimate", "train/entropy")
     if s is None or name is None or len(s) < 2 * MIN_WINDOW:
         return []
@@ -60,6 +61,16 @@ def _entropy(ctx: Context) -> list[Finding]:
             "Clip-Cov, a higher sampling temperature, or restart from before this step.",
         )
     ]
+
+
+def _scan_transcripts(ctx: Context) -> None:
+    """Flag the transcripts now (cached for the transcripts check), so the repetition rate is
+    there as evidence beside the entropy."""
+    try:
+        from .transcripts import scan
+    except ImportError:  # pragma: no cover - a build without the transcripts check
+        return
+    scan(ctx)
 
 
 def _clip(ctx: Context) -> list[Finding]:

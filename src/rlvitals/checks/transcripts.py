@@ -77,11 +77,11 @@ def run_dir(ctx: Context) -> Path | None:
 
 
 def rules_for(ctx: Context) -> Rules:
-    """The run's rules: $RLVITALS_TRANSCRIPT_RULES, else transcript-rules.toml/.json in the
+    """The run's rules: ``check --rules FILE``, else $RLVITALS_TRANSCRIPT_RULES, else transcript-rules.toml/.json in the
     run directory, else the defaults. A bad file raises ConfigError naming the key."""
     got = ctx._cache.get("transcript_rules")
     if got is None:
-        path = os.environ.get(RULES_ENV)
+        path = ctx.transcript_rules or os.environ.get(RULES_ENV)
         if not path:
             d = run_dir(ctx)
             for name in RULES_FILES if d else ():
@@ -109,7 +109,13 @@ def scan(ctx: Context) -> RunScan | None:
     ``transcripts/*`` series. None when the run has no transcripts."""
     if "transcript_scan" not in ctx._cache:
         store = store_for(ctx)
-        sc = scan_run(store, rules_for(ctx)) if store is not None else None
+        sc = None
+        if store is not None:
+            # Only the steps the run has reached (a replay through RunData.until, or step files
+            # written ahead of their step records).
+            last = ctx.data.last_step
+            todo = [s for s in store.steps() if last is None or s <= last]
+            sc = scan_run(store, rules_for(ctx), steps=todo)
         if sc is not None and not len(sc.steps):
             sc = None
         if sc is not None:

@@ -71,6 +71,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="NAME=VALUE",
         help="override a threshold (repeatable); see docs/checks.md",
     )
+    p.add_argument(
+        "--rules",
+        metavar="FILE",
+        default=None,
+        help="transcript flag rules for your task (TOML or JSON; see docs/transcripts.md)",
+    )
     p.set_defaults(func=run)
 
 
@@ -101,6 +107,7 @@ def run(args: argparse.Namespace) -> int:
                 thresholds=thresholds,
                 stall_after=args.stall_after,
                 only=args.only,
+                transcript_rules=args.rules,
             )
         )
     fmt = "json" if args.json else args.format
