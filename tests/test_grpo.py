@@ -295,3 +295,11 @@ def test_trainer_page_documents_every_fault_and_every_trainer_key() -> None:
         if r["section"] in SECTIONS and f"`{r['key']}`" not in page
     ]
     assert not missing
+
+
+def test_an_episode_longer_than_the_model_is_a_config_error(tmp_path: Path) -> None:
+    from rlvitals.grpo import demo_run
+
+    with pytest.raises(ConfigError, match=r"\[task.max_new_tokens\].*positions"):
+        demo_run(tmp_path, overrides={"task": {"max_new_tokens": 60}}, cache=tmp_path)
+    assert not any(tmp_path.iterdir())  # nothing written, no warm start

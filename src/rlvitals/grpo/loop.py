@@ -25,7 +25,6 @@ run; the staleness is real, the overlap in wall time is not.
 from __future__ import annotations
 
 import dataclasses
-import math
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
@@ -53,6 +52,10 @@ from .warmstart import warm_start
 __all__ = ["train"]
 
 Event = Callable[[str, Mapping[str, Any]], None]
+
+# Positions the model holds (prompt, replies and tool replies of one episode). Fixed, so the
+# position table, and with it a cached warm start, does not depend on the agent's budget.
+MAX_LEN = 64
 
 # A trickle of infrastructure failures, as cloud sandboxes have: per try of an attempt.
 # Retries (``[rollout] max_rollout_retries``) absorb nearly all of it.
@@ -118,8 +121,14 @@ def train(
     torch.set_num_threads(ocfg.threads)
     torch.manual_seed(ocfg.seed)
     pool = TaskPool(tcfg.digits, tcfg.tool_fraction, tcfg.heldout_fraction)
-    max_len = max(64, _max_len(tcfg), active.max_len(tcfg))
-    model = GPT(len(VOCAB), mcfg.n_layer, mcfg.n_head, mcfg.d_model, max_len=max_len)
+    if max(_max_len(tcfg), active.max_len(tcfg)) > MAX_LEN:
+        raise ConfigError(
+            f"episodes would need {_max_len(tcfg)} positions, more than the model's {MAX_LEN}; "
+            "lower max_new_tokens, max_turns or digits",
+            section="task",
+            key="max_new_tokens",
+        )
+    model = GPT(len(VOCAB), mcfg.n_layer, mcfg.n_head, mcfg.d_model, max_len=MAX_LEN)
     ws = warm_start(
         model,
         pool,
@@ -398,7 +407,3 @@ def _sample(
             group_ids.append(gid)
             rewards.append(reward)
     return Batch(step, ep, ids, group_ids, rewards, ep.seconds, grading_seconds)
-
-
-def _finite(x: float | None) -> bool:
-    return x is not None and math.isfinite(x)
