@@ -53,6 +53,11 @@ class KVCache:
         self.v = [torch.zeros(shape, dtype=dtype) for _ in range(n_layer)]
         self.length = 0  # positions filled
 
+    def keep(self, rows: torch.Tensor) -> None:
+        """Keep only these rows (a bool mask or indices over the batch): the rest finished."""
+        self.k = [k[rows] for k in self.k]
+        self.v = [v[rows] for v in self.v]
+
 
 class Block(nn.Module):
     def __init__(self, d_model: int, n_head: int) -> None:

@@ -33,6 +33,8 @@ __all__ = ["TERMINATIONS", "Episodes", "Sampler", "episode_length"]
 # termination code -> termination_reason label in the agent's episode metadata.
 TERMINATIONS = ("running", "answer", "max_turns", "max_tokens")
 RUNNING, ANSWER, MAX_TURNS, MAX_TOKENS = range(4)
+# Finished rows leave the KV cache once this share of it is still running (see rollout).
+COMPACT_AT = 0.75
 
 
 def episode_length(prompt_len: int, tool_len: int, max_new_tokens: int, max_turns: int) -> int:
@@ -59,6 +61,13 @@ class Episodes:
     @property
     def truncated(self) -> torch.Tensor:
         return self.termination == MAX_TOKENS
+
+    @property
+    def lengths(self) -> torch.Tensor:
+        """(B,) positions each row uses: up to its last sampled token."""
+        T = self.generated.shape[1]
+        last = T - 1 - self.generated.flip(1).int().argmax(1)  # (B,) last sampled position
+        return torch.where(self.generated.any(1), last + 1, torch.full_like(last, self.prompt_len))
 
 
 class Sampler:
@@ -114,7 +123,8 @@ class Sampler:
         n_gen = torch.zeros(B, dtype=torch.long)
 
         cache = self.model.new_cache(B)
-        logits = self.model.prefill(prompts, cache)  # (B, V): predicts position P
+        cached = torch.arange(B)  # the batch rows the cache holds, in order
+        logits = self.model.prefill(prompts, cache).float()  # (B, V): predicts position P
         for t in range(P, T):
             # Sampling distribution in float32, whatever the weights' dtype (as engines do).
             logp = torch.log_softmax(logits.float() / temperature, dim=-1)  # (B, V)
@@ -150,7 +160,14 @@ class Sampler:
             tool_pos = torch.where(is_call & ~done, torch.zeros_like(tool_pos), tool_pos)
             if bool(done.all()) or t == T - 1:
                 break
-            logits = self.model.decode_one(tok, cache)
+            # Finished episodes leave the cache once a quarter of it has finished, so the
+            # decode runs on running episodes only (single-turn ones end long before lookups).
+            running = ~done[cached]
+            if int(running.sum()) <= COMPACT_AT * len(cached):
+                cache.keep(running)
+                cached = cached[running]
+            logits = torch.zeros((B, logits.shape[1]))  # finished rows: ignored
+            logits[cached] = self.model.decode_one(tok[cached], cache).float()
         used = int(generated.any(0).nonzero().max()) + 1 if bool(generated.any()) else P
         return Episodes(
             tasks=tasks,

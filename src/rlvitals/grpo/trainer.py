@@ -46,6 +46,23 @@ from .sampler import Episodes
 __all__ = ["Trainer", "group_advantages"]
 
 
+def _buckets(
+    rows: torch.Tensor, lengths: torch.Tensor, width: int = 4
+) -> list[tuple[torch.Tensor, torch.Tensor, int]]:
+    """Rows grouped by length, rounded up to a multiple of ``width``.
+
+    Returns (positions in ``rows``, the rows, the bucket's length) per bucket, so each forward
+    pass runs over its longest member only, not the batch's longest episode.
+    """
+    lens = lengths[rows]
+    keys = (lens + width - 1) // width
+    out = []
+    for key in torch.unique(keys).tolist():
+        pos = (keys == key).nonzero().squeeze(1)
+        out.append((pos, rows[pos], int(lens[pos].max())))
+    return out
+
+
 def group_advantages(rewards: Sequence[float], groups: Sequence[str]) -> list[float]:
     """(r - mean of its group) / (population std of its group + 1e-4), per attempt."""
     by_group: dict[str, list[float]] = {}
@@ -113,12 +130,16 @@ class Trainer:
         """float32 logprob of each token of batch rows ``rows`` (default all): (len, T-1).
 
         Entry (i, t) is the logprob of token t+1 of the row; read it where the row's
-        ``ep.generated[:, 1:]`` is set.
+        ``ep.generated[:, 1:]`` is set (0 past the row's last sampled token).
         """
         self.model.eval()
-        tokens = ep.tokens if rows is None else ep.tokens[torch.as_tensor(list(rows))]
-        logp = torch.log_softmax(self._logits(tokens), dim=-1)  # (b, T-1, V)
-        return logp.gather(2, tokens[:, 1:, None]).squeeze(2)  # (b, T-1)
+        idx = torch.arange(ep.tokens.shape[0]) if rows is None else torch.as_tensor(list(rows))
+        out = torch.zeros((len(idx), ep.tokens.shape[1] - 1), dtype=torch.float32)
+        for pos, r, L in _buckets(idx, ep.lengths):
+            tokens = ep.tokens[r, :L]  # (b, L)
+            logp = torch.log_softmax(self._logits(tokens), dim=-1)  # (b, L-1, V)
+            out[pos, : L - 1] = logp.gather(2, tokens[:, 1:, None]).squeeze(2)
+        return out
 
     def update(self, ep: Episodes, rows: Sequence[int], advantages: Sequence[float]) -> UpdateStats:
         """One GRPO update on batch rows ``rows`` with their advantages.
@@ -149,41 +170,46 @@ class Trainer:
             logp_old[others] = self.logprobs(ep, others)
         self.model.train()
 
-        sums = {
-            "loss": 0.0,
-            "grad_norm": 0.0,
-            "clipped": 0.0,
-            "tokens": 0.0,
-            "entropy": 0.0,
-            "ppo_kl": 0.0,
-        }
+        sums = dict.fromkeys(("loss", "grad_norm", "clipped", "tokens", "entropy", "ppo_kl"), 0.0)
         stepped = 0
         for k, chunk in enumerate(chunks):
-            r = idx[chunk]  # batch rows of this minibatch, (b,)
-            tokens = ep.tokens[r]  # (b, T)
-            mask = ep.generated[r, 1:].float()  # (b, T-1): 1 where the model sampled token t+1
-            a = adv[chunk][:, None]  # (b, 1): one advantage for every token of an attempt
+            n_tok = float(ep.generated[idx[chunk], 1:].sum()) or 1.0  # tokens of the minibatch
+            # Sums over the minibatch's sampled tokens, run length-bucket by length-bucket
+            # (a single-turn episode is half as long as a lookup; padding costs compute).
+            surrogate = entropy_sum = torch.zeros(())
+            clipped = ppo_kl = 0.0
+            for pos, r, L in _buckets(idx[chunk], ep.lengths):
+                tokens = ep.tokens[r, :L]  # (b, L)
+                mask = ep.generated[r, 1:L].float()  # (b, L-1): 1 where token t+1 was sampled
+                a = adv[chunk][pos][:, None]  # (b, 1): one advantage for every token of an attempt
 
-            logits = self._logits(tokens)  # (b, T-1, V)
-            logp_all = torch.log_softmax(logits, dim=-1)  # (b, T-1, V)
-            logp = logp_all.gather(2, tokens[:, 1:, None]).squeeze(2)  # (b, T-1)
-            if k == 0:  # on-policy: its own logprobs are logp_old
-                logp_old[r] = logp.detach()
-            old = logp_old[r]  # (b, T-1)
-            n_tok = mask.sum().clamp(min=1.0)
+                logits = self._logits(tokens)  # (b, L-1, V)
+                logp_all = torch.log_softmax(logits, dim=-1)  # (b, L-1, V)
+                logp = logp_all.gather(2, tokens[:, 1:, None]).squeeze(2)  # (b, L-1)
+                if k == 0:  # on-policy: its own logprobs are logp_old
+                    logp_old[r, : L - 1] = logp.detach()
+                old = logp_old[r, : L - 1]  # (b, L-1)
 
-            # The clipped surrogate, per token.
-            log_ratio = logp - old  # (b, T-1)
-            ratio = log_ratio.exp()
-            surr1 = ratio * a
-            surr2 = ratio.clamp(1.0 - eps, 1.0 + eps) * a
-            loss = -(torch.minimum(surr1, surr2) * mask).sum() / n_tok
+                # The clipped surrogate, per token.
+                log_ratio = logp - old  # (b, L-1)
+                ratio = log_ratio.exp()
+                surr1 = ratio * a
+                surr2 = ratio.clamp(1.0 - eps, 1.0 + eps) * a
+                surrogate = surrogate + (torch.minimum(surr1, surr2) * mask).sum()
+                # Token entropy of the trainer's distribution, H = -Σ p log p over the vocab.
+                entropy = -(logp_all.exp() * logp_all).sum(-1)  # (b, L-1)
+                entropy_sum = entropy_sum + (entropy * mask).sum()
+                with torch.no_grad():
+                    # The clip is active where min() picked the clamped term: the ratio left
+                    # [1-eps, 1+eps] in the direction the advantage pushes.
+                    hit = ((ratio > 1.0 + eps) & (a > 0)) | ((ratio < 1.0 - eps) & (a < 0))
+                    clipped += float((hit.float() * mask).sum())
+                    # k1 estimate of KL(old || new) over the sampled tokens.
+                    ppo_kl += float((-log_ratio * mask).sum())
 
-            # Token entropy of the trainer's distribution, H = -Σ p log p over the vocabulary.
-            entropy = -(logp_all.exp() * logp_all).sum(-1)  # (b, T-1)
-            mean_entropy = (entropy * mask).sum() / n_tok
+            loss = -surrogate / n_tok  # token-level mean over the minibatch
             if self.entropy_coef:
-                loss = loss + self.entropy_coef * mean_entropy
+                loss = loss + self.entropy_coef * entropy_sum / n_tok
 
             self.opt.zero_grad()
             loss.backward()
@@ -193,18 +219,12 @@ class Trainer:
                 self.opt.step()
                 stepped += 1
 
-            with torch.no_grad():
-                # The clip is active where min() picked the clamped term: ratio left
-                # [1-eps, 1+eps] in the direction the advantage pushes.
-                clipped = ((ratio > 1.0 + eps) & (a > 0)) | ((ratio < 1.0 - eps) & (a < 0))
-                n_mb = float(mask.sum())
-                sums["tokens"] += n_mb
-                sums["loss"] += float(loss) * n_mb
-                sums["grad_norm"] += float(grad_norm) * n_mb
-                sums["clipped"] += float((clipped.float() * mask).sum())
-                sums["entropy"] += float((entropy * mask).sum())
-                # k1 estimate of KL(old || new) over the sampled tokens.
-                sums["ppo_kl"] += float((-log_ratio * mask).sum())
+            sums["tokens"] += n_tok
+            sums["loss"] += loss.item() * n_tok
+            sums["grad_norm"] += float(grad_norm) * n_tok
+            sums["clipped"] += clipped
+            sums["entropy"] += entropy_sum.item()
+            sums["ppo_kl"] += ppo_kl
 
         if not chunks:
             return UpdateStats(metrics={}, stepped=0, logp_old=logp_old)

@@ -102,9 +102,18 @@ def demonstrations(tasks: list[Task]) -> tuple[torch.Tensor, ...]:
 
 
 def _sft_step(model: GPT, opt: AdamW, batch: tuple[torch.Tensor, ...]) -> float:
-    x, y, mask = batch
-    logits = model(x)  # (B, T-1, V)
-    loss = F.cross_entropy(logits[mask], y[mask])  # mean over the model's own tokens
+    x, y, mask = batch  # (B, T-1) each
+    # Cross entropy summed over the model's own tokens, sequences of one length at a time (a
+    # lookup episode is longer than a single-turn one: padding would cost compute), then
+    # averaged over all of them.
+    lengths = mask.shape[1] - mask.flip(1).int().argmax(1)  # (B,) up to the last loss token
+    total = torch.zeros(())
+    for L in torch.unique(lengths).tolist():
+        rows = (lengths == L).nonzero().squeeze(1)
+        m = mask[rows, :L]
+        logits = model(x[rows, :L])  # (b, L, V)
+        total = total + F.cross_entropy(logits[m], y[rows, :L][m], reduction="sum")
+    loss = total / mask.sum()
     opt.zero_grad()
     loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
