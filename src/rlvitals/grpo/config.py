@@ -79,7 +79,7 @@ class OptimConfig:
         minimum=1,
     )
     warm_lr: float = option(2e-3, "learning rate of the supervised warm start", minimum=0.0)
-    warm_batch: int = option(64, "sequences per warm-start step", minimum=1)
+    warm_batch: int = option(128, "sequences per warm-start step", minimum=1)
     warm_target_pass_rate: float = option(
         0.3,
         "the warm start stops once the sampled pass rate on training tasks reaches this, so "
