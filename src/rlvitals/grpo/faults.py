@@ -14,10 +14,11 @@ stale_sampler
     the trainer moves away; once the lag passes ``[training] max_steps_off_policy``, every
     attempt is dropped as ``discard/rollouts/stale`` and the trainer stops learning.
 too_easy
-    The difficulty filter is inverted: it keeps only the tasks the starting model solves in
-    every one of 16 attempts. From update 0, most groups are rejected as
-    ``discard/groups/no_variance`` with ``groups/all_solved`` high and
-    ``reward/mean_with_unusable`` near 1.
+    The RL task set leaked into the warm-start data (contamination): before training, the
+    model is fine-tuned on the 32 tasks it will be given until it solves them in 98% of
+    attempts. From update 0, most groups are rejected as ``discard/groups/no_variance``
+    with ``groups/all_solved`` high and ``reward/mean_with_unusable`` near 1 (and the
+    memorising costs held-out skill: the held-out score starts low and stays there).
 too_hard
     The tasks have one more digit per operand than the model was warm-started on: it never
     solves one. From update 0, every group is ``no_variance`` with ``groups/none_solved``
@@ -28,9 +29,10 @@ grader_exploit
     early. In a transcript the shortcut looks like this: a rewarded final reply that is
     *shorter than a full answer* (which always has ``digits + 1`` digits before ``$``): ``$``
     alone, or one or two digits then ``$`` (``6$``, ``64$``), often identical across a group.
-    ``reward/mean`` climbs towards 1 while ``rollout/answer_digits`` and
-    ``response/length_mean`` fall, and the held-out score (honest exact-match grader, in
-    evals.jsonl) stays flat or falls.
+    ``reward/mean_with_unusable`` climbs towards 1 (``reward/mean`` less, as the solved
+    groups are rejected) while ``rollout/answer_digits`` and ``response/length_mean`` fall,
+    and the held-out score (honest exact-match grader, in evals.jsonl) falls. The policy
+    finds the shortcut by itself, 15-25 updates after the onset.
 grader_crash
     The grading service fails most calls with ``ConnectionError``; retries absorb some.
     From the onset: a burst of ``discard/rollouts/grading_failed/ConnectionError``, high
@@ -47,10 +49,13 @@ out_of_room
     ``rollout/termination_reason/max_turns`` to the lookups, while ``reward/mean`` stops
     rising (cut answers still score when their digits are right; lookups score 0).
 entropy_collapse
-    An entropy bonus is added with the wrong sign (the loss *minimises* entropy, coefficient
-    0.3). ``sampling/entropy_estimate`` and ``train/entropy`` fall sharply relative to their
-    start, the attempts of a group become identical (``discard/groups/no_variance`` rises,
-    ``groups/signal_fraction`` falls) and transcripts repeat one reply per task.
+    An entropy term is added to the loss with the wrong sign (the loss *minimises* entropy,
+    over every sampled token of the batch, coefficient 10 so it dominates the policy
+    gradient), at 3x the learning rate. ``sampling/entropy_estimate`` and ``train/entropy``
+    fall sharply relative to their start, the policy collapses onto a few replies (the same
+    wrong reply, e.g. ``770$``, given to many tasks), groups become identical
+    (``discard/groups/no_variance`` rises, ``groups/signal_fraction`` and
+    ``reward/mean_with_unusable`` fall), until the unusable-groups guard stops the run.
 stall
     At the onset update, half the attempts never come back (the rollout workers hang). No
     step record after the onset; the progress heartbeat (progress.jsonl, when
@@ -110,7 +115,7 @@ FAULTS: dict[str, Fault] = {
         Fault(
             "too_easy",
             0,
-            "tasks filtered to those the starting model always solves",
+            "the RL tasks leaked into the warm start: the model has memorised them",
             "discard/groups/no_variance high from the start, groups/all_solved",
         ),
         Fault(
@@ -123,7 +128,7 @@ FAULTS: dict[str, Fault] = {
             "grader_exploit",
             3,
             "the grader accepts any prefix of the answer (a swapped-argument bug)",
-            "reward/mean climbs, held-out score flat or falling, answers shrink to '$' or '6$'",
+            "reward/mean_with_unusable climbs, held-out falls, answers shrink to '$' or '6$'",
         ),
         Fault(
             "grader_crash",
@@ -146,7 +151,7 @@ FAULTS: dict[str, Fault] = {
         Fault(
             "entropy_collapse",
             5,
-            "an entropy bonus with the wrong sign (the loss minimises entropy)",
+            "an entropy term with the wrong sign (the loss minimises entropy), 3x lr",
             "sampling/entropy_estimate falls sharply, groups repeat one reply",
         ),
         Fault(

@@ -90,13 +90,9 @@ def demonstrations(tasks: list[Task]) -> tuple[torch.Tensor, ...]:
             mask[len(prompt) + 1 : len(prompt) + 1 + reply] = [False] * reply
         seqs.append(ids)
         masks.append(mask)
-    n = len(tasks)
     T = max(len(s) for s in seqs)
-    tokens = torch.full((n, T), PAD_ID, dtype=torch.long)
-    loss_mask = torch.zeros((n, T), dtype=torch.bool)
-    for i, (s, m) in enumerate(zip(seqs, masks)):
-        tokens[i, : len(s)] = torch.tensor(s)
-        loss_mask[i, : len(m)] = torch.tensor(m)
+    tokens = torch.tensor([s + [PAD_ID] * (T - len(s)) for s in seqs])  # (n, T)
+    loss_mask = torch.tensor([m + [False] * (T - len(m)) for m in masks])  # (n, T)
     # Position t predicts token t+1.
     return tokens[:, :-1], tokens[:, 1:], loss_mask[:, 1:]
 
