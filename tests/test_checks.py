@@ -294,3 +294,15 @@ def test_check_time_grows_linearly(tmp_path):
     run_checks(big)
     t_big = time.perf_counter() - t
     assert t_big < 300 * max(t_small, 1e-3)  # linear is 100x; O(n^2) would be 10,000x
+
+
+def test_stuck_heartbeats_are_a_stall_before_the_clock_says_so(tmp_path):
+    t0 = 1_000_000.0
+    hbs = [
+        {"time": t0 + 9.5 + k, "step": 10, "phase": "sampling", "attempts_done": 128}
+        for k in range(8)
+    ]
+    d = _native_run(tmp_path, "running", [t0 + i for i in range(10)], hbs)
+    rep = check(d, now=t0 + 17)  # 8 s since the last step: under the clock's 10 s floor
+    f = next(f for f in rep.findings if f.check == "liveness")
+    assert f.verdict == "stalled" and f.severity == "fail" and "no progress" in f.title

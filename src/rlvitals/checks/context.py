@@ -32,6 +32,10 @@ class Thresholds:
     # ... and at least this many seconds (the seeds: no step lines after ten minutes at start).
     stall_min_seconds: float = 10.0
     start_timeout_seconds: float = 600.0
+    # Heartbeats reporting the same phase and attempts done for this many typical steps (and
+    # at least this many seconds): stalled, without waiting for the clock.
+    stuck_intervals: float = 5.0
+    stuck_min_seconds: float = 2.0
 
     # Rejected groups at the start: too easy / too hard (peers: 0.5 warning, 0.75 critical;
     # a healthy GRPO run with heterogeneous tasks sits at 0.1-0.4).

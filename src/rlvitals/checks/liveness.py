@@ -74,6 +74,21 @@ def _why_unusable(ctx: Context, verdict: str, what: str, *, later: bool) -> tupl
     return verdict, what
 
 
+def _stuck_span(after: list[dict]) -> float:
+    """Seconds the trailing heartbeats have reported the same phase and attempts done."""
+    if len(after) < 2:
+        return 0.0
+    last = after[-1]
+    key = (last.get("phase"), last.get("attempts_done"), last.get("step"))
+    first = last
+    for h in reversed(after):
+        if (h.get("phase"), h.get("attempts_done"), h.get("step")) != key:
+            break
+        first = h
+    t0, t1 = to_float(first.get("time")), to_float(last.get("time"))
+    return (t1 - t0) if t0 is not None and t1 is not None else 0.0
+
+
 def _step_times(ctx: Context) -> tuple[np.ndarray, np.ndarray] | None:
     s = ctx.finite("time")
     if s is None or len(s) == 0:
@@ -185,17 +200,43 @@ def check(ctx: Context) -> list[Finding]:
 
     last_time = float(t[-1])
     gap = now - last_time
-    if gap <= limit:
-        return out
+    after = [h for h in ctx.data.heartbeats if (to_float(h.get("time")) or 0) > last_time]
     recent_hb = hb_times[hb_times > last_time] if len(hb_times) else hb_times
     hb_gap = now - float(recent_hb.max()) if len(recent_hb) else math.inf
     progressing = False
-    if len(recent_hb) >= 2:
-        after = [h for h in ctx.data.heartbeats if (to_float(h.get("time")) or 0) > last_time]
+    if len(after) >= 2:
         done = [to_float(h.get("attempts_done")) for h in after]
         phases = {str(h.get("phase")) for h in after}
         numeric = [d for d in done if d is not None]
         progressing = len(phases) > 1 or (len(numeric) >= 2 and numeric[-1] > numeric[0])
+    stuck = _stuck_span(after)
+    stuck_limit = max(th.stuck_intervals * typical, th.stuck_min_seconds)
+    if math.isfinite(typical) and stuck >= stuck_limit:
+        last_hb = after[-1]
+        out.append(
+            finding(
+                NAME,
+                "fail",
+                "stalled",
+                f"stalled: heartbeats report no progress for {stuck:.0f} s after step "
+                f"{int(steps[-1])} ({last_hb.get('phase')}, {last_hb.get('attempts_done')} of "
+                f"{last_hb.get('attempts_needed')} attempts); a typical step takes "
+                f"{typical:.2f} s",
+                first_step=int(steps[-1]) + 1,
+                metric="perf/step_seconds",
+                stuck_seconds=round_sig(stuck),
+                limit_seconds=round_sig(stuck_limit),
+                typical_step_seconds=round_sig(typical),
+                phase=last_hb.get("phase"),
+                attempts_done=last_hb.get("attempts_done"),
+                action="Something the update waits for is hung: look at the rollout workers and "
+                "the engine (a stuck sandbox, a dead engine answering 503, a deadlock in weight "
+                "sync).",
+            )
+        )
+        return out
+    if gap <= limit:
+        return out
     if hb_gap <= limit and progressing:
         last_hb = ctx.data.heartbeats[-1]
         out.append(
