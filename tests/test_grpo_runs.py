@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -268,3 +269,45 @@ def test_demo_command_runs_and_reports_json(
     out = json.loads(capsys.readouterr().out)
     assert out["run"] == str(tmp_path / "cli") and out["updates"] == 2
     assert json.loads((tmp_path / "cli" / "run.json").read_text())["status"] == "finished"
+
+
+def test_demo_serve_shows_the_run_on_the_live_dashboard(
+    tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+    import urllib.request
+
+    from rlvitals.cli import main
+    from rlvitals.views import server
+
+    monkeypatch.setenv("RLVITALS_CACHE", str(cache))
+    urls: list[str] = []
+    real = server.serve_in_background
+
+    def spy(*a: Any, **kw: Any) -> Any:
+        url, stop = real(*a, **kw)
+        urls.append(url)
+        return url, stop
+
+    monkeypatch.setattr(server, "serve_in_background", spy)
+    argv = ["demo", "--steps", "2", "--output-dir", str(tmp_path), "--name", "srv", "--quiet",
+            "--serve", "--port", "0", "--linger", "5"]  # fmt: skip
+    done: list[int] = []
+    t = threading.Thread(target=lambda: done.append(main(argv)), daemon=True)
+    t.start()
+    deadline = time.time() + 120
+    listed = ""
+    while time.time() < deadline and not done:
+        finished = (tmp_path / "srv" / "run.json").exists() and json.loads(
+            (tmp_path / "srv" / "run.json").read_text()
+        )["status"] == "finished"
+        if urls and finished:
+            with urllib.request.urlopen(urls[0] + "api/runs", timeout=5) as r:
+                listed = r.read().decode()
+            if "srv" in listed:
+                break
+        time.sleep(0.2)
+    t.join(timeout=60)  # the dashboard lingers 5 s after the run, then the command ends
+    assert urls and urls[0].startswith("http://127.0.0.1:")
+    assert "srv" in listed
+    assert done == [0] and not t.is_alive()

@@ -18,6 +18,21 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--no-check", action="store_true", help="do not judge the run when it ends")
     p.add_argument(
+        "--serve",
+        action="store_true",
+        help="open the live dashboard on the output directory while the run trains (and after)",
+    )
+    p.add_argument(
+        "--port", type=int, default=8765, help="with --serve: the dashboard's port (default 8765)"
+    )
+    p.add_argument(
+        "--linger",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="with --serve: keep the dashboard up this long after the run (default: until Ctrl-C)",
+    )
+    p.add_argument(
         "--json",
         action="store_true",
         help="print the result as JSON: the run directory, reward and held-out first and last "
@@ -37,6 +52,15 @@ def run_trainer(config: Any, args: argparse.Namespace, *, steps: int) -> Path:
     from ..views.live import LiveView, RunTally, summary
 
     stall = getattr(args, "stall_seconds", 20.0)
+    args._stop_serving = None
+    if getattr(args, "serve", False):
+        from ..views.server import serve_in_background
+
+        output = config["output"] if isinstance(config, dict) else config.output
+        out_dir = Path(output["output_dir"] if isinstance(output, dict) else output.output_dir)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        url, args._stop_serving = serve_in_background([out_dir], port=args.port)
+        print(f"live dashboard: {url}", file=sys.stderr, flush=True)
     quiet = args.quiet or args.json
     if quiet:
         tally = RunTally(steps, started=started)
@@ -68,18 +92,36 @@ def run_trainer(config: Any, args: argparse.Namespace, *, steps: int) -> Path:
 
 
 def after_run(run_dir: Path, args: argparse.Namespace) -> int:
-    """What follows a run: judge it with the checks (and, later, ``--serve`` it).
-
-    Hook for the lead: ``--serve`` goes here, after the check, serving ``run_dir``.
-    """
-    if args.no_check or args.json or args.quiet:
-        return 0
+    """What follows a run: judge it with the checks, and with ``--serve`` keep the dashboard
+    up (for ``--linger`` seconds, else until Ctrl-C)."""
     try:
-        from ..checks import run_checks
-        from ..readers import read
-        from ..views.check import render_text
-    except ImportError:  # the checks are not there yet: skip the judgement silently
-        return 0
-    report = run_checks(read(run_dir))
-    render_text([report], sys.stdout)
+        if not (args.no_check or args.json or args.quiet):
+            from ..checks import run_checks
+            from ..readers import read
+            from ..views.check import render_text
+
+            report = run_checks(read(run_dir))
+            render_text([report], sys.stdout)
+        stop = getattr(args, "_stop_serving", None)
+        if stop is not None:
+            linger = args.linger
+            print(
+                "the live dashboard stays up "
+                + (f"for {linger:g} s" if linger is not None else "until Ctrl-C"),
+                file=sys.stderr,
+                flush=True,
+            )
+            try:
+                if linger is None:
+                    while True:
+                        time.sleep(3600)
+                else:
+                    time.sleep(linger)
+            except KeyboardInterrupt:
+                pass
+    finally:
+        stop = getattr(args, "_stop_serving", None)
+        if stop is not None:
+            stop()
+            args._stop_serving = None
     return 0
