@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +32,7 @@ __all__ = [
     "encode",
     "encode_line",
     "read_complete_lines",
+    "read_json_objects",
     "scrub",
     "to_float",
     "write_bytes_atomic",
@@ -223,6 +224,42 @@ def read_complete_lines(
                 pos += len(tail)
                 tail = b""
                 skipping = True
+
+
+def read_json_objects(
+    path: str | os.PathLike[str],
+    offset: int,
+    first_line: int,
+    warn: Callable[[str], None],
+    *,
+    max_line: int = MAX_LINE_BYTES,
+) -> Iterator[tuple[int, int, dict[str, Any] | None]]:
+    """Yield ``(line_number, end_offset, record)`` for each complete line of a JSON Lines file
+    from ``offset``: the record when the line is a JSON object, else None after one warning
+    naming the file and line (too long, not JSON, not an object). Blank lines give None
+    quietly. Every line is yielded, so the caller can move its offset past bad ones.
+    """
+    for lineno, end, raw in read_complete_lines(
+        path, offset, first_line=first_line, max_line=max_line
+    ):
+        if raw is None:
+            warn(f"{path}:{lineno}: line too long; skipped")
+            yield lineno, end, None
+            continue
+        if not raw.strip():
+            yield lineno, end, None
+            continue
+        try:
+            rec = decode_line(raw)
+        except ValueError as exc:
+            warn(f"{path}:{lineno}: not JSON ({exc}); skipped")
+            yield lineno, end, None
+            continue
+        if not isinstance(rec, dict):
+            warn(f"{path}:{lineno}: expected a JSON object; skipped")
+            yield lineno, end, None
+            continue
+        yield lineno, end, rec
 
 
 def write_bytes_atomic(path: str | os.PathLike[str], data: bytes, *, fsync: bool = False) -> None:

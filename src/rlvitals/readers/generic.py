@@ -16,7 +16,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ..jsonio import decode_line, read_complete_lines, to_float
+from ..jsonio import (
+    MAX_LINE_BYTES,
+    decode_line,
+    read_complete_lines,
+    read_json_objects,
+    to_float,
+)
 from ..model import RunData
 from ..schema import is_canonical
 from . import Format, register
@@ -80,6 +86,7 @@ class JsonlMetricsReader:
     name = "jsonl"
     table = GENERIC
     glob: tuple[str, ...] = ("*.jsonl",)
+    max_line = MAX_LINE_BYTES  # a longer line is skipped with a warning, never held
 
     def __init__(self, path: Path, *, extra_rules: tuple[Rule, ...] = ()) -> None:
         self.path = path
@@ -103,23 +110,13 @@ class JsonlMetricsReader:
         changed = False
         for p in self.files():
             offset, line = self._offsets.get(p, (0, 1))
-            for lineno, end, raw in read_complete_lines(p, offset, first_line=line):
+            for lineno, end, rec in read_json_objects(
+                p, offset, line, self.run.warnings.append, max_line=self.max_line
+            ):
                 self._offsets[p] = (end, lineno + 1)
                 changed = True
-                if raw is None:
-                    self.run.warnings.append(f"{p}:{lineno}: line too long; skipped")
-                    continue
-                if not raw.strip():
-                    continue
-                try:
-                    rec = decode_line(raw)
-                except ValueError as exc:
-                    self.run.warnings.append(f"{p}:{lineno}: not JSON ({exc}); skipped")
-                    continue
-                if not isinstance(rec, dict):
-                    self.run.warnings.append(f"{p}:{lineno}: expected a JSON object; skipped")
-                    continue
-                self.row(rec, p, lineno)
+                if rec is not None:
+                    self.row(rec, p, lineno)
         if changed:
             self.derive()
         return changed
@@ -161,7 +158,9 @@ class CsvReader(JsonlMetricsReader):
         changed = False
         for p in self.files():
             offset, line = self._offsets.get(p, (0, 1))
-            for lineno, end, raw in read_complete_lines(p, offset, first_line=line):
+            for lineno, end, raw in read_complete_lines(
+                p, offset, first_line=line, max_line=self.max_line
+            ):
                 self._offsets[p] = (end, lineno + 1)
                 changed = True
                 if raw is None:

@@ -24,7 +24,7 @@ import msgspec
 import numpy as np
 
 from ..errors import ReadError, UsageError
-from ..jsonio import MAX_LINE_BYTES, decode_line, read_complete_lines, to_float
+from ..jsonio import MAX_LINE_BYTES, decode_line, read_json_objects, to_float
 from ..model import AttemptTableBuilder, RunData
 from ..schema import EVALS, PROGRESS, RESERVED_STEP_KEYS, ROLLOUTS, RUN_JSON, STEPS
 from . import Format, register
@@ -145,20 +145,11 @@ class NativeReader:
             return False
         tail = self._tail(p)
         changed = False
-        for lineno, end, line in read_complete_lines(p, tail.offset, first_line=tail.line):
+        for lineno, end, rec in read_json_objects(
+            p, tail.offset, tail.line, self.run.warnings.append
+        ):
             tail.offset, tail.line = end, lineno + 1
-            if line is None:
-                self.run.warnings.append(f"{p}:{lineno}: line too long; skipped")
-                continue
-            if not line.strip():
-                continue
-            try:
-                rec = decode_line(line)
-            except ValueError as exc:
-                self.run.warnings.append(f"{p}:{lineno}: not JSON ({exc}); skipped")
-                continue
-            if not isinstance(rec, dict):
-                self.run.warnings.append(f"{p}:{lineno}: expected a JSON object; skipped")
+            if rec is None:
                 continue
             try:
                 handle(rec, p, lineno)

@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ..jsonio import decode_line, read_complete_lines, to_float
+from ..jsonio import MAX_LINE_BYTES, read_json_objects, to_float
 from ..model import RunData
 from . import Format, register
 from .mapping import Mapper, MappingTable, Rule
@@ -120,6 +120,7 @@ class VerlJsonlReader:
     """verl's file logger: ``{"step": N, "data": {...}}`` per line."""
 
     name = "verl-jsonl"
+    max_line = MAX_LINE_BYTES  # a longer line is skipped with a warning, never held
 
     def __init__(self, path: Path, *, extra_rules: tuple[Rule, ...] = ()) -> None:
         self.path = path
@@ -136,21 +137,15 @@ class VerlJsonlReader:
         changed = False
         for p in self.files():
             offset, line = self._offsets.get(p, (0, 1))
-            for lineno, end, raw in read_complete_lines(p, offset, first_line=line):
+            for lineno, end, rec in read_json_objects(
+                p, offset, line, self.run.warnings.append, max_line=self.max_line
+            ):
                 self._offsets[p] = (end, lineno + 1)
                 changed = True
-                if raw is None:
-                    self.run.warnings.append(f"{p}:{lineno}: line too long; skipped")
+                if rec is None:
                     continue
-                if not raw.strip():
-                    continue
-                try:
-                    rec = decode_line(raw)
-                except ValueError as exc:
-                    self.run.warnings.append(f"{p}:{lineno}: not JSON ({exc}); skipped")
-                    continue
-                step = rec.get("step") if isinstance(rec, dict) else None
-                data = rec.get("data") if isinstance(rec, dict) else None
+                step = rec.get("step")
+                data = rec.get("data")
                 if (
                     isinstance(step, bool)
                     or not isinstance(step, int)
