@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 from .. import __version__
 from ..errors import RlvitalsError
+from ..model import RunData
 
 __all__ = ["main"]
 
@@ -32,6 +33,21 @@ COMMANDS = [
 ]
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
+
+
+def read_run(
+    path: str, source_format: str | None = None, *, mapping: str | None = None, shown: int = 20
+) -> RunData:
+    """Read a run for a command: the reader's warnings (file and line each) go to stderr, the
+    first ``shown`` of them and a count of the rest."""
+    from ..readers import read
+
+    data = read(path, source_format, mapping=mapping)
+    for w in data.warnings[:shown]:
+        print(f"warning: {w}", file=sys.stderr)
+    if len(data.warnings) > shown:
+        print(f"warning: ... and {len(data.warnings) - shown} more", file=sys.stderr)
+    return data
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -8,8 +8,8 @@ import sys
 from ..baseline import load as load_baseline
 from ..checks import CHECK_ORDER, Thresholds, run_checks, severity_rank
 from ..errors import UsageError
-from ..readers import read
 from ..views.check import render_json, render_markdown, render_text
+from . import read_run
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -95,11 +95,7 @@ def run(args: argparse.Namespace) -> int:
     baseline = load_baseline(args.baseline) if args.baseline else None
     reports = []
     for path in args.paths:
-        data = read(path, args.source_format)
-        for w in data.warnings[:20]:
-            print(f"warning: {w}", file=sys.stderr)
-        if len(data.warnings) > 20:
-            print(f"warning: ... and {len(data.warnings) - 20} more", file=sys.stderr)
+        data = read_run(path, args.source_format)
         reports.append(
             run_checks(
                 data,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..readers import read
 from ..views.series import metrics_json, metrics_text
+from . import read_run
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -54,9 +54,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    data = read(args.path, args.fmt, mapping=getattr(args, "mapping", None))
-    for w in data.warnings:
-        print(f"warning: {w}", file=sys.stderr)
+    data = read_run(args.path, args.fmt, mapping=getattr(args, "mapping", None), shown=100)
     if args.json:
         sys.stdout.write(metrics_json(data, args.metric, include_original=args.all))
         sys.stdout.write("\n")

@@ -46,20 +46,16 @@ def run(args: argparse.Namespace) -> int:
     from ..baseline import load
     from ..checks import run_checks
     from ..jsonio import dumps
-    from ..readers import read
     from ..views.dashboard import baseline_ranges
     from ..views.report import render_report, report_payload, write_report
+    from . import read_run
 
     if not args.json and not args.output:
         raise UsageError("-o: expected a file name")
     baseline = load(args.baseline) if args.baseline else None
     runs = []
     for path in args.paths:
-        data = read(path, args.source_format)
-        for w in data.warnings[:5]:
-            print(f"warning: {w}", file=sys.stderr)
-        if len(data.warnings) > 5:
-            print(f"warning: ... and {len(data.warnings) - 5} more", file=sys.stderr)
+        data = read_run(path, args.source_format, shown=5)
         runs.append((data, run_checks(data, baseline=baseline)))
     shading = baseline_ranges(baseline, args.baseline) if baseline else None
     if args.json:

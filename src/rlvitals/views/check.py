@@ -32,18 +32,11 @@ def render_text(
     reports: list[Report], file: IO[str], *, width: int | None = None, color: bool | None = None
 ) -> None:
     """The verdict and the findings behind it, in the seeds' order."""
-    from rich.console import Console
     from rich.text import Text
 
-    console = Console(
-        file=file,
-        width=width or 100,
-        highlight=False,
-        soft_wrap=False,
-        force_terminal=color,
-        no_color=color is False,
-        emoji=False,
-    )
+    from .console import plain_console
+
+    console = plain_console(file, width=width or 100, color=color)
     for i, rep in enumerate(reports):
         if i:
             console.print()

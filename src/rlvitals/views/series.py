@@ -82,12 +82,13 @@ def metrics_text(
     width: int | None = None,
 ) -> None:
     """A table: steps down, metrics across when a few are asked for; else one row a metric."""
-    from rich.console import Console
     from rich.table import Table
     from rich.text import Text  # names and paths come from the run: never read as markup
 
+    from .console import plain_console
+
     names = select_metrics(data, wanted, include_original=include_original)
-    console = Console(file=file, width=width or 120, highlight=False, soft_wrap=False)
+    console = plain_console(file, width=width or 120)
     if wanted and len(names) <= 8:
         steps = data.steps()
         table = Table(box=None, pad_edge=False)

@@ -136,19 +136,11 @@ def render_text(
 ) -> None:
     """The attempts ``browse`` chose, readably: a header per step with its flag counts, then
     each attempt's numbers, flags and (escaped) text."""
-    from rich.console import Console
     from rich.text import Text
 
-    console = Console(
-        file=file,
-        width=width or 100,
-        highlight=False,
-        soft_wrap=False,
-        force_terminal=color,
-        no_color=color is False,
-        emoji=False,
-        markup=False,
-    )
+    from .console import plain_console
+
+    console = plain_console(file, width=width or 100, color=color)
     head = Text("run ", style="dim")
     head.append(escape(str(payload["run"]), multiline=False), style="bold")
     trace = payload.get("trace")
