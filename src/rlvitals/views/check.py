@@ -16,13 +16,17 @@ _MARK = {"ok": "ok", "info": "info", "warn": "WARN", "fail": "FAIL"}
 
 
 def _evidence_items(f: Finding, limit: int = 8) -> list[str]:
+    """The finding's plain evidence (numbers, words, short lists) as ``key=value``; nested
+    detail stays in ``--format json``."""
     items = []
     for k, v in f.evidence.items():
-        if v is None or (isinstance(v, (dict, list)) and not v):
+        if v is None or isinstance(v, dict) or (isinstance(v, list) and not v):
             continue
-        if isinstance(v, list) and len(v) > 8:
-            v = [*v[:8], "..."]
-        items.append(f"{k}={dumps(v) if isinstance(v, (dict, list)) else v}")
+        if isinstance(v, list):
+            if any(isinstance(x, (dict, list)) for x in v):
+                continue
+            v = dumps([*v[:6], "..."] if len(v) > 6 else v)
+        items.append(f"{k}={v}")
         if len(items) >= limit:
             break
     return items
@@ -31,12 +35,16 @@ def _evidence_items(f: Finding, limit: int = 8) -> list[str]:
 def render_text(
     reports: list[Report], file: IO[str], *, width: int | None = None, color: bool | None = None
 ) -> None:
-    """The verdict and the findings behind it, in the seeds' order."""
+    """The verdict and the findings behind it, in the seeds' order: one row a finding, its
+    evidence and next action indented under it."""
+    from rich.table import Table
     from rich.text import Text
 
     from .console import plain_console
 
-    console = plain_console(file, width=width or 100, color=color)
+    if width is None and not (hasattr(file, "isatty") and file.isatty()):
+        width = 120
+    console = plain_console(file, width=width, color=color)
     for i, rep in enumerate(reports):
         if i:
             console.print()
@@ -53,19 +61,26 @@ def render_text(
         shown = [f for f in rep.findings if f.severity != "ok" or f.verdict == "learning"]
         if not shown:
             console.print(Text("no findings", style="dim"))
+            continue
+        grid = Table.grid(padding=(0, 1))
+        grid.add_column(no_wrap=True)  # severity
+        grid.add_column(no_wrap=True)  # check
+        grid.add_column(no_wrap=True, justify="right")  # step
+        grid.add_column(overflow="fold")  # what was seen, evidence, next
         for f in shown:
-            line = Text("  ")
-            line.append(f"{_MARK[f.severity]:<5}", style=_STYLE[f.severity])
-            line.append(f" {f.check:<10} ", style="dim")
-            if f.first_step is not None:
-                line.append(f"step {f.first_step:<6} ", style="dim")
-            line.append(f.title)
-            console.print(line)
+            step = "" if f.first_step is None else f"step {f.first_step}"
+            grid.add_row(
+                Text(_MARK[f.severity], style=_STYLE[f.severity]),
+                Text(f.check, style="dim"),
+                Text(step, style="dim"),
+                Text(f.title),
+            )
             ev = _evidence_items(f)
             if ev:
-                console.print(Text("        evidence: " + ", ".join(ev), style="dim"))
+                grid.add_row("", "", "", Text("evidence: " + ", ".join(ev), style="dim"))
             if f.action and f.severity in ("warn", "fail"):
-                console.print(Text("        next: " + f.action))
+                grid.add_row("", "", "", Text("next: " + f.action))
+        console.print(grid)
 
 
 def render_json(reports: list[Report]) -> str:
