@@ -39,7 +39,8 @@ def runs(tmp_path_factory) -> dict[str, Path]:
         "too_hard": dict(start_pass=(0.0, 0.01)),
         "fail_burst": dict(fail_rate={k: 0.6 for k in range(20, 26)}, lr=0.04),
         "stale": dict(kl_from=10, kl_growth=0.4, lr=0.04),
-        "entropy": dict(entropy_decay_from=15, lr=0.04),
+        "entropy": dict(entropy_decay_from=15, lr=0.0),
+        "sharpening": dict(entropy_decay_from=15, lr=0.06),
         "room": dict(truncate_from=15, lr=0.0),
         "nan": dict(nan_loss_from=30, lr=0.04),
         "exploit": dict(exploit_from=10, evals_every=5, lr=0.0),
@@ -116,6 +117,13 @@ def test_entropy_falling_relative_to_its_start_is_a_collapse(runs):
     f = next(f for f in rep.findings if f.check == "policy")
     assert 15 <= f.first_step <= 25
     assert f.evidence["ratio_low"] < 0.3
+
+
+def test_entropy_falling_while_reward_climbs_is_not_an_alarm(runs):
+    rep = check(runs["sharpening"])
+    f = next(f for f in rep.findings if f.check == "policy")
+    assert f.severity == "info" and "sharpening" in f.title
+    assert rep.verdict == "learning"
 
 
 def test_truncation_rising_with_flat_reward_is_out_of_room(runs):

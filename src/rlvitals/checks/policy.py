@@ -8,6 +8,8 @@ and what the reward does meanwhile; shrinking replies are read beside it.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from .base import Finding
@@ -41,24 +43,51 @@ def _entropy(ctx: Context) -> list[Finding]:
         l1 = float(length.values[-MIN_WINDOW:].mean())
         shrink = round_sig(l1 / l0) if l0 > 0 else None
     rep = ctx.finite("transcripts/repetition_rate")
+    # Entropy bought reward: a policy sharpening while its reward still climbs is learning,
+    # not collapsing (Cui et al.: most of a healthy run's entropy drop comes with its gains).
+    rname, r = ctx.series("reward/mean_with_unusable", "reward/mean")
+    since = r.since(step) if r is not None else None
+    rtr = trend(since) if since is not None and len(since) >= MIN_WINDOW else None
+    lo, hi = ctx.reward_bounds()
+    high = since is not None and len(since) and float(since.values.mean()) >= lo + 0.8 * (hi - lo)
+    paying = (rtr is not None and rtr.rising) or bool(high)
+    evidence: dict[str, Any] = dict(
+        metric=name,
+        first_step=step,
+        start_level=round_sig(h0),
+        ratio_low=round_sig(low),
+        line=th.entropy_ratio_warn,
+        trend_z=round_sig(tr.z) if tr else None,
+        length_ratio=shrink,
+        repetition_rate_last=round_sig(float(rep.values[-1])) if rep is not None else None,
+        reward_metric=rname,
+        reward_trend_z_since=round_sig(rtr.z) if rtr else None,
+    )
+    if paying:
+        return [
+            finding(
+                NAME,
+                "info",
+                "collapse",
+                f"{name} at {low:.0%} of its start from step {step} while {rname} still rises "
+                "or is high: the policy is sharpening on what it learned",
+                action="Nothing yet: watch held-out scores and the transcripts for repetition; "
+                "if reward stops rising at low entropy, exploration is spent.",
+                **evidence,
+            )
+        ]
     return [
         finding(
             NAME,
             "fail" if severe else "warn",
             "collapse",
             f"entropy collapse: {name} at {low:.0%} of its start from step {step} "
-            f"({h0:.3g} -> {float(s.values[-MIN_WINDOW:].mean()):.3g})",
-            metric=name,
-            first_step=step,
-            start_level=round_sig(h0),
-            ratio_low=round_sig(low),
-            line=th.entropy_ratio_warn,
-            trend_z=round_sig(tr.z) if tr else None,
-            length_ratio=shrink,
-            repetition_rate_last=round_sig(float(rep.values[-1])) if rep is not None else None,
+            f"({h0:.3g} -> {float(s.values[-MIN_WINDOW:].mean()):.3g}) while "
+            f"{rname or 'reward'} does not improve",
             action="The policy is collapsing onto one response per prompt: read the transcripts "
             "for repetition; use clip-higher (DAPO ε_high 0.28), an entropy bonus, KL-Cov or "
             "Clip-Cov, a higher sampling temperature, or restart from before this step.",
+            **evidence,
         )
     ]
 
