@@ -2,9 +2,10 @@
 
     python docs/screenshots.py [--runs DIR]
 
-Trains two short runs with the reference trainer (``rlvitals demo``: one with a stale
-sampler, one healthy), writes the report of the broken one, then serves the folder while a
-third run (entropy collapse) trains, and photographs the live page mid-run. Needs the
+Trains two runs with the reference trainer (``rlvitals demo``: one whose grader accepts any
+prefix of the answer, one healthy), writes the report of the broken one, then serves the
+folder while a third run (the same exploit, another seed) trains, and photographs the live
+page once it is 25 updates in. Needs the
 ``train`` extra (torch), Debian's chromium + chromium-driver, and selenium (``dev`` extra).
 """
 
@@ -46,15 +47,16 @@ def main() -> None:
     ap.add_argument("--runs", default="/tmp/rlvitals-screenshots", help="where the runs go")
     args = ap.parse_args()
     runs = Path(args.runs)
-    if not (runs / "stale").exists():
-        demo(runs, "stale", "--fault", "stale_sampler", "--steps", "30")
+    if not (runs / "grader-exploit").exists():
+        demo(runs, "grader-exploit", "--fault", "grader_exploit", "--steps", "40")
     if not (runs / "healthy").exists():
-        demo(runs, "healthy", "--steps", "30")
+        demo(runs, "healthy", "--steps", "40")
     report = runs / "report.html"
     subprocess.run(
-        [sys.executable, "-m", "rlvitals", "report", str(runs / "stale"), "-o", str(report)],
+        [sys.executable, "-m", "rlvitals", "report", str(runs / "grader-exploit"), "-o",
+         str(report)],
         check=True,
-    )
+    )  # fmt: skip
     d = browser(1400, 1900)
     try:
         d.get(report.as_uri())
@@ -66,14 +68,19 @@ def main() -> None:
     from rlvitals.views.server import serve_in_background
 
     url, stop = serve_in_background([runs])
-    trainer = demo(
-        runs, f"live-{int(time.time())}", "--fault", "entropy_collapse", "--steps", "40", wait=False
-    )
+    name = f"live-{int(time.time())}"
+    trainer = demo(runs, name, "--fault", "grader_exploit", "--seed", "1", "--steps", "60",
+                   wait=False)  # fmt: skip
     d = browser(1400, 1500)
     try:
-        time.sleep(60)  # the warm start, then a dozen updates
+        steps = runs / name / "steps.jsonl"
+        deadline = time.time() + 600
+        while time.time() < deadline and (
+            not steps.exists() or steps.read_bytes().count(b"\n") < 20
+        ):
+            time.sleep(0.5)
         d.get(url)
-        time.sleep(20)
+        time.sleep(8)  # five more updates arrive over the event stream
         d.save_screenshot(str(DOCS / "live.png"))
     finally:
         d.quit()
