@@ -123,17 +123,20 @@ def check(ctx: Context) -> list[Finding]:
         if reason == "max_consecutive_unusable_groups":
             first = _unusable_since(ctx, last_step)
             verdict, what = _why_unusable(ctx, verdict, what, later=_trained_before(ctx, first))
+        mastered = verdict == "mastered"  # the guard ended a run that had done its job
         out.append(
             finding(
                 NAME,
-                "fail",
+                "info" if mastered else "fail",
                 verdict,
                 f"a guard stopped the run: {reason} ({what})",
                 first_step=first,
                 status=status,
                 stop_reason=reason,
                 guard=reason,
-                action="See the findings below for why; the guard saved the rest of the budget.",
+                action="Nothing went wrong: the tasks are solved; add harder ones to go on."
+                if mastered
+                else "See the findings below for why; the guard saved the rest of the budget.",
             )
         )
 
