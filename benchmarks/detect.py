@@ -97,6 +97,8 @@ def ours(run: dict[str, Any], live: bool = True) -> dict[str, Any]:
     hits = [f for f in warn if f.verdict == expected]
     first = min((f.first_step for f in hits if f.first_step is not None), default=None)
     out = {
+        "steps_run": len(data.steps()),
+        "status": data.info.get("status"),
         "verdict": rep.verdict,
         "warn_findings": len(warn),
         "detected": bool(hits) and rep.verdict == expected,
