@@ -71,8 +71,8 @@ def check(ctx: Context) -> list[Finding]:
         start = start_level(s.values)
         roll = rolling_mean(s.values)
         line = start + th.room_rise
-        rise = crossing(s.values, line)
-        most = crossing(s.values, th.room_level)
+        rise = crossing(s.values, line, points=True)
+        most = crossing(s.values, th.room_level, points=True)
         from_start = start >= th.room_level
         if most is None and not from_start:
             # A smaller rise counts only while reward stays flat: longer answers that pay

@@ -123,12 +123,14 @@ def check(ctx: Context) -> list[Finding]:
         return []
     share, all_s, none_s, metric = got
     n = len(share)
-    if n < MIN_WINDOW:
+    v = share.values
+    # The start is read over its first five updates; a live run with three to four so far is
+    # judged only if every one of them is past the line (3 of 5 already, whatever follows).
+    if n < MIN_WINDOW and (n < 3 or float(v.min()) < th.rejected_warn):
         return []
     out: list[Finding] = []
-    v = share.values
     roll = rolling_mean(v)
-    head_n = MIN_WINDOW
+    head_n = min(MIN_WINDOW, n)
     head = float(v[:head_n].mean())
     s0, s1 = int(share.steps[0]), int(share.steps[head_n - 1])
 

@@ -29,7 +29,7 @@ def _entropy(ctx: Context) -> list[Finding]:
     if not h0 > 0:
         return []
     ratio = rolling_mean(s.values) / h0
-    idx = crossing(s.values / h0, th.entropy_ratio_warn, above=False)
+    idx = crossing(s.values / h0, th.entropy_ratio_warn, above=False, points=True)
     if idx is None:
         return []
     step = int(s.steps[idx])
