@@ -182,3 +182,21 @@ def test_the_docs_list_every_plot_with_its_metrics() -> None:
         metrics = ", ".join(f"`{m}`" for m in p.metrics)
         assert f"| {p.title} | {metrics} |" in doc, p.title
     assert "(report.png)" in doc and "(live.png)" in doc
+
+
+def test_long_series_are_thinned_to_their_extremes_in_a_report():
+    import numpy as np
+
+    from rlvitals.views.dashboard import thin
+
+    steps = np.arange(100_000)
+    values = np.sin(steps / 500.0)
+    values[31_337] = 7.0  # a spike
+    values[50_000] = np.nan  # a measured NaN
+    st, va = thin(steps, values, 4000)
+    assert len(st) <= 4004
+    assert 31_337 in st.tolist() and 50_000 in st.tolist()
+    assert st[0] == 0 and st[-1] == 99_999
+    assert np.nanmax(va) == 7.0
+    short = np.arange(10)
+    assert thin(short, short * 1.0, 4000)[0] is short

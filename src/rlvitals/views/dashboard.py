@@ -252,12 +252,39 @@ def _values(values: np.ndarray) -> list[float | str]:
     return out
 
 
-def series_payload(data: RunData, names: list[str], since: dict[str, int] | None = None) -> Any:
+def thin(steps: np.ndarray, values: np.ndarray, max_points: int) -> tuple[np.ndarray, ...]:
+    """At most about ``max_points`` points that draw like all of them: per bucket of steps its
+    lowest and highest value, plus the first and last point and every non-finite one."""
+    n = len(steps)
+    if n <= max_points:
+        return steps, values
+    buckets = max(1, max_points // 2)
+    edges = np.linspace(0, n, buckets + 1).astype(np.int64)
+    finite = np.isfinite(values)
+    keep = [0, n - 1, *np.flatnonzero(~finite).tolist()]
+    fv = np.where(finite, values, np.nan)
+    for lo, hi in zip(edges[:-1].tolist(), edges[1:].tolist()):
+        seg = fv[lo:hi]
+        if hi > lo and not np.isnan(seg).all():
+            keep.append(lo + int(np.nanargmin(seg)))
+            keep.append(lo + int(np.nanargmax(seg)))
+    idx = np.unique(np.array(keep, dtype=np.int64))
+    return steps[idx], values[idx]
+
+
+def series_payload(
+    data: RunData,
+    names: list[str],
+    since: dict[str, int] | None = None,
+    *,
+    max_points: int | None = None,
+) -> Any:
     """``{name: {"s": steps, "v": values}}``; non-finite values as their strings.
 
     With ``since`` (name -> how many points the receiver already has), only the new points of
     each series, plus ``"r": true`` where the receiver must replace the series (steps arrived
-    out of order, so the old prefix changed).
+    out of order, so the old prefix changed). With ``max_points`` (the report), long series
+    are thinned to their extremes per bucket (``thin``).
     """
     out: dict[str, dict[str, Any]] = {}
     for name in names:
@@ -269,7 +296,10 @@ def series_payload(data: RunData, names: list[str], since: dict[str, int] | None
             start = since.get(name, 0)
             if start >= len(s):
                 continue
-        out[name] = {"s": s.steps[start:].tolist(), "v": _values(s.values[start:])}
+        st, va = s.steps[start:], s.values[start:]
+        if max_points is not None:
+            st, va = thin(st, va, max_points)
+        out[name] = {"s": st.tolist(), "v": _values(va)}
     return out
 
 
@@ -335,18 +365,20 @@ def run_payload(
     *,
     transcripts: dict[int, list[dict[str, Any]]] | None = None,
     transcript_steps: list[dict[str, Any]] | None = None,
+    max_points: int | None = None,
 ) -> dict[str, Any]:
     """Everything the page draws for one run.
 
     ``transcripts`` (step -> attempts) are embedded (the report); ``transcript_steps`` lists
-    the steps the viewer offers (the live page fetches them on demand).
+    the steps the viewer offers (the live page fetches them on demand); ``max_points`` thins
+    long series (the report: a file that stays small for runs of any length).
     """
     names = dashboard_metrics(data, report)
     info = {k: v for k, v in (data.info or {}).items() if k not in _INFO_SKIP}
     return {
         **run_summary(run_id, data, report),
         "info": clean(info),
-        "series": series_payload(data, names),
+        "series": series_payload(data, names, max_points=max_points),
         "report": clean(report.to_dict()) if report else None,
         "transcripts": {str(k): v for k, v in (transcripts or {}).items()},
         "transcript_steps": sorted(transcripts or {})

@@ -23,6 +23,10 @@ from .dashboard import (
     transcript_steps,
 )
 
+# Points per series in a report: long runs are thinned to each bucket's extremes (spikes and
+# non-finite values kept), so a report of 20 runs of 10,000 steps stays a few megabytes.
+REPORT_MAX_POINTS = 4000
+
 __all__ = ["render_report", "report_payload", "write_report"]
 
 
@@ -43,7 +47,14 @@ def report_payload(
                 transcripts[t["step"]] = got
                 offered.append(t)
         payload_runs.append(
-            run_payload(f"r{i}", data, report, transcripts=transcripts, transcript_steps=offered)
+            run_payload(
+                f"r{i}",
+                data,
+                report,
+                transcripts=transcripts,
+                transcript_steps=offered,
+                max_points=REPORT_MAX_POINTS,
+            )
         )
     return {
         "generated": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
