@@ -31,6 +31,7 @@ def synth_run(
     truncate_from: int = 10**9,
     nan_loss_from: int = 10**9,
     exploit_from: int = 10**9,
+    collapse_from: int = 10**9,
     evals_every: int = 0,
     **cfg: Any,
 ) -> Path:
@@ -77,6 +78,8 @@ def synth_run(
                         )
                         continue
                     r = 1.0 if rng.random() < p else 0.0
+                    if step >= collapse_from:  # deterministic: one answer per task, same mean
+                        r = 1.0 if (t * 0.6180339887) % 1 < p else 0.0
                     aid = run.log_attempt(
                         step,
                         f"{step}-{g}",

@@ -94,6 +94,29 @@ def test_groups_none_solved_from_the_start_are_too_hard(runs):
     assert f.evidence["expected_share"] is None or 0 <= f.evidence["expected_share"] <= 1
 
 
+def test_groups_agreeing_later_because_mastered_is_info_not_alarm(tmp_path):
+    p = synth_run(tmp_path, "mastered", steps=60, lr=0.2, start_pass=(0.3, 0.7))
+    rep = check(p)
+    f = next(f for f in rep.findings if f.check == "groups")
+    assert (f.verdict, f.severity) == ("mastered", "info")
+    assert f.evidence["reward_improved"] is True and f.first_step > 5
+    assert not warn_or_worse(rep)
+
+
+@pytest.mark.parametrize(
+    "start, verdict", [((0.4, 0.9), "exploration_stopped"), ((0.05, 0.6), "collapse")]
+)
+def test_groups_agreeing_later_without_reward_gain_is_an_alarm(tmp_path, start, verdict):
+    # Solved-by-all (too easy) or solved-by-none (too hard) after a sound start, with the
+    # reward flat: the policy stopped exploring, not mastered.
+    p = synth_run(tmp_path, "collapsed", steps=40, lr=0.0, start_pass=start, collapse_from=20)
+    rep = check(p)
+    f = next(f for f in rep.findings if f.check == "groups")
+    assert (f.verdict, f.severity) == (verdict, "warn")
+    assert f.evidence["reward_improved"] is False
+    assert 20 <= f.first_step <= 24
+
+
 def test_burst_of_failed_attempts_is_found_with_its_steps(runs):
     rep = check(runs["fail_burst"])
     assert rep.verdict == "infra_failures"

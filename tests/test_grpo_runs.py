@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import time
 from pathlib import Path
 from typing import Any
@@ -24,13 +23,9 @@ SMALL = {"task": {"tasks_per_step": 16, "heldout_tasks": 100}}
 
 
 @pytest.fixture(scope="module")
-def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One warm-start cache for the module: the first run trains it, the rest load it.
-
-    ``RLVITALS_TEST_CACHE`` names a directory to keep it in between sessions (development).
-    """
-    kept = os.environ.get("RLVITALS_TEST_CACHE")
-    return Path(kept) if kept else tmp_path_factory.mktemp("warmstart-cache")
+def cache(trainer_cache: Path) -> Path:
+    """The session's warm-start cache (conftest): the first run trains it, the rest load it."""
+    return trainer_cache
 
 
 def run(tmp: Path, cache: Path, name: str, *, overrides: dict[str, Any] | None = None,

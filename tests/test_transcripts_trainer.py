@@ -1,6 +1,6 @@
 """The transcripts and held-out checks on real runs of the reference trainer: the exploit of
 ``grader_exploit`` and the collapse of ``entropy_collapse`` are found, with the attempts that
-show them cited; healthy seeds raise nothing. One warm start per seed (module cache)."""
+show them cited; healthy seeds raise nothing. Runs shared per session (conftest)."""
 
 from __future__ import annotations
 
@@ -11,32 +11,22 @@ import pytest
 pytest.importorskip("torch")
 
 from rlvitals.checks import run_checks
-from rlvitals.grpo import demo_run
 from rlvitals.readers import read
 from rlvitals.transcripts import TranscriptStore
 
 pytestmark = pytest.mark.slow
 
-# The demo's own settings (32 tasks x 8 attempts, 40 updates) for the faults: the exploit needs
-# the updates to take over; a second healthy seed on half the batch keeps the module cheaper.
-SMALL = {"task": {"tasks_per_step": 16, "heldout_tasks": 100}}
+# The demo's own settings (32 tasks x 8 attempts, 40 updates): the exploit needs the updates
+# to take over. The runs are shared with the other trainer tests (conftest's trainer_run).
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    out = tmp_path_factory.mktemp("trainer")
-    cache = tmp_path_factory.mktemp("warmstart-cache")
-    cases = {
-        "healthy0": (None, 0, 40, None),
-        "exploit": ("grader_exploit", 0, 40, None),
-        "collapse": ("entropy_collapse", 0, 40, None),
-        "healthy1": (None, 1, 30, SMALL),
-    }
+def runs(trainer_run) -> dict[str, Path]:
     return {
-        name: demo_run(
-            out, name=name, fault=fault, seed=seed, steps=steps, cache=cache, overrides=over
-        )
-        for name, (fault, seed, steps, over) in cases.items()
+        "healthy0": trainer_run(None, seed=0),
+        "exploit": trainer_run("grader_exploit", seed=0),
+        "collapse": trainer_run("entropy_collapse", seed=0),
+        "healthy1": trainer_run(None, seed=1),
     }
 
 

@@ -15,7 +15,7 @@ import numpy as np
 from ..model import Series
 from .base import Finding
 from .context import Context, finding, round_sig
-from .stats import MIN_WINDOW, crossing, rolling_mean
+from .stats import MIN_WINDOW, crossing, noise_sigma, rolling_mean
 
 NAME = "groups"
 
@@ -75,6 +75,22 @@ def _expected_share(ctx: Context, p: float) -> float | None:
     if g is None or not 0 <= p <= 1:
         return None
     return float(p**g + (1 - p) ** g)
+
+
+def _reward_improved(ctx: Context, step: int) -> tuple[bool | None, str | None]:
+    """Whether the reward (rejected groups included) over the five updates from ``step`` is
+    above its level over the run's first five, beyond noise; None without a reward."""
+    rname, r = ctx.series("reward/mean_with_unusable", "reward/mean")
+    if r is None or len(r) < 2 * MIN_WINDOW:
+        return None, rname
+    head = float(r.values[:MIN_WINDOW].mean())
+    i = int(np.searchsorted(r.steps, step))
+    after = r.values[i : i + MIN_WINDOW]
+    if not len(after):
+        return None, rname
+    lo, hi = ctx.reward_bounds()
+    margin = max(3 * noise_sigma(r.values) * (2 / MIN_WINDOW) ** 0.5, 0.02 * (hi - lo))
+    return bool(float(after.mean()) > head + margin), rname
 
 
 def _mean_at(s: Series | None, start: int, end: int) -> float | None:
@@ -175,7 +191,12 @@ def check(ctx: Context) -> list[Finding]:
     level = float(np.nanmax(roll[idx : idx + MIN_WINDOW])) if idx < len(roll) else float(v[idx])
     verdict, words, ev = _which(ctx, all_s, none_s, step, end)
     p = ev.get("pass_rate")
-    if verdict == "too_easy" and (p is None or p >= 0.8):
+    improved, rname = _reward_improved(ctx, step)
+    ev["reward_improved"] = improved
+    # Mastered or not is read from the reward with the rejected groups counted (the seeds):
+    # groups stop disagreeing because easy tasks are now always solved (reward up), or because
+    # the policy stopped exploring (reward not up).
+    if verdict == "too_easy" and improved is not False:
         out.append(
             finding(
                 NAME,
@@ -187,6 +208,22 @@ def check(ctx: Context) -> list[Finding]:
                 share=round_sig(level),
                 action="The policy has outgrown these tasks: add harder ones or stop here; "
                 "read reward/mean_with_unusable, not reward/mean, for the real level.",
+                **ev,
+            )
+        )
+    elif verdict == "too_hard" and improved:
+        out.append(
+            finding(
+                NAME,
+                "info",
+                "too_hard",
+                f"from step {step}, {level:.0%} of groups rejected, most solved by no attempt, "
+                f"while {rname} improves: tasks the policy cannot do yet",
+                metric=metric,
+                first_step=step,
+                share=round_sig(level),
+                action="Nothing is wrong with the run; those tasks teach nothing until some "
+                "attempts solve them: a curriculum or dynamic sampling spends less on them.",
                 **ev,
             )
         )
@@ -213,8 +250,8 @@ def check(ctx: Context) -> list[Finding]:
                 "warn",
                 "exploration_stopped",
                 f"exploration stopped: from step {step}, {level:.0%} of groups have one reward "
-                f"for every attempt while the pass rate is "
-                f"{'unknown' if p is None else f'{p:.0%}'}",
+                f"for every attempt while {rname or 'the reward'} does not improve (pass rate "
+                f"{'unknown' if p is None else f'{p:.0%}'})",
                 metric=metric,
                 first_step=step,
                 share=round_sig(level),
