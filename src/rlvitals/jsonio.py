@@ -288,20 +288,7 @@ def write_json_atomic(
     durable before the rename (against power loss, not only a killed process); it costs
     milliseconds, so files written every update (transcripts) skip it.
     """
-    path = os.fspath(path)
-    tmp = f"{path}.{os.getpid()}.tmp"
-    try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(dumps(value, indent=indent))
-            f.write("\n")
-            if fsync:
-                f.flush()
-                os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    write_bytes_atomic(path, (dumps(value, indent=indent) + "\n").encode(), fsync=fsync)
 
 
 class LineFile:
