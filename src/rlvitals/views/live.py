@@ -117,7 +117,7 @@ class LiveView:
         self._warm = self.progress.add_task("warm start", total=None)
         self._train = self.progress.add_task("updates", total=steps, visible=False, start=False)
         self._live = Live(
-            self._render(), console=self.console, refresh_per_second=8, transient=False
+            self._render(), console=self.console, refresh_per_second=4, transient=False
         )
 
     def __enter__(self) -> LiveView:
