@@ -32,11 +32,14 @@ def synth_run(
     nan_loss_from: int = 10**9,
     exploit_from: int = 10**9,
     collapse_from: int = 10**9,
+    stuck_share: float = 0.0,
     evals_every: int = 0,
     **cfg: Any,
 ) -> Path:
     rng = random.Random(seed)
     tasks = [rng.uniform(*start_pass) for _ in range(64)]
+    stuck = round(stuck_share * len(tasks))  # tasks beyond the policy: never solved, never learnt
+    tasks[:stuck] = [0.0] * stuck
     config = load_config(
         {
             "output": {"output_dir": str(out), "name": name, "trace": "samples"},
@@ -92,7 +95,8 @@ def synth_run(
                         metadata={"termination_reason": "max_turns" if trunc else "done"},
                     )
                     tlp[aid] = t_lp
-                tasks[t] = min(0.99, tasks[t] + lr * (1 - tasks[t]))
+                if t >= stuck:
+                    tasks[t] = min(0.99, tasks[t] + lr * (1 - tasks[t]))
             loss = float("nan") if step >= nan_loss_from else 0.1
             run.log_step(step, trainer_logprobs=tlp, metrics={"train/loss": loss})
             if evals_every and step % evals_every == evals_every - 1:

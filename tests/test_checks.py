@@ -103,6 +103,20 @@ def test_groups_agreeing_later_because_mastered_is_info_not_alarm(tmp_path):
     assert not warn_or_worse(rep)
 
 
+def test_groups_unsolved_later_while_reward_rises_is_info(tmp_path):
+    # Half the tasks are beyond the policy; it masters the rest, so most groups stop
+    # disagreeing (solved by none more often than by all) while the reward climbs.
+    p = synth_run(
+        tmp_path, "beyond", steps=60, groups=48, lr=0.1, start_pass=(0.4, 0.6), stuck_share=0.5
+    )
+    rep = check(p)
+    f = next(f for f in rep.findings if f.check == "groups")
+    assert (f.verdict, f.severity) == ("too_hard", "info")
+    assert f.evidence["reward_improved"] is True
+    assert f.evidence["none_solved_share"] > f.evidence["all_solved_share"]
+    assert "cannot do yet" in f.title
+
+
 @pytest.mark.parametrize(
     "start, verdict", [((0.4, 0.9), "exploration_stopped"), ((0.05, 0.6), "collapse")]
 )

@@ -78,14 +78,16 @@ def _expected_share(ctx: Context, p: float) -> float | None:
 
 
 def _reward_improved(ctx: Context, step: int) -> tuple[bool | None, str | None]:
-    """Whether the reward (rejected groups included) over the five updates from ``step`` is
-    above its level over the run's first five, beyond noise; None without a reward."""
+    """Whether the reward (rejected groups included) now, over the latest five updates from
+    ``step`` on, is above its level over the run's first five, beyond noise; None without a
+    reward. Now, not at ``step``: the groups may stop disagreeing while the reward is still
+    climbing (tasks being mastered), and a live run is judged on what it has reached."""
     rname, r = ctx.series("reward/mean_with_unusable", "reward/mean")
     if r is None or len(r) < 2 * MIN_WINDOW:
         return None, rname
     head = float(r.values[:MIN_WINDOW].mean())
     i = int(np.searchsorted(r.steps, step))
-    after = r.values[i : i + MIN_WINDOW]
+    after = r.values[max(i, len(r) - MIN_WINDOW) :]
     if not len(after):
         return None, rname
     lo, hi = ctx.reward_bounds()
@@ -234,7 +236,7 @@ def check(ctx: Context) -> list[Finding]:
                 "warn",
                 "collapse",
                 f"collapse: from step {step}, {level:.0%} of groups rejected, most solved by "
-                "no attempt: the policy got worse",
+                f"no attempt, while {rname or 'the reward'} does not improve",
                 metric=metric,
                 first_step=step,
                 share=round_sig(level),
