@@ -52,7 +52,7 @@ def demo_run(
     steps: int = 40,
     mode: str = "sync",
     *,
-    stall_seconds: float = 3.0,
+    stall_seconds: float = 8.0,
     cache: str | os.PathLike[str] | None = None,
     overrides: Mapping[str, Mapping[str, Any]] | None = None,
     on_event: Event | None = None,
@@ -66,7 +66,8 @@ def demo_run(
         fault_step: the update the fault starts at (default: the fault's own).
         seed: seeds everything; the same seed at the same thread count gives the same run.
         steps: GRPO updates. mode: ``"sync"`` or ``"async"``.
-        stall_seconds: how long the ``stall`` fault hangs before the run is abandoned.
+        stall_seconds: how long the ``stall`` fault hangs before the run is abandoned (long
+            enough against a slow, shared machine's step time for the hang to stand out).
         cache: warm-start cache directory (default ``$RLVITALS_CACHE`` or ~/.cache/rlvitals).
         overrides: section -> key -> value over the demo's config (e.g. ``{"task":
             {"tasks_per_step": 16}}``).
