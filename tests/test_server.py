@@ -287,3 +287,21 @@ def test_a_failing_check_is_a_warning_not_a_dead_dashboard(tmp_path: Path) -> No
     warnings = [w for w in hub.runs[rid].data.warnings if "checks failed" in w]
     assert warnings == ["checks failed: ZeroDivisionError: a bug in a check"]
     assert any(k == "delta" for k, _ in _drain(sub))
+
+
+def test_clients_that_hang_up_leave_no_traceback(
+    served: tuple[str, Path], capfd: pytest.CaptureFixture[str]
+) -> None:
+    import socket
+
+    url, _ = served
+    host, port = urlsplit(url).hostname, urlsplit(url).port
+    for _ in range(20):  # a malformed request line, then gone before the 400 is written
+        with socket.create_connection((host, port)) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+            s.sendall(b"\x16\x03\x01 garbage\r\n\r\n")
+    with socket.create_connection((host, port)) as s:  # still serving
+        s.sendall(f"GET /api/runs HTTP/1.0\r\nHost: {host}:{port}\r\n\r\n".encode())
+        assert s.recv(64).split(b" ")[1] == b"200"
+    time.sleep(0.2)
+    assert "Traceback" not in capfd.readouterr().err

@@ -711,6 +711,18 @@ class _Server(ThreadingHTTPServer):
     verbose: bool
     keepalive: float
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that hung up mid-answer is routine (a closed tab, a malformed request
+        answered with an error it did not wait for): nothing to say. Anything else is one
+        line, never a traceback in the user's terminal."""
+        exc = sys.exc_info()[1]
+        if isinstance(exc, ConnectionError):
+            return
+        print(
+            f"rlvitals serve: request from {client_address[0]} failed: {type(exc).__name__}: {exc}",
+            file=sys.stderr,
+        )
+
 
 def make_server(
     hub: Hub, host: str = "127.0.0.1", port: int = 0, *, verbose: bool = False
