@@ -49,6 +49,19 @@ def test_late_plateau_of_a_healthy_run_is_not_an_exploit():
     assert not [f for f in found if f.verdict == "exploit_suspected"]
 
 
+def test_train_up_heldout_flat_is_exploit_suspected():
+    (f,) = heldout.check(run(rising(), {s: 0.5 for s in range(4, 60, 5)}))
+    assert f.verdict == "exploit_suspected" and f.severity == "warn"
+
+
+def test_small_gain_heldout_cannot_resolve_is_not_an_exploit():
+    # Train rises 0.07 (a slow healthy run); held-out on 200 tasks (se ~0.035) moves +0.03:
+    # flat within its error, but not distinguishable from keeping up either.
+    scores = {s: 0.45 + 0.0006 * s for s in range(4, 60, 5)}
+    found = heldout.check(run(rising(60, 0.28, 0.35), scores, n=200))
+    assert not [f for f in found if f.verdict == "exploit_suspected"]
+
+
 def test_heldout_rising_with_train_confirms():
     (f,) = heldout.check(run(rising(), {s: 0.4 + 0.005 * s for s in range(4, 60, 5)}))
     assert f.verdict == "learning" and f.severity == "ok"

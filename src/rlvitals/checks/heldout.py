@@ -3,7 +3,9 @@
 Train reward rising while the held-out score is flat or falling is the exploit signature: the
 policy learned what the grader checks, not the job. The held-out change is judged against its
 own sampling error (binomial, from each evaluation's ``n``) and the train change against the
-reward's step noise, over the same span of steps.
+reward's step noise, over the same span of steps. Flat means within its error of no change
+and, below the train gain (as a share of the reward's range), by more than twice that error:
+a small honest gain that the held-out tasks cannot resolve is not an exploit.
 
 The divergence can start late: held-out may rise with train reward for a while (real
 learning) and then fall while train reward keeps climbing (the exploit taking over). So every
@@ -146,16 +148,22 @@ def check(ctx: Context) -> list[Finding]:
             eval_scores=[round_sig(float(x)) for x in e.values[:30]],
         )
         last_i = len(e) - th.heldout_min_evals
+        lo, hi = ctx.reward_bounds()
+        span = hi - lo if hi > lo else 1.0
         diverged = None
         for i in range(min(last_i + 1, MAX_CANDIDATES)):
             train = _train_span(r, int(e.steps[i]), int(e.steps[-1]))
             if train is None or not train["rising"]:
                 continue
             first, last, change, err = _span_change(e, se, i)
-            # Over the whole run, flat is enough; from a later evaluation, held-out must fall:
-            # a held-out score that stops rising late in a healthy run is common (it
+            # Over the whole run, flat is enough, if flat is told apart from keeping up: the
+            # held-out change must sit 2 errors below the train gain (as a share of the
+            # reward's range), else a slow healthy run whose small gain held-out cannot
+            # resolve reads as an exploit. From a later evaluation, held-out must fall: a
+            # held-out score that stops rising late in a healthy run is common (it
             # saturates), and trying every start would find a flat stretch in noise.
-            if change <= err if i == 0 else change < -2 * err:
+            gain = (train["last"] - train["first"]) / span
+            if (change <= err and change + 2 * err < gain) if i == 0 else change < -2 * err:
                 diverged = (i, train, first, last, change, err)
                 break
         if diverged is not None:
