@@ -156,6 +156,15 @@ def test_entropy_falling_relative_to_its_start_is_a_collapse(runs):
     assert f.evidence["ratio_low"] < 0.3
 
 
+def test_entropy_falling_fast_warns_before_it_reaches_the_line(tmp_path):
+    # Entropy x0.8 per update from step 15: by step 19 it is at a third of its start, not yet
+    # under the 0.3 line, but falling fast and significantly with a flat reward.
+    rep = check(synth_run(tmp_path, "falling", steps=20, entropy_decay_from=15, lr=0.0))
+    f = next(f for f in rep.findings if f.check == "policy")
+    assert (f.verdict, f.severity) == ("collapse", "warn")
+    assert f.first_step == 17 and f.evidence["ratio_low"] > 0.3
+
+
 def test_entropy_falling_while_reward_climbs_is_not_an_alarm(runs):
     rep = check(runs["sharpening"])
     f = next(f for f in rep.findings if f.check == "policy")

@@ -68,6 +68,10 @@ class Thresholds:
     # Entropy relative to its own start (never absolute): collapse below these ratios.
     entropy_ratio_warn: float = 0.3
     entropy_ratio_fail: float = 0.1
+    # Early warning (science.md 2c): under this ratio and still falling faster than this
+    # (log-entropy per step, a significant trend), before the warn ratio is reached.
+    entropy_fast_ratio: float = 0.6
+    entropy_fast_slope: float = 0.02
     # Trust region saturated (peers: clip fraction 10/20/40%).
     clip_frac_warn: float = 0.2
 

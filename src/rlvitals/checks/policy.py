@@ -12,8 +12,9 @@ from typing import Any
 
 import numpy as np
 
+from ..model import Series
 from .base import Finding
-from .context import Context, finding, round_sig
+from .context import Context, Thresholds, finding, round_sig
 from .stats import MIN_WINDOW, crossing, rolling_mean, start_level, trend
 
 NAME = "policy"
@@ -23,13 +24,18 @@ def _entropy(ctx: Context) -> list[Finding]:
     th = ctx.thresholds
     _scan_transcripts(ctx)
     name, s = ctx.series("sampling/entropy_estimate", "train/entropy")
-    if s is None or name is None or len(s) < 2 * MIN_WINDOW:
+    # The start is the median of the first five updates; three points past the line after
+    # them are enough (the line is far from noise): a live run is judged from its eighth.
+    if s is None or name is None or len(s) < MIN_WINDOW + 3:
         return []
-    h0 = start_level(s.values)
+    h0 = start_level(s.values, MIN_WINDOW)
     if not h0 > 0:
         return []
     ratio = rolling_mean(s.values) / h0
     idx = crossing(s.values / h0, th.entropy_ratio_warn, above=False, points=True)
+    fast = _falling_fast(s, h0, th)
+    if fast is not None and (idx is None or fast < idx):
+        idx = fast
     if idx is None:
         return []
     step = int(s.steps[idx])
@@ -90,6 +96,25 @@ def _entropy(ctx: Context) -> list[Finding]:
             **evidence,
         )
     ]
+
+
+def _falling_fast(s: Series, h0: float, th: Thresholds) -> int | None:
+    """Where entropy went under ``entropy_fast_ratio`` of its start (3 points of 5) while
+    log-entropy, from the five updates before that to now, falls faster than
+    ``entropy_fast_slope`` per step with a significant trend: a collapse under way, before it
+    reaches the warn ratio (science.md, entropy 2c). A healthy run's entropy declines by a
+    fraction of that, and a policy that sharpened early and then holds is no longer falling."""
+    idx = crossing(s.values / h0, th.entropy_fast_ratio, above=False, points=True)
+    if idx is None:
+        return None
+    lo = max(0, idx - MIN_WINDOW)
+    vals = s.values[lo:]
+    ok = vals > 0
+    seg = Series(s.steps[lo:][ok], np.log(vals[ok]))
+    tr = trend(seg)
+    if tr is None or not tr.falling or tr.slope > -th.entropy_fast_slope:
+        return None
+    return idx
 
 
 def _scan_transcripts(ctx: Context) -> None:
