@@ -360,3 +360,23 @@ def test_stuck_heartbeats_are_a_stall_before_the_clock_says_so(tmp_path):
     rep = check(d, now=t0 + 17)  # 8 s since the last step: under the clock's 10 s floor
     f = next(f for f in rep.findings if f.check == "liveness")
     assert f.verdict == "stalled" and f.severity == "fail" and "no progress" in f.title
+
+
+def test_learning_title_never_says_rose_to_a_lower_value():
+    # Reward rises mid-run, then settles back near its start (solved groups rejected): still
+    # learning, but the title must not read "rose from 0.45 to 0.44".
+    import numpy as np
+
+    from rlvitals.checks import reward
+    from rlvitals.checks.context import Context
+    from rlvitals.model import RunData
+
+    rng = np.random.default_rng(0)
+    d = RunData(source="<memory>", format="test")
+    level = [0.45] * 20 + [0.7] * 40 + [0.44] * 10
+    for step, v in enumerate(level):
+        d.metrics.add(step, "reward/mean", float(v + rng.normal(0, 0.02)))
+    (f,) = reward.check(Context(d))
+    assert f.verdict == "learning"
+    first, last = f.evidence["first_mean"], f.evidence["last_mean"]
+    assert last < first and f"to {last:.3g}" not in f.title and "rose above" in f.title

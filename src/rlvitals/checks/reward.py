@@ -98,13 +98,19 @@ def check(ctx: Context) -> list[Finding]:
         )
     elif learning:
         first = int(s.steps[rose_idx]) if rose_idx is not None else None
+        if tail > head or first is None:
+            words = f"rose from {head:.3g} (first {head_n} steps) to {tail:.3g} (last {MIN_WINDOW})"
+        else:  # it rose, then came back (groups solved by all are rejected, for one)
+            words = (
+                f"rose above {head:.3g} (first {head_n} steps) from step {first}; "
+                f"{tail:.3g} over the last {MIN_WINDOW}"
+            )
         out.append(
             finding(
                 NAME,
                 "ok",
                 "learning",
-                f"learning: {name} rose from {head:.3g} (first {head_n} steps) to "
-                f"{tail:.3g} (last {MIN_WINDOW})",
+                f"learning: {name} {words}",
                 metric=name,
                 first_step=first,
                 action="Confirm on held-out tasks and read the top transcripts: reward "
