@@ -25,6 +25,7 @@ run; the staleness is real, the overlap in wall time is not.
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
@@ -90,7 +91,7 @@ def train(
     fault: str | None = None,
     fault_step: int | None = None,
     stall_seconds: float = 20.0,
-    cache: Path | None = None,
+    cache: str | os.PathLike[str] | None = None,
     on_event: Event | None = None,
 ) -> Path:
     """Warm-start and train the reference GRPO trainer; returns the run directory.
@@ -135,7 +136,7 @@ def train(
         mcfg,
         tcfg,
         ocfg,
-        directory=cache,
+        directory=Path(cache) if cache is not None else None,
         on_check=lambda s, r: emit("warm_check", {"step": s, "pass_rate": r}),
     )
     emit("warm_done", dataclasses.asdict(ws))
