@@ -189,7 +189,22 @@ class Context:
         return rolling_mean(s.values, window)
 
     def reward_bounds(self) -> tuple[float, float]:
-        """The reward's bottom and top: configured range, else observed, else [0, 1]."""
+        """The reward's bottom and top: configured range, else observed, else [0, 1]. Read
+        once per check of a run (several checks scale by it; the attempts table can be
+        large)."""
+        if "reward_bounds" not in self._cache:
+            self._cache["reward_bounds"] = self._reward_bounds()
+        lo, hi = self._cache["reward_bounds"]
+        return lo, hi
+
+    def reward_margin(self, noise: float) -> float:
+        """How far a mean of the reward over five updates must move from another such mean to
+        count as a change: three step-noise sigmas of the difference of two such means, and
+        at least 2% of the reward's range."""
+        lo, hi = self.reward_bounds()
+        return max(3 * noise * math.sqrt(2 / MIN_WINDOW), 0.02 * (hi - lo))
+
+    def _reward_bounds(self) -> tuple[float, float]:
         rr = self.config_value("rollout", "reward_range")
         if isinstance(rr, list) and len(rr) == 2:
             return float(rr[0]), float(rr[1])

@@ -90,9 +90,7 @@ def _reward_improved(ctx: Context, step: int) -> tuple[bool | None, str | None]:
     after = r.values[max(i, len(r) - MIN_WINDOW) :]
     if not len(after):
         return None, rname
-    lo, hi = ctx.reward_bounds()
-    margin = max(3 * noise_sigma(r.values) * (2 / MIN_WINDOW) ** 0.5, 0.02 * (hi - lo))
-    return bool(float(after.mean()) > head + margin), rname
+    return bool(float(after.mean()) > head + ctx.reward_margin(noise_sigma(r.values))), rname
 
 
 def _mean_at(s: Series | None, start: int, end: int) -> float | None:

@@ -116,6 +116,8 @@ def check(ctx: Context) -> list[Finding]:
     if not suites:
         return []
     rname, r = ctx.series("reward/mean_with_unusable", "reward/mean")
+    lo, hi = ctx.reward_bounds()
+    span = hi - lo if hi > lo else 1.0
     out: list[Finding] = []
     for metric in suites:
         suite = metric[len("eval/") : -len("/score")]
@@ -148,8 +150,6 @@ def check(ctx: Context) -> list[Finding]:
             eval_scores=[round_sig(float(x)) for x in e.values[:30]],
         )
         last_i = len(e) - th.heldout_min_evals
-        lo, hi = ctx.reward_bounds()
-        span = hi - lo if hi > lo else 1.0
         diverged = None
         for i in range(min(last_i + 1, MAX_CANDIDATES)):
             train = _train_span(r, int(e.steps[i]), int(e.steps[-1]))

@@ -65,7 +65,7 @@ def check(ctx: Context) -> list[Finding]:
     head = float(v[:head_n].mean())
     tail = float(v[-MIN_WINDOW:].mean())
     noise = noise_sigma(v)
-    margin = max(3 * noise * math.sqrt(2 / MIN_WINDOW), 0.02 * (hi - lo))
+    margin = ctx.reward_margin(noise)
     tr = trend(s)
     rose_idx = crossing(v, head + margin)
     fell_idx = crossing(v, head - margin, above=False)
