@@ -31,9 +31,10 @@ def _entropy(ctx: Context) -> list[Finding]:
     h0 = start_level(s.values, MIN_WINDOW)
     if not h0 > 0:
         return []
-    ratio = rolling_mean(s.values) / h0
-    idx = crossing(s.values / h0, th.entropy_ratio_warn, above=False, points=True)
-    fast = _falling_fast(s, h0, th)
+    rel = s.values / h0
+    ratio = rolling_mean(rel)
+    idx = crossing(rel, th.entropy_ratio_warn, above=False, points=True)
+    fast = _falling_fast(s.steps, rel, th)
     if fast is not None and (idx is None or fast < idx):
         idx = fast
     if idx is None:
@@ -98,19 +99,20 @@ def _entropy(ctx: Context) -> list[Finding]:
     ]
 
 
-def _falling_fast(s: Series, h0: float, th: Thresholds) -> int | None:
-    """Where entropy went under ``entropy_fast_ratio`` of its start (3 points of 5) while
-    log-entropy, from the five updates before that to now, falls faster than
+def _falling_fast(steps: np.ndarray, rel: np.ndarray, th: Thresholds) -> int | None:
+    """Where entropy (``rel``: over its start) went under ``entropy_fast_ratio`` (3 points of
+    5) while log-entropy, from the five updates before that to now, falls faster than
     ``entropy_fast_slope`` per step with a significant trend: a collapse under way, before it
     reaches the warn ratio (science.md, entropy 2c). A healthy run's entropy declines by a
-    fraction of that, and a policy that sharpened early and then holds is no longer falling."""
-    idx = crossing(s.values / h0, th.entropy_fast_ratio, above=False, points=True)
+    fraction of that, and a policy that sharpened early and then holds is no longer falling.
+    (The slope of log(H/H0) is the slope of log H.)"""
+    idx = crossing(rel, th.entropy_fast_ratio, above=False, points=True)
     if idx is None:
         return None
     lo = max(0, idx - MIN_WINDOW)
-    vals = s.values[lo:]
+    vals = rel[lo:]
     ok = vals > 0
-    seg = Series(s.steps[lo:][ok], np.log(vals[ok]))
+    seg = Series(steps[lo:][ok], np.log(vals[ok]))
     tr = trend(seg)
     if tr is None or not tr.falling or tr.slope > -th.entropy_fast_slope:
         return None

@@ -94,6 +94,7 @@ def run_trainer(config: Any, args: argparse.Namespace, *, steps: int) -> Path:
 def after_run(run_dir: Path, args: argparse.Namespace) -> int:
     """What follows a run: judge it with the checks, and with ``--serve`` keep the dashboard
     up (for ``--linger`` seconds, else until Ctrl-C)."""
+    stop = getattr(args, "_stop_serving", None)
     try:
         if not (args.no_check or args.json or args.quiet):
             from ..checks import run_checks
@@ -102,7 +103,6 @@ def after_run(run_dir: Path, args: argparse.Namespace) -> int:
 
             report = run_checks(read(run_dir))
             render_text([report], sys.stdout)
-        stop = getattr(args, "_stop_serving", None)
         if stop is not None:
             linger = args.linger
             print(
@@ -120,7 +120,6 @@ def after_run(run_dir: Path, args: argparse.Namespace) -> int:
             except KeyboardInterrupt:
                 pass
     finally:
-        stop = getattr(args, "_stop_serving", None)
         if stop is not None:
             stop()
             args._stop_serving = None
