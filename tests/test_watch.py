@@ -175,15 +175,46 @@ def test_line_mode_writes_no_control_characters(tmp_path: Path) -> None:
     w = Watcher(d, judge=judge)
     assert watch(w, console=Console(file=buf, force_terminal=False), fail_on="warn") == 1
     text = buf.getvalue()
-    assert "\x1b" not in text and "\x07" not in text and "bad?]0;pwned?title next" in text
+    assert "\x1b" not in text and "\x07" not in text
+    assert "bad\\x1b]0;pwned\\x07title next" in text  # shown, visibly, not acted on
 
 
-def test_watch_command_on_a_missing_run_is_one_line(
+def test_watch_waits_for_a_run_that_does_not_exist_yet(tmp_path: Path) -> None:
+    d = tmp_path / "later"
+    out = io.StringIO()
+    ticks = [0]
+
+    def sleep(_: float) -> None:  # the trainer starts after watch does, then finishes
+        ticks[0] += 1
+        if ticks[0] == 3:
+            make_run(tmp_path, "later", 10, status="running")
+        elif ticks[0] == 5:
+            write_run_json(d, "finished")
+
+    w = Watcher(d, wait=True, check_interval=0)
+    console = Console(file=io.StringIO(), force_terminal=False)
+    code = watch(w, console=console, fail_on="fail", json_lines=True, out=out, sleep=sleep)
+    kinds = [json.loads(line)["event"] for line in out.getvalue().splitlines()]
+    assert code == 0
+    assert kinds[0] == "waiting" and kinds.count("waiting") == 1
+    assert kinds[1] == "appeared" and "step" in kinds and kinds[-1] == "finished"
+
+
+def test_watch_line_mode_says_it_is_waiting(tmp_path: Path) -> None:
+    w = Watcher(tmp_path / "nope", wait=True)
+    (ev,) = w.tick()
+    assert w.line(ev) == f"waiting for {tmp_path / 'nope'} to appear (Ctrl-C to stop)"
+    assert w.tick() == []  # said once
+
+
+def test_watch_command_with_a_bad_set_or_rules_is_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(["watch", str(tmp_path / "nope")]) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "nope" in err
+    d = make_run(tmp_path, "r", 5, status="finished")
+    assert main(["watch", str(d), "--set", "no_such_threshold=1"]) == 2
+    assert capsys.readouterr().err.count("\n") == 1
+    assert main(["watch", str(d), "--rules", str(tmp_path / "missing.toml")]) == 2
+    assert "missing.toml" in capsys.readouterr().err
 
 
 def test_watch_command_rejects_a_non_http_webhook(

@@ -42,9 +42,11 @@ def read_run(
     first ``shown`` of them and a count of the rest."""
     from ..readers import read
 
+    from ..views.safe import line
+
     data = read(path, source_format, mapping=mapping)
     for w in data.warnings[:shown]:
-        print(f"warning: {w}", file=sys.stderr)
+        print(f"warning: {line(w)}", file=sys.stderr)
     if len(data.warnings) > shown:
         print(f"warning: ... and {len(data.warnings) - shown} more", file=sys.stderr)
     return data
@@ -72,7 +74,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except RlvitalsError as exc:
-        print(f"rlvitals {args.command}: error: {exc}", file=sys.stderr)
+        from ..views.safe import line
+
+        print(f"rlvitals {args.command}: error: {line(exc)}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print(f"rlvitals {args.command}: interrupted", file=sys.stderr)

@@ -22,7 +22,6 @@ import json
 import math
 import os
 import re
-import unicodedata
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -37,6 +36,8 @@ from ..errors import ReadError
 from ..jsonio import clean
 from ..model import RunData
 from ..schema import TRANSCRIPTS, is_canonical
+from .safe import json_for_html
+from .safe import line as safe_line
 
 __all__ = [
     "PLOTS",
@@ -307,9 +308,11 @@ def safe_json(value: Any) -> str:
     """JSON that can sit inside ``<script type="application/json">`` whatever the text holds.
 
     ``<``, ``>`` and ``&`` become ``\\u003c``/``\\u003e``/``\\u0026`` (so neither ``</script>``
-    nor ``<!--`` can end or bend the element) and U+2028/U+2029 are escaped too.
+    nor ``<!--`` can end or bend the element) and U+2028/U+2029 are escaped too; direction
+    overrides, isolates and C1 controls in the text arrive as visible ``\\u202e``
+    (``safe.json_for_html``), so they cannot reorder what the page shows.
     """
-    raw = _ENC.encode(value).decode("utf-8")
+    raw = json_for_html(_ENC.encode(value).decode("utf-8"))
     return (
         raw.replace("<", "\\u003c")
         .replace(">", "\\u003e")
@@ -591,7 +594,7 @@ def page_html(payload: dict[str, Any], *, live: bool, title: str = "rlvitals") -
         "plots": [p.to_dict() for p in PLOTS],
         "verdicts": VERDICTS,
     }
-    title = "".join(" " if unicodedata.category(c) in ("Cc", "Zl", "Zp") else c for c in title)
+    title = safe_line(title)
     esc_title = (
         title.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
     )

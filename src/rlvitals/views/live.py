@@ -18,10 +18,17 @@ from typing import Any
 
 from rich.console import Console, Group
 from rich.live import Live
-from rich.markup import escape
+from rich.markup import escape as _markup_escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
+
+from . import safe
+
+
+def escape(text: str) -> str:
+    """Run text for a rich markup string: controls made visible, then markup escaped."""
+    return _markup_escape(safe.line(text))
 
 __all__ = ["LiveView", "RunTally", "summary"]
 
