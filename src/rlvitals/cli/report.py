@@ -59,7 +59,9 @@ def run(args: argparse.Namespace) -> int:
         runs.append((data, run_checks(data, baseline=baseline)))
     shading = baseline_ranges(baseline, args.baseline) if baseline else None
     if args.json:
-        sys.stdout.write(dumps(report_payload(runs, baseline=shading)) + "\n")
+        from ..views.safe import json_for_terminal
+
+        sys.stdout.write(json_for_terminal(dumps(report_payload(runs, baseline=shading))) + "\n")
         return 0
     html = render_report(runs, baseline=shading, title=args.title)
     write_report(args.output, html)

@@ -103,8 +103,8 @@ def render_text(
 def render_json(reports: list[Report]) -> str:
     """One report object for one run; a list for several."""
     if len(reports) == 1:
-        return dumps(reports[0].to_dict(), indent=2)
-    return dumps([r.to_dict() for r in reports], indent=2)
+        return safe.json_for_terminal(dumps(reports[0].to_dict(), indent=2))
+    return safe.json_for_terminal(dumps([r.to_dict() for r in reports], indent=2))
 
 
 def md_escape(text: Any) -> str:

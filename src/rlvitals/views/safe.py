@@ -14,6 +14,8 @@ one rule for the terminal, the Markdown summary, the HTML pages and the webhook:
 - ``markdown(text)``: ``line`` plus Markdown/HTML escaping (PR comments, CI summaries).
 - ``slack(text)``: chat-webhook text: controls removed, Slack's ``&``, ``<``, ``>`` escaped
   (so ``<!channel>`` or ``<url|label>`` in model output is shown, never acted on).
+- ``json_for_terminal(json_text)``: JSON printed to a terminal or log (``--json``): the same
+  values, with every unsafe character that sits raw in it written as a JSON ``\\uXXXX``.
 - ``json_for_html(json_text)``: JSON text headed for a page, with every bidi, C1 and separator
   character turned into a visible ``\\u202e`` (the page then shows it as text).
 """
@@ -23,7 +25,16 @@ from __future__ import annotations
 import re
 from typing import Any
 
-__all__ = ["UNSAFE", "block", "json_for_html", "line", "markdown", "slack", "visible"]
+__all__ = [
+    "UNSAFE",
+    "block",
+    "json_for_html",
+    "json_for_terminal",
+    "line",
+    "markdown",
+    "slack",
+    "visible",
+]
 
 # C0 controls but tab/newline (ESC starts CSI/OSC sequences), DEL and C1 (U+009B is a CSI on
 # its own), the Arabic letter mark, zero-width characters and direction marks (U+200B-U+200F),
@@ -87,7 +98,9 @@ def slack(text: Any) -> str:
 
 
 # Characters that JSON encoders leave raw and a browser acts on when drawing text.
-_HTML_UNSAFE = re.compile("[\x7f-\x9f\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff\ufff9-\ufffb]")
+_HTML_UNSAFE = re.compile(
+    "[\x7f-\x9f\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff\ufff9-\ufffb]"
+)
 
 
 def json_for_html(json_text: str) -> str:
@@ -96,3 +109,9 @@ def json_for_html(json_text: str) -> str:
     ``\\u202e`` where the character was, so it cannot reorder what follows. Only raw characters
     are touched, and those occur only inside JSON strings, so the JSON stays valid."""
     return _HTML_UNSAFE.sub(lambda m: f"\\\\u{ord(m.group()):04x}", json_text)
+
+
+def json_for_terminal(json_text: str) -> str:
+    """JSON text with every unsafe character that sits raw in it written as its JSON escape
+    (``\\u202e``): the same values once parsed, nothing a terminal acts on when printed."""
+    return _HTML_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", json_text)

@@ -53,7 +53,7 @@ def metrics_json(data: RunData, wanted: list[str], *, include_original: bool = F
             for i, v in zip(np.searchsorted(steps, s.steps).tolist(), s.values.tolist()):
                 col[i] = v  # non-finite become strings in dumps()
         metrics[name] = col
-    return dumps({"steps": steps.tolist(), "metrics": metrics})
+    return safe.json_for_terminal(dumps({"steps": steps.tolist(), "metrics": metrics}))
 
 
 def fmt_value(v: float | None) -> str:

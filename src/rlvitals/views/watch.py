@@ -339,7 +339,7 @@ def watch(
     def emit(ev: Event) -> None:
         if json_lines:
             assert out is not None
-            out.write(dumps({"event": ev.kind, **ev.data}) + "\n")
+            out.write(safe.json_for_terminal(dumps({"event": ev.kind, **ev.data})) + "\n")
             out.flush()
         elif not interactive:
             console.print(
