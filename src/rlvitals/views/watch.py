@@ -115,6 +115,7 @@ class Watcher:
         self.alerted: list[tuple[Finding, str | None]] = []
         self._liveness = ""
         self._was_waiting = False
+        self._failures_told = 0
 
     @property
     def reader(self) -> Any:
@@ -159,11 +160,32 @@ class Watcher:
         if up.new_step is not None:
             events.append(Event("step", {"step": up.new_step, "metrics": self.key_numbers()}))
         events += self._alerts(up.new_findings)
+        events += self.alert_failures()
         state, words = self.liveness()
         if state != self._liveness:
             self._liveness = state
             events.append(Event("liveness", {"state": state, "text": words}))
         return events
+
+    def alert_failures(self) -> list[Event]:
+        """One event for each alert the notifier gave up on since the last call."""
+        got = getattr(self.notifier, "failures", None)
+        if not got or len(got) <= self._failures_told:
+            return []
+        fresh = got[self._failures_told :]
+        self._failures_told = len(got)
+        target = getattr(self.notifier, "target", "")
+        return [
+            Event(
+                "alert_failed",
+                {
+                    "target": target,
+                    "title": a.body.get("rlvitals", {}).get("title"),
+                    "reason": why,
+                },
+            )
+            for a, why in fresh
+        ]
 
     def _alerts(self, new: list[tuple[Finding, str | None]]) -> list[Event]:
         events = []
@@ -275,10 +297,15 @@ class Watcher:
             parts.append(
                 Text(
                     f"alerts to {n.target}: {n.delivered} delivered, {n.pending} pending"
-                    + (f", {n.dropped} dropped" if n.dropped else ""),
+                    + (f", {n.dropped} not delivered" if n.dropped else ""),
                     style="dim",
                 )
             )
+            failures = getattr(n, "failures", None)
+            if failures:
+                a, why = failures[-1]
+                title = a.body.get("rlvitals", {}).get("title")
+                parts.append(Text(safe.line(f"last alert not delivered: {title}: {why}"), style="yellow"))
         title = Text(_sanitize(f"rlvitals watch · {self.name}"))
         return Panel(Group(*parts), title=title, expand=False)
 
@@ -297,6 +324,8 @@ class Watcher:
             return f"{d['severity'].upper()}{was} {d['check']}: {d['title']}{at}"
         if event.kind == "liveness":
             return f"liveness: {d['text']}"
+        if event.kind == "alert_failed":
+            return f"alert not delivered to {d['target']}: {d['title']}: {d['reason']}"
         if event.kind == "waiting":
             return f"waiting for {d['path']} to appear (Ctrl-C to stop)"
         if event.kind == "appeared":
@@ -378,6 +407,11 @@ def watch(
             undelivered = watcher.notifier.close(
                 min(2.0, flush_timeout) if interrupted else flush_timeout
             )
+    for ev in watcher.alert_failures():  # those given up on while flushing
+        if json_lines or not interactive:
+            emit(ev)
+        else:
+            console.print(_sanitize(watcher.line(ev)), markup=False, highlight=False)
     code = watcher.exit_code(fail_on)
     report = watcher.report
     end = {
@@ -394,5 +428,8 @@ def watch(
         msg = f"run {watcher.status}: {verdict} (worst {end['worst']}); exit {code}"
         if undelivered:
             msg += f"; {undelivered} alert(s) not delivered"
+            failures = getattr(watcher.notifier, "failures", None)
+            if failures:
+                msg += f" (last: {failures[-1][1]})"
         console.print(_sanitize(msg), markup=False, highlight=False, soft_wrap=True)
     return code
