@@ -339,7 +339,9 @@ def test_an_explicit_rejection_is_retried_until_the_receiver_recovers() -> None:
 
 def test_a_redirect_is_not_followed_and_counts_as_not_delivered() -> None:
     def moved(conn, body, r) -> None:  # type: ignore[no-untyped-def]
-        conn.sendall(b"HTTP/1.1 302 Found\r\nLocation: http://elsewhere/\r\nContent-Length: 0\r\n\r\n")
+        conn.sendall(
+            b"HTTP/1.1 302 Found\r\nLocation: http://elsewhere/\r\nContent-Length: 0\r\n\r\n"
+        )
 
     r = RawReceiver(moved)
     try:

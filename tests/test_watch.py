@@ -40,10 +40,12 @@ def test_each_tick_reads_only_the_new_bytes(tmp_path: Path) -> None:
     w.tick()
     before = w.data.series("reward/mean")
     # Spoil every byte already read (same size, same line ends): a re-read would trip on them.
+    # (All but the first 256, by which the follower knows the file is the same one and not a
+    # rerun's new file.)
     steps = d / "steps.jsonl"
     old = steps.read_bytes()
     with open(steps, "r+b") as f:
-        f.write(bytes(c if c == 10 else 35 for c in old))
+        f.write(old[:256] + bytes(c if c == 10 else 35 for c in old[256:]))
     append_steps(d, [step_record(30, time.time())])
     w.tick()
     after = w.data.series("reward/mean")
@@ -223,3 +225,30 @@ def test_watch_command_rejects_a_non_http_webhook(
     d = make_run(tmp_path, "r", 5, status="finished")
     assert main(["watch", str(d), "--webhook", "ftp://x"]) == 2
     assert "http" in capsys.readouterr().err
+
+
+def test_a_run_recreated_while_watched_restarts_cleanly(tmp_path: Path) -> None:
+    import shutil
+
+    d = make_run(tmp_path, "r", 10, status="running", **{"train/loss": 1.0})
+    w = Watcher(d, check_interval=0)
+    w.tick()
+    shutil.rmtree(d)
+    w.tick()  # gone for now: the old run's data is not mixed with what comes next
+    make_run(tmp_path, "r", 30, status="running", **{"train/loss": 2.0})
+    kinds = [e.kind for e in w.tick()]
+    assert "reset" in kinds or "appeared" in kinds
+    assert set(w.data.series("train/loss").values.tolist()) == {2.0}
+    assert w.data.last_step == 29 and w.data.warnings == []
+
+
+def test_watch_set_overrides_reach_the_checks(tmp_path: Path) -> None:
+    from rlvitals.cli.check import _overrides
+
+    d = make_run(tmp_path, "r", 40)
+    plain = Watcher(d)
+    tuned = Watcher(d, thresholds=_overrides(["rejected_warn=0.1"]))
+    for w in (plain, tuned):
+        w.tick(force=True)
+    assert [f.check for f in plain.report.findings] == ["reward"]
+    assert "groups" in [f.check for f in tuned.report.findings]

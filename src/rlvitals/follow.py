@@ -36,6 +36,7 @@ __all__ = ["Follower", "Update", "report_key"]
 # Files whose identity (device, inode) marks a run as the same one: the path itself and the
 # append-only record files of a run directory (run.json is replaced on every status change).
 _IDENTITY_FILES = ("steps.jsonl", "rollouts.jsonl")
+_HEAD = 256
 
 
 @dataclass
@@ -62,7 +63,7 @@ def report_key(report: Report) -> dict[str, Any]:
         if f.get("check") == "liveness":
             f.pop("evidence", None)
             f.pop("detail", None)
-    return d  # type: ignore[no-any-return]
+    return d
 
 
 class Follower:
@@ -72,6 +73,7 @@ class Follower:
         source: a run (path of any format rlvitals reads) or an open reader (anything with
             ``poll() -> bool`` and ``.run``).
         source_format: overrides sniffing.
+        path: the run's path when ``source`` is a reader (to notice it recreated).
         wait: a path that does not exist yet is waited for instead of an error.
         baseline, thresholds, transcript_rules, stall_after: as ``rlvitals check``
             (``--baseline``, ``--set``, ``--rules``, ``--stall-after``).
@@ -82,6 +84,7 @@ class Follower:
         on_findings: called with the new findings (each with the severity it was last told
             at, None when new) after each judgement that has some.
         clock: the wall clock the checks judge liveness at (tests pass a fake one).
+        timer: the clock of the throttle (default ``time.monotonic``).
         judge: replaces the checks: ``judge(data, now) -> Report``.
     """
 
@@ -90,6 +93,7 @@ class Follower:
         source: str | os.PathLike[str] | Any,
         *,
         source_format: str | None = None,
+        path: str | os.PathLike[str] | None = None,
         wait: bool = False,
         baseline: dict[str, Any] | None = None,
         thresholds: Any = None,
@@ -101,6 +105,7 @@ class Follower:
         min_alert: str = "warn",
         on_findings: Callable[[list[tuple[Finding, str | None]]], None] | None = None,
         clock: Callable[[], float] = time.time,
+        timer: Callable[[], float] = time.monotonic,
         judge: Callable[[RunData, float], Report] | None = None,
     ) -> None:
         from .views.alerts import AlertTracker
@@ -116,6 +121,7 @@ class Follower:
         self.min_alert = min_alert
         self.on_findings = on_findings
         self.clock = clock
+        self.timer = timer
         self._judge = judge
         self._tracker_cls = AlertTracker
         self.reader: Any = None
@@ -126,6 +132,7 @@ class Follower:
                 self.reader = self._open()
         else:
             self.reader = source
+            self.path = Path(path) if path is not None else None
         self._empty = RunData(source=os.fspath(self.path) if self.path else "", format="")
         self.resets = 0
         self._reset_state()
@@ -145,32 +152,45 @@ class Follower:
         self.last_judged = -math.inf
         self.judge_cost = 0.0
         self.dirty = True
+        self._judged_final = False  # judged once since the run ended and nothing came after
         self.last_step: int | None = None
         self._data_ref = self.reader.run if self.reader is not None else None
         self._reader_resets = getattr(self.reader, "resets", 0)
         self._identity = self._files_identity()
 
-    def _files_identity(self) -> dict[str, tuple[int, int]]:
+    def _files_identity(self) -> dict[str, tuple[int, int, bytes]]:
+        """(device, inode, first bytes) of the run's path and its record files. Inodes are
+        reused after a delete, so the first bytes (a rerun's first record differs, if only in
+        its time) tell a recreated file from one that grew."""
         if self.path is None:
             return {}
         out = {}
         for p in (self.path, *(self.path / f for f in _IDENTITY_FILES)):
             try:
                 st = p.stat()
+                head = b""
+                if not p.is_dir():
+                    with open(p, "rb") as f:
+                        head = f.read(_HEAD)
             except OSError:
                 continue
-            out[str(p)] = (st.st_dev, st.st_ino)
+            out[str(p)] = (st.st_dev, st.st_ino, head)
         return out
 
     def _recreated(self) -> bool:
-        """The files are not the ones first read: a file vanished or has another inode."""
+        """The files are not the ones first read: one vanished, has another inode, or its
+        first bytes changed."""
         if self.path is None:
             return False
         now = self._files_identity()
-        if any(now.get(k) != v for k, v in self._identity.items()):
-            return True
-        for k, v in now.items():  # files that appeared since (a run's first records)
-            self._identity.setdefault(k, v)
+        for k, (dev, ino, head) in self._identity.items():
+            got = now.get(k)
+            if got is None or got[:2] != (dev, ino) or got[2][: len(head)] != head:
+                return True
+        for k, v in now.items():  # files that appeared, or grew past their first bytes
+            old = self._identity.get(k)
+            if old is None or len(v[2]) > len(old[2]):
+                self._identity[k] = v
         return False
 
     @property
@@ -223,9 +243,10 @@ class Follower:
         except (OSError, RlvitalsError) as exc:
             up.error = f"read failed: {exc}"
             _warn_once(self.data, up.error)
-        if self.reader.run is not self._data_ref or getattr(
-            self.reader, "resets", 0
-        ) != self._reader_resets:
+        if (
+            self.reader.run is not self._data_ref
+            or getattr(self.reader, "resets", 0) != self._reader_resets
+        ):
             # The reader started over (it saw the run recreated): so does everything else.
             self.resets += 1
             self._reset_state()
@@ -233,6 +254,7 @@ class Follower:
             up.new_data = True
         if up.new_data:
             self.dirty = True
+            self._judged_final = False
         step = self.data.last_step
         if step is not None and step != self.last_step:
             self.last_step = step
@@ -249,22 +271,27 @@ class Follower:
             return None
 
     def due(self, now: float | None = None) -> bool:
-        """Whether a judgement is due now (the one throttle)."""
+        """Whether a judgement is due now (the one throttle; ``now`` on ``timer``'s clock).
+
+        An ended run is judged once more at once, then only when something new arrives."""
         if self.reader is None:
             return False
-        now = self.clock() if now is None else now
+        if self.finished:
+            return not self._judged_final
+        now = self.timer() if now is None else now
         wait = self.checks_every_s if self.dirty else self.idle_check_s
         return now - self.last_judged >= max(wait, self.cost_factor * self.judge_cost)
 
     def judge(self, up: Update | None = None, now: float | None = None) -> Update:
-        """Judge the run now; collect what is new in ``up``."""
+        """Judge the run now (``now`` on ``timer``'s clock); collect what is new in ``up``."""
         up = up if up is not None else Update()
         if self.reader is None:
             return up
-        now = self.clock() if now is None else now
+        now = self.timer() if now is None else now
         t0 = time.perf_counter()
+        self._judged_final = self.finished
         try:
-            report = self._run_checks(now)
+            report = self._run_checks(self.clock())
         except Exception as exc:  # a bug in one check must not end the follow
             up.error = f"checks failed: {type(exc).__name__}: {exc}"
             _warn_once(self.data, up.error)
@@ -288,10 +315,10 @@ class Follower:
         return up
 
     def poll(self, *, force: bool = False) -> Update:
-        """Read what is new and judge when due (always with ``force`` or once the run has
-        ended); what changed is in the returned ``Update``."""
+        """Read what is new and judge when due (always with ``force``); what changed is in
+        the returned ``Update``."""
         up = self.read()
-        if self.reader is not None and (force or self.finished or self.due()):
+        if self.reader is not None and (force or self.due()):
             self.judge(up)
         return up
 
@@ -312,7 +339,9 @@ class Follower:
     def _forget_ended_stalls(self, report: Report) -> None:
         # A stall that ended (the run moved on) may come back: the next one is news again.
         current = {
-            (f.check, f.verdict, f.metric) for f in report.findings if severity_rank(f.severity) >= 2
+            (f.check, f.verdict, f.metric)
+            for f in report.findings
+            if severity_rank(f.severity) >= 2
         }
         for key in list(self.tracker.sent):
             if key[0] == "liveness" and key[1] == "stalled" and key not in current:

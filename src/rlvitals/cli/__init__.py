@@ -41,7 +41,6 @@ def read_run(
     """Read a run for a command: the reader's warnings (file and line each) go to stderr, the
     first ``shown`` of them and a count of the rest."""
     from ..readers import read
-
     from ..views.safe import line
 
     data = read(path, source_format, mapping=mapping)

@@ -94,9 +94,7 @@ def render_text(
             if ev:
                 grid.add_row("", "", "", Text("evidence: " + ", ".join(ev), style="dim"))
             if f.action and f.severity in ("warn", "fail"):
-                grid.add_row(
-                    "", "", "", Text("next: " + safe.line(action_for(f, rep.source)))
-                )
+                grid.add_row("", "", "", Text("next: " + safe.line(action_for(f, rep.source))))
         console.print(grid)
 
 

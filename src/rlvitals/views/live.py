@@ -30,6 +30,7 @@ def escape(text: str) -> str:
     """Run text for a rich markup string: controls made visible, then markup escaped."""
     return _markup_escape(safe.line(text))
 
+
 __all__ = ["LiveView", "RunTally", "summary"]
 
 

@@ -22,8 +22,8 @@ import numpy as np
 from ..checks.base import VERDICTS, Finding, Report, severity_rank
 from ..jsonio import dumps
 from ..model import RunData
-from .alerts import WebhookNotifier, alert_for
 from . import safe
+from .alerts import WebhookNotifier, alert_for
 from .series import fmt_value
 
 __all__ = ["KEY_METRICS", "Watcher", "watch"]
@@ -110,6 +110,7 @@ class Watcher:
             idle_check_s=idle_check,
             min_alert=min_alert,
             clock=clock,
+            timer=clock,
             judge=judge,
         )
         self.alerted: list[tuple[Finding, str | None]] = []
@@ -305,7 +306,9 @@ class Watcher:
             if failures:
                 a, why = failures[-1]
                 title = a.body.get("rlvitals", {}).get("title")
-                parts.append(Text(safe.line(f"last alert not delivered: {title}: {why}"), style="yellow"))
+                parts.append(
+                    Text(safe.line(f"last alert not delivered: {title}: {why}"), style="yellow")
+                )
         title = Text(_sanitize(f"rlvitals watch · {self.name}"))
         return Panel(Group(*parts), title=title, expand=False)
 
