@@ -40,15 +40,21 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     )
 
 
-def run_trainer(config: Any, args: argparse.Namespace, *, steps: int) -> Path:
-    """Run the reference trainer on ``config`` with a live view unless quiet; the run dir."""
-    started = time.perf_counter()  # before torch loads: the wall time a user waits
+def load_trainer() -> Any:
+    """``grpo.loop.train``, or one error line naming the extra when torch is missing."""
     try:
         from ..grpo.loop import train
     except ImportError as exc:
         if getattr(exc, "name", "") == "torch" or "torch" in str(exc):
             raise MissingExtraError("train", "the reference trainer") from None
         raise
+    return train
+
+
+def run_trainer(config: Any, args: argparse.Namespace, *, steps: int) -> Path:
+    """Run the reference trainer on ``config`` with a live view unless quiet; the run dir."""
+    started = time.perf_counter()  # before torch loads: the wall time a user waits
+    train = load_trainer()
     from ..views.live import LiveView, RunTally, summary
 
     stall = getattr(args, "stall_seconds", 20.0)
@@ -103,6 +109,14 @@ def after_run(run_dir: Path, args: argparse.Namespace) -> int:
 
             report = run_checks(read(run_dir))
             render_text([report], sys.stdout)
+        if not (args.json or args.quiet):
+            from ..views.live import next_steps
+
+            command = "demo" if hasattr(args, "list_faults") else "train"
+            print("\nnext:")
+            for line in next_steps(str(run_dir), command=command, fault=args.fault):
+                print("  " + line)
+            sys.stdout.flush()
         if stop is not None:
             linger = args.linger
             print(
