@@ -119,3 +119,25 @@ def test_one_rule_for_every_surface() -> None:
     assert json.loads(safe.json_for_html(json.dumps("x\u202ey", ensure_ascii=False))) == (
         "x\\u202ey"
     )
+
+
+def test_next_texts_name_the_real_path_not_run(tmp_path: Path) -> None:
+    import io
+
+    from rlvitals.checks.base import Finding, Report
+    from rlvitals.views.check import render_markdown, render_text
+
+    f = Finding(
+        "transcripts",
+        "fail",
+        "exploit_suspected",
+        "rewarded answers '$'",
+        first_step=9,
+        action="Read the cited attempts (`rlvitals transcripts RUN --flag answers_disagree`)",
+    )
+    rep = Report("runs/my run", "exploit_suspected", [f])
+    buf = io.StringIO()
+    render_text([rep], buf, width=200)
+    assert "rlvitals transcripts 'runs/my run' --flag answers_disagree" in buf.getvalue()
+    assert " RUN " not in buf.getvalue()
+    assert "runs/my run" in render_markdown([rep]).replace("\\", "")

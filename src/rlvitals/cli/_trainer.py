@@ -12,7 +12,7 @@ from typing import Any
 from ..errors import MissingExtraError
 
 
-def add_run_options(p: argparse.ArgumentParser) -> None:
+def add_run_options(p: argparse.ArgumentParser, *, lists_faults: bool = False) -> None:
     p.add_argument(
         "--quiet", "-q", action="store_true", help="no live view; print only the run directory"
     )
@@ -35,8 +35,8 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--json",
         action="store_true",
-        help="print the result as JSON: the run directory, reward and held-out first and last "
-        "(with --list-faults: the faults)",
+        help="print the result as JSON: the run directory, reward and held-out first and last"
+        + (" (with --list-faults: the faults)" if lists_faults else ""),
     )
 
 

@@ -45,7 +45,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="S",
         help="with --fault stall: how long the run hangs before it is abandoned (default 20)",
     )
-    add_run_options(p)
+    add_run_options(p, lists_faults=True)
     p.set_defaults(func=run)
 
 
