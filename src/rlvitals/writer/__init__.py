@@ -46,5 +46,6 @@ from __future__ import annotations
 
 from .records import WriterWarning
 from .run import Run
+from .shard import ShardWriter, attach
 
-__all__ = ["Run", "WriterWarning"]
+__all__ = ["Run", "ShardWriter", "WriterWarning", "attach"]

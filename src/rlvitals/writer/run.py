@@ -47,6 +47,7 @@ from .records import (
     warn,
     write_transcripts,
 )
+from .shard import ShardIntake
 
 __all__ = ["Run", "WriterWarning"]
 
@@ -118,6 +119,7 @@ class Run:
             **dict(info or {}),
         }
         create_run_dir(self.dir, self._meta)
+        self._intake = ShardIntake(self.dir)
         self._files = {name: LineFile(self.dir / name) for name in (STEPS, ROLLOUTS, EVALS)}
         self._progress_file: LineFile | None = None
         self._mirror: NullMirror | WandbMirror = NullMirror()
@@ -286,28 +288,51 @@ class Run:
                 transcript,
                 discard_reason,
             )
-            if needs_fixup(a):
-                self._fixups.append(a)
-            bucket = self._pending.get(step)
-            if bucket is None:
-                self._pending[step] = [a]
-            else:
-                bucket.append(a)
-            self._n_pending += 1
-            decided = self._decided
-            if decided is not None and step <= decided.step:
-                self._decided = None
-            if err is not None:
-                self._failures_in_a_row += 1
-                limit = self._max_failures
-                if limit is not None and self._failures_in_a_row >= limit:
-                    self._stop(
-                        "max_consecutive_rollout_failures",
-                        f"{self._failures_in_a_row} failed attempts in a row, the last {err}",
-                    )
-            else:
-                self._failures_in_a_row = 0
+            self._queue(a)
             return aid
+
+    def _queue(self, a: Attempt) -> None:
+        """Add an attempt to its update's pending ones (the lock held)."""
+        if needs_fixup(a):
+            self._fixups.append(a)
+        bucket = self._pending.get(a.step)
+        if bucket is None:
+            self._pending[a.step] = [a]
+        else:
+            bucket.append(a)
+        self._n_pending += 1
+        decided = self._decided
+        if decided is not None and a.step <= decided.step:
+            self._decided = None
+        if a.error is not None:
+            self._failures_in_a_row += 1
+            limit = self._max_failures
+            if limit is not None and self._failures_in_a_row >= limit:
+                self._stop(
+                    "max_consecutive_rollout_failures",
+                    f"{self._failures_in_a_row} failed attempts in a row, the last {a.error}",
+                )
+        else:
+            self._failures_in_a_row = 0
+
+    def _take_shards(self) -> None:
+        """Take in the attempts other processes logged into this run's shards (the lock
+        held); one that came after its update was written is recorded as discarded."""
+        late = []
+        for a in self._intake.take(self._warn_once):
+            last = self._last_step
+            if last is not None and a.step <= last:
+                a.discard_reason, a.trained = a.error or "late", False
+                a.lag = None if a.policy_version is None else last - a.policy_version
+                if needs_fixup(a):
+                    self._fixups.append(a)
+                late.append(a)
+            else:
+                self._queue(a)
+        if late:
+            self._guarded(
+                "late shard attempts not written", self._write_attempts, late, self._last_step
+            )
 
     def decide(self, step: int, *, discards: Mapping[str, str | None] | None = None) -> Decision:
         """Decide which pending attempts update ``step`` trains, before training on them.
@@ -320,6 +345,7 @@ class Run:
         with self._lock:
             self._check_open("decide")
             step = self._check_step(step)
+            self._take_shards()
             batch = self._batch(step)
             if discards:
                 unknown = set(discards) - {a.attempt_id for a in batch}
@@ -373,6 +399,7 @@ class Run:
         with self._lock:
             self._check_open("log_step")
             step = self._check_step(step)
+            self._take_shards()
             if policy_version is not None:
                 policy_version = as_int(policy_version, "log_step: policy_version")
             decision = self._decided
@@ -647,6 +674,10 @@ class Run:
         with self._lock:
             if self._closed:
                 return
+            try:
+                self._take_shards()
+            except RunStopped:
+                return  # a guard tripped on the shards' last attempts and closed the run
             self._closed = True
             self._status = status
             if self._heartbeat is not None:
