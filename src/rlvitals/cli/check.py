@@ -9,7 +9,7 @@ from ..baseline import load as load_baseline
 from ..checks import CHECK_ORDER, Thresholds, run_checks, severity_rank
 from ..errors import UsageError
 from ..views.check import render_json, render_markdown, render_text
-from . import read_run
+from ._source import add_source_args, read_source
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -30,13 +30,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="output format (default: text)",
     )
     p.add_argument("--json", action="store_true", help="same as --format json")
-    p.add_argument(
-        "--from",
-        dest="source_format",
-        default=None,
-        metavar="NAME",
-        help="source format of the runs, overriding sniffing (see `rlvitals formats`)",
-    )
+    add_source_args(p)
     p.add_argument(
         "--fail-on",
         choices=["warn", "fail"],
@@ -95,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
     baseline = load_baseline(args.baseline) if args.baseline else None
     reports = []
     for path in args.paths:
-        data = read_run(path, args.source_format)
+        data = read_source(path, args)
         reports.append(
             run_checks(
                 data,
