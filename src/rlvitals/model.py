@@ -304,6 +304,47 @@ class AttemptTableBuilder:
         return self._table
 
 
+class Presence:
+    """Which records each key appeared in, per stream of records (for ``RunData.missing``).
+
+    A stream is the records that start with the same key: one file's rows, one kind of
+    console line. Judging a key against its own stream keeps a file that lags another (a
+    trainer's metrics behind its orchestrator's) from reading as keys gone missing.
+    """
+
+    __slots__ = ("keys", "streams")
+
+    def __init__(self) -> None:
+        self.streams: dict[str, list[int]] = {}  # stream -> distinct steps of its records
+        self.keys: dict[str, list[Any]] = {}  # key -> [stream, first index, last index, count]
+
+    def record(self, step: int, keys: Iterable[str], stream: str) -> None:
+        """Note one record of ``stream`` at ``step`` holding ``keys``."""
+        st = self.streams.get(stream)
+        if st is None:
+            st = self.streams[stream] = []
+        if not st or st[-1] != step:
+            st.append(step)
+        n = len(st) - 1
+        table = self.keys
+        for k in keys:
+            e = table.get(k)
+            if e is None:
+                table[k] = [stream, n, n, 1]
+            elif e[0] == stream and e[2] != n:
+                e[2] = n
+                e[3] += 1
+
+    def vanished(self) -> dict[str, int]:
+        """Key -> the first step of its stream without it, for keys gone from the rest of it."""
+        out: dict[str, int] = {}
+        for k, (stream, first, last, count) in self.keys.items():
+            st = self.streams[stream]
+            if len(st) - 1 - last >= 2 and count >= 3 and count * 2 >= last - first + 1:
+                out[k] = st[last + 1]
+        return out
+
+
 @dataclass
 class RunData:
     """A run, read from any format, in canonical form.
@@ -344,6 +385,7 @@ class RunData:
     resolved: dict[str, tuple[str, str, str]] = field(default_factory=dict)
     unmapped: dict[str, str] = field(default_factory=dict)
     nulls: dict[str, int] = field(default_factory=dict)
+    presence: Presence | None = None
 
     @property
     def missing(self) -> dict[str, int]:
@@ -354,12 +396,14 @@ class RunData:
         (a source key or the canonical name it maps to) counts as missing from step N when
         it had values and then either
           - turned null from step N on (``nulls``; its series holds NaN there), or
-          - vanished: no value at step N (the first step with any record after its last
-            value) nor at any later step, with at least two such steps, while it was logged at
-            half or more of the steps over its own span and at least three times (a metric
-            logged every k-th step or once is not judged missing by its gaps).
-        Only keys a reader kept from another format are judged by absence (a native run
-        writes NaN explicitly). Recomputed when the run grows.
+          - vanished: absent from the records after its last value (N is the first of them),
+            at least two of them, while it was in half or more of the records over its own
+            span and at least three times (a metric logged every k-th step or once is not
+            judged missing by its gaps). Records are those of the key's own stream where the
+            reader went through a ``Mapper`` (``presence``); else every step of the run.
+        The canonical name a key maps to is missing where its source is. Only keys a reader
+        kept from another format are judged by absence (a native run writes NaN explicitly).
+        Recomputed when the run grows.
         """
         steps = self.steps()
         key = (len(steps), int(steps[-1]) if len(steps) else -1, len(self.nulls))
@@ -368,6 +412,13 @@ class RunData:
             return dict(cached[1])
         out: dict[str, int] = {}
         judged = self.source_keys | set(self.original)
+        if self.presence is not None:
+            out.update(self.presence.vanished())
+            judged = {k for k in judged if k not in self.presence.keys}
+            for target, src in self.original.items():
+                if src in out:
+                    out[target] = out[src]
+                judged.discard(target)
         for name in sorted(judged):
             s = self.metrics.get(name)
             if s is None or len(s) < 3:

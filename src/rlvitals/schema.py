@@ -543,13 +543,13 @@ PATTERNS: list[tuple[re.Pattern[str], MetricSpec]] = [
             "source",
             aliases=(
                 Alias(
-                    rf"^env/{_NAME}/reward/(?:total|mean)$",
+                    rf"^env/(?!all/){_NAME}/reward/(?:total|mean)$",
                     r"reward/source/\g<name>/mean",
                     note="tinker-cookbook env/<tag>/reward/total (tag other than all)",
                 ),
-                Alias(rf"^env/{_NAME}/reward_mean$", r"reward/source/\g<name>/mean"),
+                Alias(rf"^env/(?!all/){_NAME}/reward_mean$", r"reward/source/\g<name>/mean"),
                 Alias(
-                    rf"^train/{_NAME}/effective/[^/]+/reward/mean$",
+                    rf"^train/(?!agg/){_NAME}/effective/[^/]+/reward/mean$",
                     r"reward/source/\g<name>/mean",
                     note="prime-rl train/<env>/... (orchestrator.py: per-env pools)",
                 ),

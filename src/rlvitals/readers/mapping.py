@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ReadError
-from ..model import RunData
+from ..model import Presence, RunData
 from ..schema import is_canonical
 from . import keys as _keys
 
@@ -138,6 +138,10 @@ class Mapper:
         run = self.run
         add = run.metrics.add
         nulls = run.nulls
+        if record:
+            if run.presence is None:
+                run.presence = Presence()
+            run.presence.record(step, record, next(iter(record)))
         chosen: dict[str, tuple[int, float, str]] = {}
         values: dict[str, float] = {}
         for key, raw in record.items():
