@@ -12,8 +12,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ..errors import ReadError
 from ..model import RunData
+from ..readers.keys import require_metrics
 
 __all__ = ["add_source_args", "open_kwargs", "read_source", "require_metrics"]
 
@@ -43,24 +43,6 @@ def open_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         "source_format": getattr(args, "source_format", None),
         "mapping": getattr(args, "mapping", None),
     }
-
-
-def require_metrics(data: RunData, path: str) -> None:
-    """Refuse a run that has keys but not one canonical metric among them.
-
-    Such a run would otherwise read as "too early to tell" and pass a CI gate. A run with no
-    record yet (a live run that has just started) is not refused.
-    """
-    if data.canonical_names() or not data.source_keys:
-        return
-    keys = sorted(data.unmapped) or sorted(data.source_keys)
-    shown = ", ".join(keys[:8]) + (f", ... ({len(keys)} in all)" if len(keys) > 8 else "")
-    raise ReadError(
-        f"no canonical metric could be read (format {data.format}); keys left unmapped: "
-        f"{shown}. Map them with --mapping FILE (`rlvitals formats --explain {path}` shows "
-        "each key and its rule)",
-        path=path,
-    )
 
 
 def read_source(

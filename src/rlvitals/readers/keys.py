@@ -34,6 +34,7 @@ __all__ = [
     "is_eval_key",
     "is_kl_like",
     "normalise",
+    "require_metrics",
     "token_index",
     "unmapped_reason",
 ]
@@ -276,3 +277,24 @@ def header_keys(cells: list[str], run: Any = None) -> list[str]:
     if runs and run is not None:
         run.info.setdefault("name", runs[0])
     return out
+
+
+def require_metrics(data: Any, path: str) -> None:
+    """Refuse a run (``RunData``) that has keys but not one canonical metric among them.
+
+    Such a run would otherwise read as "too early to tell" and pass a CI gate. The error
+    names the keys left unmapped and ``--mapping``. A run with no record yet (a live run that
+    has just started) is not refused.
+    """
+    from ..errors import ReadError
+
+    if data.canonical_names() or not data.source_keys:
+        return
+    keys = sorted(data.unmapped) or sorted(data.source_keys)
+    shown = ", ".join(keys[:8]) + (f", ... ({len(keys)} in all)" if len(keys) > 8 else "")
+    raise ReadError(
+        f"no canonical metric could be read (format {data.format}); keys left unmapped: "
+        f"{shown}. Map them with --mapping FILE (`rlvitals formats --explain {path}` shows "
+        "each key and its rule)",
+        path=path,
+    )
