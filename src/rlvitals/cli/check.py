@@ -14,6 +14,7 @@ from ..checks.base import Finding, Report
 from ..errors import UsageError
 from ..fleet.judging import Outcome
 from ..views.check import render_markdown, render_text
+from ._source import add_source_args
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -39,13 +40,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="output format (default: text)",
     )
     p.add_argument("--json", action="store_true", help="same as --format json")
-    p.add_argument(
-        "--from",
-        dest="source_format",
-        default=None,
-        metavar="NAME",
-        help="source format of the runs, overriding sniffing (see `rlvitals formats`)",
-    )
+    add_source_args(p)
     p.add_argument(
         "--fail-on",
         choices=["warn", "fail"],

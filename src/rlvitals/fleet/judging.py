@@ -52,9 +52,11 @@ def _read_and_check(path: str, options: dict[str, Any]) -> tuple[Any, Any, str |
     from ..checks import run_checks
     from ..errors import RlvitalsError
     from ..readers import read
+    from ..readers.keys import require_metrics
 
     try:
         data = read(path, options.get("source_format"), mapping=options.get("mapping"))
+        require_metrics(data, path)  # keys but no canonical metric: an error, not "too early"
         report = run_checks(
             data,
             baseline=options.get("baseline"),
