@@ -320,6 +320,8 @@ class RunData:
         attempts: the attempts table, where the source has one.
         warnings: what the reader skipped or doubted, each naming file and line.
         source_keys: the source's own keys kept under their own names (other formats).
+        transcripts: a transcript store other than the run directory's ``transcripts/``
+            (a framework's sample dump, ``readers.samples``), or None.
     """
 
     source: str
@@ -332,6 +334,7 @@ class RunData:
     attempts: AttemptTable | None = None
     warnings: list[str] = field(default_factory=list)
     source_keys: set[str] = field(default_factory=set)
+    transcripts: Any = None
 
     def until(self, step: int) -> RunData:
         """The run as it stood when update ``step`` had just been written: every series,
@@ -353,6 +356,7 @@ class RunData:
                 out.metrics.extend(name, s.steps[:k], s.values[:k])
         out.original = dict(self.original)
         out.source_keys = set(self.source_keys)
+        out.transcripts = self.transcripts
         out.evals = [e for e in self.evals if isinstance(e.get("step"), int) and e["step"] <= step]
         t = self.metrics.get("time")
         cut = t.at(step) if t is not None else None
