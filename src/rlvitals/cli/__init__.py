@@ -35,14 +35,33 @@ COMMANDS = [
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 
 
+def add_samples_option(p: argparse.ArgumentParser) -> None:
+    """``--samples DIR``: a framework's sample dump read as the run's attempts (every reading
+    command takes it; docs/integrations.md)."""
+    p.add_argument(
+        "--samples",
+        metavar="DIR",
+        default=None,
+        help="a framework's per-sample dump read as the run's attempts and transcripts (verl "
+        "rollout_data_dir, TRL completions/, prime-rl rollouts/, NeMo-RL train_data_step*.jsonl, "
+        "tinker iteration_*/, Miles/slime rollout_data/); found without it where the framework "
+        "puts it by default beside the log",
+    )
+
+
 def read_run(
-    path: str, source_format: str | None = None, *, mapping: str | None = None, shown: int = 20
+    path: str,
+    source_format: str | None = None,
+    *,
+    mapping: str | None = None,
+    shown: int = 20,
+    samples: str | None = None,
 ) -> RunData:
     """Read a run for a command: the reader's warnings (file and line each) go to stderr, the
     first ``shown`` of them and a count of the rest."""
     from ..readers import read
 
-    data = read(path, source_format, mapping=mapping)
+    data = read(path, source_format, mapping=mapping, samples=samples)
     for w in data.warnings[:shown]:
         print(f"warning: {w}", file=sys.stderr)
     if len(data.warnings) > shown:

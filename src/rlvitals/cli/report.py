@@ -39,6 +39,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         action="store_true",
         help="print the report's data (runs, series, findings, transcripts) as JSON instead",
     )
+    from . import add_samples_option
+
+    add_samples_option(p)
     p.set_defaults(func=run)
 
 
@@ -53,9 +56,11 @@ def run(args: argparse.Namespace) -> int:
     if not args.json and not args.output:
         raise UsageError("-o: expected a file name")
     baseline = load(args.baseline) if args.baseline else None
+    if args.samples and len(args.paths) > 1:
+        raise UsageError("--samples: expected one RUN (the dump belongs to one run)")
     runs = []
     for path in args.paths:
-        data = read_run(path, args.source_format, shown=5)
+        data = read_run(path, args.source_format, shown=5, samples=args.samples)
         runs.append((data, run_checks(data, baseline=baseline)))
     shading = baseline_ranges(baseline, args.baseline) if baseline else None
     if args.json:

@@ -24,7 +24,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "raised on it (tampering with tests or the grader, hard-coded outputs, answer "
         "formats, repetition). Text is shown escaped; nothing in it is ever run.",
     )
-    p.add_argument("path", metavar="RUN", help="run directory")
+    p.add_argument("path", metavar="RUN", help="run directory or log file")
     p.add_argument("--top", type=int, default=3, metavar="K", help="attempts per step (3)")
     p.add_argument(
         "--every",
@@ -56,6 +56,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--full", action="store_true", help="show every text whole")
     p.add_argument("--no-prompts", action="store_true", help="show replies only")
     p.add_argument("--json", action="store_true", help="print the selection as JSON")
+    from . import add_samples_option
+
+    add_samples_option(p)
     p.set_defaults(func=run)
 
 
@@ -74,8 +77,8 @@ def run(args: argparse.Namespace) -> int:
     path = Path(args.path)
     if not path.exists():
         raise UsageError(f"{path}: no such run directory")
-    data = read(str(path))
-    store = TranscriptStore(path)
+    data = read(str(path), samples=args.samples)
+    store = data.transcripts if data.transcripts is not None else TranscriptStore(path)
     payload = browse(
         store,
         _rules(args, store.run_dir),

@@ -54,6 +54,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--json", action="store_true", help="print JSON Lines events instead of a live view"
     )
+    from . import add_samples_option
+
+    add_samples_option(p)
     p.set_defaults(func=run)
 
 
@@ -75,6 +78,10 @@ def run(args: argparse.Namespace) -> int:
             notifier=notifier,
             min_alert=args.alert_on,
         )
+        if args.samples:
+            from ..readers.samples import attach
+
+            watcher.reader = attach(watcher.reader, args.samples)
     except BaseException:
         if notifier is not None:
             notifier.close(0)

@@ -123,8 +123,6 @@ class SampledReader:
         self.source = source
         self.name = inner.name
         self.run: RunData = inner.run
-        self.run.transcripts = source.transcripts
-        self.run.info.setdefault("samples", {"format": source.format.name, "path": str(source.dir)})
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)

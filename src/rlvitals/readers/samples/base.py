@@ -201,6 +201,8 @@ class SampleSource:
         self._state = RunState()
         self._listing: dict[int, list[Path]] = {}
         self.transcripts = SampleTranscripts(self)
+        run.transcripts = self.transcripts
+        run.info.setdefault("samples", {"format": fmt.name, "path": str(directory)})
 
     # -- reading -------------------------------------------------------------------------
 
