@@ -95,6 +95,8 @@ def rules_for(ctx: Context) -> Rules:
 
 def store_for(ctx: Context) -> TranscriptStore | None:
     got = ctx._cache.get("transcript_store", False)
+    if got is False and ctx.data.transcripts is not None:  # a framework's sample dump
+        got = ctx._cache["transcript_store"] = ctx.data.transcripts
     if got is False:
         d = run_dir(ctx)
         got = TranscriptStore(d, warn=ctx.data.warnings.append) if d else None
