@@ -320,7 +320,7 @@ def make_nemorl(root: Path) -> None:
     d.mkdir(parents=True)
     # Two prompts, two generations each, padded to 6 tokens; generated tokens at 3 and 4.
     prompts = [[1, 2, 3], [1, 2, 3], [1, 4, 5], [1, 4, 5]]
-    ids = torch.tensor([p + [7, 8, 0] for p in prompts])
+    ids = torch.tensor([[*p, 7, 8, 0] for p in prompts])
     mask = torch.tensor([[0, 0, 0, 1, 1, 0]] * 4)
     gen = torch.tensor([[0.0, 0.0, 0.0, -1.0, -2.0, 0.0]] * 4)
     prev = torch.tensor([[0.0, 0.0, 0.0, -0.75, -2.25, 0.0]] * 4)  # Δ = prev - gen = +0.25, -0.25
