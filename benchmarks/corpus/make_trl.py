@@ -7,7 +7,8 @@ Nothing is downloaded: the model is a 2-layer Llama with hidden size 64 initiali
 (seeded), the tokenizer a character-level ``tokenizers`` BPE with no merges. Each run is a
 real ``trl.GRPOTrainer`` (or ``RLOOTrainer``) loop with ``logging_steps=1``,
 ``report_to=["tensorboard"]`` and ``log_completions=True``; what the run writes is kept as it
-wrote it: TensorBoard events under ``runs/``, ``completions/completions_NNNNN.parquet``, and
+wrote it: TensorBoard events under ``tensorboard/`` (``$TENSORBOARD_LOGGING_DIR``),
+``completions/completions_NNNNN.parquet``, and
 ``trainer_state.json`` (saved at the end with ``TrainerState.save_to_json``, the same call a
 checkpoint makes; ``save_strategy="no"`` keeps the weights off disk). Runs take about a minute
 of CPU each; run them one at a time.
@@ -307,7 +308,9 @@ def make(name: str, out: Path, seed: int = 0) -> Path:
         "dataloader_num_workers": 0,
         **cfg,
     }
-    os.environ["TENSORBOARD_LOGGING_DIR"] = str(run_dir / "runs")
+    # TensorBoard writes to $TENSORBOARD_LOGGING_DIR (default <output_dir>/runs/<date_host>;
+    # this repository's .gitignore ignores runs/, so the corpus keeps it in tensorboard/).
+    os.environ["TENSORBOARD_LOGGING_DIR"] = str(run_dir / "tensorboard")
     if kind == "rloo":
         from trl import RLOOConfig, RLOOTrainer
 
