@@ -105,7 +105,7 @@ def _pass_rate(ctx: Context, start: int, end: int) -> float | None:
     level = _mean_at(r, start, end)
     if level is None:
         return None
-    lo, hi = ctx.reward_bounds()
+    lo, hi = ctx.reward_bounds
     return (level - lo) / (hi - lo) if hi > lo else None
 
 
@@ -130,6 +130,39 @@ def _which(
     if easy:
         return "too_easy", "every attempt solves them", ev
     return "too_hard", "no attempt solves them", ev
+
+
+def _last_mean(ctx: Context, name: str, n: int = MIN_WINDOW) -> float:
+    s = ctx.finite(name)
+    return float(s.values[-n:].mean()) if s is not None and len(s) else 0.0
+
+
+def cause(ctx: Context, verdict: str, what: str, *, later: bool) -> tuple[str, str]:
+    """Why the groups of the last updates were rejected, from their discards: stale attempts,
+    failed attempts, or groups all solved / none solved (from the start: too easy / too
+    hard; ``later``, after groups had trained: mastered / collapse). ``(verdict, what)`` when
+    none of these says. For liveness, when the unusable-groups guard stopped a run."""
+    stale = _last_mean(ctx, "discard/rollouts/stale")
+    failed = sum(
+        _last_mean(ctx, n)
+        for n in ctx.data.names("discard/rollouts/")
+        if n.startswith(("discard/rollouts/rollout_failed/", "discard/rollouts/grading_failed/"))
+    )
+    all_solved = _last_mean(ctx, "groups/all_solved")
+    none_solved = _last_mean(ctx, "groups/none_solved")
+    if stale > 0 and stale >= failed:
+        return "stale_policy", "its attempts were dropped as stale"
+    if failed > 0:
+        return "infra_failures", "its attempts failed"
+    if all_solved > none_solved:
+        if later:
+            return "mastered", "every attempt solved its task, after the run had learned"
+        return "too_easy", "every attempt solved its task"
+    if none_solved > 0:
+        if later:
+            return "collapse", "no attempt solved its task any more"
+        return "too_hard", "no attempt solved its task"
+    return verdict, what
 
 
 def check(ctx: Context) -> list[Finding]:

@@ -11,6 +11,7 @@ import math
 import numpy as np
 
 from ..jsonio import to_float
+from . import groups
 from .base import Finding
 from .context import Context, finding, round_sig
 
@@ -20,11 +21,6 @@ _GUARD_VERDICTS = {
     "max_consecutive_unusable_groups": ("no_signal", "rejected groups came in a row"),
     "max_consecutive_rollout_failures": ("infra_failures", "failed attempts came in a row"),
 }
-
-
-def _last_mean(ctx: Context, name: str, n: int = 5) -> float:
-    s = ctx.finite(name)
-    return float(s.values[-n:].mean()) if s is not None and len(s) else 0.0
 
 
 def _unusable_since(ctx: Context, default: int | None) -> int | None:
@@ -45,33 +41,6 @@ def _trained_before(ctx: Context, step: int | None) -> bool:
     if t is None or step is None:
         return False
     return bool((t.values[t.steps < step] > 0).any())
-
-
-def _why_unusable(ctx: Context, verdict: str, what: str, *, later: bool) -> tuple[str, str]:
-    """Why the groups that stopped the run were rejected, from the last updates' discards:
-    stale attempts, failed attempts, or groups all solved / none solved (from the start: too
-    easy / too hard; after groups had trained: mastered / collapse)."""
-    stale = _last_mean(ctx, "discard/rollouts/stale")
-    failed = sum(
-        _last_mean(ctx, n)
-        for n in ctx.data.names("discard/rollouts/")
-        if n.startswith(("discard/rollouts/rollout_failed/", "discard/rollouts/grading_failed/"))
-    )
-    all_solved = _last_mean(ctx, "groups/all_solved")
-    none_solved = _last_mean(ctx, "groups/none_solved")
-    if stale > 0 and stale >= failed:
-        return "stale_policy", "its attempts were dropped as stale"
-    if failed > 0:
-        return "infra_failures", "its attempts failed"
-    if all_solved > none_solved:
-        if later:
-            return "mastered", "every attempt solved its task, after the run had learned"
-        return "too_easy", "every attempt solved its task"
-    if none_solved > 0:
-        if later:
-            return "collapse", "no attempt solved its task any more"
-        return "too_hard", "no attempt solved its task"
-    return verdict, what
 
 
 def _stuck_span(after: list[dict]) -> float:
@@ -122,7 +91,7 @@ def check(ctx: Context) -> list[Finding]:
         first = last_step
         if reason == "max_consecutive_unusable_groups":
             first = _unusable_since(ctx, last_step)
-            verdict, what = _why_unusable(ctx, verdict, what, later=_trained_before(ctx, first))
+            verdict, what = groups.cause(ctx, verdict, what, later=_trained_before(ctx, first))
         mastered = verdict == "mastered"  # the guard ended a run that had done its job
         out.append(
             finding(

@@ -22,7 +22,6 @@ NAME = "policy"
 
 def _entropy(ctx: Context) -> list[Finding]:
     th = ctx.thresholds
-    _scan_transcripts(ctx)
     name, s = ctx.series("sampling/entropy_estimate", "train/entropy")
     # The start is the median of the first five updates; three points past the line after
     # them are enough (the line is far from noise): a live run is judged from its eighth.
@@ -55,7 +54,7 @@ def _entropy(ctx: Context) -> list[Finding]:
     rname, r = ctx.series("reward/mean_with_unusable", "reward/mean")
     since = r.since(step) if r is not None else None
     rtr = trend(since) if since is not None and len(since) >= MIN_WINDOW else None
-    lo, hi = ctx.reward_bounds()
+    lo, hi = ctx.reward_bounds
     high = since is not None and len(since) and float(since.values.mean()) >= lo + 0.8 * (hi - lo)
     paying = (rtr is not None and rtr.rising) or bool(high)
     evidence: dict[str, Any] = dict(
@@ -117,16 +116,6 @@ def _falling_fast(steps: np.ndarray, rel: np.ndarray, th: Thresholds) -> int | N
     if tr is None or not tr.falling or tr.slope > -th.entropy_fast_slope:
         return None
     return idx
-
-
-def _scan_transcripts(ctx: Context) -> None:
-    """Flag the transcripts now (cached for the transcripts check), so the repetition rate is
-    there as evidence beside the entropy."""
-    try:
-        from .transcripts import scan
-    except ImportError:  # pragma: no cover - a build without the transcripts check
-        return
-    scan(ctx)
 
 
 def _clip(ctx: Context) -> list[Finding]:

@@ -26,7 +26,7 @@ def _learning_signal(ctx: Context) -> float | None:
         return float(s.values.mean())
     g = ctx.finite("reward/group_std_mean")
     if g is not None:
-        lo, hi = ctx.reward_bounds()
+        lo, hi = ctx.reward_bounds
         return 1.0 if float(g.values.mean()) > 0.05 * (hi - lo) else 0.0
     return None
 
@@ -60,7 +60,7 @@ def check(ctx: Context) -> list[Finding]:
             )
         ]
     v = s.values
-    lo, hi = ctx.reward_bounds()
+    lo, hi = ctx.reward_bounds
     head_n = max(MIN_WINDOW, min(10, n // 4))
     head = float(v[:head_n].mean())
     tail = float(v[-MIN_WINDOW:].mean())
