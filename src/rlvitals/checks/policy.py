@@ -15,7 +15,7 @@ import numpy as np
 from ..model import Series
 from .base import Finding
 from .context import Context, Thresholds, finding, round_sig
-from .stats import MIN_WINDOW, crossing, rolling_mean, start_level, trend
+from .stats import MIN_WINDOW, crossing, read_words, rolling_mean, short_level, start_level, trend
 
 NAME = "policy"
 
@@ -120,7 +120,28 @@ def _falling_fast(steps: np.ndarray, rel: np.ndarray, th: Thresholds) -> int | N
 
 def _clip(ctx: Context) -> list[Finding]:
     s = ctx.finite("train/clip_frac")
-    if s is None or len(s) < MIN_WINDOW:
+    if s is None:
+        return []
+    line = ctx.thresholds.clip_frac_warn
+    if short_level(s.values, line):
+        level = float(s.values.mean())
+        return [
+            finding(
+                NAME,
+                "warn",
+                "drift",
+                f"{read_words(len(s))}: {level:.0%} of tokens clipped (line {line:.0%})",
+                metric="train/clip_frac",
+                first_step=int(s.steps[0]),
+                level=round_sig(level),
+                line=line,
+                updates_read=len(s),
+                action="Updates move the policy far from the sampler's: lower the learning "
+                "rate or the number of minibatches per update, or check the sampler/trainer "
+                "mismatch.",
+            )
+        ]
+    if len(s) < MIN_WINDOW:
         return []
     roll = rolling_mean(s.values)
     idx = crossing(s.values, ctx.thresholds.clip_frac_warn)
