@@ -144,13 +144,7 @@ def _mismatch(ctx: Context) -> list[Finding]:
     stale = lag_rising or dropped or _sampler_lag_rising(ctx, step)
     severe = peak >= fail_line
     ess = ctx.finite("train/mismatch_ess_seq")
-    line = (
-        warn_line
-        if idx == i_abs
-        else rel_line
-        if idx == i_rel
-        else trend_line
-    )
+    line = warn_line if idx == i_abs else rel_line if idx == i_rel else trend_line
     ev: dict[str, Any] = dict(
         start_level=round_sig(start),
         peak=round_sig(peak),

@@ -127,8 +127,7 @@ def check(ctx: Context) -> list[Finding]:
                         start_level=round_sig(start),
                         level=round_sig(now),
                         most_line=th.room_level,
-                        action="Nothing to do: the policy learned to finish within the "
-                        "budget.",
+                        action="Nothing to do: the policy learned to finish within the budget.",
                     )
                 )
                 continue
@@ -165,8 +164,7 @@ def check(ctx: Context) -> list[Finding]:
                 "out_of_room",
                 f"running out of room: {level:.0%} of episodes {words} "
                 f"({'from the start' if from_start else f'from step {first}, start {start:.0%}'}"
-                f", {now:.0%} over the last {MIN_WINDOW})"
-                + reward_words,
+                f", {now:.0%} over the last {MIN_WINDOW})" + reward_words,
                 metric=name,
                 first_step=first,
                 start_level=round_sig(start),

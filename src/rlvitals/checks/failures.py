@@ -68,8 +68,11 @@ def check(ctx: Context) -> list[Finding]:
                 NAME,
                 "fail" if severe else "warn",
                 "infra_failures",
-                (f"{read_words(len(steps))}: failing attempts" if short else "burst of failed "
-                 f"attempts at steps {int(steps[start])}-{int(steps[end])}")
+                (
+                    f"{read_words(len(steps))}: failing attempts"
+                    if short
+                    else f"burst of failed attempts at steps {int(steps[start])}-{int(steps[end])}"
+                )
                 + f": mostly {top}"
                 + (
                     f", up to {level:.0%} of attempts"

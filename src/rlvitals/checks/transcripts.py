@@ -26,8 +26,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import os
-from pathlib import Path
 from typing import Any
 
 import numpy as np
