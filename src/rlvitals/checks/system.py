@@ -4,9 +4,10 @@ A run that gets slower update after update (step time or attempt latency rising,
 second falling) is heading for a stall or wasting its budget: a leaking rollout queue, a
 sandbox pool running dry, memory fragmentation, a slower node. Judged by a significant trend
 (autocorrelation-corrected) over the run together with the size of the change: the last five
-updates against the first five, at least 1.5x (info) or 2x with 3 of 5 five-update means past
-it (warn). One slow update is not a trend; a slow start (compilation, warm caches) that gets
-faster is not a finding.
+updates against the first five, at least 1.5x (info), or 2x with 3 of 5 five-update means past
+it and still worsening over the second half of the run (warn: a level shift, such as another
+job landing on a shared machine, is reported, not alarmed). One slow update is not a trend; a
+slow start (compilation, warm caches) that gets faster is not a finding.
 """
 
 from __future__ import annotations
@@ -48,7 +49,12 @@ def check(ctx: Context) -> list[Finding]:
         if not (tr.rising if up_is_slow else tr.falling):
             continue
         idx = crossing(v, SLOWER_WARN * start)
-        severe = factor >= SLOWER_WARN and idx is not None
+        # An alarm only for a slowdown still under way: rising over the second half of the
+        # run too. A level shift (another job landing on the machine) is worth knowing, no
+        # more.
+        late = trend(s.since(int(s.steps[len(s) // 2])))
+        going = late is not None and (late.rising if up_is_slow else late.falling)
+        severe = factor >= SLOWER_WARN and idx is not None and going
         first = idx if idx is not None else crossing(v, SLOWER_INFO * start)
         shown = (start, now) if up_is_slow else (1.0 / start, 1.0 / now)
         out.append(
