@@ -282,32 +282,50 @@ def test_only_the_kl_to_the_reference_is_read():
 # -- missing values --------------------------------------------------------------------------
 
 
-def test_a_reward_turned_null_is_named_non_finite_not_too_hard():
-    # TRL logs a reward function's NaN as a null reward, with frac_reward_zero_std 0: the
-    # reader keeps the null as NaN and records where it began (RunData.nulls).
-    d = RunData(source="<memory>", format="trl")
+def test_a_reward_turned_null_is_named_non_finite_not_too_hard(tmp_path):
+    # TRL logs a reward function's NaN as null rewards, with frac_reward_zero_std 0.
+    rng = np.random.default_rng(8)
+    rows = []
     for i in range(30):
-        d.metrics.add(i, "reward/mean", 0.3 if i < 20 else math.nan)
-        d.metrics.add(i, "groups/signal_fraction", 1.0)
-        d.metrics.add(i, "train/loss", 0.01)
-    d.nulls = {"reward/mean": 20}  # type: ignore[attr-defined]
-    rep = run_checks(d)
-    assert rep.verdict == "non_finite"
+        row = base_row(i, rng, **{"rewards/partial_credit/mean": 0.3 + 0.005 * i})
+        if i >= 19:
+            row.update({"reward": None, "reward_std": None, "rewards/partial_credit/mean": None})
+            row["frac_reward_zero_std"] = 0.0
+        rows.append(row)
+    rep = run_checks(trl_run(tmp_path, "nan-reward", rows))
+    assert rep.verdict == "non_finite", [f.title for f in rep.findings]
     f = rep.findings[0]
-    assert f.metric == "reward/mean" and f.first_step == 20 and "null" in f.title
+    assert f.metric == "reward/mean" and f.first_step == 20 and "missing from step 20" in f.title
+    assert "reward/std" in f.evidence["also"]
+    assert not [g for g in rep.findings if g.verdict == "too_hard"]
 
 
-def test_a_reward_that_vanished_is_missing():
-    d = RunData(source="<memory>", format="trl")
-    for i in range(30):
-        if i < 18:
-            d.metrics.add(i, "reward/mean", 0.3)
-        d.metrics.add(i, "train/loss", 0.01)
-    d.nulls = {}  # type: ignore[attr-defined]
-    d.__dict__["missing"] = {"reward/mean": 18}
-    rep = run_checks(d)
+def test_a_reward_that_vanished_from_later_records_is_missing(tmp_path):
+    # prime-rl drops a NaN key from its metrics.jsonl rows.
+    p = tmp_path / "gone.jsonl"
+    with open(p, "w") as fh:
+        for s in range(30):
+            row = {"step": s, "loss": 0.1, **({"reward": 0.5} if s < 18 else {})}
+            fh.write(json.dumps(row) + "\n")
+    rep = run_checks(read(str(p)))
     f = next(f for f in rep.findings if f.check == "nonfinite")
     assert f.severity == "fail" and "missing from step 18" in f.title
+    assert rep.verdict == "non_finite"
+
+
+def test_a_sparse_metric_is_not_missing(tmp_path):
+    p = tmp_path / "sparse.jsonl"
+    with open(p, "w") as fh:
+        for s in range(30):
+            row = {
+                "step": s,
+                "loss": 0.1,
+                "reward": 0.5,
+                **({"eval_acc": 0.4} if s % 10 == 0 else {}),
+            }
+            fh.write(json.dumps(row) + "\n")
+    rep = run_checks(read(str(p)))
+    assert not [f for f in rep.findings if f.check == "nonfinite"]
 
 
 # -- events between the step lines -----------------------------------------------------------

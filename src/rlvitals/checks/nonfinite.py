@@ -52,12 +52,27 @@ def _missing(ctx: Context) -> dict[str, int]:
     return {k: v for k, v in out.items() if k not in covered}
 
 
+def _priority(ctx: Context, name: str) -> tuple[int, int, str]:
+    """Which of several metrics gone bad at one step names the finding: canonical before
+    source keys, then in CRITICAL's order (the reward and the loss first)."""
+    rank = next(
+        (
+            i
+            for i, c in enumerate(CRITICAL)
+            if name == c or (c.endswith("/") and name.startswith(c))
+        ),
+        len(CRITICAL),
+    )
+    return (0 if ctx.data.is_canonical(name) else 1, rank, name.count("/"), name)  # type: ignore[return-value]
+
+
 def check(ctx: Context) -> list[Finding]:
     missing = _missing(ctx)
     nulls = getattr(ctx.data, "nulls", {}) or {}
     # A source key mapped to a canonical metric is reported under the canonical name.
     covered = {src for c, src in ctx.data.original.items() if src != c and ctx.data.has(c)}
-    hits = []
+    # (first step, name, what, steps gone bad, steps measured)
+    bad_rows: list[tuple[int, str, str, list[int], int]] = []
     for name in ctx.data.names():
         if name == "time" or name in covered:
             continue
@@ -67,19 +82,9 @@ def check(ctx: Context) -> list[Finding]:
         bad = ~np.isfinite(s.values)
         if not bad.any():
             continue
-        i = int(np.argmax(bad))
-        hits.append((int(s.steps[i]), name, s, bad))
-    hits.sort(key=lambda h: (h[0], not ctx.data.is_canonical(h[1]), h[1]))
-    out = []
-    others = []
-    seen = set()
-    for first, name, s, bad in hits:
-        seen.add(name)
-        null = name in nulls or (name in missing and missing[name] <= first)
-        if not _critical(ctx, name):
-            others.append((first, name, int(bad.sum()), len(s)))
-            continue
+        first = int(s.steps[int(np.argmax(bad))])
         value = float(s.values[np.argmax(bad)])
+        null = name in nulls or (name in missing and missing[name] <= first)
         kind = (
             "null (missing)"
             if null
@@ -87,54 +92,58 @@ def check(ctx: Context) -> list[Finding]:
             if np.isnan(value)
             else ("inf" if value > 0 else "-inf")
         )
-        n_bad = int(bad.sum())
-        out.append(
-            finding(
-                NAME,
-                "fail",
-                "non_finite",
-                f"{name} is {kind} from step {first} ({n_bad} of {len(s)} steps)"
-                + (": a NaN the sink stored as null" if null else ""),
-                metric=name,
-                first_step=first,
-                value=kind,
-                non_finite_steps=[int(x) for x in s.steps[bad][:20]],
-                count=n_bad,
-                measured_steps=len(s),
-                action="Stop and look at the step before: a NaN loss or reward poisons every "
-                "update after it. Check for a division by a zero std, the log of zero, an "
-                "overflow in bf16, or a grader returning NaN; restart from the last finite "
-                "checkpoint.",
-            )
-        )
-    # Vanished: values, then no value at all from some step on.
-    for name, step in sorted(missing.items(), key=lambda kv: (kv[1], kv[0])):
+        bad_rows.append((first, name, kind, [int(x) for x in s.steps[bad]], len(s)))
+    seen = {r[1] for r in bad_rows}
+    for name, step in missing.items():
         if name in seen or name == "time" or name in covered:
             continue
         s = ctx.data.series(name)
-        last = int(s.steps[-1]) if s is not None and len(s) else None
-        if not _critical(ctx, name):
-            others.append((step, name, 0, 0))
-            continue
+        n = len(s) if s is not None else 0
+        bad_rows.append((step, name, "missing", [], n))
+    crit = [r for r in bad_rows if _critical(ctx, r[1])]
+    others = sorted(r for r in bad_rows if not _critical(ctx, r[1]))
+    out: list[Finding] = []
+    by_step: dict[int, list[tuple[int, str, str, list[int], int]]] = {}
+    for r in crit:
+        by_step.setdefault(r[0], []).append(r)
+    for first in sorted(by_step):
+        rows = sorted(by_step[first], key=lambda r: _priority(ctx, r[1]))
+        _f, name, kind, steps_bad, measured = rows[0]
+        also = [r[1] for r in rows[1:]]
+        if kind == "missing":
+            s = ctx.data.series(name)
+            last = int(s.steps[-1]) if s is not None and len(s) else None
+            title = (
+                f"{name} is missing from step {first}: it had values up to step {last}, then "
+                "none (a sink that drops NaN drops the key)"
+            )
+        else:
+            title = f"{name} is {kind} from step {first} ({len(steps_bad)} of {measured} steps)"
+            if kind.startswith("null"):
+                title += ": a NaN the sink stored as null"
+        if also:
+            title += f"; also {', '.join(also[:3])}" + (" ..." if len(also) > 3 else "")
         out.append(
             finding(
                 NAME,
                 "fail",
                 "non_finite",
-                f"{name} is missing from step {step}: it had values up to step {last}, then "
-                "none (a sink that drops NaN drops the key)",
+                title,
                 metric=name,
-                first_step=step,
-                value="missing",
-                last_value_step=last,
-                action="A reward or loss that stops being logged is usually a NaN the logger "
-                "dropped: look at the grader and the loss at that step before trusting the "
-                "run.",
+                first_step=first,
+                value=kind,
+                non_finite_steps=steps_bad[:20],
+                count=len(steps_bad),
+                measured_steps=measured,
+                also=also[:20],
+                action="Stop and look at the step before: a NaN loss or reward poisons every "
+                "update after it (and a sink may store it as null or drop the key). Check for a "
+                "division by a zero std, the log of zero, an overflow in bf16, or a grader "
+                "returning NaN; restart from the last finite checkpoint.",
             )
         )
     if others:
-        others.sort()
-        first, name, _n_bad, _n = others[0]
+        first, name = others[0][0], others[0][1]
         names = [o[1] for o in others]
         out.append(
             finding(
