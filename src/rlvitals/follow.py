@@ -73,6 +73,8 @@ class Follower:
         source: a run (path of any format rlvitals reads) or an open reader (anything with
             ``poll() -> bool`` and ``.run``).
         source_format: overrides sniffing.
+        mapping: a user mapping file (``--mapping``), ahead of the format's own table.
+        samples: a framework's sample dump read as the run's attempts (``--samples``).
         path: the run's path when ``source`` is a reader (to notice it recreated).
         wait: a path that does not exist yet is waited for instead of an error.
         baseline, thresholds, transcript_rules, stall_after: as ``rlvitals check``
@@ -93,6 +95,8 @@ class Follower:
         source: str | os.PathLike[str] | Any,
         *,
         source_format: str | None = None,
+        mapping: str | os.PathLike[str] | None = None,
+        samples: str | os.PathLike[str] | None = None,
         path: str | os.PathLike[str] | None = None,
         wait: bool = False,
         baseline: dict[str, Any] | None = None,
@@ -111,6 +115,8 @@ class Follower:
         from .views.alerts import AlertTracker
 
         self.source_format = source_format
+        self.mapping = mapping
+        self.samples = samples
         self.baseline = baseline
         self.thresholds = thresholds
         self.transcript_rules = transcript_rules
@@ -143,7 +149,12 @@ class Follower:
         from .readers import open_reader
 
         assert self.path is not None
-        return open_reader(self.path, self.source_format)
+        reader = open_reader(self.path, self.source_format, mapping=self.mapping)
+        if self.samples is not None:
+            from .readers.samples import attach
+
+            reader = attach(reader, self.samples)
+        return reader
 
     def _reset_state(self) -> None:
         self.tracker = self._tracker_cls(self.min_alert)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ._source import add_source_args, open_kwargs
+
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
@@ -52,6 +54,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from .watch import add_judging_args
 
     add_judging_args(p)
+    add_source_args(p, samples=False)
     p.set_defaults(func=run)
 
 
@@ -90,5 +93,6 @@ def run(args: argparse.Namespace) -> int:
         follow_links=args.follow_links,
         thresholds=thresholds,
         transcript_rules=rules,
+        **open_kwargs(args),
     )
     return 0

@@ -143,6 +143,9 @@ class Hub:
         thresholds, transcript_rules: as ``rlvitals check --set`` and ``--rules``.
         follow_links: serve runs and transcript files that symbolic links inside the folders
             point to outside them (by default only real paths inside are served).
+        source_format: the format of the runs given directly (``--from``), not of those
+            discovered under folders.
+        mapping: a user mapping file (``--mapping``) for every run.
     """
 
     def __init__(
@@ -159,7 +162,11 @@ class Hub:
         thresholds: Any = None,
         transcript_rules: str | None = None,
         follow_links: bool = False,
+        source_format: str | None = None,
+        mapping: str | os.PathLike[str] | None = None,
     ) -> None:
+        self.source_format = source_format  # for the runs given directly
+        self.mapping = mapping  # for every run
         self.roots: list[Path] = []
         self.explicit: list[Path] = []
         for p in paths:
@@ -213,7 +220,8 @@ class Hub:
         if key in self._by_path:
             return False
         try:
-            reader = open_reader(path)
+            fmt = self.source_format if must else None
+            reader = open_reader(path, fmt, mapping=self.mapping)
         except UnknownFormatError:
             if must:
                 raise
@@ -222,6 +230,8 @@ class Hub:
         follower = Follower(
             reader,
             path=path,
+            source_format=fmt,
+            mapping=self.mapping,
             baseline=self.baseline,
             thresholds=self.thresholds,
             transcript_rules=self.transcript_rules,
@@ -316,10 +326,13 @@ class Hub:
 
     def _delta(self, run: _Run, names: list[str]) -> dict[str, Any]:
         data = run.data
+        derived = run.report.series if run.report is not None else {}
         since: dict[str, int] = {}
         replace: set[str] = set()
         for name in names:
             s = data.series(name)
+            if s is None:
+                s = derived.get(name)
             if s is None:
                 continue
             n = len(s)
@@ -340,7 +353,7 @@ class Hub:
                 run.sent[name] = (n, int(s.steps[-1]), float(s.values[-1]))
         for name in replace:
             since[name] = 0
-        out = series_payload(data, list(since), since)
+        out = series_payload(data, list(since), since, derived=derived)
         for name in replace:
             if name in out:
                 out[name]["r"] = True
@@ -902,8 +915,10 @@ def serve(
     follow_links: bool = False,
     thresholds: Any = None,
     transcript_rules: str | None = None,
+    source_format: str | None = None,
+    mapping: str | os.PathLike[str] | None = None,
 ) -> None:
-    """Serve in the foreground until interrupted."""
+    """Serve in the foreground until interrupted (``source_format``, ``mapping``: see Hub)."""
     hub = Hub(
         paths,
         baseline=baseline,
@@ -912,6 +927,8 @@ def serve(
         follow_links=follow_links,
         thresholds=thresholds,
         transcript_rules=transcript_rules,
+        source_format=source_format,
+        mapping=mapping,
     )
     server = make_server(hub, host, port, verbose=verbose)
     poller = threading.Thread(target=hub.run_forever, args=(poll_interval,), daemon=True)

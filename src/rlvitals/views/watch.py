@@ -63,6 +63,7 @@ class Watcher:
     Args:
         path: the run (any format rlvitals reads).
         source_format: overrides sniffing.
+        mapping: a user mapping file (``--mapping``), ahead of the format's own table.
         stall_after: seconds without a step record or progress that make the run stalled
             (default: the checks' own, ten typical step intervals).
         baseline: healthy ranges for the checks (``rlvitals.baseline.load``).
@@ -74,6 +75,7 @@ class Watcher:
         check_interval: seconds between judgements while data arrives.
         idle_check: seconds between judgements while nothing arrives.
         wait: a run that does not exist yet is waited for.
+        samples: a framework's sample dump read as the run's attempts (``--samples``).
     """
 
     def __init__(
@@ -81,6 +83,7 @@ class Watcher:
         path: str | os.PathLike[str],
         *,
         source_format: str | None = None,
+        mapping: str | os.PathLike[str] | None = None,
         stall_after: float | None = None,
         baseline: dict[str, Any] | None = None,
         thresholds: Any = None,
@@ -92,6 +95,7 @@ class Watcher:
         idle_check: float = 5.0,
         judge: Callable[[RunData, float], Report] | None = None,
         wait: bool = False,
+        samples: str | os.PathLike[str] | None = None,
     ) -> None:
         from ..follow import Follower
 
@@ -101,6 +105,8 @@ class Watcher:
         self.follower = Follower(
             path,
             source_format=source_format,
+            mapping=mapping,
+            samples=samples,
             wait=wait,
             baseline=baseline,
             thresholds=thresholds,
