@@ -9,7 +9,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..errors import MissingExtraError
+from ..errors import MissingExtraError, RlvitalsError
+
+DEFAULT_PORT = 8765
 
 
 def add_run_options(p: argparse.ArgumentParser, *, lists_faults: bool = False) -> None:
@@ -23,7 +25,11 @@ def add_run_options(p: argparse.ArgumentParser, *, lists_faults: bool = False) -
         help="open the live dashboard on the output directory while the run trains (and after)",
     )
     p.add_argument(
-        "--port", type=int, default=8765, help="with --serve: the dashboard's port (default 8765)"
+        "--port",
+        type=int,
+        default=DEFAULT_PORT,
+        help=f"with --serve: the dashboard's port (default {DEFAULT_PORT}, or a free one when "
+        "that is taken)",
     )
     p.add_argument(
         "--linger",
@@ -65,7 +71,13 @@ def run_trainer(config: Any, args: argparse.Namespace, *, steps: int) -> Path:
         output = config["output"] if isinstance(config, dict) else config.output
         out_dir = Path(output["output_dir"] if isinstance(output, dict) else output.output_dir)
         out_dir.mkdir(parents=True, exist_ok=True)
-        url, args._stop_serving = serve_in_background([out_dir], port=args.port)
+        try:
+            url, args._stop_serving = serve_in_background([out_dir], port=args.port)
+        except RlvitalsError:
+            if args.port != DEFAULT_PORT:
+                raise  # a port the user chose: their call
+            # The default port is taken (another dashboard): any free one will do.
+            url, args._stop_serving = serve_in_background([out_dir], port=0)
         print(f"live dashboard: {url}", file=sys.stderr, flush=True)
     quiet = args.quiet or args.json
     if quiet:
