@@ -252,3 +252,14 @@ def test_watch_set_overrides_reach_the_checks(tmp_path: Path) -> None:
         w.tick(force=True)
     assert [f.check for f in plain.report.findings] == ["reward"]
     assert "groups" in [f.check for f in tuned.report.findings]
+
+
+def test_watch_waits_in_an_empty_run_directory_but_not_on_a_file_that_is_no_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "empty").mkdir()
+    w = Watcher(tmp_path / "empty", wait=True)
+    assert [e.kind for e in w.tick()] == ["waiting"]
+    (tmp_path / "notes.txt").write_text("hello\n")
+    assert main(["watch", str(tmp_path / "notes.txt")]) == 2
+    assert capsys.readouterr().err.count("\n") == 1

@@ -135,7 +135,13 @@ class Follower:
         if isinstance(source, (str, os.PathLike)):
             self.path = Path(source)
             if self.path.exists() or not wait:
-                self.reader = self._open()
+                try:
+                    self.reader = self._open()
+                except UnknownFormatError:
+                    # An empty run directory (the run is about to start) is waited for too;
+                    # a file that is not a run is an error now.
+                    if not (wait and self.path.is_dir()):
+                        raise
         else:
             self.reader = source
             self.path = Path(path) if path is not None else None
