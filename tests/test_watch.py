@@ -263,3 +263,29 @@ def test_watch_waits_in_an_empty_run_directory_but_not_on_a_file_that_is_no_run(
     (tmp_path / "notes.txt").write_text("hello\n")
     assert main(["watch", str(tmp_path / "notes.txt")]) == 2
     assert capsys.readouterr().err.count("\n") == 1
+
+
+def test_the_follower_api_for_hooks(tmp_path: Path) -> None:
+    from rlvitals.follow import Follower
+    from rlvitals.readers import open_reader
+
+    d = make_run(tmp_path, "r", 10, status="running")
+    told: list[list[str]] = []
+    f = Follower(
+        open_reader(d),
+        path=d,
+        checks_every_s=0,
+        on_findings=lambda new: told.append([x.check for x, _ in new]),
+        judge=lambda data, now: Report(
+            data.source, "no_signal", [Finding("reward", "warn", "no_signal", "flat")]
+        ),
+    )
+    up = f.poll()
+    assert up.new_data and up.new_step == 9 and up.judged and up.report_changed
+    assert [x.check for x, _ in up.new_findings] == ["reward"] and told == [["reward"]]
+    up = f.poll(force=True)
+    assert (
+        not up.new_data and up.new_step is None and up.new_findings == [] and told == [["reward"]]
+    )
+    append_steps(d, [step_record(10, time.time())])
+    assert f.poll().new_step == 10

@@ -330,6 +330,8 @@ class Watcher:
         if event.kind == "finding":
             was = f" (was {d['previous_severity']})" if d.get("previous_severity") else ""
             at = f" from step {d['first_step']}" if d.get("first_step") is not None else ""
+            if at and at.strip() in str(d.get("title", "")):
+                at = ""  # the title says it already
             return f"{d['severity'].upper()}{was} {d['check']}: {d['title']}{at}"
         if event.kind == "liveness":
             return f"liveness: {d['text']}"
