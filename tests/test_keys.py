@@ -469,3 +469,17 @@ def test_every_canonical_name_is_in_the_docs() -> None:
         assert f"`{name}`" in page
     for _, spec in PATTERNS:
         assert f"`{spec.name}`" in page
+
+
+def test_the_views_take_their_names_from_the_schema() -> None:
+    from rlvitals.schema import key_metrics, label
+    from rlvitals.views.dashboard import PLOTS
+    from rlvitals.views.watch import KEY_METRICS
+
+    assert key_metrics() == KEY_METRICS
+    assert ("reward/mean", "reward") in KEY_METRICS
+    ids = {p.id for p in PLOTS}
+    for spec in [*METRICS.values(), *(s for _, s in PATTERNS)]:
+        assert spec.plot in ids, spec.name
+    assert all(p.metrics for p in PLOTS)
+    assert label("train/mismatch_kl") == "mismatch KL" and label("not/a/metric") == "not/a/metric"
