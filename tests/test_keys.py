@@ -483,3 +483,27 @@ def test_the_views_take_their_names_from_the_schema() -> None:
         assert spec.plot in ids, spec.name
     assert all(p.metrics for p in PLOTS)
     assert label("train/mismatch_kl") == "mismatch KL" and label("not/a/metric") == "not/a/metric"
+
+
+def test_tensorboard_tags_go_through_the_same_chain(tmp_path: Path) -> None:
+    from test_readers_tensorboard import _event, _record, _simple
+
+    data = b"".join(
+        _record(
+            _event(
+                s,
+                [
+                    _simple("charts/reward_mean", 0.1 * s),
+                    _simple("charts/kl", 0.01),
+                    *([_simple("charts/entropy", 0.5)] if s < 5 else []),
+                ],
+            )
+        )
+        for s in range(10)
+    )
+    (tmp_path / "events.out.tfevents.1").write_bytes(data)
+    run = read(tmp_path)
+    assert run.series("reward/mean").at(3) == pytest.approx(0.3)
+    assert run.resolved["charts/reward_mean"][:2] == ("reward/mean", "tokens")
+    assert "which KL" in run.unmapped["charts/kl"]
+    assert run.missing["charts/entropy"] == 5  # TensorBoard drops None: vanished from step 5
