@@ -54,7 +54,7 @@ def rlwatch_jsonl(tmp_path: Path) -> Path:
         }
         for s in range(500)
     ]
-    return _jsonl(tmp_path / "steps.jsonl", rows)
+    return _jsonl(tmp_path / "metrics.jsonl", rows)
 
 
 RLWATCH_NAMES = {
@@ -83,6 +83,17 @@ def test_check_judges_the_rlwatch_file_instead_of_too_early(rlwatch_jsonl, capsy
     assert code == 0, err
     report = json.loads(out)
     assert "too early" not in json.dumps(report).lower()
+
+
+def test_someone_elses_steps_jsonl_is_refused_with_the_way_out(rlwatch_jsonl, tmp_path, capsys):
+    d = tmp_path / "theirs"
+    d.mkdir()
+    (d / "steps.jsonl").write_bytes(rlwatch_jsonl.read_bytes())  # looks like our run directory
+    code, _, err = cli(capsys, "check", str(d))
+    assert code == 2 and "--from jsonl" in err and "reward_mean" in err
+    code, out, err = cli(capsys, "metrics", str(d / "steps.jsonl"), "--from", "jsonl", "--json")
+    assert code == 0, err
+    assert len(json.loads(out)["metrics"]["reward/mean"]) == 500
 
 
 def test_rl_doctor_jsonl_with_a_config_first_line_reads(tmp_path: Path) -> None:
