@@ -55,7 +55,12 @@ def _read_and_check(path: str, options: dict[str, Any]) -> tuple[Any, Any, str |
     from ..readers.keys import require_metrics
 
     try:
-        data = read(path, options.get("source_format"), mapping=options.get("mapping"))
+        data = read(
+            path,
+            options.get("source_format"),
+            mapping=options.get("mapping"),
+            samples=options.get("samples"),
+        )
         require_metrics(data, path)  # keys but no canonical metric: an error, not "too early"
         report = run_checks(
             data,
