@@ -69,6 +69,7 @@ _MARKER = re.compile(
     r"(?:\s*/\s*(\d+))?(?![\w.]|:\d)",
     re.I,
 )
+_LEAD_MARKER = re.compile(_MARKER.pattern.replace("(?<![\\w/.])", r"^[^\w{]*") + r"\s*[:|,\-]?", re.I)
 _BAR = re.compile(
     r"(?:^|\s)(?P<desc>[^|\r]*?):?\s*(?P<pct>\d{1,3})%\|[^|]*\|\s*(?P<n>\d+)/(?P<total>\d+)"
     r"\s*\[(?P<inside>[^\]]*)\]"
@@ -519,7 +520,8 @@ class ShapeParser:
             return step is not None
         if level.upper() in ("ERROR", "CRITICAL", "FATAL", "E", "F"):
             return False
-        values, loose = line_pairs(s)
+        lead = _LEAD_MARKER.match(s)
+        values, loose = line_pairs(s[lead.end() :] if lead else s)
         if step is not None:
             # The marker's own number is not a metric ("Step 3: ..." / "Iter 5: ...").
             values = {
