@@ -14,14 +14,17 @@ connections) for the liveness check; log timestamps give each step its ``time`` 
 from __future__ import annotations
 
 import datetime as _dt
+import json
 import re
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from ..schema import is_canonical
 from . import Format, register
 from .mapping import Mapper, MappingTable, Rule
 from .shapes import MAX_EVENTS, Record, ShapeParser
-from .textlog import TextLogReader, _FileState, head, sniff_files
+from .textlog import TextLogReader, _FileState, clean_line, head, sniff_files
 
 __all__ = ["CONSOLE", "ConsoleReader", "looks_like_records"]
 
@@ -84,7 +87,7 @@ class ConsoleReader(TextLogReader):
 
     name = "console"
     table = CONSOLE
-    patterns = ("*.log", "*.txt", "*.out", "*.err", "*.md", "*.html")
+    patterns = ("*.log", "*.txt", "*.out", "*.err", "*.md", "*.html", "*.ipynb")
 
     def __init__(self, path: Path, *, extra_rules: tuple[Rule, ...] = ()) -> None:
         super().__init__(path, extra_rules=extra_rules)
@@ -100,13 +103,32 @@ class ConsoleReader(TextLogReader):
         parser = st.extra.get("shapes")
         if parser is None:
             parser = st.extra["shapes"] = ShapeParser(str(p), _file_date(p))
+        if p.suffix == ".ipynb":
+            # A notebook is JSON written whole: its outputs are read once it closes.
+            buf = st.extra.setdefault("notebook", [])
+            buf.append(text)
+            if text.rstrip() == "}":
+                try:
+                    nb = json.loads("\n".join(buf))
+                except ValueError:
+                    return
+                buf.clear()
+                for i, line in enumerate(notebook_output_lines(nb), 1):
+                    parser.feed(clean_line(line), i)
+                self._take(parser)
+            return
         parser.feed(text, lineno)
         self._take(parser)
 
     def finish(self) -> None:
         """The files are complete: close records, tables and tracebacks still open."""
-        for st in self._states.values():
+        for p, st in self._states.items():
             parser = st.extra.get("shapes")
+            if parser is not None and st.extra.get("notebook"):
+                # The notebook's last line had no newline: read the whole file.
+                st.extra["notebook"] = []
+                for i, line in enumerate(notebook_output_lines(_load_notebook(p)), 1):
+                    parser.feed(clean_line(line), i)
             if parser is not None:
                 parser.finish()
                 self._take(parser)
@@ -154,6 +176,41 @@ class ConsoleReader(TextLogReader):
             self.run.metrics.add(rec.step, "time", rec.time)
 
 
+def notebook_output_lines(nb: Any) -> Iterator[str]:
+    """The text lines of a Jupyter notebook's cell outputs: streams, HTML (else plain text)
+    results, and errors as a traceback block. Cell sources are not read."""
+    cells = nb.get("cells") if isinstance(nb, dict) else None
+    for cell in cells if isinstance(cells, list) else ():
+        outputs = cell.get("outputs") if isinstance(cell, dict) else None
+        for out in outputs if isinstance(outputs, list) else ():
+            if not isinstance(out, dict):
+                continue
+            kind = out.get("output_type")
+            if kind == "stream":
+                text: Any = out.get("text", "")
+            elif kind == "error":
+                yield "Traceback (most recent call last):"
+                for line in out.get("traceback") or ():
+                    yield from ("  " + t for t in str(line).split("\n"))
+                yield f"{out.get('ename', 'Error')}: {out.get('evalue', '')}"
+                continue
+            else:
+                data = out.get("data") or {}
+                text = data.get("text/html") or data.get("text/plain") or ""
+            if isinstance(text, list):
+                text = "".join(str(t) for t in text)
+            yield from str(text).split("\n")
+
+
+def _load_notebook(p: Path) -> Any:
+    try:
+        if p.stat().st_size > 256 << 20:
+            return None
+        return json.loads(p.read_bytes())
+    except (OSError, ValueError):
+        return None
+
+
 def _file_date(p: Path) -> _dt.date | None:
     try:
         return _dt.date.fromtimestamp(p.stat().st_mtime)
@@ -163,11 +220,12 @@ def _file_date(p: Path) -> _dt.date | None:
 
 def looks_like_records(p: Path, max_lines: int = 4000) -> bool:
     """Whether the start of ``p`` holds at least one metric record of any shape."""
-    text = head(p)
-    if not text:
-        return False
+    if p.suffix == ".ipynb":
+        lines = [clean_line(t) for t in notebook_output_lines(_load_notebook(p))]
+    else:
+        lines = head(p).split("\n")
     parser = ShapeParser(str(p), _file_date(p))
-    for i, line in enumerate(text.split("\n")[:max_lines], 1):
+    for i, line in enumerate(lines[:max_lines], 1):
         parser.feed(line, i)
         if parser.records:
             return True

@@ -69,7 +69,9 @@ _MARKER = re.compile(
     r"(?:\s*/\s*(\d+))?(?![\w.]|:\d)",
     re.I,
 )
-_LEAD_MARKER = re.compile(_MARKER.pattern.replace("(?<![\\w/.])", r"^[^\w{]*") + r"\s*[:|,\-]?", re.I)
+_LEAD_MARKER = re.compile(
+    _MARKER.pattern.replace("(?<![\\w/.])", r"^[^\w{]*") + r"\s*[:|,\-]?", re.I
+)
 _BAR = re.compile(
     r"(?:^|\s)(?P<desc>[^|\r]*?):?\s*(?P<pct>\d{1,3})%\|[^|]*\|\s*(?P<n>\d+)/(?P<total>\d+)"
     r"\s*\[(?P<inside>[^\]]*)\]"
@@ -95,7 +97,7 @@ _LEVEL = re.compile(
     r"(?::[\w.]+:)?[\s:|\-]*",
 )
 _LOGGER_AT = re.compile(
-    r"^[\s|\-]*(?:[\w.<>-]+(?::[\w<>.-]+)*:\d+\]?|[\w.-]+\.py:\d+\]|\([\w]+\))\s*[-:]?\s*"
+    r"^[\s|\-]*(?:[\w.<>-]+\.py:\d+\]?|[\w.<>-]+:[\w<>.-]+:\d+|[\w.<>-]+:\d+\]|\(\w+\))\s*[-:]?\s*"
 )
 _DECOR = re.compile(r"^[\s=#*>•✨🚀📊⏱️\-]+")
 
@@ -610,7 +612,9 @@ class ShapeParser:
             self._table = None
             self._prev_cells = None
             return False
-        if any(_PAIR.search(c) for c in cells):
+        if any(_PAIR.search(c) or _SEG_WORDS.match(c) for c in cells) or (
+            tab is None and self._marker(s) is not None
+        ):
             self._table = None  # "k: v | k: v": pairs, not a table
             self._prev_cells = None
             return False
@@ -641,14 +645,14 @@ class ShapeParser:
     def _table_row(self, tab: _Table, cells: list[str], lineno: int, t: float | None) -> None:
         nums = [_number(c) for c in cells]
         if tab.header is None:
-            keys, vals = cells[0::2], nums[1::2]
+            keys, vals, raw = cells[0::2], nums[1::2], cells[1::2]
             alternating = (
                 len(cells) % 2 == 0
-                and all(_number(k) is None and k for k in keys)
+                and all((k and _number(k) is None) or not (k or r) for k, r in zip(keys, raw))
                 and any(v is not None for v in vals)
             )
             if alternating:
-                values = {clean_key(k): v for k, v in zip(keys, vals) if v is not None}
+                values = {clean_key(k): v for k, v in zip(keys, vals) if k and v is not None}
                 self._emit(values, lineno, t)
             return
         if len(cells) != len(tab.header):
