@@ -21,6 +21,8 @@ __all__ = ["main"]
 # Subcommand modules, in the order `rlvitals --help` lists them.
 COMMANDS = [
     "check",
+    "export",
+    "query",
     "baseline",
     "metrics",
     "transcripts",

@@ -20,7 +20,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ..schema import is_canonical
 from . import Format, register
 from .mapping import Mapper, MappingTable, Rule
 from .shapes import MAX_EVENTS, Record, ShapeParser
@@ -40,18 +39,6 @@ CONSOLE = MappingTable(
         "first records' keys).",
     ),
 )
-
-
-class _Chain(Mapper):
-    """The console's mapper: the identity rule applies only to canonical names."""
-
-    def _resolve(self, key: str) -> list[tuple[str, int, Rule]]:
-        hit = self._cache.get(key)
-        if hit is not None:
-            return hit
-        out = [t for t in super()._resolve(key) if t[2] is not _IDENTITY or is_canonical(key)]
-        self._cache[key] = out
-        return out
 
 
 def _score(table: MappingTable, keys: set[str]) -> int:
@@ -92,7 +79,7 @@ class ConsoleReader(TextLogReader):
     def __init__(self, path: Path, *, extra_rules: tuple[Rule, ...] = ()) -> None:
         super().__init__(path, extra_rules=extra_rules)
         self._extra = extra_rules
-        self.mapper = _Chain(self.table, self.run, extra=extra_rules)
+        self.mapper = Mapper(self.table, self.run, extra=extra_rules)
         self._decided = False
         self._timed: set[int] = set()
 
@@ -167,7 +154,7 @@ class ConsoleReader(TextLogReader):
             table = MappingTable(
                 f"console+{hit[1].name}", (*hit[1].rules, _IDENTITY), hit[1].unmapped
             )
-            self.mapper = _Chain(table, self.run, extra=self._extra)
+            self.mapper = Mapper(table, self.run, extra=self._extra)
 
     def _record(self, rec: Record) -> None:
         self.mapper.add(rec.step, rec.values)
