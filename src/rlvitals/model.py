@@ -428,7 +428,6 @@ class RunData:
     source_keys: set[str] = field(default_factory=set)
     events: list[Event] = field(default_factory=list)
 
-
     resolved: dict[str, tuple[str, str, str]] = field(default_factory=dict)
     unmapped: dict[str, str] = field(default_factory=dict)
     nulls: dict[str, int] = field(default_factory=dict)

@@ -41,14 +41,122 @@ CONSOLE = MappingTable(
 )
 
 
+# Tables of frameworks that have no reader of their own: their printed names, by meaning.
+# The console reader picks one of these (or a reader's table) from the first records' keys.
+NEMO_RL = MappingTable(
+    "nemo-rl",
+    (
+        Rule("Avg Total Reward", "reward/mean", "with dynamic sampling: before filtering"),
+        Rule("Avg Reward", "reward/mean", "grpo.py:3715"),
+        Rule("Mean Generation Length", "response/length_mean", "tokens per sample"),
+        Rule(
+            "Generation KL Error",
+            "train/mismatch_kl",
+            "kl(P_gen || P_train) per token, reference_policy_kl_type (loss_functions.py:414)",
+        ),
+        Rule("Loss", "train/loss"),
+        Rule("Total step time", "perf/step_seconds"),
+        Rule("generation", "perf/sampling_seconds", "timing section"),
+        Rule("policy_training", "perf/training_seconds", "timing section"),
+        Rule("E2E (Tokens/sec)", "perf/tokens_per_second", "per group (all GPUs)"),
+        Rule("Accuracy", "eval/val/score", "📊 Validation Results"),
+    ),
+    (
+        ("Average response length", "validation replies, not training"),
+        ("Samples processed", "validation sample count"),
+        ("Avg Filtered Reward", "reward of the groups kept by dynamic sampling only"),
+    ),
+    ("NeMo-RL prints each step as a block under '===== Step N/M ====='.",),
+)
+DEEPSPEED_CHAT = MappingTable(
+    "deepspeed-chat",
+    (
+        Rule("average reward score", "reward/mean", "step3 main.py: mean reward-model score"),
+        Rule("Average reward score", "reward/mean", "newer spelling"),
+        Rule("act_loss", "train/loss", "actor (policy) loss"),
+        Rule("Actor Loss", "train/loss", "newer spelling"),
+        Rule("E2E latency", "perf/step_seconds"),
+        Rule("Generate time", "perf/sampling_seconds"),
+        Rule("Training time", "perf/training_seconds"),
+    ),
+    (("cri_loss", "critic (value) loss: no canonical name"),),
+)
+MLX_LM = MappingTable(
+    "mlx-lm",
+    (
+        Rule("Total rewards mean", "reward/mean"),
+        Rule("Total rewards std", "reward/std", "whole batch"),
+        Rule("Train loss", "train/loss"),
+        Rule("Learning Rate", "train/lr"),
+        Rule("Tokens/sec", "perf/tokens_per_second"),
+        Rule("Peak mem", "perf/peak_memory_gb"),
+        Rule("Val total_rewards_mean", "eval/val/score", "validation reward"),
+    ),
+    (
+        ("KL", "KL to the reference; its estimator was not read from source"),
+        ("Val kl", "validation"),
+        ("Val loss", "validation"),
+        ("Grouped rewards std", "how it is reduced over groups was not read from source"),
+    ),
+)
+TORCHFORGE = MappingTable(
+    "torchforge",
+    (
+        Rule("grpo_loss/kl_divergence_mean", "train/ref_kl", "apps/grpo loss: k3 to the reference"),
+        Rule("grpo_loss/advantage_std", "train/advantage_std"),
+        Rule("grpo_loss/total_loss", "train/loss"),
+        Rule("episode/avg_response_tokens", "response/length_mean"),
+        Rule("main/rollout/std_advantage", "train/advantage_std", "older name"),
+        Rule("buffer/sample/avg_sampled_policy_age", "freshness/lag_mean", "policy versions"),
+        Rule("buffer/sample/max_sampled_policy_age", "freshness/lag_max"),
+        Rule("main_perf/continuous_training/total_duration_avg_s", "perf/step_seconds"),
+    ),
+    (
+        ("grpo_loss/kl_divergence_max", "a max, not the mean"),
+        ("^buffer/evict/.*_policy_staleness$", "of evicted samples, not of trained ones"),
+    ),
+)
+TRL_PPO = MappingTable(
+    "trl-ppo",
+    (
+        Rule("objective/scores", "reward/mean", "the reward model's score (before the KL penalty)"),
+        Rule("policy/entropy_avg", "train/entropy", "token mean, during the update"),
+        Rule("policy/approxkl_avg", "train/ppo_kl"),
+        Rule("policy/clipfrac_avg", "train/clip_frac"),
+        Rule("lr", "train/lr"),
+    ),
+    (
+        ("objective/kl", "k1 to the reference summed over the sequence, not a token mean"),
+        ("objective/entropy", "-logprobs summed over the sequence at rollout"),
+        ("objective/rlhf_reward", "score minus the KL penalty"),
+        ("objective/non_score_reward", "the KL penalty term"),
+    ),
+)
+ART = MappingTable(
+    "art",
+    (
+        Rule("reward", "reward/mean", "gather bar: mean over the trajectories so far"),
+        Rule("completion_tokens", "response/length_mean", "gather bar: mean per trajectory"),
+        Rule("loss", "train/loss", "train bar"),
+        Rule("grad_norm", "train/grad_norm"),
+        Rule("entropy", "train/entropy"),
+    ),
+    (("exceptions", "rollouts that raised, a mean per trajectory"),),
+    ("ART's records are its tqdm bars: one gather and one train bar per step.",),
+)
+CONSOLE_TABLES = (NEMO_RL, DEEPSPEED_CHAT, MLX_LM, TORCHFORGE, TRL_PPO, ART)
+
+
 def _score(table: MappingTable, keys: set[str]) -> int:
+    """Keys of ``keys`` the table's rules name; a key two namespaces deep counts twice (it is
+    specific to its framework, ``reward`` is not)."""
     score = 0
     for r in table.rules:
         if r.is_pattern:
             pat = re.compile(r.source)
             score += any(pat.match(k) for k in keys)
-        else:
-            score += r.source in keys
+        elif r.source in keys:
+            score += 2 if r.source.count("/") >= 2 else 1
     return score
 
 
@@ -58,14 +166,18 @@ def framework_table(keys: set[str]) -> tuple[str, MappingTable] | None:
 
     best: tuple[int, str, MappingTable] | None = None
     seen: set[int] = set()
+    candidates = [(t.name, t) for t in CONSOLE_TABLES]
     for fmt in sorted(FORMATS.values(), key=lambda f: f.priority):
         table = getattr(fmt.factory, "table", None) or fmt.table
-        if table is None or id(table) in seen or table.name in ("generic", "rlvitals", "console"):
+        if table is not None:
+            candidates.append((fmt.name, table))
+    for name, table in candidates:
+        if id(table) in seen or table.name in ("generic", "rlvitals", "console"):
             continue
         seen.add(id(table))
         score = _score(table, keys)
         if score >= 2 and (best is None or score > best[0]):
-            best = (score, fmt.name, table)
+            best = (score, name, table)
     return None if best is None else (best[1], best[2])
 
 
@@ -81,6 +193,7 @@ class ConsoleReader(TextLogReader):
         self._extra = extra_rules
         self.mapper = Mapper(self.table, self.run, extra=extra_rules)
         self._decided = False
+        self._held: list[Record] = []
         self._timed: set[int] = set()
 
     def accept(self, p: Path) -> bool:
@@ -127,10 +240,16 @@ class ConsoleReader(TextLogReader):
             self.run.warnings.extend(parser.warnings)
             parser.warnings.clear()
         if records:
-            if not self._decided:
-                self._decide(records)
-            for rec in records:
-                self._record(rec)
+            if self._decided:
+                for rec in records:
+                    self._record(rec)
+            else:
+                # The key table is chosen from the first records: held until two steps or
+                # 40 keys are in (or the poll ends, see derive).
+                self._held.extend(records)
+                steps = {r.step for r in self._held}
+                if len(steps) >= 2 or sum(len(r.values) for r in self._held) >= 40:
+                    self._release()
         room = MAX_EVENTS - len(self.run.events)
         if len(events) > room:
             self.run.info["events_dropped"] = (
@@ -143,17 +262,27 @@ class ConsoleReader(TextLogReader):
             if last is None or parser.last_time > last:
                 self.run.info["log_last_time"] = parser.last_time
 
+    def derive(self) -> None:
+        """After each poll: records held to choose the key table are mapped now."""
+        if self._held:
+            self._release()
+
+    def _release(self) -> None:
+        held, self._held = self._held, []
+        if not self._decided:
+            self._decide(held)
+        for rec in held:
+            self._record(rec)
+
     def _decide(self, records: list[Record]) -> None:
         self._decided = True
         keys: set[str] = set()
-        for rec in records[:5]:
+        for rec in records:
             keys.update(rec.values)
         hit = framework_table(keys)
         self.run.info["key_table"] = None if hit is None else hit[0]
         if hit is not None:
-            table = MappingTable(
-                f"console+{hit[1].name}", (*hit[1].rules, _IDENTITY), hit[1].unmapped
-            )
+            table = MappingTable(hit[1].name, (*hit[1].rules, _IDENTITY), hit[1].unmapped)
             self.mapper = Mapper(table, self.run, extra=self._extra)
 
     def _record(self, rec: Record) -> None:
