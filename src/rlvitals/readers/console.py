@@ -203,7 +203,8 @@ class ConsoleReader(TextLogReader):
         parser = st.extra.get("shapes")
         if parser is None:
             parser = st.extra["shapes"] = ShapeParser(str(p), _file_date(p))
-        if p.suffix == ".ipynb":
+            st.extra["ipynb"] = p.suffix == ".ipynb"
+        if st.extra["ipynb"]:
             # A notebook is JSON written whole: its outputs are read once it closes.
             buf = st.extra.setdefault("notebook", [])
             buf.append(text)

@@ -61,6 +61,7 @@ _SEG_PAIR = re.compile(
 )
 # ``Train loss 0.000`` / ``Peak mem 32.940 GB``: words then a number (after a step marker).
 _SEG_WORDS = re.compile(rf"^([A-Za-z][\w./ -]*?[A-Za-z)\]])\s+({_VALUE}){_UNIT}\.?$", re.I)
+_DIGIT = re.compile(r"\d")
 _NONNUM = re.compile(r"\b(?:nan|inf|infinity)\b", re.I)
 _RULE = re.compile(r"^[-=_*#~]{5,}$")  # a separator line: the step's block ends
 _SPLIT = re.compile(r"\s+-\s+|\s*\|\s*|\s*[,;]\s+|\s+•\s+|\t+|\s{3,}")
@@ -211,8 +212,11 @@ def _stamp(
 def clean_key(key: str) -> str:
     """A printed key as the framework named it: quotes, bullets and extra spaces removed."""
     k = key.strip().strip("'\"`*").strip()
-    k = re.sub(r"\s*/\s*", "/", k)
-    return re.sub(r"\s+", " ", k)
+    if " " not in k and "\t" not in k:
+        return k
+    if "/" in k:
+        k = re.sub(r"\s*/\s*", "/", k)
+    return " ".join(k.split())
 
 
 def _number(raw: str) -> float | None:
@@ -235,10 +239,12 @@ def _dict_values(text: str, *, complete: bool = True) -> dict[str, float]:
     """The numeric pairs of a dict printed as JSON or as a Python repr."""
     out: dict[str, float] = {}
     body = text[text.find("{") :]
-    try:
-        obj = json.loads(body)
-    except ValueError:
-        obj = None
+    obj = None
+    if body[1:].lstrip(" \t\r\n").startswith('"'):
+        try:
+            obj = json.loads(body)
+        except ValueError:
+            obj = None
     if isinstance(obj, dict):
         for k, v in _flatten(obj):
             if isinstance(v, bool) or v is None:
@@ -261,16 +267,16 @@ def line_pairs(text: str) -> tuple[dict[str, float], int]:
     loose = 0
     for seg in _SPLIT.split(text):
         seg = seg.strip().lstrip("-•*·▶>+ ").rstrip()
-        if not seg or not (any(c.isdigit() for c in seg) or _NONNUM.search(seg)):
+        if not seg or not (_DIGIT.search(seg) or _NONNUM.search(seg)):
             continue
-        many = _PAIR.findall(seg)
+        many = _PAIR.findall(seg) if (":" in seg or "=" in seg) else []
         if len(many) > 1:
             for k, v in many:
                 f = _number(v)
                 if f is not None:
                     out[clean_key(k)] = f
             continue
-        m = _SEG_PAIR.match(seg)
+        m = _SEG_PAIR.match(seg) if (many or ":" in seg or "=" in seg) else None
         if m:
             f = _number(m.group(2))
             if f is not None:
@@ -553,6 +559,8 @@ class ShapeParser:
             self._emit(values, line, self.last_time, step=step, family="{" + next(iter(values)))
 
     def _bar(self, s: str, lineno: int, t: float | None) -> bool:
+        if "%|" not in s:
+            return False
         m = _BAR.search(s)
         if not m:
             return False
