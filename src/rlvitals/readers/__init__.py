@@ -82,6 +82,7 @@ def _load_all() -> None:
     # Import reader modules so they register themselves; kept lazy so `import rlvitals` is light.
     from . import (  # noqa: F401
         areal,
+        console,
         generic,
         miles,
         native,
