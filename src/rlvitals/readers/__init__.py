@@ -93,6 +93,7 @@ def _load_all() -> None:
         trl,
         verl,
     )
+    from . import mlflow, trackio, wandb  # noqa: F401  (tracker stores)
 
 
 def formats() -> list[Format]:
