@@ -35,14 +35,31 @@ COMMANDS = [
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 
 
+def add_run_option(p: argparse.ArgumentParser) -> None:
+    """``--run NAME``: which run of a tracker store holding several (W&B, trackio, MLflow)."""
+    p.add_argument(
+        "--run",
+        dest="store_run",
+        default=None,
+        metavar="NAME",
+        help="the run to read from a tracker store that holds several (a W&B wandb/ folder, "
+        "a trackio project, an MLflow store): its name or id",
+    )
+
+
 def read_run(
-    path: str, source_format: str | None = None, *, mapping: str | None = None, shown: int = 20
+    path: str,
+    source_format: str | None = None,
+    *,
+    mapping: str | None = None,
+    shown: int = 20,
+    run: str | None = None,
 ) -> RunData:
     """Read a run for a command: the reader's warnings (file and line each) go to stderr, the
-    first ``shown`` of them and a count of the rest."""
+    first ``shown`` of them and a count of the rest. ``run`` picks a run of a tracker store."""
     from ..readers import read
 
-    data = read(path, source_format, mapping=mapping)
+    data = read(path, source_format, mapping=mapping, run=run)
     for w in data.warnings[:shown]:
         print(f"warning: {w}", file=sys.stderr)
     if len(data.warnings) > shown:

@@ -9,7 +9,7 @@ from ..baseline import load as load_baseline
 from ..checks import CHECK_ORDER, Thresholds, run_checks, severity_rank
 from ..errors import UsageError
 from ..views.check import render_json, render_markdown, render_text
-from . import read_run
+from . import add_run_option, read_run
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -77,6 +77,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default=None,
         help="transcript flag rules for your task (TOML or JSON; see docs/transcripts.md)",
     )
+    add_run_option(p)
     p.set_defaults(func=run)
 
 
@@ -95,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
     baseline = load_baseline(args.baseline) if args.baseline else None
     reports = []
     for path in args.paths:
-        data = read_run(path, args.source_format)
+        data = read_run(path, args.source_format, run=args.store_run)
         reports.append(
             run_checks(
                 data,

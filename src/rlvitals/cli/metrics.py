@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from ..views.series import metrics_json, metrics_text
-from . import read_run
+from . import add_run_option, read_run
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -50,11 +50,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         action="store_true",
         help="include the source's original keys, not only canonical names",
     )
+    add_run_option(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    data = read_run(args.path, args.fmt, mapping=getattr(args, "mapping", None), shown=100)
+    data = read_run(
+        args.path, args.fmt, mapping=getattr(args, "mapping", None), shown=100, run=args.store_run
+    )
     if args.json:
         sys.stdout.write(metrics_json(data, args.metric, include_original=args.all))
         sys.stdout.write("\n")

@@ -39,6 +39,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         action="store_true",
         help="print the report's data (runs, series, findings, transcripts) as JSON instead",
     )
+    from . import add_run_option
+
+    add_run_option(p)
     p.set_defaults(func=run)
 
 
@@ -55,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
     baseline = load(args.baseline) if args.baseline else None
     runs = []
     for path in args.paths:
-        data = read_run(path, args.source_format, shown=5)
+        data = read_run(path, args.source_format, shown=5, run=args.store_run)
         runs.append((data, run_checks(data, baseline=baseline)))
     shading = baseline_ranges(baseline, args.baseline) if baseline else None
     if args.json:

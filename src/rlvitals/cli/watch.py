@@ -54,6 +54,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--json", action="store_true", help="print JSON Lines events instead of a live view"
     )
+    from . import add_run_option
+
+    add_run_option(p)
     p.set_defaults(func=run)
 
 
@@ -70,6 +73,7 @@ def run(args: argparse.Namespace) -> int:
         watcher = Watcher(
             args.path,
             source_format=args.source_format,
+            source_run=args.store_run,
             stall_after=args.stall_after,
             baseline=baseline,
             notifier=notifier,

@@ -84,16 +84,18 @@ def _load_all() -> None:
         areal,
         generic,
         miles,
+        mlflow,
         native,
         openrlhf,
         primerl,
         skyrl,
         tensorboard,
         tinker,
+        trackio,
         trl,
         verl,
+        wandb,
     )
-    from . import mlflow, trackio, wandb  # noqa: F401  (tracker stores)
 
 
 def formats() -> list[Format]:
@@ -102,10 +104,19 @@ def formats() -> list[Format]:
     return sorted(FORMATS.values(), key=lambda f: f.priority)
 
 
+def _local(path: str | os.PathLike[str]) -> Path:
+    # A tracking URI (``sqlite:///mlflow.db``, ``file:///.../mlruns``) names a local path.
+    text = os.fspath(path)
+    for prefix in ("sqlite:///", "file://"):
+        if text.startswith(prefix):
+            return Path(text[len(prefix) :])
+    return Path(text)
+
+
 def sniff(path: str | os.PathLike[str]) -> str:
     """The name of the format of ``path`` (a file or a directory)."""
     _load_all()
-    p = Path(path)
+    p = _local(path)
     if not p.exists():
         raise UnknownFormatError("no such file or directory", path=str(p))
     for fmt in sorted(FORMATS.values(), key=lambda f: f.priority):
@@ -123,14 +134,16 @@ def open_reader(
     format: str | None = None,
     *,
     mapping: str | os.PathLike[str] | None = None,
+    run: str | None = None,
 ) -> Reader:
     """An incremental reader for ``path``; ``format`` overrides sniffing.
 
     ``mapping`` names a TOML or JSON file of ``canonical name = "source key"`` rules that take
     precedence over the format's own table (for the generic formats, the only table).
+    ``run`` picks one run of a store that holds several (W&B folder, trackio, MLflow).
     """
     _load_all()
-    p = Path(path)
+    p = _local(path)
     if format is None:
         format = sniff(p)
     elif format not in FORMATS:
@@ -145,6 +158,15 @@ def open_reader(
         from .mapping import load_user_mapping
 
         kwargs["extra_rules"] = tuple(load_user_mapping(mapping))
+    if run is not None:
+        import inspect
+
+        if "run" not in inspect.signature(FORMATS[format].factory).parameters:
+            raise UnknownFormatError(
+                f"--run picks a run of a tracker store; a {format} source holds one run",
+                path=str(p),
+            )
+        kwargs["run"] = run
     return FORMATS[format].factory(p, **kwargs)
 
 
@@ -153,13 +175,15 @@ def read(
     format: str | None = None,
     *,
     mapping: str | os.PathLike[str] | None = None,
+    run: str | None = None,
 ) -> RunData:
-    """Read a whole run (any known format) into the canonical model.
+    """Read a whole run (any known format) into the canonical model (``run``: as in
+    ``open_reader``).
 
     The files are taken as complete: a record still open at the end of a file is read as far
     as it goes, with a warning (a live reader would wait for the rest instead).
     """
-    reader = open_reader(path, format, mapping=mapping)
+    reader = open_reader(path, format, mapping=mapping, run=run)
     reader.poll()
     finish = getattr(reader, "finish", None)
     if finish is not None:

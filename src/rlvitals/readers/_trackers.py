@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import math
 import re
+import sqlite3
+import urllib.parse
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 from ..errors import ReadError
@@ -21,7 +24,7 @@ from ..model import RunData
 from ..schema import is_canonical
 from .mapping import MappingTable, Rule, apply_table
 
-__all__ = ["choose_run", "flatten", "map_by_keys", "number"]
+__all__ = ["choose_run", "connect", "flatten", "is_sqlite", "map_by_keys", "number", "tables"]
 
 
 def number(value: Any) -> float | None:
@@ -145,3 +148,46 @@ def map_by_keys(
 
         derive_miles(run, placeholder=best[1] == "miles")
     return None if best is None else best[1]
+
+
+# -- SQLite stores (trackio, MLflow) ---------------------------------------------------------
+
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def is_sqlite(path: Path) -> bool:
+    """True where ``path`` is a file that starts as an SQLite database does."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(16) == _SQLITE_MAGIC
+    except OSError:
+        return False
+
+
+def connect(path: Path) -> sqlite3.Connection:
+    """A read-only connection (a live writer keeps writing; WAL databases read what is
+    committed). A file SQLite cannot open is one ``ReadError``."""
+    uri = "file:" + urllib.parse.quote(str(path.resolve())) + "?mode=ro"
+    try:
+        conn = sqlite3.connect(uri, uri=True, timeout=10, check_same_thread=False)
+        conn.execute("SELECT 1 FROM sqlite_master LIMIT 1")
+    except sqlite3.Error as exc:
+        raise ReadError(f"cannot open the SQLite database ({exc})", path=str(path)) from None
+    return conn
+
+
+def tables(path: Path) -> dict[str, set[str]]:
+    """Table name -> column names of an SQLite file; empty where it is none or unreadable."""
+    if not is_sqlite(path):
+        return {}
+    try:
+        conn = connect(path)
+    except ReadError:
+        return {}
+    try:
+        names = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+        return {n: {r[1] for r in conn.execute(f'PRAGMA table_info("{n}")')} for n in names}
+    except sqlite3.Error:
+        return {}
+    finally:
+        conn.close()

@@ -122,7 +122,9 @@ class WandbReader:
     ) -> None:
         found = find_run_file(path, run)
         if found is None:
-            raise ReadError("no W&B run here (expected run-*.wandb or wandb/run-*/)", path=str(path))
+            raise ReadError(
+                "no W&B run here (expected run-*.wandb or wandb/run-*/)", path=str(path)
+            )
         self.file = found
         self.pb = _pb()
         self.path = path
@@ -367,6 +369,8 @@ def _sniff(path: Path) -> bool:
         return False
     if found is None:
         return False
+    if found == path or found == path.resolve():
+        return True  # a .wandb file named as such: a damaged header is the reader's warning
     try:
         with open(found, "rb") as f:
             return f.read(4) == b":W&B"
