@@ -177,7 +177,7 @@ def test_without_the_extra_one_error_line(
     monkeypatch.setitem(sys.modules, "wandb.proto.wandb_internal_pb2", None)
     with pytest.raises(MissingExtraError, match=r"pip install 'rlvitals\[wandb\]'"):
         read(wandb_dir)
-    assert main(["check", str(wandb_dir)]) == 2
+    assert main(["check", str(wandb_dir / "latest-run")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "pip install 'rlvitals[wandb]'" in err[0]
 

@@ -21,6 +21,8 @@ __all__ = ["main"]
 # Subcommand modules, in the order `rlvitals --help` lists them.
 COMMANDS = [
     "check",
+    "export",
+    "query",
     "baseline",
     "metrics",
     "transcripts",
@@ -33,18 +35,6 @@ COMMANDS = [
 ]
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
-
-
-def add_run_option(p: argparse.ArgumentParser) -> None:
-    """``--run NAME``: which run of a tracker store holding several (W&B, trackio, MLflow)."""
-    p.add_argument(
-        "--run",
-        dest="store_run",
-        default=None,
-        metavar="NAME",
-        help="the run to read from a tracker store that holds several (a W&B wandb/ folder, "
-        "a trackio project, an MLflow store): its name or id",
-    )
 
 
 def read_run(
