@@ -50,6 +50,7 @@ class Watcher:
         path: the run (any format rlvitals reads).
         source_format: overrides sniffing.
         mapping: a user mapping file (``--mapping``), ahead of the format's own table.
+        run: the run of a tracker store holding several (``--run``).
         stall_after: seconds without a step record or progress that make the run stalled
             (default: the checks' own, ten typical step intervals).
         baseline: healthy ranges for the checks (``rlvitals.baseline.load``).
@@ -66,6 +67,7 @@ class Watcher:
         *,
         source_format: str | None = None,
         mapping: str | os.PathLike[str] | None = None,
+        run: str | None = None,
         stall_after: float | None = None,
         baseline: dict[str, Any] | None = None,
         notifier: WebhookNotifier | None = None,
@@ -77,7 +79,7 @@ class Watcher:
     ) -> None:
         from ..readers import open_reader
 
-        self.reader = open_reader(path, source_format, mapping=mapping)
+        self.reader = open_reader(path, source_format, mapping=mapping, run=run)
         self.path = os.fspath(path)
         self.stall_after = stall_after
         self.baseline = baseline
