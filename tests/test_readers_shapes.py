@@ -13,7 +13,7 @@ import pytest
 from rlvitals.errors import UnknownFormatError
 from rlvitals.model import EVENT_KINDS
 from rlvitals.readers import open_reader, read, sniff
-from rlvitals.readers.console import ConsoleReader
+from rlvitals.readers.console import CONSOLE_TABLES, ConsoleReader
 from rlvitals.readers.shapes import ShapeParser, line_pairs, parse_timestamp
 from rlvitals.readers.textlog import clean_line
 
@@ -251,7 +251,10 @@ def test_timestamps_give_step_times_and_the_clock_rolls_over_midnight(tmp_path: 
 
 def test_console_is_the_last_resort_so_framework_readers_win() -> None:
     assert sniff(DATA / "verl" / "issue7412_console.log") == "verl"
-    assert sniff(DATA / "deepspeed-chat" / "issue444_step3.log") == "console"
+    assert sniff(DATA / "marin" / "issue1988_simple_rl.log") == "console"
+    # A framework without a reader of its own is named by its key table.
+    assert sniff(DATA / "deepspeed-chat" / "issue444_step3.log") == "deepspeed-chat"
+    assert read(DATA / "nemo-rl" / "constructed_grpo_console.log", "console").format == "console"
     # ... and the same verl log read by shape keeps its values under the source names.
     run = read(DATA / "verl" / "issue2060_console.log", "console")
     assert run.series("training/rollout_probs_diff_mean").at(1) == 0.003
@@ -289,12 +292,13 @@ def test_huge_line_is_skipped_with_a_warning(tmp_path: Path, monkeypatch: Any) -
     assert any("too long" in w for w in run.warnings)
 
 
+CONSOLE_FORMATS = {"console", *(t.name for t in CONSOLE_TABLES)}
 CONSOLE_LOGS = sorted(
     p
     for p in DATA.glob("*/*")
     if p.suffix in (".log", ".md", ".html")
     and (p.with_name(p.stem + ".expect.json").exists())
-    and json.loads(p.with_name(p.stem + ".expect.json").read_text())["format"] == "console"
+    and json.loads(p.with_name(p.stem + ".expect.json").read_text())["format"] in CONSOLE_FORMATS
 )
 
 
