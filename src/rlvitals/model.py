@@ -414,6 +414,8 @@ class RunData:
         missing: (property) metric -> first step N from which it is missing: it had values,
             then turned null (``nulls``) or vanished from every later record. The checks
             report it; see the property's docstring.
+        transcripts: a transcript store other than the run directory's ``transcripts/``
+            (a framework's sample dump, ``readers.samples``), or None.
     """
 
     source: str
@@ -432,6 +434,7 @@ class RunData:
     unmapped: dict[str, str] = field(default_factory=dict)
     nulls: dict[str, int] = field(default_factory=dict)
     presence: Presence | None = None
+    transcripts: Any = None
 
     @property
     def missing(self) -> dict[str, int]:
@@ -504,6 +507,7 @@ class RunData:
         out.resolved = dict(self.resolved)
         out.unmapped = dict(self.unmapped)
         out.nulls = {k: v for k, v in self.nulls.items() if v <= step}
+        out.transcripts = self.transcripts
         out.evals = [e for e in self.evals if isinstance(e.get("step"), int) and e["step"] <= step]
         out.events = [e for e in self.events if e.step is None or e.step <= step]
         t = self.metrics.get("time")

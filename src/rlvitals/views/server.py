@@ -124,6 +124,7 @@ class Hub:
         source_format: the format of the runs given directly (``--from``), not of those
             discovered under folders.
         mapping: a user mapping file (``--mapping``) for every run.
+        run: the run (``--run``) of the tracker stores given directly.
     """
 
     def __init__(
@@ -139,8 +140,10 @@ class Hub:
         judge: Callable[[RunData], Report] | None = None,
         source_format: str | None = None,
         mapping: str | os.PathLike[str] | None = None,
+        run: str | None = None,
     ) -> None:
         self.source_format = source_format  # for the runs given directly
+        self.store_run = run  # likewise
         self.mapping = mapping  # for every run
         self.roots: list[Path] = []
         self.explicit: list[Path] = []
@@ -191,7 +194,9 @@ class Hub:
             return False
         try:
             fmt = self.source_format if must else None
-            reader = open_reader(path, fmt, mapping=self.mapping)
+            reader = open_reader(
+                path, fmt, mapping=self.mapping, run=self.store_run if must else None
+            )
         except UnknownFormatError:
             if must:
                 raise
@@ -289,10 +294,13 @@ class Hub:
 
     def _delta(self, run: _Run, names: list[str]) -> dict[str, Any]:
         data = run.data
+        derived = run.report.series if run.report is not None else {}
         since: dict[str, int] = {}
         replace: set[str] = set()
         for name in names:
             s = data.series(name)
+            if s is None:
+                s = derived.get(name)
             if s is None:
                 continue
             n = len(s)
@@ -313,7 +321,7 @@ class Hub:
                 run.sent[name] = (n, int(s.steps[-1]), float(s.values[-1]))
         for name in replace:
             since[name] = 0
-        out = series_payload(data, list(since), since)
+        out = series_payload(data, list(since), since, derived=derived)
         for name in replace:
             if name in out:
                 out[name]["r"] = True
@@ -802,8 +810,10 @@ def serve(
     on_ready: Callable[[str, Hub], None] | None = None,
     source_format: str | None = None,
     mapping: str | os.PathLike[str] | None = None,
+    run: str | None = None,
 ) -> None:
-    """Serve in the foreground until interrupted (``source_format``, ``mapping``: see Hub)."""
+    """Serve in the foreground until interrupted (``source_format``, ``mapping``, ``run``:
+    see Hub)."""
     hub = Hub(
         paths,
         baseline=baseline,
@@ -811,6 +821,7 @@ def serve(
         stall_after=stall_after,
         source_format=source_format,
         mapping=mapping,
+        run=run,
     )
     server = make_server(hub, host, port, verbose=verbose)
     poller = threading.Thread(target=hub.run_forever, args=(poll_interval,), daemon=True)
