@@ -62,6 +62,7 @@ def _log(tmp_path: Path, text: str, name: str = "train.log") -> Path:
         ("{'loss': '0.2500', 'reward': 0.1, 'step': 3}", {"loss": 0.25}),
         ('{"step": 3, "reward": {"mean": 0.75}, "entropy": Infinity}', {"reward/mean": 0.75}),
         ("> (TaskRunner pid=12) step:3 - a:1 - b:2", {"a": 1.0, "b": 2.0}),
+        ("(pid=12, ip=10.0.0.1) step:3 - a:1 - b:2 [repeated 3x across cluster]", {"b": 2.0}),
         ("\x1b[32mstep:3\x1b[0m - a:1 - b:2", {"a": 1.0}),
         ("[32mstep:3[0m - a:1 - b:2", {"b": 2.0}),
     ],

@@ -42,8 +42,18 @@ from .textlog import brace_balance, parse_number, parse_pairs
 __all__ = ["STEP_KEYS", "Record", "ShapeParser", "parse_timestamp"]
 
 STEP_KEYS = frozenset(
-    {"step", "global_step", "_step", "iteration", "iter", "train/global_step", "current_steps"}
+    {
+        "step",
+        "global_step",
+        "_step",
+        "iteration",
+        "iter",
+        "train/global_step",
+        "current_steps",
+        "global_step/max_steps",  # ms-swift: '12/100'
+    }
 )
+_STEP_OF = re.compile(r"^\s*(\d+)\s*/\s*\d+\s*$")
 
 _NUM = r"[-+]?(?:\d[\d_]*\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?|nan|inf(?:inity)?)"
 _WRAPPED = rf"(?:(?:np|numpy|torch|jnp)\.\w+|tensor|array|float)\((?:{_NUM})[^()]*\)"
@@ -66,7 +76,8 @@ _NONNUM = re.compile(r"\b(?:nan|inf|infinity)\b", re.I)
 _RULE = re.compile(r"^[-=_*#~]{5,}$")  # a separator line: the step's block ends
 _SPLIT = re.compile(r"\s+-\s+|\s*\|\s*|\s*[,;]\s+|\s+•\s+|\t+|\s{3,}")
 _MARKER = re.compile(
-    r"(?<![\w/.])(global[ _]step|train[ _]step|step|iter(?:ation)?)\s*[:=#]?\s*(\d+)"
+    r"(?<![\w/.])(global[ _]step|train[ _]step|step|iter(?:ation)?|(?:rollout|perf)(?= \d+:\s*(?:\{|$)))"
+    r"\s*[:=#]?\s*(\d+)"
     r"(?:\s*/\s*(\d+))?(?![\w.]|:\d)",
     re.I,
 )
@@ -250,11 +261,17 @@ def _dict_values(text: str, *, complete: bool = True) -> dict[str, float]:
             if isinstance(v, bool) or v is None:
                 continue
             f = float(v) if isinstance(v, int | float) else _number(str(v))
+            if f is None and k in STEP_KEYS:
+                m = _STEP_OF.match(str(v))
+                f = float(m.group(1)) if m else None
             if f is not None:
                 out[clean_key(str(k))] = f
         return out
     for k, v in parse_pairs(body, complete=complete).items():
         f = v if isinstance(v, float) else _number(str(v))
+        if f is None and k in STEP_KEYS:
+            m = _STEP_OF.match(str(v))  # "step N of M"
+            f = float(m.group(1)) if m else None
         if f is not None:
             out[clean_key(k)] = f
     return out
