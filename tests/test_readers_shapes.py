@@ -317,3 +317,12 @@ def test_console_fixtures_cover_every_framework_of_the_issue() -> None:
     names = {p.parent.name for p in CONSOLE_LOGS}
     assert {"nemo-rl", "torchforge", "deepspeed-chat", "marin", "mlx-lm", "art", "trl-ppo"} <= names
     assert "trl-notebook" in names
+
+
+def test_events_only_parser_for_other_console_readers() -> None:
+    p = ShapeParser("verl.log", records=False)
+    for i, line in enumerate(SLIME_503.splitlines(), 1):
+        p.feed(clean_line(line), i)
+    p.finish()
+    recs, events = p.drain()
+    assert recs == [] and [e.kind for e in events].count("http_5xx") == 3
