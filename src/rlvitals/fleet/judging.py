@@ -59,6 +59,7 @@ def _read_and_check(path: str, options: dict[str, Any]) -> tuple[Any, Any, str |
             path,
             options.get("source_format"),
             mapping=options.get("mapping"),
+            samples=options.get("samples"),
             run=options.get("run"),
         )
         require_metrics(data, path)  # keys but no canonical metric: an error, not "too early"

@@ -294,10 +294,13 @@ class Hub:
 
     def _delta(self, run: _Run, names: list[str]) -> dict[str, Any]:
         data = run.data
+        derived = run.report.series if run.report is not None else {}
         since: dict[str, int] = {}
         replace: set[str] = set()
         for name in names:
             s = data.series(name)
+            if s is None:
+                s = derived.get(name)
             if s is None:
                 continue
             n = len(s)
@@ -318,7 +321,7 @@ class Hub:
                 run.sent[name] = (n, int(s.steps[-1]), float(s.values[-1]))
         for name in replace:
             since[name] = 0
-        out = series_payload(data, list(since), since)
+        out = series_payload(data, list(since), since, derived=derived)
         for name in replace:
             if name in out:
                 out[name]["r"] = True
