@@ -86,7 +86,7 @@ def _check_whole(run) -> None:
 
 def test_sqlite_store_read_back_whole_nan_and_inf_kept(stores: Path) -> None:
     db = stores / "mlflow.db"
-    for form in (db, f"sqlite:///{db}", stores):
+    for form in (db, f"sqlite:///{db}"):
         assert sniff(form) == "mlflow", form
     _check_whole(read(f"sqlite:///{db}", run="second"))
 

@@ -95,11 +95,10 @@ def _store(path: Path) -> tuple[str, Path] | None:
         return ("sql", path) if _is_sql_store(path) else None
     if not path.is_dir():
         return None
-    if (path / "mlflow.db").is_file() and _is_sql_store(path / "mlflow.db"):
-        return "sql", path / "mlflow.db"
-    for root in (path, path / "mlruns"):
-        if root.is_dir() and _file_runs(root):
-            return "file", root
+    # Only the store itself (mlruns/, an experiment or a run folder): a project folder that
+    # holds mlflow.db or mlruns/ beside other things stays a folder of runs.
+    if _file_runs(path):
+        return "file", path
     return None
 
 

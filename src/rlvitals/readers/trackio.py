@@ -31,6 +31,7 @@ from .mapping import Rule
 __all__ = ["TrackioReader"]
 
 _NEEDS = {"id", "run_id", "run_name", "step", "metrics"}
+_STORE_FILES = (".db", ".db-wal", ".db-shm", ".db-journal", ".lock")
 
 
 def _is_project(path: Path) -> bool:
@@ -42,6 +43,10 @@ def _project(path: Path) -> Path | None:
     if path.is_file():
         return path if _is_project(path) else None
     if not path.is_dir():
+        return None
+    # A folder is claimed only where it is a TRACKIO_DIR (nothing but project files in it), so
+    # a project folder that happens to hold a trackio database stays a folder of runs.
+    if any(not p.name.endswith(_STORE_FILES) for p in path.iterdir() if p.is_file()):
         return None
     found = [p for p in sorted(path.glob("*.db")) if _is_project(p)]
     if len(found) > 1:
