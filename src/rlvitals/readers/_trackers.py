@@ -24,7 +24,16 @@ from ..model import RunData
 from ..schema import is_canonical
 from .mapping import MappingTable, Rule, apply_table
 
-__all__ = ["choose_run", "connect", "flatten", "is_sqlite", "map_by_keys", "number", "tables"]
+__all__ = [
+    "choose_run",
+    "connect",
+    "flatten",
+    "is_sqlite",
+    "map_by_keys",
+    "number",
+    "query",
+    "tables",
+]
 
 
 def number(value: Any) -> float | None:
@@ -176,6 +185,18 @@ def connect(path: Path) -> sqlite3.Connection:
     except sqlite3.Error as exc:
         raise ReadError(f"cannot open the SQLite database ({exc})", path=str(path)) from None
     return conn
+
+
+def query(path: Path, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """The rows of one read-only query, the connection closed after; a damaged or locked
+    database is one ``ReadError`` naming the file."""
+    conn = connect(path)
+    try:
+        return conn.execute(sql, params).fetchall()
+    except sqlite3.Error as exc:
+        raise ReadError(f"cannot read the SQLite database ({exc})", path=str(path)) from None
+    finally:
+        conn.close()
 
 
 def tables(path: Path) -> dict[str, set[str]]:

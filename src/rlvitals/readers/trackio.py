@@ -82,8 +82,13 @@ class TrackioReader:
         self.path = path
         self.extra_rules = extra_rules
         self.run = RunData(source=str(path), format=self.name)
-        with self._open() as conn:
+        conn = self._open()
+        try:
             names = self._runs(conn)
+        except sqlite3.Error as exc:
+            raise ReadError(f"cannot read the SQLite database ({exc})", path=str(db)) from None
+        finally:
+            conn.close()
         self.run_id = choose_run(str(db), names, run, "trackio runs")
         self.run.info.update(
             {"run_id": self.run_id, "name": dict(names)[self.run_id], "project": db.stem}
@@ -102,11 +107,10 @@ class TrackioReader:
         ).fetchall()
         seen = {r[0] for r in rows}
         try:  # a run that has a config but has logged nothing yet
-            for rid, name in conn.execute("SELECT run_id, run_name FROM configs ORDER BY id"):
-                if rid not in seen:
-                    rows.append((rid, name))
-        except sqlite3.Error:
-            pass
+            configs = conn.execute("SELECT run_id, run_name FROM configs ORDER BY id").fetchall()
+        except sqlite3.OperationalError:  # no configs table
+            configs = []
+        rows.extend((rid, name) for rid, name in configs if rid not in seen)
         return [(str(rid), str(name)) for rid, name in rows]
 
     def poll(self) -> bool:
