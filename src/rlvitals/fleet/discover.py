@@ -91,6 +91,8 @@ def _walk(d: Path, found: Discovery, depth: int) -> None:
         except OSError:
             continue
         if is_dir:
+            if e.is_symlink() and Path(os.path.realpath(p)).parent == Path(os.path.realpath(d)):
+                continue  # an alias of a sibling (W&B's latest-run): the run once, by name
             subdirs.append(p)
         elif _SAMPLE_DUMP.match(e.name):
             continue
