@@ -141,10 +141,13 @@ def rldoctor_input(entry: dict[str, Any], tmp: Path, root: Path = CORPUS) -> Pat
     return data_to_rldoctor_jsonl(read_entry(entry, root), tmp / name)
 
 
-def theirs(entry: dict[str, Any], tmp: Path, root: Path = CORPUS, live: bool = True) -> dict:
-    """rl-doctor on one corpus run."""
-    from _rldoctor import diagnose, prefix_file, their_hits
+def theirs(
+    entry: dict[str, Any], tmp: Path, doctor: Any, root: Path = CORPUS, live: bool = True
+) -> dict[str, Any]:
+    """rl-doctor on one corpus run (``doctor``: an ``_rldoctor.Worker``)."""
+    from _rldoctor import prefix_file, their_hits
 
+    diagnose = doctor.diagnose
     src = rldoctor_input(entry, tmp, root)
     t = time.perf_counter()
     res = diagnose(src)
@@ -211,9 +214,12 @@ def _median(xs: list[int | None]) -> str:
 def score(live: bool = True, rldoctor: bool = True, only: str | None = None) -> list[dict]:
     """Judge every corpus run with both tools; one result per run."""
     import tempfile
+    from contextlib import nullcontext
+
+    from _rldoctor import Worker
 
     results = []
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, Worker() if rldoctor else nullcontext() as doc:
         for entry in load_manifest():
             if only and only not in entry["path"]:
                 continue
@@ -222,7 +228,7 @@ def score(live: bool = True, rldoctor: bool = True, only: str | None = None) -> 
             except Exception as exc:  # a reader gap must not stop the benchmark
                 o = {"error": f"{type(exc).__name__}: {exc}", "found": False, "right": False}
                 o.update({"warn_findings": 0, "delay": None, "live_delay": None})
-            t = theirs(entry, Path(tmp), live=live) if rldoctor else None
+            t = theirs(entry, Path(tmp), doc, live=live) if rldoctor else None
             results.append({"entry": entry, "ours": o, "theirs": t})
             print(
                 f"{entry['path']} [{entry['label']}]: rlvitals {o.get('verdict', o.get('error'))}"

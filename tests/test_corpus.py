@@ -34,7 +34,7 @@ def test_manifest_is_valid_and_covers_every_source() -> None:
 
     for e in ENTRIES:
         if _corpus.source(e) == "trl":
-            assert e["path"].split("/", 1)[1] in make_trl.RUNS
+            assert e["path"].split("/")[1] in make_trl.RUNS
 
 
 @pytest.mark.parametrize("entry", ENTRIES, ids=[e["path"] for e in ENTRIES])
