@@ -66,6 +66,10 @@ def _write(tmp: Path, text: str) -> Path:
         ('[[run]]\npath = "run.jsonl"\ntool = "x"\nlabel = "healthy"\nonset = 3\n', "no onset"),
         ('[[run]]\npath = "run.jsonl"\nlabel = "healthy"\n', "'tool'"),
         ("run = 3\n", "[[run]]"),
+        (
+            '[[run]]\npath = "run.jsonl"\ntool = "x"\nlabel = "healthy"\nclasses = ["odd"]\n',
+            "unknown classes",
+        ),
     ],
 )
 def test_manifest_errors_name_the_problem(tmp_path: Path, body: str, message: str) -> None:
