@@ -92,8 +92,16 @@ class Sample:
         return value
 
 
-def make(group: int, index: int, reward: float, *, version: int = 3, status: str = "completed",
-         length: int = 4, prompt: str | None = None) -> Sample:
+def make(
+    group: int,
+    index: int,
+    reward: float,
+    *,
+    version: int = 3,
+    status: str = "completed",
+    length: int = 4,
+    prompt: str | None = None,
+) -> Sample:
     """A sample as a Miles rollout returns it (tokens = prompt + response)."""
     return Sample(
         group_index=group,

@@ -121,7 +121,7 @@ class _Mapping:
         return {t: v for t, (_i, v) in out.items()}
 
 
-class RLVitalsCallback(TrainerCallback):  # type: ignore[misc]
+class RLVitalsCallback(TrainerCallback):
     """Writes the trainer's run in rlvitals' format and judges it as it trains.
 
     Args:
@@ -306,13 +306,13 @@ class RLVitalsCallback(TrainerCallback):  # type: ignore[misc]
             self._pending.pop(0)
             self._write_step(args, step, logs, rows)
 
-    def _rows_from_parquet(self, p: Path) -> list[tuple[Any, Any, dict[str, float]]] | None:
+    def _rows_from_parquet(self, p: Path) -> list[tuple[Any, Any, dict[str, Any]]] | None:
         from ..readers.samples.trl import read_table
 
         cols = read_table(p)
         return self._rows(cols)
 
-    def _rows_from_trainer(self) -> list[tuple[Any, Any, dict[str, float]]] | None:
+    def _rows_from_trainer(self) -> list[tuple[Any, Any, dict[str, Any]]] | None:
         logs = getattr(self._trainer, "_logs", None)
         if not isinstance(logs, Mapping) or "prompt" not in logs:
             self._warn("completions", "the trainer keeps no completion buffer; steps only")
@@ -326,7 +326,7 @@ class RLVitalsCallback(TrainerCallback):  # type: ignore[misc]
         cols["advantage"] = list(logs.get("advantages") or [])
         return self._rows(cols)
 
-    def _rows(self, cols: dict[str, list[Any]]) -> list[tuple[Any, Any, dict[str, float]]] | None:
+    def _rows(self, cols: dict[str, list[Any]]) -> list[tuple[Any, Any, dict[str, Any]]] | None:
         from ..readers.samples.base import digest
         from ..readers.samples.trl import TrlCompletions, total_reward
 
@@ -368,7 +368,7 @@ class RLVitalsCallback(TrainerCallback):  # type: ignore[misc]
         args: Any,
         step: int,
         logs: dict[str, Any],
-        rows: list[tuple[Any, Any, dict[str, float]]] | None,
+        rows: list[tuple[Any, Any, dict[str, Any]]] | None,
     ) -> None:
         from ..readers.samples.base import digest
 
@@ -481,7 +481,7 @@ def _writes_parquet(trainer: Any) -> bool:
 def _find_trainer(callback: Any) -> Any:
     """The Trainer whose callback handler holds ``callback``: TrainerCallback events carry no
     trainer, so it is found up the call stack of ``on_train_begin`` (None if not there)."""
-    frame = sys._getframe(1)
+    frame: Any = sys._getframe(1)
     for _ in range(12):
         if frame is None:
             return None

@@ -25,7 +25,9 @@ from miles_sample import make as miles_sample  # noqa: E402
 # -- verl ------------------------------------------------------------------------------------
 
 
-def verl_write_generations(inputs, outputs, gts, scores, reward_extra_infos_dict, dump_path, global_steps):
+def verl_write_generations(
+    inputs, outputs, gts, scores, reward_extra_infos_dict, dump_path, global_steps
+):
     """verl-project/verl @1dda039b verl/trainer/ppo/ray_trainer.py:454-477, verbatim."""
     os.makedirs(dump_path, exist_ok=True)
     filename = os.path.join(dump_path, f"{global_steps}.jsonl")
@@ -285,7 +287,12 @@ def make_primerl(root: Path) -> None:
         primerl_log_episodes(out, [e], 1, "train", "all")
     primerl_log_episodes(out, eps[:2], 1, "train", "effective")  # orchestrator.py:684
     with open(out / "metrics.jsonl", "a", buffering=1) as f:  # monitors/file.py:33-41
-        f.write(json.dumps({"step": 1, "time": 1780000002.0, "train/agg/effective/agent/reward/mean": 0.5}) + "\n")
+        f.write(
+            json.dumps(
+                {"step": 1, "time": 1780000002.0, "train/agg/effective/agent/reward/mean": 0.5}
+            )
+            + "\n"
+        )
 
 
 # -- NeMo-RL ---------------------------------------------------------------------------------
@@ -313,13 +320,18 @@ def make_nemorl(root: Path) -> None:
     d.mkdir(parents=True)
     # Two prompts, two generations each, padded to 6 tokens; generated tokens at 3 and 4.
     prompts = [[1, 2, 3], [1, 2, 3], [1, 4, 5], [1, 4, 5]]
-    ids = torch.tensor([p + [7, 8, 0] for p in prompts])
+    ids = torch.tensor([[*p, 7, 8, 0] for p in prompts])
     mask = torch.tensor([[0, 0, 0, 1, 1, 0]] * 4)
     gen = torch.tensor([[0.0, 0.0, 0.0, -1.0, -2.0, 0.0]] * 4)
     prev = torch.tensor([[0.0, 0.0, 0.0, -0.75, -2.25, 0.0]] * 4)  # Δ = prev - gen = +0.25, -0.25
     rewards = torch.tensor([1.0, 0.0, 0.0, 0.0])
     log_data = {
-        "content": [["What is 2+2?", "4"], ["What is 2+2?", "5"], ["What is 3+3?", "7"], ["What is 3+3?", "8"]],
+        "content": [
+            ["What is 2+2?", "4"],
+            ["What is 2+2?", "5"],
+            ["What is 3+3?", "7"],
+            ["What is 3+3?", "8"],
+        ],
         "rewards": rewards.tolist(),
         "input_lengths": [5, 5, 5, 5],
         "token_ids": ids.tolist(),

@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from ...jsonio import read_json_objects
 from ...metrics import Attempt, RunState, decide, step_metrics
 from ...model import AttemptTableBuilder, RunData
 from ...transcripts.store import Generation, TranscriptAttempt, TranscriptStore
@@ -42,6 +43,7 @@ __all__ = [
     "SampleSource",
     "SampleTranscripts",
     "digest",
+    "jsonl_records",
     "number",
 ]
 
@@ -137,7 +139,11 @@ class DumpFormat:
         raise NotImplementedError
 
     def read_step(
-        self, step: int, files: list[Path], index: Callable[[Path], int], warn: Callable[[str], None]
+        self,
+        step: int,
+        files: list[Path],
+        index: Callable[[Path], int],
+        warn: Callable[[str], None],
     ) -> Iterator[Sample]:
         """The samples of one step, in file order (``index`` gives a file's number)."""
         raise NotImplementedError
@@ -405,6 +411,25 @@ class SampleTranscripts(TranscriptStore):
             self.warn(files[0], f"cannot read ({exc.strerror or exc}); skipped")
         for message in warned[:1]:
             self.warn(files[0], message)
+
+
+def jsonl_records(
+    files: list[Path], warn: Callable[[str], None]
+) -> Iterator[tuple[Path, int, dict[str, Any]]]:
+    """(file, byte offset, record) for each JSON object line of ``files``, streamed; a bad
+    line is one warning naming file and line, a last line without its newline another."""
+    for p in files:
+        start = 0
+        for _lineno, end, rec in read_json_objects(p, 0, 1, warn):
+            if rec is not None:
+                yield p, start, rec
+            start = end
+        try:
+            size = p.stat().st_size
+        except OSError:
+            continue
+        if size > start:
+            warn(f"{p}: the last line has no newline (cut short); skipped")
 
 
 def file_time(p: Path) -> float:

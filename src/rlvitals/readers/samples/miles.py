@@ -51,7 +51,7 @@ def _status(v: Any) -> str:
 
 def _reward(v: Any, reward_key: str | None) -> float | None:
     if isinstance(v, dict):
-        for k in ((reward_key,) if reward_key else ("reward", "score")):
+        for k in (reward_key,) if reward_key else ("reward", "score"):
             if k in v:
                 return number(v[k])
         return None
@@ -127,14 +127,18 @@ class MilesRolloutData(DumpFormat):
             return {}
         return out
 
-    def _samples(self, files: list[Path], warn: Callable[[str], None]) -> Iterator[tuple[Path, int, Any]]:
+    def _samples(
+        self, files: list[Path], warn: Callable[[str], None]
+    ) -> Iterator[tuple[Path, int, Any]]:
         for p in files:
             try:
                 doc = _load(p)
             except MissingExtraError:
                 raise
             except Exception as exc:  # torch raises many types for a torn or foreign file
-                warn(f"{p}: not a readable rollout data file ({type(exc).__name__}: {exc}); skipped")
+                warn(
+                    f"{p}: not a readable rollout data file ({type(exc).__name__}: {exc}); skipped"
+                )
                 continue
             samples = doc.get("samples") if isinstance(doc, dict) else None
             if not isinstance(samples, list):
@@ -145,7 +149,11 @@ class MilesRolloutData(DumpFormat):
                     yield p, i, s
 
     def read_step(
-        self, step: int, files: list[Path], index: Callable[[Path], int], warn: Callable[[str], None]
+        self,
+        step: int,
+        files: list[Path],
+        index: Callable[[Path], int],
+        warn: Callable[[str], None],
     ) -> Iterator[Sample]:
         for p, i, s in self._samples(files, warn):
             f = sample_fields(s, self.reward_key)

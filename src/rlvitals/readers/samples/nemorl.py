@@ -29,9 +29,8 @@ from typing import Any
 
 import numpy as np
 
-from ...jsonio import read_json_objects
 from ...transcripts.store import TranscriptAttempt
-from .base import DumpFormat, Sample, digest, file_time, number, transcript
+from .base import DumpFormat, Sample, digest, file_time, jsonl_records, number, transcript
 
 __all__ = ["NemoRlTrainData"]
 
@@ -76,19 +75,18 @@ class NemoRlTrainData(DumpFormat):
     def _records(
         self, files: list[Path], warn: Callable[[str], None]
     ) -> Iterator[tuple[Path, int, dict[str, Any]]]:
-        for p in files:
-            start = 0
-            for _lineno, end, rec in read_json_objects(p, 0, 1, warn):
-                if rec is not None:
-                    yield p, start, rec
-                start = end
+        return jsonl_records(files, warn)
 
     @staticmethod
     def _parse(rec: dict[str, Any]) -> dict[str, Any]:
         length = _one(rec, "input_lengths")
         ids = _one(rec, "token_ids")
         mask_raw = _one(rec, "token_loss_mask")
-        n = int(length) if isinstance(length, (int, float)) else (len(ids) if isinstance(ids, list) else 0)
+        n = (
+            int(length)
+            if isinstance(length, (int, float))
+            else (len(ids) if isinstance(ids, list) else 0)
+        )
         mask = _row(mask_raw, n)
         gen = mask > 0 if mask is not None else None
         first = int(np.argmax(gen)) if gen is not None and gen.any() else n
@@ -96,7 +94,9 @@ class NemoRlTrainData(DumpFormat):
         sample_mask = number(_one(rec, "sample_loss_mask"))
         out: dict[str, Any] = {
             "reward": number(_one(rec, "rewards")),
-            "group": digest(repr(prompt_ids)) if prompt_ids is not None else digest(repr(_one(rec, "content"))),
+            "group": digest(repr(prompt_ids))
+            if prompt_ids is not None
+            else digest(repr(_one(rec, "content"))),
             "tokens": int(gen.sum()) if gen is not None else 0,
             "trained": None if sample_mask is None else sample_mask > 0,
             "sampler": None,
@@ -110,7 +110,11 @@ class NemoRlTrainData(DumpFormat):
         return out
 
     def read_step(
-        self, step: int, files: list[Path], index: Callable[[Path], int], warn: Callable[[str], None]
+        self,
+        step: int,
+        files: list[Path],
+        index: Callable[[Path], int],
+        warn: Callable[[str], None],
     ) -> Iterator[Sample]:
         for p, offset, rec in self._records(files, warn):
             r = self._parse(rec)

@@ -177,14 +177,22 @@ class PrimeRlTraces(DumpFormat):
             except (msgspec.DecodeError, msgspec.ValidationError) as exc:
                 warn(f"{source}:{lineno}: not an episode record ({exc}); skipped")
                 continue
-            eid = ep.id if isinstance(ep, _Episode) else (ep.get("id") if isinstance(ep, dict) else None)
+            eid = (
+                ep.id
+                if isinstance(ep, _Episode)
+                else (ep.get("id") if isinstance(ep, dict) else None)
+            )
             trained = None if effective is None else eid in effective
             if effective is None and source.parent.name == "effective":
                 trained = True
             yield source, offset, ep, trained
 
     def read_step(
-        self, step: int, files: list[Path], index: Callable[[Path], int], warn: Callable[[str], None]
+        self,
+        step: int,
+        files: list[Path],
+        index: Callable[[Path], int],
+        warn: Callable[[str], None],
     ) -> Iterator[Sample]:
         for p, offset, ep, trained in self._episodes(files, warn, _EPISODE):
             traces = [t for t in ep.traces if t.agent is None or t.agent.trainable] or ep.traces

@@ -48,7 +48,9 @@ def read_table(path: Path) -> dict[str, list[Any]]:
 
 
 def _numeric(values: list[Any]) -> bool:
-    return all(v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)) for v in values)
+    return all(
+        v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)) for v in values
+    )
 
 
 def total_reward(row: list[float | None], weights: list[float]) -> float | None:
@@ -143,7 +145,11 @@ class TrlCompletions(DumpFormat):
             yield i, cols["prompt"][i], cols["completion"][i], total_reward(parts, weights), meta
 
     def read_step(
-        self, step: int, files: list[Path], index: Callable[[Path], int], warn: Callable[[str], None]
+        self,
+        step: int,
+        files: list[Path],
+        index: Callable[[Path], int],
+        warn: Callable[[str], None],
     ) -> Iterator[Sample]:
         for p in files:
             cols = self._load(p, warn)
@@ -152,8 +158,10 @@ class TrlCompletions(DumpFormat):
             key = digest(repr(sorted((k, v) for k, v in cols.items() if k != "step")))
             if key == self._previous:
                 self._repeats.add(step)
-                warn(f"{p}: the same completions as the step before (one generation trained "
-                     "over several steps); counted once")
+                warn(
+                    f"{p}: the same completions as the step before (one generation trained "
+                    "over several steps); counted once"
+                )
                 continue
             self._previous = key
             t = file_time(p)
@@ -162,8 +170,14 @@ class TrlCompletions(DumpFormat):
                 g = digest(prompt)
                 meta.pop("advantage", None)
                 yield Sample(
-                    step=step, group=g, task_id=g, reward=reward, metadata=meta,
-                    file=fi, offset=i, time=t,
+                    step=step,
+                    group=g,
+                    task_id=g,
+                    reward=reward,
+                    metadata=meta,
+                    file=fi,
+                    offset=i,
+                    time=t,
                 )
 
     def transcripts(
@@ -178,6 +192,12 @@ class TrlCompletions(DumpFormat):
             for i, prompt, completion, reward, _meta in self._rows(step, cols):
                 g = digest(prompt)
                 yield transcript(
-                    step, i, group=g, task_id=g, reward=reward, trained=None,
-                    prompt=prompt, completion=completion,
+                    step,
+                    i,
+                    group=g,
+                    task_id=g,
+                    reward=reward,
+                    trained=None,
+                    prompt=prompt,
+                    completion=completion,
                 )
