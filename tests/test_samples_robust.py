@@ -161,3 +161,31 @@ def test_transcript_checks_read_the_dump(tmp_path):
     report = run_checks(run)
     assert run.has("transcripts/flagged_rate")  # the dump's text was scanned
     assert report.verdict
+
+
+def test_integrations_doc_has_a_section_per_framework_and_its_commands_parse():
+    from rlvitals.cli import build_parser
+
+    doc = (HERE.parent / "docs" / "integrations.md").read_text()
+    for name in (
+        "TRL",
+        "verl",
+        "Miles and slime",
+        "prime-rl",
+        "NeMo-RL",
+        "OpenRLHF",
+        "SkyRL",
+        "tinker-cookbook",
+        "W&B",
+        "trackio",
+    ):
+        assert f"\n## {name}\n" in doc, name
+    parser = build_parser()
+    for line in doc.splitlines():
+        if line.startswith("rlvitals "):
+            argv = line.split("#")[0].split()[1:]
+            parser.parse_args(argv)  # every documented command line is one the CLI takes
+    assert "rlvitals.integrations.miles.log_rollout" in doc
+    from rlvitals.integrations import miles
+
+    assert callable(miles.log_rollout)
