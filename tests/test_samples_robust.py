@@ -181,8 +181,11 @@ def test_integrations_doc_has_a_section_per_framework_and_its_commands_parse():
     ):
         assert f"\n## {name}\n" in doc, name
     parser = build_parser()
+    fenced = False
     for line in doc.splitlines():
-        if line.startswith("rlvitals "):
+        if line.startswith("```"):
+            fenced = not fenced
+        elif fenced and line.startswith("rlvitals "):
             argv = line.split("#")[0].split()[1:]
             parser.parse_args(argv)  # every documented command line is one the CLI takes
     assert "rlvitals.integrations.miles.log_rollout" in doc
