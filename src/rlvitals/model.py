@@ -19,7 +19,15 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-__all__ = ["AttemptTable", "AttemptTableBuilder", "RunData", "Series", "SeriesBuilder"]
+__all__ = [
+    "EVENT_KINDS",
+    "AttemptTable",
+    "AttemptTableBuilder",
+    "Event",
+    "RunData",
+    "Series",
+    "SeriesBuilder",
+]
 
 
 class Series(NamedTuple):
@@ -304,6 +312,79 @@ class AttemptTableBuilder:
         return self._table
 
 
+# What a console line that is not a metric record can say about the run (``RunData.events``).
+EVENT_KINDS = (
+    "traceback",  # a whole ``Traceback (most recent call last):`` block, up to its exception line
+    "oom",  # CUDA / host out of memory, OutOfMemoryError, RESOURCE_EXHAUSTED, a killed process
+    "http_5xx",  # a 5xx status from a server (``503 Service Unavailable``, ``HTTP/1.1" 502``)
+    "connection_refused",  # Connection refused / ECONNREFUSED / cannot connect to a server
+    "timeout",  # a collective, request or server that timed out (NCCL watchdog, ReadTimeout)
+    "error",  # any other ERROR / CRITICAL / FATAL line, or a line naming an Error or Exception
+)
+
+
+class Event(NamedTuple):
+    """One line (or traceback block) of a console log that is not a metric record.
+
+    ``time`` is unix seconds from the line's own timestamp, else from the last timestamp seen
+    before it in the same file, else None (the log has no timestamps). Naive timestamps are read
+    as local time; a time of day without a date takes the date of the file's modification time,
+    rolled a day forward each time the clock goes back. ``kind`` is one of ``EVENT_KINDS``.
+    ``text`` is the line as written (ANSI codes removed; a traceback keeps all its lines joined
+    by newlines, at most 60 lines / 8,000 characters). ``step`` is the last update step read
+    before the event (None: before the first step record), ``source`` the file and ``line``
+    its 1-based line number (a traceback: its first line).
+    """
+
+    time: float | None
+    kind: str
+    text: str
+    step: int | None
+    source: str
+    line: int
+
+
+class Presence:
+    """Which records each key appeared in, per stream of records (for ``RunData.missing``).
+
+    A stream is the records that start with the same key: one file's rows, one kind of
+    console line. Judging a key against its own stream keeps a file that lags another (a
+    trainer's metrics behind its orchestrator's) from reading as keys gone missing.
+    """
+
+    __slots__ = ("keys", "streams")
+
+    def __init__(self) -> None:
+        self.streams: dict[str, list[int]] = {}  # stream -> distinct steps of its records
+        self.keys: dict[str, list[Any]] = {}  # key -> [stream, first index, last index, count]
+
+    def record(self, step: int, keys: Iterable[str], stream: str) -> None:
+        """Note one record of ``stream`` at ``step`` holding ``keys``."""
+        st = self.streams.get(stream)
+        if st is None:
+            st = self.streams[stream] = []
+        if not st or st[-1] != step:
+            st.append(step)
+        n = len(st) - 1
+        table = self.keys
+        for k in keys:
+            e = table.get(k)
+            if e is None:
+                table[k] = [stream, n, n, 1]
+            elif e[0] == stream and e[2] != n:
+                e[2] = n
+                e[3] += 1
+
+    def vanished(self) -> dict[str, int]:
+        """Key -> the first step of its stream without it, for keys gone from the rest of it."""
+        out: dict[str, int] = {}
+        for k, (stream, first, last, count) in self.keys.items():
+            st = self.streams[stream]
+            if len(st) - 1 - last >= 2 and count >= 3 and count * 2 >= last - first + 1:
+                out[k] = st[last + 1]
+        return out
+
+
 @dataclass
 class RunData:
     """A run, read from any format, in canonical form.
@@ -320,6 +401,19 @@ class RunData:
         attempts: the attempts table, where the source has one.
         warnings: what the reader skipped or doubted, each naming file and line.
         source_keys: the source's own keys kept under their own names (other formats).
+        events: errors, tracebacks, out-of-memory, 5xx and connection-refused lines read from
+            console logs, in file order (see ``Event``); empty for sources without a console.
+
+
+        resolved: source key -> (canonical name, the step of the chain that mapped it: ``user
+            mapping``, ``table``, ``synonym``, ``tokens`` or ``canonical``, the rule's source
+            or note). ``rlvitals formats --explain`` prints it.
+        unmapped: source key -> why it stays under its own name only.
+        nulls: metric name (source key or canonical) -> the step from which it has been
+            ``null``/``None`` after having had a value (its series holds NaN there).
+        missing: (property) metric -> first step N from which it is missing: it had values,
+            then turned null (``nulls``) or vanished from every later record. The checks
+            report it; see the property's docstring.
         transcripts: a transcript store other than the run directory's ``transcripts/``
             (a framework's sample dump, ``readers.samples``), or None.
     """
@@ -334,7 +428,61 @@ class RunData:
     attempts: AttemptTable | None = None
     warnings: list[str] = field(default_factory=list)
     source_keys: set[str] = field(default_factory=set)
+    events: list[Event] = field(default_factory=list)
+
+    resolved: dict[str, tuple[str, str, str]] = field(default_factory=dict)
+    unmapped: dict[str, str] = field(default_factory=dict)
+    nulls: dict[str, int] = field(default_factory=dict)
+    presence: Presence | None = None
     transcripts: Any = None
+
+    @property
+    def missing(self) -> dict[str, int]:
+        """Metric name -> the first step N from which it is missing (a NaN signal).
+
+        Sinks store NaN differently: verl's file logger writes null, prime-rl drops the key,
+        TRL logs None (TensorBoard then drops it), trackio and W&B JSON write "NaN". A metric
+        (a source key or the canonical name it maps to) counts as missing from step N when
+        it had values and then either
+          - turned null from step N on (``nulls``; its series holds NaN there), or
+          - vanished: absent from the records after its last value (N is the first of them),
+            at least two of them, while it was in half or more of the records over its own
+            span and at least three times (a metric logged every k-th step or once is not
+            judged missing by its gaps). Records are those of the key's own stream where the
+            reader went through a ``Mapper`` (``presence``); else every step of the run.
+        The canonical name a key maps to is missing where its source is. Only keys a reader
+        kept from another format are judged by absence (a native run writes NaN explicitly).
+        Recomputed when the run grows.
+        """
+        steps = self.steps()
+        key = (len(steps), int(steps[-1]) if len(steps) else -1, len(self.nulls))
+        cached = self.__dict__.get("_missing_cache")
+        if cached is not None and cached[0] == key:
+            return dict(cached[1])
+        out: dict[str, int] = {}
+        judged = self.source_keys | set(self.original)
+        if self.presence is not None:
+            out.update(self.presence.vanished())
+            judged = {k for k in judged if k not in self.presence.keys}
+            for target, src in self.original.items():
+                if src in out:
+                    out[target] = out[src]
+                judged.discard(target)
+        for name in sorted(judged):
+            s = self.metrics.get(name)
+            if s is None or len(s) < 3:
+                continue
+            last = int(s.steps[-1])
+            hi = int(np.searchsorted(steps, last, side="right"))
+            if len(steps) - hi < 2:
+                continue
+            lo = int(np.searchsorted(steps, int(s.steps[0]), side="left"))
+            if len(s) * 2 < hi - lo:
+                continue
+            out[name] = int(steps[hi])
+        out.update(self.nulls)
+        self.__dict__["_missing_cache"] = (key, out)
+        return dict(out)
 
     def until(self, step: int) -> RunData:
         """The run as it stood when update ``step`` had just been written: every series,
@@ -356,8 +504,12 @@ class RunData:
                 out.metrics.extend(name, s.steps[:k], s.values[:k])
         out.original = dict(self.original)
         out.source_keys = set(self.source_keys)
+        out.resolved = dict(self.resolved)
+        out.unmapped = dict(self.unmapped)
+        out.nulls = {k: v for k, v in self.nulls.items() if v <= step}
         out.transcripts = self.transcripts
         out.evals = [e for e in self.evals if isinstance(e.get("step"), int) and e["step"] <= step]
+        out.events = [e for e in self.events if e.step is None or e.step <= step]
         t = self.metrics.get("time")
         cut = t.at(step) if t is not None else None
         if cut is not None:

@@ -21,6 +21,8 @@ __all__ = ["main"]
 # Subcommand modules, in the order `rlvitals --help` lists them.
 COMMANDS = [
     "check",
+    "export",
+    "query",
     "baseline",
     "metrics",
     "transcripts",
@@ -35,20 +37,6 @@ COMMANDS = [
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 
 
-def add_samples_option(p: argparse.ArgumentParser) -> None:
-    """``--samples DIR``: a framework's sample dump read as the run's attempts (every reading
-    command takes it; docs/integrations.md)."""
-    p.add_argument(
-        "--samples",
-        metavar="DIR",
-        default=None,
-        help="a framework's per-sample dump read as the run's attempts and transcripts (verl "
-        "rollout_data_dir, TRL completions/, prime-rl rollouts/, NeMo-RL train_data_step*.jsonl, "
-        "tinker iteration_*/, Miles/slime rollout_data/); found without it where the framework "
-        "puts it by default beside the log",
-    )
-
-
 def read_run(
     path: str,
     source_format: str | None = None,
@@ -56,12 +44,13 @@ def read_run(
     mapping: str | None = None,
     shown: int = 20,
     samples: str | None = None,
+    run: str | None = None,
 ) -> RunData:
     """Read a run for a command: the reader's warnings (file and line each) go to stderr, the
-    first ``shown`` of them and a count of the rest."""
+    first ``shown`` of them and a count of the rest. ``run`` picks a run of a tracker store."""
     from ..readers import read
 
-    data = read(path, source_format, mapping=mapping, samples=samples)
+    data = read(path, source_format, mapping=mapping, samples=samples, run=run)
     for w in data.warnings[:shown]:
         print(f"warning: {w}", file=sys.stderr)
     if len(data.warnings) > shown:

@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from ..errors import UsageError
+from ._source import add_source_args, read_source
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -26,22 +27,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="FILE",
         help="healthy ranges from `rlvitals baseline`: judged against and shaded on the plots",
     )
-    p.add_argument(
-        "--from",
-        dest="source_format",
-        default=None,
-        metavar="NAME",
-        help="source format of the runs, overriding sniffing",
-    )
+    add_source_args(p)
     p.add_argument("--title", default=None, help="the page title")
     p.add_argument(
         "--json",
         action="store_true",
         help="print the report's data (runs, series, findings, transcripts) as JSON instead",
     )
-    from . import add_samples_option
-
-    add_samples_option(p)
     p.set_defaults(func=run)
 
 
@@ -51,7 +43,6 @@ def run(args: argparse.Namespace) -> int:
     from ..jsonio import dumps
     from ..views.dashboard import baseline_ranges
     from ..views.report import render_report, report_payload, write_report
-    from . import read_run
 
     if not args.json and not args.output:
         raise UsageError("-o: expected a file name")
@@ -60,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--samples: expected one RUN (the dump belongs to one run)")
     runs = []
     for path in args.paths:
-        data = read_run(path, args.source_format, shown=5, samples=args.samples)
+        data = read_source(path, args, shown=5)
         runs.append((data, run_checks(data, baseline=baseline)))
     shading = baseline_ranges(baseline, args.baseline) if baseline else None
     if args.json:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ._source import add_source_args, open_kwargs
+
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
@@ -44,19 +46,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--interval", type=float, default=1.0, metavar="SECONDS", help="poll interval (default 1)"
     )
     p.add_argument("--baseline", metavar="FILE", help="healthy ranges from `rlvitals baseline`")
-    p.add_argument(
-        "--from",
-        dest="source_format",
-        default=None,
-        metavar="NAME",
-        help="source format, overriding sniffing",
-    )
+    add_source_args(p)
     p.add_argument(
         "--json", action="store_true", help="print JSON Lines events instead of a live view"
     )
-    from . import add_samples_option
-
-    add_samples_option(p)
     p.set_defaults(func=run)
 
 
@@ -72,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         watcher = Watcher(
             args.path,
-            source_format=args.source_format,
+            **open_kwargs(args),
             stall_after=args.stall_after,
             baseline=baseline,
             notifier=notifier,

@@ -26,12 +26,13 @@ from ..jsonio import (
 from ..model import RunData
 from ..schema import is_canonical
 from . import Format, register
+from .keys import header_keys
 from .mapping import Mapper, MappingTable, Rule
 from .textlog import head, parse_number
 
 __all__ = ["CsvReader", "JsonlMetricsReader"]
 
-STEP_KEYS = ("step", "global_step", "_step", "iteration", "train/global_step")
+STEP_KEYS = ("step", "global_step", "_step", "iteration", "train/global_step", "Step")
 
 GENERIC = MappingTable(
     "generic",
@@ -123,18 +124,21 @@ class JsonlMetricsReader:
 
     def row(self, rec: dict[str, Any], p: Path, lineno: int) -> None:
         step = _step_of(rec)
+        if step is None and _is_config_line(rec):
+            self.run.info.setdefault("config", rec["config"])  # rl-doctor's first line
+            return
         if step is None:
             self.run.warnings.append(
                 f"{p}:{lineno}: no integer step ({', '.join(STEP_KEYS)}); skipped"
             )
             return
-        values = {}
+        values: dict[str, float | None] = {}
         for k, v in _flatten(rec):
             if k in STEP_KEYS:
                 continue
             f = _as_number(v)
-            if f is not None:
-                values[k] = f
+            if f is not None or v is None:
+                values[k] = f  # None (null) reads as NaN in the Mapper
         self.mapper.add(step, values)
 
     def derive(self) -> None:
@@ -176,7 +180,7 @@ class CsvReader(JsonlMetricsReader):
                     continue
                 header = self._header.get(p)
                 if header is None:
-                    self._header[p] = [c.strip() for c in cells]
+                    self._header[p] = header_keys([c.strip() for c in cells], self.run)
                     continue
                 if len(cells) != len(header):
                     self.run.warnings.append(
@@ -195,6 +199,10 @@ class CsvReader(JsonlMetricsReader):
         return changed
 
 
+def _is_config_line(rec: dict[str, Any]) -> bool:
+    return set(rec) == {"config"} and isinstance(rec["config"], dict)
+
+
 def _jsonl_has_step(p: Path) -> bool:
     for line in head(p, 64 << 10).splitlines()[:5]:
         if not line.strip():
@@ -203,13 +211,19 @@ def _jsonl_has_step(p: Path) -> bool:
             rec = decode_line(line)
         except ValueError:
             return False
+        if isinstance(rec, dict) and _is_config_line(rec):
+            continue  # rl-doctor's {"config": {...}} first line
         return isinstance(rec, dict) and _step_of(rec) is not None
     return False
 
 
 def _csv_has_step(p: Path) -> bool:
     first = head(p, 16 << 10).split("\n", 1)[0]
-    return any(c.strip() in STEP_KEYS for c in first.split(","))
+    try:
+        cells = next(csv.reader(io.StringIO(first)))
+    except (csv.Error, StopIteration):
+        return False
+    return any(c.strip() in STEP_KEYS for c in cells)
 
 
 def _sniff(path: Path, glob: str, test: Any) -> bool:

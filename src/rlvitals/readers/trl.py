@@ -58,7 +58,6 @@ TRL = MappingTable(
         Rule("step_time", "perf/step_seconds"),
     ),
     (
-        ("rewards/<func>/std", "batch std of one reward function"),
         ("sampling/importance_sampling_ratio/*", "logged after truncation: the corrected ratio"),
         ("clip_ratio/low_mean, high_mean", "one side each; region_mean is the union"),
     ),
