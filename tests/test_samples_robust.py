@@ -9,8 +9,6 @@ import os
 import time
 from pathlib import Path
 
-import pytest
-
 from rlvitals.cli import main
 from rlvitals.model import RunData
 from rlvitals.readers import open_reader, read
