@@ -74,6 +74,7 @@ class Follower:
             ``poll() -> bool`` and ``.run``).
         source_format: overrides sniffing.
         mapping: a user mapping file (``--mapping``), ahead of the format's own table.
+        run: which run of a source that holds several (``--run``), as ``open_reader`` takes.
         samples: a framework's sample dump read as the run's attempts (``--samples``).
         path: the run's path when ``source`` is a reader (to notice it recreated).
         wait: a path that does not exist yet is waited for instead of an error.
@@ -96,6 +97,7 @@ class Follower:
         *,
         source_format: str | None = None,
         mapping: str | os.PathLike[str] | None = None,
+        run: str | None = None,
         samples: str | os.PathLike[str] | None = None,
         path: str | os.PathLike[str] | None = None,
         wait: bool = False,
@@ -116,6 +118,7 @@ class Follower:
 
         self.source_format = source_format
         self.mapping = mapping
+        self.run = run
         self.samples = samples
         self.baseline = baseline
         self.thresholds = thresholds
@@ -131,9 +134,15 @@ class Follower:
         self._judge = judge
         self._tracker_cls = AlertTracker
         self.reader: Any = None
-        self.path: Path | None = None
+        self.path: Path | None = None  # a local path: watched for reruns, waited for
+        self._source: str | None = None
         if isinstance(source, (str, os.PathLike)):
-            self.path = Path(source)
+            self._source = os.fspath(source)
+            if _is_url(self._source):  # read through a mirror: opened now, never waited for
+                self.reader = self._open()
+            else:
+                self.path = Path(source)
+        if self.path is not None and self.reader is None:
             if self.path.exists() or not wait:
                 try:
                     self.reader = self._open()
@@ -142,10 +151,10 @@ class Follower:
                     # a file that is not a run is an error now.
                     if not (wait and self.path.is_dir()):
                         raise
-        else:
+        elif self._source is None:
             self.reader = source
             self.path = Path(path) if path is not None else None
-        self._empty = RunData(source=os.fspath(self.path) if self.path else "", format="")
+        self._empty = RunData(source=self._source or os.fspath(self.path or ""), format="")
         self.resets = 0
         self._reset_state()
 
@@ -154,13 +163,14 @@ class Follower:
     def _open(self) -> Any:
         from .readers import open_reader
 
-        assert self.path is not None
-        reader = open_reader(self.path, self.source_format, mapping=self.mapping)
+        target = self._source if self._source is not None else self.path
+        assert target is not None
+        kw: dict[str, Any] = {"mapping": self.mapping}
+        if self.run is not None:
+            kw["run"] = self.run
         if self.samples is not None:
-            from .readers.samples import attach
-
-            reader = attach(reader, self.samples)
-        return reader
+            kw["samples"] = self.samples
+        return open_reader(target, self.source_format, **kw)
 
     def _reset_state(self) -> None:
         self.tracker = self._tracker_cls(self.min_alert)
@@ -363,6 +373,14 @@ class Follower:
         for key in list(self.tracker.sent):
             if key[0] == "liveness" and key[1] == "stalled" and key not in current:
                 self.tracker.forget(key)
+
+
+def _is_url(source: str) -> bool:
+    try:
+        from .readers.remote import is_url
+    except ImportError:  # pragma: no cover - older readers
+        return "://" in source
+    return bool(is_url(source))
 
 
 def _warn_once(data: RunData, msg: str) -> None:

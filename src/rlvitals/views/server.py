@@ -146,6 +146,7 @@ class Hub:
         source_format: the format of the runs given directly (``--from``), not of those
             discovered under folders.
         mapping: a user mapping file (``--mapping``) for every run.
+        run: the run (``--run``) of the tracker stores given directly.
     """
 
     def __init__(
@@ -164,8 +165,10 @@ class Hub:
         follow_links: bool = False,
         source_format: str | None = None,
         mapping: str | os.PathLike[str] | None = None,
+        run: str | None = None,
     ) -> None:
         self.source_format = source_format  # for the runs given directly
+        self.store_run = run  # likewise
         self.mapping = mapping  # for every run
         self.roots: list[Path] = []
         self.explicit: list[Path] = []
@@ -221,7 +224,9 @@ class Hub:
             return False
         try:
             fmt = self.source_format if must else None
-            reader = open_reader(path, fmt, mapping=self.mapping)
+            reader = open_reader(
+                path, fmt, mapping=self.mapping, run=self.store_run if must else None
+            )
         except UnknownFormatError:
             if must:
                 raise
@@ -917,8 +922,10 @@ def serve(
     transcript_rules: str | None = None,
     source_format: str | None = None,
     mapping: str | os.PathLike[str] | None = None,
+    run: str | None = None,
 ) -> None:
-    """Serve in the foreground until interrupted (``source_format``, ``mapping``: see Hub)."""
+    """Serve in the foreground until interrupted (``source_format``, ``mapping``, ``run``:
+    see Hub)."""
     hub = Hub(
         paths,
         baseline=baseline,
@@ -929,6 +936,7 @@ def serve(
         transcript_rules=transcript_rules,
         source_format=source_format,
         mapping=mapping,
+        run=run,
     )
     server = make_server(hub, host, port, verbose=verbose)
     poller = threading.Thread(target=hub.run_forever, args=(poll_interval,), daemon=True)
