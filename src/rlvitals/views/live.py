@@ -130,7 +130,7 @@ class LiveView:
         title: str = "",
         started: float | None = None,
         judge: bool = True,
-        checks_every_s: float = 3.0,
+        checks_every_s: float = 5.0,
     ) -> None:
         self.console = console or Console(stderr=True)
         self.tally = RunTally(steps, title, started=started)
@@ -206,8 +206,9 @@ class LiveView:
             if self.follower is None:
                 from ..follow import Follower
 
+                # At most a twentieth of the time goes to judging (the run trains meanwhile).
                 self.follower = Follower(
-                    self.tally.run_dir, checks_every_s=self.checks_every_s, cost_factor=10.0
+                    self.tally.run_dir, checks_every_s=self.checks_every_s, cost_factor=20.0
                 )
             self.follower.poll()
         except Exception as exc:  # the view must never stop the training it shows
