@@ -320,6 +320,8 @@ class RunData:
         attempts: the attempts table, where the source has one.
         warnings: what the reader skipped or doubted, each naming file and line.
         source_keys: the source's own keys kept under their own names (other formats).
+        notes: what the reader chose that the user may want to know (the format picked where
+            another read the file about as well, with the ``--from`` that picks the other).
     """
 
     source: str
@@ -332,6 +334,7 @@ class RunData:
     attempts: AttemptTable | None = None
     warnings: list[str] = field(default_factory=list)
     source_keys: set[str] = field(default_factory=set)
+    notes: list[str] = field(default_factory=list)
 
     def until(self, step: int) -> RunData:
         """The run as it stood when update ``step`` had just been written: every series,

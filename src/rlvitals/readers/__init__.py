@@ -9,20 +9,19 @@ new. ``read(path)`` is one poll of a sniffed reader.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any
 
 from ..errors import UnknownFormatError
 from ..model import RunData
-
-if TYPE_CHECKING:
-    from .mapping import MappingTable
+from .registry import FORMATS, Format, Reader, detect, discover, formats, register
 
 __all__ = [
     "FORMATS",
     "Format",
     "Reader",
+    "detect",
+    "discover",
     "find_attempt",
     "formats",
     "load_attempt_record",
@@ -33,88 +32,9 @@ __all__ = [
 ]
 
 
-class Reader(Protocol):
-    """An incremental reader of one run."""
-
-    name: str
-    run: RunData
-
-    def poll(self) -> bool:
-        """Read what is new since the last call; True if anything was."""
-        ...
-
-
-class Format:
-    """A registered source format: its name, how to recognise it, how to read it."""
-
-    def __init__(
-        self,
-        name: str,
-        description: str,
-        sniff: Callable[[Path], bool],
-        factory: Callable[..., Reader],
-        priority: int = 50,
-        *,
-        table: MappingTable | None = None,
-        kind: str = "",
-        files: str = "",
-    ) -> None:
-        self.name = name
-        self.description = description
-        self.sniff = sniff
-        self.factory = factory
-        self.priority = priority
-        self.table = table  # the mapping table shown by `rlvitals formats` and docs/formats.md
-        self.kind = kind  # "run directory", "console log", "JSONL", "event files", ...
-        self.files = files  # what to point it at
-
-
-FORMATS: dict[str, Format] = {}
-
-
-def register(fmt: Format) -> Format:
-    """Add a format to the registry (reader modules call this at import)."""
-    FORMATS[fmt.name] = fmt
-    return fmt
-
-
-def _load_all() -> None:
-    # Import reader modules so they register themselves; kept lazy so `import rlvitals` is light.
-    from . import (  # noqa: F401
-        areal,
-        generic,
-        miles,
-        native,
-        openrlhf,
-        primerl,
-        skyrl,
-        tensorboard,
-        tinker,
-        trl,
-        verl,
-    )
-
-
-def formats() -> list[Format]:
-    """Every registered format, in sniffing order."""
-    _load_all()
-    return sorted(FORMATS.values(), key=lambda f: f.priority)
-
-
 def sniff(path: str | os.PathLike[str]) -> str:
-    """The name of the format of ``path`` (a file or a directory)."""
-    _load_all()
-    p = Path(path)
-    if not p.exists():
-        raise UnknownFormatError("no such file or directory", path=str(p))
-    for fmt in sorted(FORMATS.values(), key=lambda f: f.priority):
-        if fmt.sniff(p):
-            return fmt.name
-    names = ", ".join(sorted(FORMATS))
-    raise UnknownFormatError(
-        f"not a run this version can read; known formats: {names} (use --format to choose)",
-        path=str(p),
-    )
+    """The name of the format that reads ``path`` (a file or a directory) best."""
+    return detect(path).format
 
 
 def open_reader(
@@ -128,10 +48,11 @@ def open_reader(
     ``mapping`` names a TOML or JSON file of ``canonical name = "source key"`` rules that take
     precedence over the format's own table (for the generic formats, the only table).
     """
-    _load_all()
+    formats()  # every reader module imported (and registered)
     p = Path(path)
+    note = None
     if format is None:
-        format = sniff(p)
+        format, note = detect(p)
     elif format not in FORMATS:
         raise UnknownFormatError(
             f"unknown format {format!r}; expected one of: {', '.join(sorted(FORMATS))}",
@@ -144,7 +65,10 @@ def open_reader(
         from .mapping import load_user_mapping
 
         kwargs["extra_rules"] = tuple(load_user_mapping(mapping))
-    return FORMATS[format].factory(p, **kwargs)
+    reader = FORMATS[format].factory(p, **kwargs)
+    if note:
+        reader.run.notes.append(note)
+    return reader
 
 
 def read(
@@ -155,8 +79,9 @@ def read(
 ) -> RunData:
     """Read a whole run (any known format) into the canonical model.
 
-    The files are taken as complete: a record still open at the end of a file is read as far
-    as it goes, with a warning (a live reader would wait for the rest instead).
+    The files are taken as complete: a last line without its newline is read, and a record
+    still open at the end of a file is read as far as it goes, with a warning (a live reader
+    would wait for the rest instead).
     """
     reader = open_reader(path, format, mapping=mapping)
     reader.poll()
