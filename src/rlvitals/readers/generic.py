@@ -13,6 +13,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -167,7 +168,9 @@ class CsvReader(JsonlMetricsReader):
         rec: dict[str, Any] = {}
         for k, c in zip(header, cells):
             c = c.strip()
-            if k in STEP_KEYS:
+            if k in STEP_KEYS and c.isdigit():
+                rec[k] = int(c)
+            elif k in STEP_KEYS:
                 f = parse_number(c)
                 rec[k] = int(f) if f is not None and math.isfinite(f) and f.is_integer() else c
             elif c:
@@ -188,10 +191,16 @@ def _jsonl_has_step(p: Path) -> bool:
         try:
             rec, _ = decode_json(line)
         except ValueError:
+            # Cut by the sample's end (a very long line): a step key near its start will do.
+            if _STEP_START.match(line):
+                return True
             continue
         if isinstance(rec, dict) and _step_of(rec) is not None:
             return True
     return False
+
+
+_STEP_START = re.compile(r'\s*\{\s*"(?:step|global_step|_step|iteration)"\s*:\s*\d')
 
 
 def _csv_has_step(p: Path) -> bool:

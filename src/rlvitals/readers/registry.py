@@ -157,7 +157,9 @@ def _check_readable(p: Path) -> None:
         raise ReadError(f"cannot read ({exc.strerror or exc})", path=str(p)) from None
 
 
-def _sub_runs(p: Path, fmts: list[Format]) -> list[Path]:
+def _sub_runs(p: Path, fmts: list[Format], *, nested: bool) -> list[Path]:
+    """The sub-folders of ``p`` that are runs (read alone). ``nested``: the check for a
+    sub-folder itself, where its own sub-folders need only be accepted by some format."""
     out = []
     try:
         children = sorted(os.scandir(p), key=lambda e: e.name)
@@ -172,9 +174,21 @@ def _sub_runs(p: Path, fmts: list[Format]) -> list[Path]:
         except OSError:
             continue
         child = Path(e.path)
-        if any(f.accepts(child) for f in fmts):
-            out.append(child)
+        if nested:
+            if any(f.accepts(child) for f in fmts):
+                out.append(child)
+            continue
+        try:
+            _detect(child, fmts, nested=True)
+        except ReadError:
+            continue
+        out.append(child)
     return out
+
+
+def _layout(p: Path, fmts: list[Format]) -> str | None:
+    """The first layout format (not scored) that accepts ``p``."""
+    return next((f.name for f in fmts if not f.scored and f.accepts(p)), None)
 
 
 def _reader_files(fmt: Format, p: Path) -> list[Path] | None:
@@ -211,36 +225,40 @@ def _near(a: int, b: int) -> bool:
 
 def detect(path: str | os.PathLike[str]) -> Detection:
     """The format that reads ``path`` (a file or a folder) best; see the module docstring."""
-    fmts = formats()
-    p = Path(path)
+    return _detect(Path(path), formats(), nested=False)
+
+
+def _detect(p: Path, fmts: list[Format], *, nested: bool) -> Detection:
     _check_readable(p)
     cands = [f for f in fmts if f.accepts(p)]
+    subs = _sub_runs(p, fmts, nested=nested) if p.is_dir() else []
     for f in cands:
-        if not f.scored:
+        # A layout format takes the path, unless it only found its files in sub-folders that
+        # are runs of other kinds (event files somewhere under a folder of runs).
+        if not f.scored and (not subs or all(_layout(s, fmts) == f.name for s in subs)):
             return Detection(f.name)
-    if p.is_dir():
-        subs = _sub_runs(p, fmts)
-        if subs:
-            keep = []
-            for f in cands:
-                files = _reader_files(f, p)
-                if files is None or any(s in q.parents for q in files for s in subs):
-                    keep.append(f)
-            if not keep:
-                names = [s.name for s in subs]
-                shown = ", ".join(names[:5]) + (", ..." if len(names) > 5 else "")
-                raise RunFolderError(
-                    f"a folder of {len(subs)} run(s) ({shown}), not one run: name one of "
-                    f"them, pass {p}/* to read each, or serve the folder (rlvitals serve {p})",
-                    path=str(p),
-                    runs=[str(s) for s in subs],
-                )
-            cands = keep
+    cands = [f for f in cands if f.scored]
+    if p.is_dir() and subs:
+        keep = []
+        for f in cands:
+            files = _reader_files(f, p)
+            if files is None or any(s in q.parents for q in files for s in subs):
+                keep.append(f)
+        if not keep:
+            names = [s.name for s in subs]
+            shown = ", ".join(names[:5]) + (", ..." if len(names) > 5 else "")
+            raise RunFolderError(
+                f"a folder of {len(subs)} run(s) ({shown}), not one run: name one of "
+                f"them, pass {p}/* to read each, or serve the folder (rlvitals serve {p})",
+                path=str(p),
+                runs=[str(s) for s in subs],
+            )
+        cands = keep
     if not cands:
         raise UnknownFormatError(_unreadable(p, fmts), path=str(p))
     refined = {name for f in cands for name in f.over}
     cands = [f for f in cands if f.name not in refined] or cands
-    if len(cands) == 1:
+    if len(cands) == 1 or nested:
         return Detection(cands[0].name)
     scores = {f.name: _score(f, p) for f in cands}
     best = max(cands, key=lambda f: (scores[f.name], -f.priority))
@@ -305,7 +323,8 @@ def _looks_like(p: Path) -> str:
             keys = ", ".join(list(map(str, rec))[:6])
             return f"JSON lines with no step field (first keys: {keys})"
     shown = first[:60].encode("unicode_escape").decode("ascii")
-    return f"text with no step record in its first {len(lines)} lines (first: {shown!r})"
+    where = "its one line" if len(lines) == 1 else f"its first {len(lines)} lines"
+    return f"text with no step record in {where} (first: {shown!r})"
 
 
 def discover(path: str | os.PathLike[str], *, depth: int = 2) -> list[Path]:
