@@ -43,6 +43,8 @@ def read_run(
     from ..readers import read
 
     data = read(path, source_format, mapping=mapping)
+    for n in data.notes:
+        print(f"note: {n}", file=sys.stderr)
     for w in data.warnings[:shown]:
         print(f"warning: {w}", file=sys.stderr)
     if len(data.warnings) > shown:

@@ -205,7 +205,7 @@ _STEP_START = re.compile(r'\s*\{\s*"(?:step|global_step|_step|iteration)"\s*:\s*
 
 def _csv_has_step(p: Path) -> bool:
     first = head(p, 16 << 10).split("\n", 1)[0]
-    return any(c.strip() in STEP_KEYS for c in first.split(","))
+    return any(c.strip().strip("\"'") in STEP_KEYS for c in first.split(","))
 
 
 def _sniff(path: Path, glob: str, test: Any) -> bool:

@@ -106,6 +106,7 @@ class NativeReader:
         self._run_json_key: tuple[int, int, int] | None = None
         self._attempts = AttemptTableBuilder()
         self._shard_index: dict[Path, int] = {}
+        self._odd: set[Path] = set()  # run files that are not files (said once)
 
     def files(self) -> list[Path]:
         """Every JSON Lines file of the run that exists now."""
@@ -141,6 +142,11 @@ class NativeReader:
             files = self.files()
         for p in files:
             check_state(self._tail(p), content=False)
+        for name in (STEPS, ROLLOUTS, EVALS, PROGRESS):
+            q = self.dir / name
+            if q.exists() and not q.is_file() and q not in self._odd:
+                self._odd.add(q)
+                self.run.warnings.append(f"{q}: not a file; skipped")
         for p in _shards(self.dir, STEPS):
             changed |= self._read_chunks(p, self._decode_steps_chunk, final)
         for p in _shards(self.dir, ROLLOUTS):

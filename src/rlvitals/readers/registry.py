@@ -154,7 +154,7 @@ def _check_readable(p: Path) -> None:
             with open(p, "rb") as f:
                 f.read(1)
     except OSError as exc:
-        raise ReadError(f"cannot read ({exc.strerror or exc})", path=str(p)) from None
+        raise UnknownFormatError(f"cannot read ({exc.strerror or exc})", path=str(p)) from None
 
 
 def _sub_runs(p: Path, fmts: list[Format], *, nested: bool) -> list[Path]:
