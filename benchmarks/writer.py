@@ -21,6 +21,12 @@ Scenarios:
               reply, trace = "full" transcripts): the writer's milliseconds per update
   reference   (--reference-steps N) the writer timed inside N updates of the real reference
               trainer (the train extra): its share of an update, target under 2%
+  shards      (--writers K) K worker processes log the same attempts through
+              ``rlvitals.attach`` shards while the trainer closes each update; wall-clock
+              attempts per second end to end, beside the single-process writer's wall-clock
+              rate on the same attempts in the same run
+  ray         the same through ``rlvitals.ray.RunActor`` with K sampler actors on a local Ray
+              cluster (the ray extra)
 """
 
 from __future__ import annotations
@@ -218,6 +224,135 @@ def reference_trainer_share(steps: int, root: str) -> None:
     )
 
 
+def _share(step: int, groups: int, worker: int, writers: int) -> list[dict[str, Any]]:
+    """Worker ``worker``'s share of an update's attempts (its groups), as log_attempt kwargs."""
+    rng = random.Random(step * 7919 + worker)
+    calls = step_calls(step, groups // writers, 0, rng)
+    for kw, _ in calls:
+        kw["group_id"] = f"w{worker}-{kw['group_id']}"
+    return [kw for kw, _ in calls]
+
+
+def _shard_worker(
+    run_dir: str, worker: int, writers: int, steps: int, groups: int, barrier: Any
+) -> None:
+    import rlvitals
+
+    with rlvitals.attach(run_dir, shard=f"w{worker}") as w:
+        for step in range(steps):
+            batch = _share(step, groups, worker, writers)
+            barrier.wait()
+            for g in range(0, len(batch), GROUP):
+                w.log_attempts(batch[g : g + GROUP])
+            barrier.wait()
+
+
+def multi_writer(root: str, steps: int, groups: int, writers: int, mode: str) -> tuple[float, int]:
+    """Wall seconds for ``writers`` writers to log ``steps`` updates and the trainer to close
+    them; the attempts logged. ``mode``: single (one process logs every share), shards, ray."""
+    import multiprocessing
+
+    cfg = {
+        "output": {"output_dir": root, "name": f"multi-{mode}-{time.monotonic_ns()}"},
+        "training": {"max_consecutive_unusable_groups": None},
+        "rollout": {"max_consecutive_rollout_failures": None},
+    }
+    n = steps * (groups // writers) * GROUP * writers
+    if mode == "single":
+        shares = [[_share(s, groups, w, writers) for w in range(writers)] for s in range(steps)]
+        with Run(cfg) as run:
+            t0 = time.perf_counter()
+            for step in range(steps):
+                for batch in shares[step]:
+                    for kw in batch:
+                        run.log_attempt(**kw)
+                run.log_step(step, metrics={"train/loss": 0.1})
+            return time.perf_counter() - t0, n
+    if mode == "shards":
+        ctx = multiprocessing.get_context("fork")
+        barrier = ctx.Barrier(writers + 1)
+        with Run(cfg) as run:
+            procs = [
+                ctx.Process(
+                    target=_shard_worker, args=(str(run.dir), w, writers, steps, groups, barrier)
+                )
+                for w in range(writers)
+            ]
+            for p in procs:
+                p.start()
+            barrier.wait()
+            t0 = time.perf_counter()
+            for step in range(steps):
+                barrier.wait()
+                run.log_step(step, metrics={"train/loss": 0.1})
+                if step + 1 < steps:
+                    barrier.wait()
+            seconds = time.perf_counter() - t0
+            for p in procs:
+                p.join()
+        return seconds, n
+    import ray
+
+    from rlvitals.ray import RunActor
+
+    @ray.remote(num_cpus=0)
+    class Sampler:
+        def __init__(self, worker: int, run: Any) -> None:
+            self.worker, self.run = worker, run
+
+        def ready(self) -> bool:
+            return True
+
+        def sample(self, step: int) -> int:
+            batch = _share(step, groups, self.worker, writers)
+            refs = [
+                self.run.log_attempts.remote(batch[g : g + GROUP])
+                for g in range(0, len(batch), GROUP)
+            ]
+            ray.get(refs)
+            return len(batch)
+
+    run = RunActor.options(num_cpus=0).remote(cfg)
+    samplers = [Sampler.remote(w, run) for w in range(writers)]
+    ray.get([s.ready.remote() for s in samplers] + [run.info.remote()])  # started, not timed
+    t0 = time.perf_counter()
+    for step in range(steps):
+        ray.get([s.sample.remote(step) for s in samplers])
+        ray.get(run.log_step.remote(step, metrics={"train/loss": 0.1}))
+    seconds = time.perf_counter() - t0
+    ray.get(run.close.remote())
+    return seconds, n
+
+
+def multi_writers(root: str, steps: int, groups: int, writers: int, repeat: int) -> None:
+    """The shard and Ray writers against the single-process writer, wall clock, same run."""
+    best: dict[str, float] = {}
+    n = 0
+    modes = ["single", "shards"]
+    try:
+        import ray
+
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+        modes.append("ray")
+    except ImportError:
+        print("ray: skipped (pip install 'rlvitals[ray]')")
+    try:
+        for _ in range(repeat):
+            for mode in modes:
+                s, n = multi_writer(root, steps, groups, writers, mode)
+                best[mode] = min(best.get(mode, float("inf")), s)
+    finally:
+        if "ray" in modes:
+            ray.shutdown()
+    single = n / best["single"]
+    print(f"{writers} writers, {n} attempts, wall clock (best of {repeat}):")
+    for mode in modes:
+        rate = n / best[mode]
+        print(
+            f"  {mode:<7} {rate:>10,.0f} attempts/s  ({rate / single:.2f}x the single-process writer)"
+        )
+
+
 def python_speed() -> float:
     """CPU seconds for a fixed pure-Python loop (10 million additions): how fast this core
     runs Python, so figures from different machines can be compared."""
@@ -269,6 +404,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--quick", action="store_true", help="a few updates, one repeat (smoke)")
     ap.add_argument("--only", nargs="*", default=None, help="scenarios to run")
+    ap.add_argument(
+        "--writers", type=int, default=2, help="writers for the shards and ray scenarios"
+    )
     ap.add_argument(
         "--reference-steps",
         type=int,
@@ -322,6 +460,10 @@ def main(argv: list[str] | None = None) -> int:
                 f"transcripts): {ms:.2f} ms per update ({1e3 * ms / 256:.1f} us per attempt); "
                 f"--reference-steps measures the share inside the real trainer"
             )
+        if not args.only or "shards" in args.only or "ray" in args.only:
+            with contextlib.suppress(AttributeError, OSError):  # several processes: all CPUs
+                os.sched_setaffinity(0, all_cpus)
+            multi_writers(root, args.steps, args.groups, args.writers, args.repeat)
         if args.reference_steps:
             with contextlib.suppress(AttributeError, OSError):  # the trainer's own threads
                 os.sched_setaffinity(0, all_cpus)

@@ -34,6 +34,7 @@ def synth_run(
     collapse_from: int = 10**9,
     stuck_share: float = 0.0,
     evals_every: int = 0,
+    stale_from: int = 10**9,
     **cfg: Any,
 ) -> Path:
     rng = random.Random(seed)
@@ -75,7 +76,7 @@ def synth_run(
                             f"{step}-{g}",
                             f"t{t}",
                             None,
-                            policy_version=step,
+                            policy_version=min(step, stale_from),
                             error=TimeoutError("sandbox"),
                             response_tokens=0,
                         )
@@ -88,7 +89,7 @@ def synth_run(
                         f"{step}-{g}",
                         f"t{t}",
                         r,
-                        policy_version=step,
+                        policy_version=min(step, stale_from),
                         response_tokens=n,
                         truncated=trunc,
                         sampler_logprobs=s_lp,

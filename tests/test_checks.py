@@ -12,6 +12,7 @@ import json
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from rlvitals.checks import Thresholds, run_checks
@@ -139,13 +140,41 @@ def test_burst_of_failed_attempts_is_found_with_its_steps(runs):
     assert "rollout_failed/TimeoutError" in f.evidence["reasons"]
 
 
-def test_growing_mismatch_is_a_stale_policy(runs):
-    rep = check(runs["stale"])
+def test_growing_mismatch_with_a_rising_lag_is_a_stale_policy(tmp_path):
+    # The sampler keeps the weights of update 10: the lag grows by one per update and the
+    # mismatch with it.
+    p = synth_run(tmp_path, "stale", kl_from=10, kl_growth=0.4, lr=0.04, stale_from=10)
+    rep = check(p)
     assert rep.verdict == "stale_policy"
     f = next(f for f in rep.findings if f.check == "agreement")
     assert f.metric == "train/mismatch_kl"
-    assert 10 <= f.first_step <= 25
-    assert f.evidence["peak"] > 10 * f.evidence["start_level"]
+    assert f.evidence["lag_rising"] or f.evidence["stale_dropped"]
+    assert 10 <= f.first_step <= 15
+
+
+def test_growing_mismatch_with_a_flat_lag_is_drift_caught_by_its_trend(runs):
+    # Sync run, every attempt on the trainer's weights (lag 0 throughout), mismatch x1.4 per
+    # update from step 10: drift, named by its trend within five updates of the onset.
+    rep = check(runs["stale"])
+    assert rep.verdict == "drift"
+    f = next(f for f in rep.findings if f.check == "agreement")
+    assert f.metric == "train/mismatch_kl" and f.evidence["lag_rising"] is False
+    assert "lag flat" in f.title and "stale" not in f.title
+    assert 10 <= f.first_step <= 15
+
+
+def test_a_constant_designed_lag_is_healthy():
+    # A real run of examples/grpo-async.toml (the reference trainer, sampler one update ahead
+    # by design: freshness/lag_mean 1 throughout; mismatch KL ~0.03, over the sync line).
+    from rlvitals import read as read_any
+
+    data = read_any(str(Path(__file__).parent / "data" / "runs" / "grpo-async"))
+    lag = data.series("freshness/lag_mean")
+    assert lag is not None and float(np.median(lag.values)) == 1.0
+    assert float(np.median(data.series("train/mismatch_kl").values)) > 0.01
+    rep = run_checks(data)
+    assert not rep.at_least("warn"), [f.title for f in rep.at_least("warn")]
+    assert rep.verdict == "learning"
 
 
 def test_entropy_falling_relative_to_its_start_is_a_collapse(runs):

@@ -56,3 +56,17 @@ def test_a_live_check_raises_a_crash_burst_within_a_few_steps(trainer_run):
             break
     else:
         pytest.fail("a live check never raised the burst within 5 steps of its onset")
+
+
+def test_the_async_example_with_its_designed_lag_is_healthy(trainer_run):
+    # examples/grpo-async.toml: the sampler one update ahead by design (lag 1 throughout).
+    run = trainer_run(
+        None,
+        mode="async",
+        overrides={"training": {"max_steps_off_policy": 2}, "optim": {"async_lead": 1}},
+    )
+    data = read(run)
+    assert float(data.series("freshness/lag_mean").values[-10:].mean()) >= 0.9
+    rep = run_checks(data)
+    assert rep.at_least("warn") == [], [f.title for f in rep.at_least("warn")]
+    assert not [f for f in rep.findings if f.verdict in ("drift", "stale_policy")]

@@ -24,7 +24,7 @@ def runs(tmp_path_factory):
 
 def test_json_output_has_verdict_and_findings(runs, capsys):
     assert main(["check", str(runs["too_easy"]), "--json"]) == 0
-    out = json.loads(capsys.readouterr().out)
+    out = json.loads(capsys.readouterr().out)["runs"][0]
     assert out["verdict"] == "too_easy"
     f = next(f for f in out["findings"] if f["check"] == "groups")
     assert set(f) >= {"check", "severity", "verdict", "title", "metric", "first_step", "evidence"}
@@ -55,9 +55,10 @@ def test_markdown_output(runs, capsys):
 
 def test_several_runs_give_a_list_and_the_worst_exit_code(runs, capsys):
     code = main(["check", str(runs["healthy"]), str(runs["nan"]), "--json", "--fail-on", "warn"])
-    out = json.loads(capsys.readouterr().out)
+    out = json.loads(capsys.readouterr().out)["runs"]
     assert code == 1
     assert [r["verdict"] for r in out] == ["learning", "non_finite"]
+    assert [r["path"] for r in out] == [str(runs["healthy"]), str(runs["nan"])]
 
 
 def test_missing_path_is_one_line_and_exit_2(tmp_path, capsys):
@@ -83,11 +84,11 @@ def test_baseline_from_healthy_seeds_flags_a_different_run(runs, tmp_path, capsy
     assert len(rm["slopes"]) == 3
     capsys.readouterr()
     main(["check", str(runs["too_easy"]), "--baseline", str(b), "--json"])
-    out = json.loads(capsys.readouterr().out)
+    out = json.loads(capsys.readouterr().out)["runs"][0]
     flagged = {f["metric"] for f in out["findings"] if f["check"] == "baseline"}
     assert "reward/mean" in flagged
     main(["check", seeds[0], "--baseline", str(b), "--json"])
-    out = json.loads(capsys.readouterr().out)
+    out = json.loads(capsys.readouterr().out)["runs"][0]
     assert not [f for f in out["findings"] if f["check"] == "baseline" and f["severity"] != "info"]
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from dashboard_runs import make_run, write_run_json
 from rlvitals.errors import ReadError, RunFolderError, UnknownFormatError
-from rlvitals.readers import detect, discover, formats, open_reader, read, sniff
+from rlvitals.readers import FORMATS, detect, discover, formats, open_reader, read, sniff
 from rlvitals.readers import registry as registry_mod
 from rlvitals.readers.base import FileState, decode_json, read_lines
 
@@ -386,16 +386,14 @@ def test_registry_is_ordered_and_found_without_a_list(
 
 
 def test_the_reading_with_more_canonical_values_wins(tmp_path: Path) -> None:
-    # tinker's sniffer accepts this file (a progress/ key), but only the generic reading maps
-    # reward/mean: the better reading wins over the more specific format.
+    # verl's file-logger sniffer accepts this file (its first row), but only the generic
+    # reading gets the rest: the better reading wins over the more specific format.
     p = tmp_path / "x.jsonl"
-    p.write_text(
-        "".join(
-            json.dumps({"step": s, "reward/mean": 0.1, "progress/done_frac": 0.1}) + "\n"
-            for s in range(3)
-        )
-    )
+    rows = [{"step": 0, "data": {"x": 1}}] + [{"step": s, "reward/mean": 0.1} for s in range(1, 9)]
+    p.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert FORMATS["verl-jsonl"].accepts(p)
     assert detect(p) == ("jsonl", None)
+    assert read(p).series("reward/mean").steps.tolist() == list(range(1, 9))
 
 
 def test_near_tie_goes_to_the_more_specific_format_with_a_note(tmp_path: Path) -> None:

@@ -62,14 +62,17 @@ def test_healthy_runs_raise_nothing_from_transcripts(runs, name):
     assert not ours(rep, "info")
 
 
-def test_rates_are_published_as_series(runs):
+def test_rates_are_returned_with_the_report_not_written_into_the_run(runs):
     data = read(str(runs["healthy"]))
-    run_checks(data)
+    names_before = data.names()
+    rep = run_checks(data)
     for name in ("transcripts/test_edit_rate", "transcripts/repetition_rate",
                  "transcripts/flagged_rate", "transcripts/reward_length_spearman"):  # fmt: skip
-        s = data.series(name)
+        s = rep.series.get(name)
         assert s is not None and len(s) >= 30, name
-    assert float(np.nanmax(data.series("transcripts/flagged_rate").values)) < 0.1
+        assert data.series(name) is None, name
+    assert data.names() == names_before
+    assert float(np.nanmax(rep.series["transcripts/flagged_rate"].values)) < 0.1
 
 
 def test_test_file_edits_are_an_exploit_with_attempts_cited(runs):
@@ -145,7 +148,7 @@ def test_samples_trace_runs_no_text_flags(runs):
     data = read(str(runs["samples"]))
     rep = run_checks(data)
     assert not [f for f in ours(rep) if "flags" in f.evidence]
-    assert data.series("transcripts/test_edit_rate") is None
+    assert "transcripts/test_edit_rate" not in rep.series
 
 
 def test_rules_file_in_the_run_directory_is_used(runs, tmp_path):

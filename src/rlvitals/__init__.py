@@ -11,18 +11,19 @@ from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-__all__ = ["Config", "Run", "RunData", "__version__", "load_config", "read"]
+__all__ = ["Config", "Run", "RunData", "__version__", "attach", "load_config", "read"]
 
 if TYPE_CHECKING:
     from .config import Config, load_config
     from .model import RunData
     from .readers import read
-    from .writer import Run
+    from .writer import Run, attach
 
 _LAZY = {
     "Config": ("config", "Config"),
     "load_config": ("config", "load_config"),
     "Run": ("writer", "Run"),
+    "attach": ("writer", "attach"),
     "RunData": ("model", "RunData"),
     "read": ("readers", "read"),
 }

@@ -304,6 +304,47 @@ class AttemptTableBuilder:
         return self._table
 
 
+class Presence:
+    """Which records each key appeared in, per stream of records (for ``RunData.missing``).
+
+    A stream is the records that start with the same key: one file's rows, one kind of
+    console line. Judging a key against its own stream keeps a file that lags another (a
+    trainer's metrics behind its orchestrator's) from reading as keys gone missing.
+    """
+
+    __slots__ = ("keys", "streams")
+
+    def __init__(self) -> None:
+        self.streams: dict[str, list[int]] = {}  # stream -> distinct steps of its records
+        self.keys: dict[str, list[Any]] = {}  # key -> [stream, first index, last index, count]
+
+    def record(self, step: int, keys: Iterable[str], stream: str) -> None:
+        """Note one record of ``stream`` at ``step`` holding ``keys``."""
+        st = self.streams.get(stream)
+        if st is None:
+            st = self.streams[stream] = []
+        if not st or st[-1] != step:
+            st.append(step)
+        n = len(st) - 1
+        table = self.keys
+        for k in keys:
+            e = table.get(k)
+            if e is None:
+                table[k] = [stream, n, n, 1]
+            elif e[0] == stream and e[2] != n:
+                e[2] = n
+                e[3] += 1
+
+    def vanished(self) -> dict[str, int]:
+        """Key -> the first step of its stream without it, for keys gone from the rest of it."""
+        out: dict[str, int] = {}
+        for k, (stream, first, last, count) in self.keys.items():
+            st = self.streams[stream]
+            if len(st) - 1 - last >= 2 and count >= 3 and count * 2 >= last - first + 1:
+                out[k] = st[last + 1]
+        return out
+
+
 @dataclass
 class RunData:
     """A run, read from any format, in canonical form.
@@ -320,6 +361,17 @@ class RunData:
         attempts: the attempts table, where the source has one.
         warnings: what the reader skipped or doubted, each naming file and line.
         source_keys: the source's own keys kept under their own names (other formats).
+        resolved: source key -> (canonical name, the step of the chain that mapped it: ``user
+            mapping``, ``table``, ``synonym``, ``tokens`` or ``canonical``, the rule's source
+            or note). ``rlvitals formats --explain`` prints it.
+        unmapped: source key -> why it stays under its own name only.
+        nulls: metric name (source key or canonical) -> the step from which it has been
+            ``null``/``None`` after having had a value (its series holds NaN there).
+        missing: (property) metric -> first step N from which it is missing: it had values,
+            then turned null (``nulls``) or vanished from every later record. The checks
+            report it; see the property's docstring.
+        transcripts: a transcript store other than the run directory's ``transcripts/``
+            (a framework's sample dump, ``readers.samples``), or None.
         notes: what the reader chose that the user may want to know (the format picked where
             another read the file about as well, with the ``--from`` that picks the other).
     """
@@ -334,6 +386,60 @@ class RunData:
     attempts: AttemptTable | None = None
     warnings: list[str] = field(default_factory=list)
     source_keys: set[str] = field(default_factory=set)
+    resolved: dict[str, tuple[str, str, str]] = field(default_factory=dict)
+    unmapped: dict[str, str] = field(default_factory=dict)
+    nulls: dict[str, int] = field(default_factory=dict)
+    presence: Presence | None = None
+    transcripts: Any = None
+
+    @property
+    def missing(self) -> dict[str, int]:
+        """Metric name -> the first step N from which it is missing (a NaN signal).
+
+        Sinks store NaN differently: verl's file logger writes null, prime-rl drops the key,
+        TRL logs None (TensorBoard then drops it), trackio and W&B JSON write "NaN". A metric
+        (a source key or the canonical name it maps to) counts as missing from step N when
+        it had values and then either
+          - turned null from step N on (``nulls``; its series holds NaN there), or
+          - vanished: absent from the records after its last value (N is the first of them),
+            at least two of them, while it was in half or more of the records over its own
+            span and at least three times (a metric logged every k-th step or once is not
+            judged missing by its gaps). Records are those of the key's own stream where the
+            reader went through a ``Mapper`` (``presence``); else every step of the run.
+        The canonical name a key maps to is missing where its source is. Only keys a reader
+        kept from another format are judged by absence (a native run writes NaN explicitly).
+        Recomputed when the run grows.
+        """
+        steps = self.steps()
+        key = (len(steps), int(steps[-1]) if len(steps) else -1, len(self.nulls))
+        cached = self.__dict__.get("_missing_cache")
+        if cached is not None and cached[0] == key:
+            return dict(cached[1])
+        out: dict[str, int] = {}
+        judged = self.source_keys | set(self.original)
+        if self.presence is not None:
+            out.update(self.presence.vanished())
+            judged = {k for k in judged if k not in self.presence.keys}
+            for target, src in self.original.items():
+                if src in out:
+                    out[target] = out[src]
+                judged.discard(target)
+        for name in sorted(judged):
+            s = self.metrics.get(name)
+            if s is None or len(s) < 3:
+                continue
+            last = int(s.steps[-1])
+            hi = int(np.searchsorted(steps, last, side="right"))
+            if len(steps) - hi < 2:
+                continue
+            lo = int(np.searchsorted(steps, int(s.steps[0]), side="left"))
+            if len(s) * 2 < hi - lo:
+                continue
+            out[name] = int(steps[hi])
+        out.update(self.nulls)
+        self.__dict__["_missing_cache"] = (key, out)
+        return dict(out)
+
     notes: list[str] = field(default_factory=list)
 
     def until(self, step: int) -> RunData:
@@ -356,6 +462,10 @@ class RunData:
                 out.metrics.extend(name, s.steps[:k], s.values[:k])
         out.original = dict(self.original)
         out.source_keys = set(self.source_keys)
+        out.resolved = dict(self.resolved)
+        out.unmapped = dict(self.unmapped)
+        out.nulls = {k: v for k, v in self.nulls.items() if v <= step}
+        out.transcripts = self.transcripts
         out.evals = [e for e in self.evals if isinstance(e.get("step"), int) and e["step"] <= step]
         t = self.metrics.get("time")
         cut = t.at(step) if t is not None else None

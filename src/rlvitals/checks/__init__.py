@@ -16,6 +16,7 @@ from typing import Any
 from ..model import RunData
 from .base import SEVERITIES, VERDICTS, Finding, Report, severity_rank
 from .context import Context, Thresholds
+from .derive import derive
 
 __all__ = [
     "CHECK_ORDER",
@@ -24,6 +25,7 @@ __all__ = [
     "Finding",
     "Report",
     "Thresholds",
+    "order_findings",
     "run_checks",
     "severity_rank",
 ]
@@ -31,13 +33,16 @@ __all__ = [
 # Module names under rlvitals.checks, in the seeds' order.
 CHECK_ORDER = [
     "liveness",
+    "system",
     "nonfinite",
     "reward",
+    "components",
     "groups",
     "failures",
     "episodes",
     "agreement",
     "policy",
+    "reference",
     "transcripts",
     "heldout",
     "baseline",
@@ -84,6 +89,22 @@ def overall_verdict(findings: list[Finding], steps: int) -> str:
     return "too_early"
 
 
+def order_findings(findings: list[Finding], verdict: str) -> list[Finding]:
+    """The findings in the order that serves the verdict: the warn-or-fail evidence for the
+    run's verdict first, then by severity (worst first), each severity in the seeds' order
+    and by step. An info finding that reads as reassurance (learning, mastered) never comes
+    before an alarm."""
+    rank = {name: i for i, name in enumerate(CHECK_ORDER)}
+
+    def key(item: tuple[int, Finding]) -> tuple[int, int, int, int]:
+        i, f = item
+        sev = severity_rank(f.severity)
+        lead = 0 if f.verdict == verdict and sev >= severity_rank("warn") else 1
+        return (lead, -sev, rank.get(f.check, len(rank)), i)
+
+    return [f for _i, f in sorted(enumerate(findings), key=key)]
+
+
 def run_checks(
     data: RunData,
     *,
@@ -116,6 +137,7 @@ def run_checks(
         baseline=baseline,
         transcript_rules=transcript_rules,
     )
+    derived = derive(ctx)
     findings: list[Finding] = []
     for name, check in _checks():
         if only and name not in only:
@@ -123,7 +145,8 @@ def run_checks(
         found = check(ctx)
         found.sort(key=lambda f: (f.first_step is None, f.first_step or 0))
         findings.extend(found)
-    steps = ctx.step_count()
+    verdict = overall_verdict(findings, ctx.step_count)
+    steps = ctx.step_count
     info = {
         k: data.info.get(k)
         for k in ("name", "status", "stop_reason", "run_id", "fault", "fault_step")
@@ -133,8 +156,9 @@ def run_checks(
     info["steps"] = steps
     return Report(
         source=data.source,
-        verdict=overall_verdict(findings, steps),
-        findings=findings,
+        verdict=verdict,
+        findings=order_findings(findings, verdict),
         info=info,
         last_step=data.last_step,
+        series=derived,
     )

@@ -1,11 +1,14 @@
 """5. Sampler/trainer agreement and freshness.
 
-A healthy run keeps the mismatch KL near zero and the ESS near 1. A mismatch that grows step
-after step means the sampler holds weights older than the trainer's (weight sync not applied):
-a stale policy. A mismatch that jumps to a new level, or sits above the line, is numerical
-drift (precision, kernels). Levels are judged against absolute lines from the literature and
-against the run's own start, above a floor that ignores rounding noise. In async mode, the lag
-between sampler and trainer versions and the share of attempts dropped as stale.
+A healthy run keeps the mismatch KL near zero and the ESS near 1. Levels are judged against
+absolute lines from the literature (from the first update read) and against the run's own
+start, above a floor that ignores rounding noise; a rise is named by its trend before it
+reaches a line. The cause comes from the freshness lag: a mismatch rising with the lag (or
+with attempts dropped as stale) is a stale policy, the sampler on older weights; rising while
+the lag stays flat it is drift: numerics (precision, kernels), or weights that differ from the
+version the sampler reports. A lag constant by design (async) is healthy: the mismatch then
+holds the policy's own movement over that many updates, and is judged against its own start
+only. Also the ESS, and in async mode the share of attempts dropped as stale.
 """
 
 from __future__ import annotations
@@ -18,79 +21,173 @@ import numpy as np
 from ..model import Series
 from .base import Finding
 from .context import Context, finding, round_sig
-from .stats import MIN_WINDOW, crossing, first_sustained, rolling_mean, start_level, trend
+from .stats import (
+    MIN_WINDOW,
+    crossing,
+    first_sustained,
+    read_words,
+    rolling_mean,
+    short_level,
+    start_level,
+    trend,
+)
 
 NAME = "agreement"
+
+
+# A rise of the mismatch named by its trend: its five-update mean this many times its start
+# (and above mismatch_floor) with a significant rising trend on a log scale since.
+TREND_RISE = 3.0
+
+
+def _lag(ctx: Context) -> tuple[Series | None, float | None, bool]:
+    """The freshness lag: (series, its designed level, whether it rises). The designed level
+    is the lag the run keeps (async by design: the sampler one or more updates behind), when
+    its median is at least 0.5 and it does not rise; else None."""
+    _n, lag = ctx.series("freshness/lag_mean")
+    if lag is None:
+        return None, None, False
+    lt = trend(lag) if len(lag) >= MIN_WINDOW else None
+    rising = lt is not None and lt.rising and float(lag.values[-1]) > float(lag.values[0]) + 0.5
+    level = float(np.median(lag.values))
+    return lag, (level if level >= 0.5 and not rising else None), rising
+
+
+def _steady_start(s: Series, v: np.ndarray, lag: Series | None, designed: float | None) -> float:
+    """The mismatch's own start; with a designed lag, over the updates that already ran at
+    it (the first updates of an async run sample on the trainer's own weights)."""
+    if designed is None or lag is None:
+        return start_level(v)
+    at = np.interp(s.steps, lag.steps, lag.values)
+    ok = at >= designed - 0.5
+    return start_level(v[ok]) if ok.sum() >= MIN_WINDOW else start_level(v)
 
 
 def _mismatch(ctx: Context) -> list[Finding]:
     th = ctx.thresholds
     name, s = ctx.series("train/mismatch_kl", "train/mismatch_k1", "train/logprob_abs_diff")
-    if s is None or name is None or len(s) < MIN_WINDOW:
+    if s is None or name is None:
         return []
     v = np.abs(s.values) if name == "train/mismatch_k1" else s.values
-    roll = rolling_mean(v)
-    start = start_level(v)
-    if name == "train/logprob_abs_diff":
-        # |Δ| grows like the square root of k3: a 10x KL rise is about 3x in |Δ|.
+    lag, designed, lag_rising = _lag(ctx)
+    if name == "train/logprob_abs_diff" or designed is not None:
+        # |Δ| has no line of its own (it grows like the square root of k3). With a designed
+        # lag the mismatch also holds the policy's own movement over that many updates, so
+        # the numerics lines do not apply: it is judged against its own start only.
         warn_line, fail_line = math.inf, math.inf
-        rel_line = max(math.sqrt(th.mismatch_rise) * start, 0.02)
     else:
         warn_line = th.mismatch_kl_warn
         fail_line = th.mismatch_kl_fail if name == "train/mismatch_kl" else th.mismatch_k1_fail
+    if len(s) < MIN_WINDOW:
+        if not math.isfinite(warn_line) or not short_level(v, warn_line):
+            return []
+        level = float(v.mean())
+        return [
+            finding(
+                NAME,
+                "fail" if short_level(v, fail_line) else "warn",
+                "drift",
+                f"{read_words(len(s))}: {name} at {level:.2g}, over the {warn_line:g} line "
+                "of a stable run",
+                metric=name,
+                first_step=int(s.steps[0]),
+                level=round_sig(level),
+                line=warn_line,
+                updates_read=len(s),
+                values=[round_sig(float(x)) for x in v],
+                action="The sampler and the trainer give the same tokens different "
+                "probabilities: compare precisions (bf16 vs fp16/fp32), kernels and the "
+                "engine version, and check the weights the sampler holds are the trainer's.",
+            )
+        ]
+    roll = rolling_mean(v)
+    start = _steady_start(s, v, lag, designed)
+    if name == "train/logprob_abs_diff":
+        rel_line = max(math.sqrt(th.mismatch_rise) * start, 0.02)
+        trend_line = max(math.sqrt(TREND_RISE) * start, 0.01)
+    else:
         rel_line = max(th.mismatch_rise * start, th.mismatch_floor)
+        trend_line = max(TREND_RISE * start, th.mismatch_floor)
     i_abs = crossing(v, warn_line) if math.isfinite(warn_line) else None
     i_rel = crossing(v, rel_line)
-    candidates = [i for i in (i_abs, i_rel) if i is not None]
+    # A rise named by its trend before it reaches a line: the five-update mean past
+    # TREND_RISE x its start, still rising significantly (log scale) from there.
+    i_trend = crossing(v, trend_line)
+    rising_trend = None
+    if i_trend is not None:
+        lo = max(0, i_trend - MIN_WINDOW)
+        seg = Series(s.steps[lo:], np.log(np.maximum(v[lo:], 1e-12)))
+        rising_trend = trend(seg)
+        if rising_trend is None or not rising_trend.rising or float(roll[-1]) < trend_line:
+            i_trend = None
+    candidates = [i for i in (i_abs, i_rel, i_trend) if i is not None]
     if not candidates:
         return []
     idx = min(candidates)
     step = int(s.steps[idx])
     peak = float(np.nanmax(roll))
-    # The mismatch grows multiplicatively: test its trend on a log scale.
     seg = s.since(step)
     if name != "train/mismatch_k1":
         seg = Series(seg.steps, np.log(np.maximum(np.abs(seg.values), 1e-12)))
     tr = trend(seg) if len(seg) >= MIN_WINDOW else None
     growing = tr is not None and tr.rising and float(roll[-1]) >= 0.8 * peak
-    _lag_name, lag = ctx.series("freshness/lag_mean")
-    lag_rising = False
     if lag is not None and len(lag.since(step)) >= MIN_WINDOW:
         lt = trend(lag.since(step))
-        lag_rising = lt is not None and lt.rising
-    # Attempts dropped as stale, or the sampler's own version falling behind (the attempts
-    # table keeps the lag of discarded attempts too), say the weights are old, not the numerics.
+        lag_rising = lag_rising or (lt is not None and lt.rising)
+    # The weights are old, not the numerics, only where the lag says so: the lag of trained
+    # attempts rising, attempts dropped as stale, or the sampler's own version falling behind
+    # (the attempts table keeps the lag of discarded attempts too). A mismatch rising while
+    # the lag stays flat is drift: numerics, or weights that differ from the version the
+    # sampler reports.
     stale_drops = ctx.finite("discard/rollouts/stale")
     dropped = stale_drops is not None and bool(stale_drops.since(step).values.sum() > 0)
-    stale = growing or lag_rising or dropped or _sampler_lag_rising(ctx, step)
+    stale = lag_rising or dropped or _sampler_lag_rising(ctx, step)
     severe = peak >= fail_line
     ess = ctx.finite("train/mismatch_ess_seq")
+    line = warn_line if idx == i_abs else rel_line if idx == i_rel else trend_line
     ev: dict[str, Any] = dict(
         start_level=round_sig(start),
         peak=round_sig(peak),
-        line=round_sig(warn_line if i_abs is not None and i_abs == idx else rel_line),
+        now=round_sig(float(roll[-1])),
+        line=round_sig(line),
         absolute_line=None if math.isinf(warn_line) else warn_line,
         relative_line=round_sig(rel_line),
+        trend_line=round_sig(trend_line),
         trend_z_since=round_sig(tr.z) if tr else None,
+        growing=growing,
+        lag_metric="freshness/lag_mean" if lag is not None else None,
+        lag_rising=lag_rising,
+        designed_lag=None if designed is None else round_sig(designed),
+        stale_dropped=dropped,
         ess_seq_last=round_sig(float(ess.values[-MIN_WINDOW:].mean())) if ess is not None else None,
     )
+    how = "grows step after step" if growing else f"at {peak:.2g}"
     if stale:
         title = (
-            f"stale policy: {name} grows step after step from step {step} "
-            f"({start:.2g} at the start, {float(roll[-1]):.2g} now)"
+            f"stale policy: {name} {how} from step {step} ({start:.2g} at the start, "
+            f"{float(roll[-1]):.2g} now) while the freshness lag rises"
         )
         action = (
             "The sampler is generating with older weights than the trainer's: check that "
-            "the weight sync after each update reaches every engine replica (and that the "
-            "version it reports is the version it holds)."
+            "the weight sync after each update reaches every engine replica."
         )
         verdict = "stale_policy"
     else:
-        title = f"sampler/trainer drift: {name} at {peak:.2g} from step {step} (start {start:.2g})"
+        lag_words = (
+            "with the freshness lag flat"
+            if lag is not None
+            else "(the run logs no freshness lag; a stale sampler would show there)"
+        )
+        title = (
+            f"sampler/trainer drift: {name} {how} from step {step} (start {start:.2g}, "
+            f"{float(roll[-1]):.2g} now) {lag_words}"
+        )
         action = (
-            "The two sides compute different probabilities for the same tokens: compare "
-            "precisions (bf16 vs fp16/fp32), kernels and the engine version; use truncated "
-            "importance sampling (TIS) or masked IS until it is fixed."
+            "The two sides compute different probabilities for the same tokens while the "
+            "sampler reports fresh weights: compare precisions (bf16 vs fp16/fp32), kernels "
+            "and the engine version, and check that the weights the sampler holds are the "
+            "version it reports; use truncated importance sampling (TIS) or masked IS until "
+            "it is fixed."
         )
         verdict = "drift"
     return [

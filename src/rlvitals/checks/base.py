@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..model import Series
 
 __all__ = ["SEVERITIES", "VERDICTS", "Finding", "Report", "severity_rank"]
 
@@ -26,6 +29,8 @@ VERDICTS: dict[str, str] = {
     "stale_policy": "stale policy",
     "exploit_suspected": "exploit suspected",
     "collapse": "collapse",
+    "reference_drift": "policy far from its reference",
+    "slowing": "run slowing down",
     "stalled": "stalled",
     "crashed": "crashed",
     "non_finite": "non-finite values",
@@ -79,13 +84,19 @@ class Finding:
 
 @dataclass
 class Report:
-    """The judgement of one run: its verdict and the findings behind it, in the seeds' order."""
+    """The judgement of one run: its verdict and the findings behind it, the evidence for the
+    worst first.
+
+    ``series`` holds what the checks derived while judging (transcript flag rates, the
+    within-step reward-length correlation), by canonical name, for views to draw beside the
+    run's own series; the run itself is never written to."""
 
     source: str
     verdict: str
     findings: list[Finding]
     info: dict[str, Any] = field(default_factory=dict)
     last_step: int | None = None
+    series: dict[str, Series] = field(default_factory=dict)
 
     @property
     def worst(self) -> str:

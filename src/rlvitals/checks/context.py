@@ -11,7 +11,9 @@ import math
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -20,7 +22,17 @@ from ..model import RunData, Series
 from .base import Finding
 from .stats import MIN_WINDOW, rolling_mean
 
+if TYPE_CHECKING:
+    from ..transcripts.rules import Rules
+    from ..transcripts.scan import RunScan
+    from ..transcripts.store import TranscriptStore
+
 __all__ = ["Context", "Thresholds"]
+
+# A rules file for the run's transcripts: this environment variable, else one of these in the
+# run directory.
+RULES_ENV = "RLVITALS_TRANSCRIPT_RULES"
+RULES_FILES = ("transcript-rules.toml", "transcript-rules.json")
 
 
 @dataclass
@@ -99,7 +111,13 @@ class Thresholds:
 
 @dataclass
 class Context:
-    """The run under judgement and what the checks share about it."""
+    """The run under judgement and what the checks share about it.
+
+    What several checks need is computed once, on first use, as a typed cached property
+    (reward bounds, the transcript scan, the reward components...); series derived while
+    judging live in ``derived`` (filled by ``derive.derive`` before the checks run) and are
+    read through ``series``/``finite`` like the run's own, never written into the run.
+    """
 
     data: RunData
     thresholds: Thresholds = field(default_factory=Thresholds)
@@ -107,13 +125,17 @@ class Context:
     stall_after: float | None = None
     baseline: dict[str, Any] | None = None
     transcript_rules: str | None = None
-    _cache: dict[str, Any] = field(default_factory=dict)
+    derived: dict[str, Series] = field(default_factory=dict)
+
+    def _get(self, name: str) -> Series | None:
+        got = self.derived.get(name)
+        return got if got is not None else self.data.series(name)
 
     def series(self, *names: str) -> tuple[str, Series] | tuple[None, None]:
         """The first of ``names`` the run measured finitely at least once, as (name, series)
         of its finite values; (None, None) if none."""
         for name in names:
-            s = self.data.series(name)
+            s = self._get(name)
             if s is not None:
                 fin = s.finite()
                 if len(fin):
@@ -121,7 +143,7 @@ class Context:
         return None, None
 
     def finite(self, name: str) -> Series | None:
-        s = self.data.series(name)
+        s = self._get(name)
         if s is None:
             return None
         fin = s.finite()
@@ -146,11 +168,27 @@ class Context:
             return sec[key]
         return default
 
+    def config_find(self, *keys: str) -> tuple[str, Any] | None:
+        """The first of ``keys`` anywhere in the run's config (any depth), as (key, value)."""
+        todo: list[Any] = [self.config]
+        found: dict[str, Any] = {}
+        while todo:
+            node = todo.pop()
+            if isinstance(node, dict):
+                for k, v in node.items():
+                    if k in keys and k not in found and not isinstance(v, (dict, list)):
+                        found[k] = v
+                    elif isinstance(v, dict):
+                        todo.append(v)
+        for k in keys:
+            if k in found:
+                return k, found[k]
+        return None
+
+    @cached_property
     def step_count(self) -> int:
         """Number of step records (updates) seen."""
-        if "step_count" not in self._cache:
-            self._cache["step_count"] = len(self.data.steps())
-        return int(self._cache["step_count"])
+        return len(self.data.steps())
 
     def last_write_time(self) -> float | None:
         """When the source last changed on disk (newest file of a run directory)."""
@@ -167,13 +205,7 @@ class Context:
 
     def attempts_per_step(self, steps: np.ndarray) -> np.ndarray | None:
         """Attempts per update at ``steps`` (NaN where unknown), or None if the run never
-        says: from ``rollouts/attempts`` or, failing that, the attempts table."""
-        s = self.finite("rollouts/attempts")
-        if s is not None:
-            out = np.full(len(steps), np.nan)
-            _, ia, ib = np.intersect1d(steps, s.steps, return_indices=True)
-            out[ia] = s.values[ib]
-            return out
+        says: from the attempts table."""
         a = self.data.attempts
         if a is not None and len(a) and len(steps):
             lo = int(min(steps.min(), a.step.min()))
@@ -188,23 +220,11 @@ class Context:
     def rolling(self, s: Series, window: int = MIN_WINDOW) -> np.ndarray:
         return rolling_mean(s.values, window)
 
+    @cached_property
     def reward_bounds(self) -> tuple[float, float]:
         """The reward's bottom and top: configured range, else observed, else [0, 1]. Read
         once per check of a run (several checks scale by it; the attempts table can be
         large)."""
-        if "reward_bounds" not in self._cache:
-            self._cache["reward_bounds"] = self._reward_bounds()
-        lo, hi = self._cache["reward_bounds"]
-        return lo, hi
-
-    def reward_margin(self, noise: float) -> float:
-        """How far a mean of the reward over five updates must move from another such mean to
-        count as a change: three step-noise sigmas of the difference of two such means, and
-        at least 2% of the reward's range."""
-        lo, hi = self.reward_bounds()
-        return max(3 * noise * math.sqrt(2 / MIN_WINDOW), 0.02 * (hi - lo))
-
-    def _reward_bounds(self) -> tuple[float, float]:
         rr = self.config_value("rollout", "reward_range")
         if isinstance(rr, list) and len(rr) == 2:
             return float(rr[0]), float(rr[1])
@@ -220,6 +240,76 @@ class Context:
                 lo, hi = min(lo, float(r.min())), max(hi, float(r.max()))
         lo, hi = min(lo, 0.0), max(hi, 1.0)
         return lo, hi
+
+    def reward_margin(self, noise: float) -> float:
+        """How far a mean of the reward over five updates must move from another such mean to
+        count as a change: three step-noise sigmas of the difference of two such means, and
+        at least 2% of the reward's range."""
+        lo, hi = self.reward_bounds
+        return max(3 * noise * math.sqrt(2 / MIN_WINDOW), 0.02 * (hi - lo))
+
+    # -- transcripts -------------------------------------------------------------------------
+
+    @cached_property
+    def run_dir(self) -> Path | None:
+        p = Path(self.data.source)
+        d = p if p.is_dir() else p.parent
+        return d if d.is_dir() else None
+
+    @cached_property
+    def rules(self) -> Rules:
+        """The transcript rules: ``check --rules FILE``, else $RLVITALS_TRANSCRIPT_RULES, else
+        transcript-rules.toml/.json in the run directory, else the defaults. A bad file raises
+        ConfigError naming the key."""
+        from ..transcripts.rules import Rules, load_rules
+
+        path = self.transcript_rules or os.environ.get(RULES_ENV)
+        if not path and self.run_dir is not None:
+            for name in RULES_FILES:
+                if (self.run_dir / name).is_file():
+                    path = str(self.run_dir / name)
+                    break
+        return load_rules(path) if path else Rules()
+
+    @cached_property
+    def transcript_store(self) -> TranscriptStore | None:
+        from ..transcripts.store import TranscriptStore
+
+        if self.data.transcripts is not None:  # a framework's sample dump (readers.samples)
+            return self.data.transcripts
+        if self.run_dir is None:
+            return None
+        store = TranscriptStore(self.run_dir, warn=self.data.warnings.append)
+        return store if store.exists else None
+
+    @cached_property
+    def transcript_scan(self) -> RunScan | None:
+        """Flag counts of the run's transcripts, over the steps the run has reached (a replay
+        through RunData.until, or step files written ahead of their step records); None when
+        the run has none."""
+        from ..transcripts.scan import scan_run
+
+        store = self.transcript_store
+        if store is None:
+            return None
+        last = self.data.last_step
+        todo = [s for s in store.steps() if last is None or s <= last]
+        sc = scan_run(store, self.rules, steps=todo)
+        return sc if len(sc.steps) else None
+
+    @cached_property
+    def reward_jump(self) -> dict[str, Any] | None:
+        """Where the reward climbed faster than the task allows (checks/transcripts.py)."""
+        from .transcripts import reward_jump
+
+        return reward_jump(self)
+
+    @cached_property
+    def components(self) -> Any:
+        """The reward's components, read once (checks/components.py)."""
+        from .components import read_components
+
+        return read_components(self)
 
 
 def finding(

@@ -2,7 +2,10 @@
 
 A rising share of episodes ending at the turn limit (``rollout/termination_reason/max_turns``)
 or the token limit (``response/truncated_rate``) while reward stays flat means the agent is
-running out of room, not learning the task.
+running out of room, not learning the task. Judged by its course: most episodes cut off now is
+a problem whatever the reward does; a start where most are cut that falls away (a new model
+learning to stop) is transient. Before five updates exist, every update read mostly cut off is
+said at once.
 """
 
 from __future__ import annotations
@@ -12,7 +15,15 @@ import numpy as np
 from ..model import Series
 from .base import Finding
 from .context import Context, finding, round_sig
-from .stats import MIN_WINDOW, crossing, rolling_mean, start_level, trend
+from .stats import (
+    MIN_WINDOW,
+    crossing,
+    read_words,
+    rolling_mean,
+    short_level,
+    start_level,
+    trend,
+)
 
 NAME = "episodes"
 
@@ -65,31 +76,84 @@ def check(ctx: Context) -> list[Finding]:
     for name, s in _termination_shares(ctx):
         candidates.append((name, s, f"ended at {name.rsplit('/', 1)[-1]}"))
     hits: list[Finding] = []
+    passed: list[Finding] = []
     for name, s, words in candidates:
-        # The start is the median of the first five updates; three points past the line
-        # after them are enough (the lines are far from noise), so a live run is judged from
-        # its eighth update.
-        if len(s) < MIN_WINDOW + 3:
+        n = len(s)
+        if short_level(s.values, th.room_level):
+            # Fewer than five updates, every one mostly cut off: said at once.
+            level = float(s.values.mean())
+            hits.append(
+                finding(
+                    NAME,
+                    "warn",
+                    "out_of_room",
+                    f"{read_words(n)}: {level:.0%} of episodes {words}",
+                    metric=name,
+                    first_step=int(s.steps[0]),
+                    level=round_sig(level),
+                    most_line=th.room_level,
+                    updates_read=n,
+                    values=[round_sig(float(x)) for x in s.values],
+                    action="Read a few truncated replies: a model that never stops (a new "
+                    "model, a missing end token) or a budget too small for the task. A "
+                    "transient start that falls away within a few updates is normal for a "
+                    "model learning to stop.",
+                )
+            )
+            continue
+        if n < MIN_WINDOW:
             continue
         start = start_level(s.values, MIN_WINDOW)
         roll = rolling_mean(s.values)
-        line = start + th.room_rise
-        rise = crossing(s.values, line, points=True)
-        most = crossing(s.values, th.room_level, points=True)
+        now = float(s.values[-MIN_WINDOW:].mean())
         from_start = start >= th.room_level
-        if most is None and not from_start:
-            # A smaller rise counts only while reward stays flat: longer answers that pay
-            # off are learning, not a budget problem.
-            if rise is None:
+        line = start + th.room_rise
+        # Judged by its course: what matters is whether episodes are still cut off now. A
+        # start where most are cut (a random-init model that has not learned to stop) that
+        # falls away is transient, not out of room.
+        if from_start:
+            if now < th.room_level:
+                drop = crossing(s.values, th.room_level, above=False, points=True)
+                passed.append(
+                    finding(
+                        NAME,
+                        "info",
+                        "out_of_room",
+                        f"a transient start: {start:.0%} of episodes {words} over the first "
+                        f"{MIN_WINDOW} updates, {now:.0%} over the last {MIN_WINDOW}",
+                        metric=name,
+                        first_step=int(s.steps[0]),
+                        last_step=int(s.steps[drop]) if drop is not None else None,
+                        start_level=round_sig(start),
+                        level=round_sig(now),
+                        most_line=th.room_level,
+                        action="Nothing to do: the policy learned to finish within the budget.",
+                    )
+                )
                 continue
-            flat, rname, slope = _reward_flat_since(ctx, int(s.steps[rise]))
-            if not flat:
-                continue
-            idx = rise
+            idx = 0
+            flat, rname, slope = _reward_flat_since(ctx, int(s.steps[0]))
         else:
-            # Most episodes cut off at a limit: a problem whatever the reward does.
-            idx = 0 if from_start else min(i for i in (rise, most) if i is not None)
-            flat, rname, slope = _reward_flat_since(ctx, int(s.steps[idx]))
+            # The start is the median of the first five updates; three points past the line
+            # after them are enough (the lines are far from noise), so a live run is judged
+            # from its eighth update.
+            if n < MIN_WINDOW + 3 or now < min(line, th.room_level):
+                continue  # not yet, or the spell is over
+            rise = crossing(s.values, line, points=True)
+            most = crossing(s.values, th.room_level, points=True)
+            if most is None:
+                # A smaller rise counts only while reward stays flat: longer answers that pay
+                # off are learning, not a budget problem.
+                if rise is None:
+                    continue
+                flat, rname, slope = _reward_flat_since(ctx, int(s.steps[rise]))
+                if not flat:
+                    continue
+                idx = rise
+            else:
+                # Most episodes cut off at a limit: a problem whatever the reward does.
+                idx = min(i for i in (rise, most) if i is not None)
+                flat, rname, slope = _reward_flat_since(ctx, int(s.steps[idx]))
         first = int(s.steps[idx])
         level = float(np.nanmax(roll)) if np.isfinite(roll).any() else float(s.values.mean())
         reward_words = f", while {rname or 'reward'} is flat" if flat else ""
@@ -99,12 +163,13 @@ def check(ctx: Context) -> list[Finding]:
                 "warn",
                 "out_of_room",
                 f"running out of room: {level:.0%} of episodes {words} "
-                f"({'from the start' if from_start else f'from step {first}, start {start:.0%}'})"
-                + reward_words,
+                f"({'from the start' if from_start else f'from step {first}, start {start:.0%}'}"
+                f", {now:.0%} over the last {MIN_WINDOW})" + reward_words,
                 metric=name,
                 first_step=first,
                 start_level=round_sig(start),
                 level=round_sig(level),
+                last_level=round_sig(now),
                 line=round_sig(line),
                 most_line=th.room_level,
                 reward_metric=rname,
@@ -116,7 +181,7 @@ def check(ctx: Context) -> list[Finding]:
             )
         )
     if not hits:
-        return []
+        return passed[:1]
     # One finding: the earliest limit reached, the others as evidence.
     hits.sort(key=lambda f: (f.first_step or 0, -(f.evidence.get("level") or 0)))
     top = hits[0]

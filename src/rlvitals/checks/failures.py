@@ -12,7 +12,7 @@ import numpy as np
 
 from .base import Finding
 from .context import Context, finding, round_sig
-from .stats import episodes
+from .stats import MIN_WINDOW, episodes, read_words
 
 NAME = "failures"
 FAILED_PREFIXES = ("discard/rollouts/rollout_failed/", "discard/rollouts/grading_failed/")
@@ -50,7 +50,11 @@ def check(ctx: Context) -> list[Finding]:
         hot = failed >= max(3.0, 5.0 * max(typical, 1.0))
         unit = "count"
     out: list[Finding] = []
-    for start, end in episodes(hot):
+    spells = episodes(hot)
+    short = unit == "share" and len(steps) < MIN_WINDOW and bool(hot.all())
+    if short:
+        spells = [(0, len(steps) - 1)]  # every update read has failing attempts: at once
+    for start, end in spells:
         seg = slice(start, end + 1)
         level = float(rate[seg].max())
         top = max(per_reason, key=lambda r: per_reason[r][seg].sum())
@@ -64,8 +68,12 @@ def check(ctx: Context) -> list[Finding]:
                 NAME,
                 "fail" if severe else "warn",
                 "infra_failures",
-                f"burst of failed attempts at steps {int(steps[start])}-{int(steps[end])}: "
-                f"mostly {top}"
+                (
+                    f"{read_words(len(steps))}: failing attempts"
+                    if short
+                    else f"burst of failed attempts at steps {int(steps[start])}-{int(steps[end])}"
+                )
+                + f": mostly {top}"
                 + (
                     f", up to {level:.0%} of attempts"
                     if unit == "share"

@@ -15,7 +15,7 @@ import numpy as np
 from ..model import Series
 from .base import Finding
 from .context import Context, finding, round_sig
-from .stats import MIN_WINDOW, crossing, noise_sigma, rolling_mean
+from .stats import MIN_WINDOW, crossing, noise_sigma, read_words, rolling_mean, short_level
 
 NAME = "groups"
 
@@ -105,7 +105,7 @@ def _pass_rate(ctx: Context, start: int, end: int) -> float | None:
     level = _mean_at(r, start, end)
     if level is None:
         return None
-    lo, hi = ctx.reward_bounds()
+    lo, hi = ctx.reward_bounds
     return (level - lo) / (hi - lo) if hi > lo else None
 
 
@@ -132,6 +132,39 @@ def _which(
     return "too_hard", "no attempt solves them", ev
 
 
+def _last_mean(ctx: Context, name: str, n: int = MIN_WINDOW) -> float:
+    s = ctx.finite(name)
+    return float(s.values[-n:].mean()) if s is not None and len(s) else 0.0
+
+
+def cause(ctx: Context, verdict: str, what: str, *, later: bool) -> tuple[str, str]:
+    """Why the groups of the last updates were rejected, from their discards: stale attempts,
+    failed attempts, or groups all solved / none solved (from the start: too easy / too
+    hard; ``later``, after groups had trained: mastered / collapse). ``(verdict, what)`` when
+    none of these says. For liveness, when the unusable-groups guard stopped a run."""
+    stale = _last_mean(ctx, "discard/rollouts/stale")
+    failed = sum(
+        _last_mean(ctx, n)
+        for n in ctx.data.names("discard/rollouts/")
+        if n.startswith(("discard/rollouts/rollout_failed/", "discard/rollouts/grading_failed/"))
+    )
+    all_solved = _last_mean(ctx, "groups/all_solved")
+    none_solved = _last_mean(ctx, "groups/none_solved")
+    if stale > 0 and stale >= failed:
+        return "stale_policy", "its attempts were dropped as stale"
+    if failed > 0:
+        return "infra_failures", "its attempts failed"
+    if all_solved > none_solved:
+        if later:
+            return "mastered", "every attempt solved its task, after the run had learned"
+        return "too_easy", "every attempt solved its task"
+    if none_solved > 0:
+        if later:
+            return "collapse", "no attempt solved its task any more"
+        return "too_hard", "no attempt solved its task"
+    return verdict, what
+
+
 def check(ctx: Context) -> list[Finding]:
     th = ctx.thresholds
     got = _shares(ctx)
@@ -140,9 +173,10 @@ def check(ctx: Context) -> list[Finding]:
     share, all_s, none_s, metric = got
     n = len(share)
     v = share.values
-    # The start is read over its first five updates; a live run with three to four so far is
-    # judged only if every one of them is past the line (3 of 5 already, whatever follows).
-    if n < MIN_WINDOW and (n < 3 or float(v.min()) < th.rejected_warn):
+    # The start is read over its first five updates; before five exist, a share over many
+    # groups is judged at once if every update read is past the line (short_level).
+    short = n < MIN_WINDOW
+    if short and not short_level(v, th.rejected_warn):
         return []
     out: list[Finding] = []
     roll = rolling_mean(v)
@@ -160,12 +194,14 @@ def check(ctx: Context) -> list[Finding]:
                 NAME,
                 sev,
                 verdict,
-                f"{head:.0%} of groups rejected from the start ({words}): GRPO learns from "
-                "no-variance groups nothing",
+                (f"{read_words(n)}: " if short else "")
+                + f"{head:.0%} of groups rejected {'' if short else 'from the start '}"
+                f"({words}): GRPO learns nothing from groups whose attempts all score the same",
                 metric=metric,
                 first_step=s0,
                 share=round_sig(head),
                 window=[s0, s1],
+                updates_read=n,
                 threshold=th.rejected_fail if sev == "fail" else th.rejected_warn,
                 expected_share=None if expected is None else round_sig(expected),
                 group_size=_group_size(ctx),
@@ -196,7 +232,26 @@ def check(ctx: Context) -> list[Finding]:
     # Mastered or not is read from the reward with the rejected groups counted (the seeds):
     # groups stop disagreeing because easy tasks are now always solved (reward up), or because
     # the policy stopped exploring (reward not up).
-    if verdict == "too_easy" and improved is not False:
+    task = ctx.components.task
+    if verdict == "too_easy" and improved is not False and task is not None and task.flat:
+        out.append(
+            finding(
+                NAME,
+                "info",
+                "exploit_suspected",
+                f"from step {step}, {level:.0%} of groups score the same on every attempt, "
+                f"but the task component {task.name} stayed flat ({task.head:.3g} -> "
+                f"{task.tail:.3g}): not mastered",
+                metric=metric,
+                first_step=step,
+                share=round_sig(level),
+                task_component=task.name,
+                action="Every attempt earns the same reward through another component: see "
+                "the components finding.",
+                **ev,
+            )
+        )
+    elif verdict == "too_easy" and improved is not False:
         out.append(
             finding(
                 NAME,

@@ -116,7 +116,7 @@ def check(ctx: Context) -> list[Finding]:
     if not suites:
         return []
     rname, r = ctx.series("reward/mean_with_unusable", "reward/mean")
-    lo, hi = ctx.reward_bounds()
+    lo, hi = ctx.reward_bounds
     span = hi - lo if hi > lo else 1.0
     out: list[Finding] = []
     for metric in suites:

@@ -1,16 +1,22 @@
 """0. Liveness: are step records arriving, is a slow phase still making progress, did it stop.
 
 Updates can be minutes apart, and a slow phase looks like a stall without heartbeats; with
-``progress.jsonl`` a phase that keeps reporting progress is slow, not stalled.
+``progress.jsonl`` a phase that keeps reporting progress is slow, not stalled. What a console
+log says between its step lines (``RunData.events``) is read too: a traceback after the last
+step is a crash, 503s or refused connections that do not stop for minutes mean the rollout
+engine died (bursts of a minute or less are healthy), no step line ten minutes after the log
+began means the engine or the trainer never started.
 """
 
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
 from ..jsonio import to_float
+from . import groups
 from .base import Finding
 from .context import Context, finding, round_sig
 
@@ -20,11 +26,6 @@ _GUARD_VERDICTS = {
     "max_consecutive_unusable_groups": ("no_signal", "rejected groups came in a row"),
     "max_consecutive_rollout_failures": ("infra_failures", "failed attempts came in a row"),
 }
-
-
-def _last_mean(ctx: Context, name: str, n: int = 5) -> float:
-    s = ctx.finite(name)
-    return float(s.values[-n:].mean()) if s is not None and len(s) else 0.0
 
 
 def _unusable_since(ctx: Context, default: int | None) -> int | None:
@@ -47,33 +48,6 @@ def _trained_before(ctx: Context, step: int | None) -> bool:
     return bool((t.values[t.steps < step] > 0).any())
 
 
-def _why_unusable(ctx: Context, verdict: str, what: str, *, later: bool) -> tuple[str, str]:
-    """Why the groups that stopped the run were rejected, from the last updates' discards:
-    stale attempts, failed attempts, or groups all solved / none solved (from the start: too
-    easy / too hard; after groups had trained: mastered / collapse)."""
-    stale = _last_mean(ctx, "discard/rollouts/stale")
-    failed = sum(
-        _last_mean(ctx, n)
-        for n in ctx.data.names("discard/rollouts/")
-        if n.startswith(("discard/rollouts/rollout_failed/", "discard/rollouts/grading_failed/"))
-    )
-    all_solved = _last_mean(ctx, "groups/all_solved")
-    none_solved = _last_mean(ctx, "groups/none_solved")
-    if stale > 0 and stale >= failed:
-        return "stale_policy", "its attempts were dropped as stale"
-    if failed > 0:
-        return "infra_failures", "its attempts failed"
-    if all_solved > none_solved:
-        if later:
-            return "mastered", "every attempt solved its task, after the run had learned"
-        return "too_easy", "every attempt solved its task"
-    if none_solved > 0:
-        if later:
-            return "collapse", "no attempt solved its task any more"
-        return "too_hard", "no attempt solved its task"
-    return verdict, what
-
-
 def _stuck_span(after: list[dict]) -> float:
     """Seconds the trailing heartbeats have reported the same phase and attempts done."""
     if len(after) < 2:
@@ -94,6 +68,115 @@ def _step_times(ctx: Context) -> tuple[np.ndarray, np.ndarray] | None:
     if s is None or len(s) == 0:
         return None
     return s.steps, s.values
+
+
+# 5xx / connection-refused lines that go on this long (seconds, gaps of at most
+# ENGINE_GAP between them) mean the rollout engine died; bursts of a minute or less come from a
+# healthy engine (the Miles lab guide).
+ENGINE_DEAD_SECONDS = 120.0
+ENGINE_GAP = 60.0
+ENGINE_KINDS = ("http_5xx", "connection_refused")
+CRASH_KINDS = ("traceback", "oom")
+
+
+def _excerpt(text: str, width: int = 160) -> str:
+    """The last non-empty line of an event's text (a traceback's exception), cut short."""
+    lines = [ln.strip() for ln in str(text).splitlines() if ln.strip()]
+    last = lines[-1] if lines else ""
+    return last if len(last) <= width else last[: width - 1] + "…"
+
+
+def _events(ctx: Context, *, crashed: bool) -> list[Finding]:
+    """What the console log says between the step lines (``RunData.events``): a traceback or
+    out-of-memory after the last step (a crash), 5xx or refused connections that do not stop
+    for minutes (the engine died), no step line ten minutes after the log began."""
+    events = list(getattr(ctx.data, "events", None) or [])
+    if not events:
+        return []
+    out: list[Finding] = []
+    last_step = ctx.data.last_step
+    has_steps = ctx.finite("time") is not None or len(ctx.data.steps()) > 0
+    # A crash: a traceback or OOM with no update after it.
+    tail = [e for e in events if e.kind in CRASH_KINDS and (e.step == last_step or not has_steps)]
+    if tail and not crashed:
+        e = tail[-1]
+        where = f"after step {last_step}" if has_steps else "before the first step"
+        out.append(
+            finding(
+                NAME,
+                "fail",
+                "crashed",
+                f"the run crashed {where}: {_excerpt(e.text)}",
+                first_step=last_step,
+                event_kind=e.kind,
+                event_time=e.time,
+                source_file=str(e.source),
+                source_line=e.line,
+                events_after_last_step=len(tail),
+                action="Read the traceback at that line of the log; fix it and restart from "
+                "the last checkpoint.",
+            )
+        )
+    # The engine: 5xx / refused connections in spells (gaps of at most ENGINE_GAP seconds).
+    eng = sorted(
+        (e for e in events if e.kind in ENGINE_KINDS and e.time is not None),
+        key=lambda e: e.time,
+    )
+    spells: list[list[Any]] = []
+    for e in eng:
+        if spells and e.time - spells[-1][-1].time <= ENGINE_GAP:
+            spells[-1].append(e)
+        else:
+            spells.append([e])
+    for sp in spells:
+        span = float(sp[-1].time - sp[0].time)
+        if span < ENGINE_DEAD_SECONDS:
+            continue
+        recovered = sp[-1].step is not None and last_step is not None and sp[-1].step < last_step
+        out.append(
+            finding(
+                NAME,
+                "warn" if recovered else "fail",
+                "infra_failures" if recovered else "stalled",
+                f"the rollout engine {'was down' if recovered else 'died'}: {len(sp)} "
+                f"{sp[0].kind.replace('_', ' ')} lines over {span / 60:.1f} minutes"
+                + (f" from after step {sp[0].step}" if sp[0].step is not None else "")
+                + (", then updates resumed" if recovered else ", and they do not stop")
+                + f": {_excerpt(sp[0].text, 100)}",
+                first_step=None if sp[0].step is None else int(sp[0].step) + 1,
+                seconds=round_sig(span),
+                lines=len(sp),
+                line=ENGINE_DEAD_SECONDS,
+                first_time=sp[0].time,
+                last_time=sp[-1].time,
+                source_file=str(sp[0].source),
+                source_line=sp[0].line,
+                action="Bursts of a minute or less come from a healthy engine; errors that "
+                "go on for minutes mean the inference engine is down: read its own log (out "
+                "of memory, a crashed worker), restart it, and make the rollout side retry "
+                "with backoff.",
+            )
+        )
+    # Never started: no step line although the log went on for ten minutes.
+    timed = [e.time for e in events if e.time is not None]
+    if not has_steps and timed:
+        span = max(timed) - min(timed)
+        if span >= ctx.thresholds.start_timeout_seconds and not tail:
+            out.append(
+                finding(
+                    NAME,
+                    "fail",
+                    "stalled",
+                    f"no step line in the {span / 60:.0f} minutes the log covers: the engine or "
+                    "the trainer did not start",
+                    log_seconds=round_sig(span),
+                    line=ctx.thresholds.start_timeout_seconds,
+                    events=len(events),
+                    action="Check that the engine and trainer processes started (their logs, "
+                    "GPU use); a run with no step lines after ten minutes is not starting.",
+                )
+            )
+    return out
 
 
 def check(ctx: Context) -> list[Finding]:
@@ -122,7 +205,7 @@ def check(ctx: Context) -> list[Finding]:
         first = last_step
         if reason == "max_consecutive_unusable_groups":
             first = _unusable_since(ctx, last_step)
-            verdict, what = _why_unusable(ctx, verdict, what, later=_trained_before(ctx, first))
+            verdict, what = groups.cause(ctx, verdict, what, later=_trained_before(ctx, first))
         mastered = verdict == "mastered"  # the guard ended a run that had done its job
         out.append(
             finding(
@@ -140,6 +223,7 @@ def check(ctx: Context) -> list[Finding]:
             )
         )
 
+    out.extend(_events(ctx, crashed=status == "crashed"))
     times = _step_times(ctx)
     hb_times = np.array(
         [t for t in (to_float(h.get("time")) for h in ctx.data.heartbeats) if t is not None]

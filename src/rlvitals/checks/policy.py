@@ -3,7 +3,12 @@
 Entropy is never held against an absolute number: LLM token entropy is usually below 1 and
 differs by model and task (peers that gate it absolutely miss real collapses and flag healthy
 runs). It is judged as a ratio to the median of the run's first steps, together with its trend
-and what the reward does meanwhile; shrinking replies are read beside it.
+and what the reward does meanwhile. Length and entropy are read together: entropy falling
+while the reward rises is sharpening (info) only when the replies keep their length, the task
+component (where the reward's components are logged) rises with the reward, and held-out does
+not fall; otherwise it is a collapse onto a shortcut (warn, fail under a tenth of its start).
+Replies collapsing to a fifth of their starting length while the reward rises are a shortcut on
+their own: the reward pays for stopping early.
 """
 
 from __future__ import annotations
@@ -15,14 +20,23 @@ import numpy as np
 from ..model import Series
 from .base import Finding
 from .context import Context, Thresholds, finding, round_sig
-from .stats import MIN_WINDOW, crossing, rolling_mean, start_level, trend
+from .heldout import heldout_change
+from .stats import (
+    MIN_WINDOW,
+    crossing,
+    noise_sigma,
+    read_words,
+    rolling_mean,
+    short_level,
+    start_level,
+    trend,
+)
 
 NAME = "policy"
 
 
 def _entropy(ctx: Context) -> list[Finding]:
     th = ctx.thresholds
-    _scan_transcripts(ctx)
     name, s = ctx.series("sampling/entropy_estimate", "train/entropy")
     # The start is the median of the first five updates; three points past the line after
     # them are enough (the line is far from noise): a live run is judged from its eighth.
@@ -55,7 +69,7 @@ def _entropy(ctx: Context) -> list[Finding]:
     rname, r = ctx.series("reward/mean_with_unusable", "reward/mean")
     since = r.since(step) if r is not None else None
     rtr = trend(since) if since is not None and len(since) >= MIN_WINDOW else None
-    lo, hi = ctx.reward_bounds()
+    lo, hi = ctx.reward_bounds
     high = since is not None and len(since) and float(since.values.mean()) >= lo + 0.8 * (hi - lo)
     paying = (rtr is not None and rtr.rising) or bool(high)
     evidence: dict[str, Any] = dict(
@@ -70,6 +84,41 @@ def _entropy(ctx: Context) -> list[Finding]:
         reward_metric=rname,
         reward_trend_z_since=round_sig(rtr.z) if rtr else None,
     )
+    # Sharpening stays info only when the rest agrees: replies not collapsing, the task
+    # component (where logged) not flat, held-out not falling.
+    task = ctx.components.task
+    task_flat = task is not None and task.flat
+    held = heldout_change(ctx, step)
+    held_falling = held is not None and held["change"] < -2 * held["se"]
+    short = shrink is not None and shrink <= ENTROPY_LENGTH
+    evidence.update(
+        task_component=task.name if task is not None else None,
+        task_flat=task_flat,
+        heldout=held,
+    )
+    disagree = [
+        w
+        for w, on in (
+            (f"replies fell to {shrink:.0%} of their length" if shrink is not None else "", short),
+            (f"its task component {task.name} stayed flat" if task is not None else "", task_flat),
+            ("held-out falls", held_falling),
+        )
+        if on
+    ]
+    if paying and disagree:
+        return [
+            finding(
+                NAME,
+                "fail" if severe else "warn",
+                "collapse",
+                f"entropy collapse: {name} at {low:.0%} of its start from step {step} while "
+                f"{rname} rises, but {' and '.join(disagree)}: a shortcut, not sharpening",
+                action="The policy narrowed onto something the reward pays for that is not "
+                "the task: read the top-reward transcripts from this step, check the reward's "
+                "components, and restart from before it with the shortcut closed.",
+                **evidence,
+            )
+        ]
     if paying:
         return [
             finding(
@@ -99,6 +148,65 @@ def _entropy(ctx: Context) -> list[Finding]:
     ]
 
 
+# Entropy under its warn ratio with replies at or under this share of their starting length:
+# the two together are not sharpening.
+ENTROPY_LENGTH = 0.5
+# Replies at or under this share of their starting length (a fifth: from ten tokens to two)
+# while the reward rises: a shortcut (science.md: a length drop over 30% within 10 steps is
+# a collapse sign; a healthy run's replies may shorten by a third as it learns to stop).
+LENGTH_COLLAPSE = 0.2
+
+
+def _length_collapse(ctx: Context) -> list[Finding]:
+    """Replies collapsing to a few tokens while the reward rises: the reward pays for
+    stopping early (an empty or one-token answer the grader accepts, a brevity bonus)."""
+    lname, length = ctx.series("response/length_mean")
+    rname, r = ctx.series("reward/mean", "reward/mean_with_unusable")
+    if length is None or r is None or len(length) < 2 * MIN_WINDOW or len(r) < 2 * MIN_WINDOW:
+        return []
+    l0 = start_level(length.values)
+    l1 = float(length.values[-MIN_WINDOW:].mean())
+    if not l0 > 0 or l1 / l0 > LENGTH_COLLAPSE:
+        return []
+    task = ctx.components.task
+    if task is not None and task.rose:
+        return []  # replies got shorter while the task score rose: learning to stop
+    v = r.values
+    head_n = max(MIN_WINDOW, min(10, len(v) // 4))
+    head, tail = float(v[:head_n].mean()), float(v[-MIN_WINDOW:].mean())
+    margin = ctx.reward_margin(noise_sigma(v))
+    if tail - head <= margin:
+        return []
+    idx = crossing(length.values, 0.5 * l0, above=False)  # onset: under half its start
+    first = int(length.steps[idx]) if idx is not None else int(length.steps[-MIN_WINDOW])
+    task_flat = task is not None and task.flat
+    return [
+        finding(
+            NAME,
+            "fail" if task_flat else "warn",
+            "exploit_suspected",
+            f"replies collapsed to {l1:.2g} tokens ({l1 / l0:.0%} of their start, {l0:.2g}) "
+            f"while {rname} rose {head:.3g} -> {tail:.3g}"
+            + (f" and the task component {task.name} stayed flat" if task_flat and task else "")
+            + ": the reward pays for stopping early",
+            metric=lname,
+            first_step=first,
+            length_start=round_sig(l0),
+            length_last=round_sig(l1),
+            length_ratio=round_sig(l1 / l0),
+            line=LENGTH_COLLAPSE,
+            reward_metric=rname,
+            reward_first=round_sig(head),
+            reward_last=round_sig(tail),
+            margin=round_sig(margin),
+            task_component=task.name if task is not None else None,
+            action="Read the top-reward transcripts: an empty or one-token reply that the "
+            "grader accepts, or a brevity bonus outweighing the task. Gate the bonus on a "
+            "correct answer, or fix the grader, and restart.",
+        )
+    ]
+
+
 def _falling_fast(steps: np.ndarray, rel: np.ndarray, th: Thresholds) -> int | None:
     """Where entropy (``rel``: over its start) went under ``entropy_fast_ratio`` (3 points of
     5) while log-entropy, from the five updates before that to now, falls faster than
@@ -119,19 +227,30 @@ def _falling_fast(steps: np.ndarray, rel: np.ndarray, th: Thresholds) -> int | N
     return idx
 
 
-def _scan_transcripts(ctx: Context) -> None:
-    """Flag the transcripts now (cached for the transcripts check), so the repetition rate is
-    there as evidence beside the entropy."""
-    try:
-        from .transcripts import scan
-    except ImportError:  # pragma: no cover - a build without the transcripts check
-        return
-    scan(ctx)
-
-
 def _clip(ctx: Context) -> list[Finding]:
     s = ctx.finite("train/clip_frac")
-    if s is None or len(s) < MIN_WINDOW:
+    if s is None:
+        return []
+    line = ctx.thresholds.clip_frac_warn
+    if short_level(s.values, line):
+        level = float(s.values.mean())
+        return [
+            finding(
+                NAME,
+                "warn",
+                "drift",
+                f"{read_words(len(s))}: {level:.0%} of tokens clipped (line {line:.0%})",
+                metric="train/clip_frac",
+                first_step=int(s.steps[0]),
+                level=round_sig(level),
+                line=line,
+                updates_read=len(s),
+                action="Updates move the policy far from the sampler's: lower the learning "
+                "rate or the number of minibatches per update, or check the sampler/trainer "
+                "mismatch.",
+            )
+        ]
+    if len(s) < MIN_WINDOW:
         return []
     roll = rolling_mean(s.values)
     idx = crossing(s.values, ctx.thresholds.clip_frac_warn)
@@ -184,4 +303,4 @@ def _grad_spikes(ctx: Context) -> list[Finding]:
 
 
 def check(ctx: Context) -> list[Finding]:
-    return _entropy(ctx) + _clip(ctx) + _grad_spikes(ctx)
+    return _entropy(ctx) + _length_collapse(ctx) + _clip(ctx) + _grad_spikes(ctx)

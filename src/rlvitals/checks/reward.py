@@ -26,9 +26,17 @@ def _learning_signal(ctx: Context) -> float | None:
         return float(s.values.mean())
     g = ctx.finite("reward/group_std_mean")
     if g is not None:
-        lo, hi = ctx.reward_bounds()
+        lo, hi = ctx.reward_bounds
         return 1.0 if float(g.values.mean()) > 0.05 * (hi - lo) else 0.0
     return None
+
+
+def _task_flat(ctx: Context) -> Any:
+    """The task component when the run logs its reward's components and that one stayed
+    flat (checks/components.py); else None."""
+    comps = ctx.components
+    task = comps.task
+    return task if task is not None and task.flat else None
 
 
 def check(ctx: Context) -> list[Finding]:
@@ -60,7 +68,7 @@ def check(ctx: Context) -> list[Finding]:
             )
         ]
     v = s.values
-    lo, hi = ctx.reward_bounds()
+    lo, hi = ctx.reward_bounds
     head_n = max(MIN_WINDOW, min(10, n // 4))
     head = float(v[:head_n].mean())
     tail = float(v[-MIN_WINDOW:].mean())
@@ -93,6 +101,25 @@ def check(ctx: Context) -> list[Finding]:
                 action="The policy is getting worse at the training tasks: look at entropy, "
                 "the sampler/trainer mismatch and gradient norms around the first step; lower "
                 "the learning rate or restart from an earlier checkpoint.",
+                **evidence,
+            )
+        )
+    elif learning and _task_flat(ctx) is not None:
+        task = _task_flat(ctx)
+        assert task is not None
+        out.append(
+            finding(
+                NAME,
+                "info",
+                "exploit_suspected",
+                f"{name} rose from {head:.3g} to {tail:.3g}, but its task component "
+                f"{task.name} stayed flat ({task.head:.3g} -> {task.tail:.3g}): not learning "
+                "the task",
+                metric=name,
+                first_step=int(s.steps[rose_idx]) if rose_idx is not None else None,
+                task_component=task.name,
+                action="See the components finding: the rise comes from another part of the "
+                "reward.",
                 **evidence,
             )
         )

@@ -23,7 +23,9 @@ __all__ = [
     "episodes",
     "first_sustained",
     "noise_sigma",
+    "read_words",
     "rolling_mean",
+    "short_level",
     "start_level",
     "trend",
 ]
@@ -91,6 +93,22 @@ def crossing(
     raw = values[lo : idx + 1]
     hits = np.flatnonzero(raw >= line if above else raw < line)
     return lo + int(hits[0]) if len(hits) else idx
+
+
+def short_level(values: np.ndarray, line: float, *, above: bool = True) -> bool:
+    """A level judged before five updates exist: one to four values, every one past
+    ``line``. For shares over many groups or tokens and for absolute lines far from noise
+    (every reply truncated, every group unsolved, a KL of 0.6 against a line of 0.5), a
+    level needs no trend; what the few updates read all say is evidence at once."""
+    n = len(values)
+    if not 0 < n < MIN_WINDOW:
+        return False
+    return bool(np.all(values >= line) if above else np.all(values < line))
+
+
+def read_words(n: int) -> str:
+    """``in the 2 updates read`` (for findings made on fewer than five updates)."""
+    return f"in the {n} update{'' if n == 1 else 's'} read"
 
 
 def episodes(

@@ -16,27 +16,27 @@ Three kinds of evidence, from cheapest to richest:
 
 docs/transcripts.md explains each signal and flag.
 
-The per-step rates are added to the run as ``transcripts/<flag>_rate``,
-``transcripts/flagged_rate`` and ``transcripts/repetition_rate`` for views to plot.
+The per-step rates (``transcripts/<flag>_rate``, ``transcripts/flagged_rate``,
+``transcripts/repetition_rate``) and ``transcripts/reward_length_spearman`` are derived once
+before the checks run (checks/derive.py) and returned on the report for views to plot; the
+run read is never written to.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
-import os
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ..model import Series
+from ..model import RunData, Series
 from ..transcripts.flags import flag_names, spec
-from ..transcripts.rules import Rules, load_rules
-from ..transcripts.scan import RunScan, examples, publish, scan_run
+from ..transcripts.rules import Rules
+from ..transcripts.scan import RunScan, examples
 from ..transcripts.store import TranscriptStore
 from .base import Finding
-from .context import Context, finding, round_sig
+from .context import RULES_ENV, RULES_FILES, Context, finding, round_sig
 from .heldout import heldout_change
 from .stats import MIN_WINDOW, first_sustained, noise_sigma, rolling_mean, start_level, trend
 
@@ -45,17 +45,16 @@ __all__ = [
     "RULES_ENV",
     "RULES_FILES",
     "check",
+    "flag_rates",
     "reward_jump",
+    "reward_length_series",
     "rules_for",
     "scan",
     "spearman",
 ]
 
 NAME = "transcripts"
-
-# A rules file for the run: this environment variable, else one of these in the run directory.
-RULES_ENV = "RLVITALS_TRANSCRIPT_RULES"
-RULES_FILES = ("transcript-rules.toml", "transcript-rules.json")
+REWARD_LENGTH = "transcripts/reward_length_spearman"
 
 # Reward climbing faster than the task allows: a rise over MIN_WINDOW steps this many noise
 # standard errors above what the early rate of rise gives, and at least this share of the
@@ -70,58 +69,32 @@ LENGTH_MOVE = 0.2
 CUSUM_H = 5.0
 
 
-def run_dir(ctx: Context) -> Path | None:
-    p = Path(ctx.data.source)
-    d = p if p.is_dir() else p.parent
-    return d if d.is_dir() else None
-
-
 def rules_for(ctx: Context) -> Rules:
-    """The run's rules: ``check --rules FILE``, else $RLVITALS_TRANSCRIPT_RULES, else transcript-rules.toml/.json in the
-    run directory, else the defaults. A bad file raises ConfigError naming the key."""
-    got = ctx._cache.get("transcript_rules")
-    if got is None:
-        path = ctx.transcript_rules or os.environ.get(RULES_ENV)
-        if not path:
-            d = run_dir(ctx)
-            for name in RULES_FILES if d else ():
-                if d is not None and (d / name).is_file():
-                    path = str(d / name)
-                    break
-        got = load_rules(path) if path else Rules()
-        ctx._cache["transcript_rules"] = got
-    return got
+    """The run's transcript rules (``Context.rules``)."""
+    return ctx.rules
 
 
 def store_for(ctx: Context) -> TranscriptStore | None:
-    got = ctx._cache.get("transcript_store", False)
-    if got is False:
-        d = run_dir(ctx)
-        got = TranscriptStore(d, warn=ctx.data.warnings.append) if d else None
-        if got is not None and not got.exists:
-            got = None
-        ctx._cache["transcript_store"] = got
-    return got
+    return ctx.transcript_store
 
 
 def scan(ctx: Context) -> RunScan | None:
-    """Flag counts of the run's transcripts (cached on the context); publishes the rates as
-    ``transcripts/*`` series. None when the run has no transcripts."""
-    if "transcript_scan" not in ctx._cache:
-        store = store_for(ctx)
-        sc = None
-        if store is not None:
-            # Only the steps the run has reached (a replay through RunData.until, or step files
-            # written ahead of their step records).
-            last = ctx.data.last_step
-            todo = [s for s in store.steps() if last is None or s <= last]
-            sc = scan_run(store, rules_for(ctx), steps=todo)
-        if sc is not None and not len(sc.steps):
-            sc = None
-        if sc is not None:
-            publish(ctx.data, sc)
-        ctx._cache["transcript_scan"] = sc
-    return ctx._cache["transcript_scan"]
+    """Flag counts of the run's transcripts (``Context.transcript_scan``, computed once)."""
+    return ctx.transcript_scan
+
+
+def flag_rates(sc: RunScan) -> dict[str, Series]:
+    """The per-step rates of a scan as series: ``transcripts/<flag>_rate``,
+    ``transcripts/flagged_rate`` (any exploit flag), ``transcripts/repetition_rate`` (any
+    collapse flag), over the steps whose attempts carry text."""
+    if not len(sc.steps) or not sc.has_text:
+        return {}
+    ok = sc.with_text > 0
+    steps = sc.steps[ok]
+    out = {f"transcripts/{f}_rate": Series(steps, sc.rate(f)[ok]) for f in sc.flags}
+    out["transcripts/flagged_rate"] = Series(steps, sc.family_rate("exploit")[ok])
+    out["transcripts/repetition_rate"] = Series(steps, sc.family_rate("collapse")[ok])
+    return out
 
 
 # -- reward climbing faster than the task allows --------------------------------------------
@@ -130,8 +103,6 @@ def scan(ctx: Context) -> RunScan | None:
 def reward_jump(ctx: Context) -> dict[str, Any] | None:
     """The first step where the reward rose over MIN_WINDOW steps faster than the run's early
     noise and early rate of rise allow, with the figures; None if it never did."""
-    if "reward_jump" in ctx._cache:
-        return ctx._cache["reward_jump"]
     out = None
     name, r = ctx.series("reward/mean_with_unusable", "reward/mean")
     w = MIN_WINDOW
@@ -141,7 +112,7 @@ def reward_jump(ctx: Context) -> dict[str, Any] | None:
         sigma = noise_sigma(v[:early_n])
         tr = trend(Series(r.steps[:early_n], v[:early_n]))
         rate = max(0.0, tr.slope) if tr is not None else 0.0
-        lo, hi = ctx.reward_bounds()
+        lo, hi = ctx.reward_bounds
         c = np.cumsum(np.concatenate(([0.0], v)))
         t = np.arange(w, len(v) - w + 1)
         before = (c[t] - c[t - w]) / w
@@ -166,7 +137,6 @@ def reward_jump(ctx: Context) -> dict[str, Any] | None:
                 early_noise=round_sig(sigma),
                 early_rate_per_step=round_sig(rate),
             )
-    ctx._cache["reward_jump"] = out
     return out
 
 
@@ -218,35 +188,32 @@ def spearman(x: np.ndarray, y: np.ndarray) -> float:
     return float((rx * ry).sum() / d) if d > 0 else math.nan
 
 
-def reward_length_series(ctx: Context) -> Series | None:
+def reward_length_series(data: RunData) -> Series | None:
     """Per step, Spearman's rho between reward and response tokens over its graded attempts
-    (steps with fewer than 8 of them, or a constant side, left out)."""
-    if "reward_length" in ctx._cache:
-        return ctx._cache["reward_length"]
-    out = None
-    a = ctx.data.attempts
-    if a is not None and len(a):
-        ok = ~a.reward_missing & np.isfinite(a.reward) & (a.response_tokens > 0)
-        steps, rhos = [], []
-        bounds = np.flatnonzero(np.concatenate(([True], a.step[1:] != a.step[:-1], [True])))
-        for lo, hi in itertools.pairwise(bounds.tolist()):
-            m = ok[lo:hi]
-            if m.sum() < 8:
-                continue
-            rho = spearman(a.reward[lo:hi][m], a.response_tokens[lo:hi][m].astype(float))
-            if math.isfinite(rho):
-                steps.append(int(a.step[lo]))
-                rhos.append(rho)
-        if len(steps) >= 2 * MIN_WINDOW:
-            out = Series(np.asarray(steps, dtype=np.int64), np.asarray(rhos))
-            ctx.data.metrics.replace("transcripts/reward_length_spearman", out.steps, out.values)
-    ctx._cache["reward_length"] = out
-    return out
+    (steps with fewer than 8 of them, or a constant side, left out); None with fewer than ten
+    such steps."""
+    a = data.attempts
+    if a is None or not len(a):
+        return None
+    ok = ~a.reward_missing & np.isfinite(a.reward) & (a.response_tokens > 0)
+    steps, rhos = [], []
+    bounds = np.flatnonzero(np.concatenate(([True], a.step[1:] != a.step[:-1], [True])))
+    for lo, hi in itertools.pairwise(bounds.tolist()):
+        m = ok[lo:hi]
+        if m.sum() < 8:
+            continue
+        rho = spearman(a.reward[lo:hi][m], a.response_tokens[lo:hi][m].astype(float))
+        if math.isfinite(rho):
+            steps.append(int(a.step[lo]))
+            rhos.append(rho)
+    if len(steps) < 2 * MIN_WINDOW:
+        return None
+    return Series(np.asarray(steps, dtype=np.int64), np.asarray(rhos))
 
 
 def _length(ctx: Context) -> list[Finding]:
-    s = reward_length_series(ctx)
-    if s is None:
+    s = ctx.finite(REWARD_LENGTH)
+    if s is None or len(s) < 2 * MIN_WINDOW:
         return []
     early = start_level(s.values)
     roll = np.nan_to_num(rolling_mean(s.values), nan=early)
@@ -275,7 +242,7 @@ def _length(ctx: Context) -> list[Finding]:
                 if held
                 else "; no held-out score to confirm"
             ),
-            metric="transcripts/reward_length_spearman",
+            metric=REWARD_LENGTH,
             first_step=step,
             early_rho=round_sig(early),
             late_rho=round_sig(late),
@@ -457,7 +424,7 @@ def _family(ctx: Context, sc: RunScan, family: str, rules: Rules) -> list[Findin
     if family == "exploit":
         hard = any(not a["relative"] for a in alarms)
         big = any(a["peak_rate"] >= fail_rate for a in alarms)
-        jump = reward_jump(ctx)
+        jump = ctx.reward_jump
         return [
             finding(
                 NAME,
@@ -516,7 +483,7 @@ def check(ctx: Context) -> list[Finding]:
         out += _family(ctx, sc, "exploit", rules)
         out += _family(ctx, sc, "collapse", rules)
     out += _length(ctx)
-    jump = reward_jump(ctx)
+    jump = ctx.reward_jump
     if jump is not None and not any(f.verdict == "exploit_suspected" for f in out):
         out.append(_reward_jump_finding(ctx, jump))
     return out

@@ -21,6 +21,8 @@ __all__ = ["main"]
 # Subcommand modules, in the order `rlvitals --help` lists them.
 COMMANDS = [
     "check",
+    "export",
+    "query",
     "baseline",
     "metrics",
     "transcripts",
@@ -36,13 +38,18 @@ EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 
 
 def read_run(
-    path: str, source_format: str | None = None, *, mapping: str | None = None, shown: int = 20
+    path: str,
+    source_format: str | None = None,
+    *,
+    mapping: str | None = None,
+    shown: int = 20,
+    samples: str | None = None,
 ) -> RunData:
     """Read a run for a command: the reader's warnings (file and line each) go to stderr, the
     first ``shown`` of them and a count of the rest."""
     from ..readers import read
 
-    data = read(path, source_format, mapping=mapping)
+    data = read(path, source_format, mapping=mapping, samples=samples)
     for n in data.notes:
         print(f"note: {n}", file=sys.stderr)
     for w in data.warnings[:shown]:

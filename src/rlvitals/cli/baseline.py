@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from ..baseline import build, save
-from ..readers import read
+from ._source import add_source_args, read_source
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -26,18 +26,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="N",
         help="how many first steps make the early range (default 10)",
     )
-    p.add_argument(
-        "--from",
-        dest="source_format",
-        default=None,
-        metavar="NAME",
-        help="source format, overriding sniffing",
-    )
+    add_source_args(p, samples=False)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    runs = [read(p, args.source_format) for p in args.paths]
+    runs = [read_source(p, args) for p in args.paths]
     base = build(runs, first=args.first)
     save(base, args.output)
     print(

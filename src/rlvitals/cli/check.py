@@ -1,4 +1,7 @@
-"""``rlvitals check RUN...``: judge runs in the seeds' order; exit codes for CI."""
+"""``rlvitals check RUN...``: judge runs in the seeds' order; exit codes for CI.
+
+A folder of runs is searched for every run under it (``rlvitals.fleet``); several runs are
+judged in ``--jobs`` processes and shown one line each with a summary, one run in full."""
 
 from __future__ import annotations
 
@@ -6,10 +9,12 @@ import argparse
 import sys
 
 from ..baseline import load as load_baseline
-from ..checks import CHECK_ORDER, Thresholds, run_checks, severity_rank
+from ..checks import CHECK_ORDER, Thresholds, severity_rank
+from ..checks.base import Finding, Report
 from ..errors import UsageError
-from ..views.check import render_json, render_markdown, render_text
-from . import read_run
+from ..fleet.judging import Outcome
+from ..views.check import render_markdown, render_text
+from ._source import add_source_args
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -22,7 +27,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "code: 1 when --fail-on finds a finding at that level, 2 for a usage or input error, "
         "0 otherwise.",
     )
-    p.add_argument("paths", nargs="+", metavar="RUN", help="run directories or log files")
+    p.add_argument(
+        "paths",
+        nargs="+",
+        metavar="RUN",
+        help="run directories, log files, or folders of runs (every run under them is judged)",
+    )
     p.add_argument(
         "--format",
         choices=["text", "json", "markdown"],
@@ -30,13 +40,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="output format (default: text)",
     )
     p.add_argument("--json", action="store_true", help="same as --format json")
-    p.add_argument(
-        "--from",
-        dest="source_format",
-        default=None,
-        metavar="NAME",
-        help="source format of the runs, overriding sniffing (see `rlvitals formats`)",
-    )
+    add_source_args(p)
     p.add_argument(
         "--fail-on",
         choices=["warn", "fail"],
@@ -77,6 +81,19 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default=None,
         help="transcript flag rules for your task (TOML or JSON; see docs/transcripts.md)",
     )
+    p.add_argument(
+        "--jobs",
+        "-j",
+        type=int,
+        default=1,
+        metavar="N",
+        help="judge runs in N processes (0: one per core; default 1)",
+    )
+    p.add_argument(
+        "--details",
+        action="store_true",
+        help="with several runs, print each run's findings in full, not one line a run",
+    )
     p.set_defaults(func=run)
 
 
@@ -90,31 +107,105 @@ def _overrides(pairs: list[str]) -> Thresholds:
     return Thresholds().with_overrides(parsed)
 
 
+def _expand(paths: list[str]) -> tuple[list[str], list[str], list[Outcome]]:
+    """The runs the paths name (folders searched), the files passed over, and an Outcome
+    with the error line for each path that names no run."""
+    from ..errors import ReadError
+    from ..fleet import find_runs
+
+    runs: list[str] = []
+    skipped: list[str] = []
+    missing: list[Outcome] = []
+    for path in paths:
+        try:
+            found = find_runs(path)
+        except ReadError as exc:
+            missing.append(Outcome(path, error=str(exc)))
+            continue
+        runs.extend(r for r in found.runs if r not in runs)
+        skipped.extend(found.skipped)
+    return runs, skipped, missing
+
+
 def run(args: argparse.Namespace) -> int:
-    thresholds = _overrides(args.set)
-    baseline = load_baseline(args.baseline) if args.baseline else None
-    reports = []
-    for path in args.paths:
-        data = read_run(path, args.source_format)
-        reports.append(
-            run_checks(
-                data,
-                baseline=baseline,
-                thresholds=thresholds,
-                stall_after=args.stall_after,
-                only=args.only,
-                transcript_rules=args.rules,
-            )
-        )
+    from ..fleet import judge
+    from ..views.fleet import fleet_json, render_outcome_line, render_summary
+
+    options = {
+        "thresholds": _overrides(args.set),
+        "baseline": load_baseline(args.baseline) if args.baseline else None,
+        "stall_after": args.stall_after,
+        "only": args.only,
+        "transcript_rules": args.rules,
+        "source_format": args.source_format,
+        "mapping": getattr(args, "mapping", None),
+        "samples": args.samples,
+    }
+    runs, skipped, outcomes = _expand(args.paths)
+    if args.samples and len(runs) > 1:
+        raise UsageError("--samples: expected one RUN (the dump belongs to one run)")
+    if not runs and len(outcomes) == 1:
+        raise UsageError(str(outcomes[0].error))  # nothing to judge: one error line, exit 2
     fmt = "json" if args.json else args.format
+    # Several runs: one line each as it is judged, then a summary; one run: in full.
+    lines = fmt == "text" and len(runs) + len(outcomes) > 1 and not args.details
+
+    def show(o: Outcome) -> None:
+        if lines:
+            render_outcome_line(o, sys.stdout)
+            sys.stdout.flush()
+            if o.warning_count:
+                print(
+                    f"warning: {o.path}: {o.warning_count} reader warnings, the first: "
+                    f"{o.warnings[0] if o.warnings else ''}",
+                    file=sys.stderr,
+                )
+            return
+        if o.error is not None:
+            if fmt != "json":
+                print(f"rlvitals check: error: {o.error}", file=sys.stderr)
+            return
+        if fmt != "json":
+            for w in o.warnings:
+                print(f"warning: {w}", file=sys.stderr)
+            if o.warning_count > len(o.warnings):
+                print(f"warning: ... and {o.warning_count - len(o.warnings)} more", file=sys.stderr)
+
+    for o in outcomes:
+        show(o)
+    outcomes += judge(runs, jobs=args.jobs, on_outcome=show, **options)
+    reports = [_report(o) for o in outcomes if o.report is not None]
     if fmt == "json":
-        sys.stdout.write(render_json(reports) + "\n")
+        sys.stdout.write(fleet_json(outcomes) + "\n")
     elif fmt == "markdown":
         sys.stdout.write(render_markdown(reports) + "\n")
+    elif lines:
+        print()
+        render_summary(outcomes, sys.stdout)
     else:
         render_text(reports, sys.stdout)
+    if skipped and fmt == "text":
+        print(
+            f"passed over {len(skipped)} files that no reader recognises (e.g. {skipped[0]})",
+            file=sys.stderr,
+        )
     if args.fail_on:
         line = severity_rank(args.fail_on)
-        if any(severity_rank(r.worst) >= line for r in reports):
+        if any(o.report is not None and severity_rank(o.worst) >= line for o in outcomes):
             return 1
+    if any(o.report is None for o in outcomes):
+        return 2  # a run that could not be read: its error line was printed
     return 0
+
+
+def _report(o: Outcome) -> Report:
+    """A Report back from its dict form (what a worker process sends)."""
+    d = o.report or {}
+    findings = [Finding(**f) for f in d.get("findings", [])]
+    return Report(
+        source=d["source"],
+        verdict=d["verdict"],
+        findings=findings,
+        info=d.get("info", {}),
+        last_step=d.get("last_step"),
+    )

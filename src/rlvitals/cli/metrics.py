@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from ..views.series import metrics_json, metrics_text
-from . import read_run
+from ._source import add_source_args, read_source
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -25,21 +25,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="NAME",
         help="a metric to show (repeatable); a name ending in / selects every metric under it",
     )
-    p.add_argument(
-        "--from",
-        "--format",
-        dest="fmt",
-        default=None,
-        metavar="FORMAT",
-        help="source format, overriding sniffing (see `rlvitals formats`); --from as in the "
-        "other commands",
-    )
-    p.add_argument(
-        "--mapping",
-        default=None,
-        metavar="FILE",
-        help='TOML or JSON of canonical name = "source key" rules, ahead of the format\'s own',
-    )
+    add_source_args(p, also=("--format",))
     p.add_argument(
         "--json",
         action="store_true",
@@ -54,7 +40,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    data = read_run(args.path, args.fmt, mapping=getattr(args, "mapping", None), shown=100)
+    data = read_source(args.path, args, shown=100)
     if args.json:
         sys.stdout.write(metrics_json(data, args.metric, include_original=args.all))
         sys.stdout.write("\n")

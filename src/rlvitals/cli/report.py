@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from ..errors import UsageError
+from ._source import add_source_args, read_source
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -26,13 +27,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="FILE",
         help="healthy ranges from `rlvitals baseline`: judged against and shaded on the plots",
     )
-    p.add_argument(
-        "--from",
-        dest="source_format",
-        default=None,
-        metavar="NAME",
-        help="source format of the runs, overriding sniffing",
-    )
+    add_source_args(p)
     p.add_argument("--title", default=None, help="the page title")
     p.add_argument(
         "--json",
@@ -48,14 +43,15 @@ def run(args: argparse.Namespace) -> int:
     from ..jsonio import dumps
     from ..views.dashboard import baseline_ranges
     from ..views.report import render_report, report_payload, write_report
-    from . import read_run
 
     if not args.json and not args.output:
         raise UsageError("-o: expected a file name")
     baseline = load(args.baseline) if args.baseline else None
+    if args.samples and len(args.paths) > 1:
+        raise UsageError("--samples: expected one RUN (the dump belongs to one run)")
     runs = []
     for path in args.paths:
-        data = read_run(path, args.source_format, shown=5)
+        data = read_source(path, args, shown=5)
         runs.append((data, run_checks(data, baseline=baseline)))
     shading = baseline_ranges(baseline, args.baseline) if baseline else None
     if args.json:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ._source import add_source_args, open_kwargs
+
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
@@ -43,6 +45,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="how often to look for new records (default 0.1)",
     )
     p.add_argument("--verbose", action="store_true", help="log every request")
+    add_source_args(p, samples=False)
     p.set_defaults(func=run)
 
 
@@ -76,5 +79,6 @@ def run(args: argparse.Namespace) -> int:
         stall_after=args.stall_after,
         verbose=args.verbose,
         on_ready=ready,
+        **open_kwargs(args),
     )
     return 0

@@ -7,11 +7,11 @@ import sys
 from pathlib import Path
 
 from ..errors import UsageError
-from ..readers import read
 from ..transcripts.browse import browse
 from ..transcripts.rules import Rules, load_rules
 from ..transcripts.store import TranscriptStore
 from ..views.transcripts import render_json, render_text
+from ._source import add_source_args, read_source
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -24,7 +24,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "raised on it (tampering with tests or the grader, hard-coded outputs, answer "
         "formats, repetition). Text is shown escaped; nothing in it is ever run.",
     )
-    p.add_argument("path", metavar="RUN", help="run directory")
+    p.add_argument("path", metavar="RUN", help="run directory or log file")
     p.add_argument("--top", type=int, default=3, metavar="K", help="attempts per step (3)")
     p.add_argument(
         "--every",
@@ -56,6 +56,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--full", action="store_true", help="show every text whole")
     p.add_argument("--no-prompts", action="store_true", help="show replies only")
     p.add_argument("--json", action="store_true", help="print the selection as JSON")
+    add_source_args(p)
     p.set_defaults(func=run)
 
 
@@ -74,8 +75,8 @@ def run(args: argparse.Namespace) -> int:
     path = Path(args.path)
     if not path.exists():
         raise UsageError(f"{path}: no such run directory")
-    data = read(str(path))
-    store = TranscriptStore(path)
+    data = read_source(str(path), args, require=False)
+    store = data.transcripts if data.transcripts is not None else TranscriptStore(path)
     payload = browse(
         store,
         _rules(args, store.run_dir),

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ._source import add_source_args, open_kwargs
+
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
@@ -44,13 +46,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--interval", type=float, default=1.0, metavar="SECONDS", help="poll interval (default 1)"
     )
     p.add_argument("--baseline", metavar="FILE", help="healthy ranges from `rlvitals baseline`")
-    p.add_argument(
-        "--from",
-        dest="source_format",
-        default=None,
-        metavar="NAME",
-        help="source format, overriding sniffing",
-    )
+    add_source_args(p)
     p.add_argument(
         "--json", action="store_true", help="print JSON Lines events instead of a live view"
     )
@@ -69,12 +65,16 @@ def run(args: argparse.Namespace) -> int:
     try:
         watcher = Watcher(
             args.path,
-            source_format=args.source_format,
+            **open_kwargs(args),
             stall_after=args.stall_after,
             baseline=baseline,
             notifier=notifier,
             min_alert=args.alert_on,
         )
+        if args.samples:
+            from ..readers.samples import attach
+
+            watcher.reader = attach(watcher.reader, args.samples)
     except BaseException:
         if notifier is not None:
             notifier.close(0)

@@ -42,11 +42,15 @@ def open_reader(
     format: str | None = None,
     *,
     mapping: str | os.PathLike[str] | None = None,
+    samples: str | os.PathLike[str] | None = None,
 ) -> Reader:
     """An incremental reader for ``path``; ``format`` overrides sniffing.
 
     ``mapping`` names a TOML or JSON file of ``canonical name = "source key"`` rules that take
     precedence over the format's own table (for the generic formats, the only table).
+    ``samples`` names a framework's sample dump (``readers.samples``) read as the run's
+    attempts and transcripts; without it, a dump where the framework puts it by default
+    beside the log is read too.
     """
     formats()  # every reader module imported (and registered)
     p = Path(path)
@@ -65,10 +69,23 @@ def open_reader(
         from .mapping import load_user_mapping
 
         kwargs["extra_rules"] = tuple(load_user_mapping(mapping))
-    reader = FORMATS[format].factory(p, **kwargs)
+    reader = _with_samples(FORMATS[format].factory(p, **kwargs), p, samples)
     if note:
         reader.run.notes.append(note)
     return reader
+
+
+def _with_samples(reader: Reader, path: Path, samples: str | os.PathLike[str] | None) -> Reader:
+    """The hook that attaches a sample dump after reading (``readers.samples.attach``)."""
+    from .samples import attach
+
+    if samples is not None:
+        return attach(reader, samples)  # a bad --samples is the user's error: it raises
+    try:
+        return attach(reader, path=path)
+    except (OSError, ValueError) as exc:  # looking for a default dump must never stop a read
+        reader.run.warnings.append(f"{path}: sample dump not read ({exc})")
+        return reader
 
 
 def read(
@@ -76,14 +93,16 @@ def read(
     format: str | None = None,
     *,
     mapping: str | os.PathLike[str] | None = None,
+    samples: str | os.PathLike[str] | None = None,
 ) -> RunData:
-    """Read a whole run (any known format) into the canonical model.
+    """Read a whole run (any known format) into the canonical model (``samples``: see
+    ``open_reader``).
 
     The files are taken as complete: a last line without its newline is read, and a record
     still open at the end of a file is read as far as it goes, with a warning (a live reader
     would wait for the rest instead).
     """
-    reader = open_reader(path, format, mapping=mapping)
+    reader = open_reader(path, format, mapping=mapping, samples=samples)
     reader.poll()
     finish = getattr(reader, "finish", None)
     if finish is not None:

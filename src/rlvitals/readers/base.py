@@ -20,6 +20,7 @@ keeps one ``FileState`` per file and reads it through ``read_chunks``/``read_lin
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from collections.abc import Callable, Iterator
@@ -27,7 +28,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from ..jsonio import MAX_LINE_BYTES, decode_line
-from ..model import RunData, SeriesBuilder
+from ..model import RunData
 
 __all__ = [
     "MAX_STEP",
@@ -370,16 +371,18 @@ def head_bytes(p: Path, size: int) -> bytes:
 
 
 def clear_run(run: RunData, why: str) -> None:
-    """Empty ``run`` in place (the object views hold stays the same), keeping ``why``."""
-    run.info = {}
-    run.metrics = SeriesBuilder()
-    run.original.clear()
-    run.evals.clear()
-    run.heartbeats.clear()
-    run.attempts = None
-    run.source_keys.clear()
-    run.warnings[:] = [why]
-    run.__dict__.pop("_steps_cache", None)
+    """Empty ``run`` in place (the object views hold stays the same), keeping ``why``, and
+    a transcript store attached from outside (a sample dump)."""
+    for f in dataclasses.fields(run):
+        if f.name in ("source", "format", "transcripts"):
+            continue
+        if f.default_factory is not dataclasses.MISSING:
+            setattr(run, f.name, f.default_factory())
+        else:
+            setattr(run, f.name, f.default)
+    run.warnings.append(why)
+    for k in [k for k in run.__dict__ if k.startswith("_") and k.endswith("_cache")]:
+        del run.__dict__[k]
 
 
 class FileReader:

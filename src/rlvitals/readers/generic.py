@@ -14,7 +14,7 @@ import csv
 import io
 import math
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -22,12 +22,13 @@ from ..jsonio import to_float
 from ..schema import is_canonical
 from . import Format, register
 from .base import FileReader, FileState, decode_json, decode_text, valid_step
+from .keys import header_keys
 from .mapping import Mapper, MappingTable, Rule
 from .textlog import head, parse_number
 
 __all__ = ["CsvReader", "JsonlMetricsReader"]
 
-STEP_KEYS = ("step", "global_step", "_step", "iteration", "train/global_step")
+STEP_KEYS = ("step", "global_step", "_step", "iteration", "train/global_step", "Step")
 
 GENERIC = MappingTable(
     "generic",
@@ -113,21 +114,24 @@ class JsonlMetricsReader(FileReader):
 
     def row(self, rec: dict[str, Any], p: Path, lineno: int) -> None:
         step = _step_of(rec)
+        if step is None and _is_config_line(rec):
+            self.run.info.setdefault("config", rec["config"])  # rl-doctor's first line
+            return
         if step is None:
             self.run.warnings.append(
                 f"{p}:{lineno}: no integer step ({', '.join(STEP_KEYS)}); skipped"
             )
             return
-        values = {}
+        values: dict[str, float | None] = {}
         for k, v in _flatten(rec):
             if k in STEP_KEYS:
                 continue
             f = _as_number(v)
-            if f is not None:
-                values[k] = f
+            if f is not None or v is None:
+                values[k] = f  # None (null) reads as NaN in the Mapper
         self.add(step, values, p, lineno)
 
-    def add(self, step: int, values: dict[str, float], p: Path, lineno: int) -> None:
+    def add(self, step: int, values: Mapping[str, float | None], p: Path, lineno: int) -> None:
         """Map one row's values at ``step`` (a step outside 0..2**63-1 is one warning)."""
         if valid_step(step) is None:
             self.run.warnings.append(
@@ -158,7 +162,7 @@ class CsvReader(JsonlMetricsReader):
             return
         header = st.extra.get("header")
         if header is None:
-            st.extra["header"] = [c.strip() for c in cells]
+            st.extra["header"] = header_keys([c.strip() for c in cells], self.run)
             return
         if len(cells) != len(header):
             self.run.warnings.append(
@@ -178,6 +182,10 @@ class CsvReader(JsonlMetricsReader):
         self.row(rec, p, lineno)
 
 
+def _is_config_line(rec: dict[str, Any]) -> bool:
+    return set(rec) == {"config"} and isinstance(rec["config"], dict)
+
+
 def _jsonl_has_step(p: Path) -> bool:
     """Whether one of the first lines of ``p`` is a JSON object with a step (a line of junk
     before it is passed over)."""
@@ -195,6 +203,8 @@ def _jsonl_has_step(p: Path) -> bool:
             if _STEP_START.match(line):
                 return True
             continue
+        if isinstance(rec, dict) and _is_config_line(rec):
+            continue  # rl-doctor's {"config": {...}} first line
         if isinstance(rec, dict) and _step_of(rec) is not None:
             return True
     return False
@@ -205,7 +215,11 @@ _STEP_START = re.compile(r'\s*\{\s*"(?:step|global_step|_step|iteration)"\s*:\s*
 
 def _csv_has_step(p: Path) -> bool:
     first = head(p, 16 << 10).split("\n", 1)[0]
-    return any(c.strip().strip("\"'") in STEP_KEYS for c in first.split(","))
+    try:
+        cells = next(csv.reader(io.StringIO(first)))
+    except (csv.Error, StopIteration):
+        return False
+    return any(c.strip() in STEP_KEYS for c in cells)
 
 
 def _sniff(path: Path, glob: str, test: Any) -> bool:

@@ -9,21 +9,29 @@ Where a framework has no such metric, the canonical one is absent, never faked.
 
 When two source keys map to one canonical name, the earlier rule wins for the whole run (a
 ``Mapper`` remembers the best source seen), so values never flip between sources by step.
+
+A key no table rule maps goes on down one chain (``readers/keys.py``): synonyms declared in
+``schema.py``, then normalised tokens; a key the table lists as not mapped stops at the table.
+The Mapper records which step mapped each key (``RunData.resolved``) and why the others stayed
+under their own names (``RunData.unmapped``). A ``None`` value (JSON ``null``) reads as NaN; a
+key that had a value and turns null is marked in ``RunData.nulls`` (see ``RunData.missing``).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import tomllib
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ReadError
-from ..model import RunData
+from ..model import Presence, RunData
 from ..schema import is_canonical
+from . import keys as _keys
 
 __all__ = ["Mapper", "MappingTable", "Rule", "apply_table", "load_user_mapping"]
 
@@ -40,6 +48,7 @@ class Rule:
     note: str = ""
     scale: float = 1.0
     offset: float = 0.0
+    kind: str = "table"  # the step of the chain (keys.KINDS): table, user mapping, synonym...
 
     @property
     def is_pattern(self) -> bool:
@@ -88,16 +97,17 @@ class MappingTable:
         }
 
 
-@dataclass
-class _Resolved:
-    targets: list[tuple[str, int, Rule]] = field(default_factory=list)  # (target, priority, rule)
-
-
 class Mapper:
-    """Applies a MappingTable to records of one run, remembering the best source per target."""
+    """Applies a MappingTable to records of one run, remembering the best source per target.
+
+    Each key resolves once (cached) through the chain: user rules and the table first, then,
+    unless the table lists the key as not mapped, the shared vocabulary (``keys.fallback``).
+    A pattern rule whose expansion is not a canonical name does not match.
+    """
 
     def __init__(self, table: MappingTable, run: RunData, *, extra: Iterable[Rule] = ()) -> None:
         self.rules = (*tuple(extra), *table.rules)
+        self.table = table
         self.run = run
         self._exact: dict[str, list[tuple[int, Rule]]] = {}
         self._patterns: list[tuple[int, re.Pattern[str], Rule]] = []
@@ -106,6 +116,7 @@ class Mapper:
                 self._patterns.append((i, re.compile(r.source), r))
             else:
                 self._exact.setdefault(r.source, []).append((i, r))
+        self._blocked = _keys.blocker(table.unmapped)
         self._cache: dict[str, list[tuple[str, int, Rule]]] = {}
         self._best: dict[str, int] = {}  # target -> priority of the best source seen so far
 
@@ -113,20 +124,36 @@ class Mapper:
         hit = self._cache.get(key)
         if hit is not None:
             return hit
-        out = [(r.target, i, r) for i, r in self._exact.get(key, ())]
-        for i, pat, r in self._patterns:
-            m = pat.match(key)
-            if m:
-                out.append((m.expand(r.target), i, r))
+        out = resolve_key(key, self._exact, self._patterns, self._blocked, len(self.rules))
         self._cache[key] = out
+        note_resolution(self.run, key, out, self._blocked)
         return out
 
-    def add(self, step: int, record: Mapping[str, float]) -> None:
-        """Record a step's source values under their own names and their canonical names."""
+    def add(self, step: int, record: Mapping[str, float | None]) -> None:
+        """Record a step's source values under their own names and their canonical names.
+
+        ``None`` (a JSON ``null``: how verl and TRL write NaN) reads as NaN; where the key had
+        a value before, ``RunData.nulls`` keeps the step it turned null from.
+        """
         run = self.run
         add = run.metrics.add
+        nulls = run.nulls
+        if record:
+            if run.presence is None:
+                run.presence = Presence()
+            run.presence.record(step, record, next(iter(record)))
         chosen: dict[str, tuple[int, float, str]] = {}
-        for key, value in record.items():
+        values: dict[str, float] = {}
+        for key, raw in record.items():
+            if raw is None:
+                value = math.nan
+                if key not in nulls and key in run.metrics:
+                    nulls[key] = step
+            else:
+                value = raw
+                if nulls and key in nulls and value == value:
+                    del nulls[key]
+            values[key] = value
             for target, prio, rule in self._resolve(key):
                 best = self._best.get(target)
                 if best is not None and prio > best:
@@ -134,7 +161,7 @@ class Mapper:
                 cur = chosen.get(target)
                 if cur is None or prio < cur[0]:
                     chosen[target] = (prio, value * rule.scale + rule.offset, key)
-        for key, value in record.items():
+        for key, value in values.items():
             name = key
             if key in chosen and chosen[key][2] != key:
                 # The source key spells a canonical name that another key fills here: keep
@@ -147,7 +174,58 @@ class Mapper:
             if best is None or prio < best:
                 self._best[target] = prio
                 run.original[target] = key
+            if record.get(key, 0.0) is None:
+                if target not in nulls and target in run.metrics:
+                    nulls[target] = step
+            elif nulls and target in nulls and value == value:
+                del nulls[target]
             add(step, target, value)
+
+
+def resolve_key(
+    key: str,
+    exact: Mapping[str, list[tuple[int, Rule]]],
+    patterns: Iterable[tuple[int, re.Pattern[str], Rule]],
+    blocked: Iterable[tuple[re.Pattern[str], str]],
+    n_rules: int,
+) -> list[tuple[str, int, Rule]]:
+    """(canonical target, priority, rule) for ``key``: its rules, else the shared vocabulary."""
+    out = [(r.target, i, r) for i, r in exact.get(key, ())]
+    for i, pat, r in patterns:
+        m = pat.match(key)
+        if m:
+            target = m.expand(r.target)
+            if is_canonical(target):
+                out.append((target, i, r))
+    if out or any(rx.match(key) for rx, _ in blocked):
+        return out
+    for target, prio, kind, a in _keys.fallback(key):
+        out.append(
+            (target, n_rules + prio, Rule(a.source, target, a.note, a.scale, a.offset, kind))
+        )
+    return out
+
+
+def note_resolution(
+    run: RunData,
+    key: str,
+    out: list[tuple[str, int, Rule]],
+    blocked: Iterable[tuple[re.Pattern[str], str]],
+) -> None:
+    """Record in ``run`` which rule mapped ``key`` (``resolved``), or why none did."""
+    if out:
+        target, _, rule = min(out, key=lambda t: t[1])
+        kind = rule.kind
+        if kind == "table" and rule.is_pattern and rule.target == r"\1":
+            kind = "canonical"
+        detail = "; ".join(x for x in (rule.source if rule.source != key else "", rule.note) if x)
+        run.resolved[key] = (target, kind, detail)
+        return
+    for rx, why in blocked:
+        if rx.match(key):
+            run.unmapped[key] = f"the table leaves it out: {why}"
+            return
+    run.unmapped[key] = _keys.unmapped_reason(key)
 
 
 def _rules_from(obj: Any, where: str) -> list[Rule]:
@@ -190,7 +268,7 @@ def _rules_from(obj: Any, where: str) -> list[Rule]:
                 raise ReadError(
                     f"key {target!r}: bad regular expression: {exc}", path=where
                 ) from None
-        rules.append(Rule(source, target, note or "user mapping", scale, offset))
+        rules.append(Rule(source, target, note or "user mapping", scale, offset, "user mapping"))
     return rules
 
 
@@ -225,26 +303,23 @@ def apply_table(
 
     For each canonical target, the highest-priority rule with a source series present wins;
     ``prefix`` is stripped from source keys first (HF Trainer's ``train/`` in TensorBoard).
-    Used where values arrive per key rather than per step (TensorBoard).
+    Keys go through the same chain as the ``Mapper``'s (table, synonyms, tokens). Used where
+    values arrive per key rather than per step (TensorBoard).
     """
-    rules = (*tuple(extra), *table.rules)
+    mapper = Mapper(table, run, extra=extra)
     keys = {k[len(prefix) :]: k for k in run.source_keys if k.startswith(prefix)}
     chosen: dict[str, tuple[int, str, Rule]] = {}
-    compiled = {r.source: re.compile(r.source) for r in rules if r.is_pattern}
-    for short, full in keys.items():
-        for prio, r in enumerate(rules):
-            if r.is_pattern:
-                m = compiled[r.source].match(short)
-                if not m:
-                    continue
-                target = m.expand(r.target)
-            elif r.source == short:
-                target = r.target
-            else:
-                continue
+    for short, full in sorted(keys.items()):
+        for target, prio, r in mapper._resolve(short):
             cur = chosen.get(target)
             if cur is None or prio < cur[0]:
                 chosen[target] = (prio, full, r)
+    for short, full in keys.items():
+        if short != full:
+            if short in run.resolved:
+                run.resolved[full] = run.resolved.pop(short)
+            if short in run.unmapped:
+                run.unmapped[full] = run.unmapped.pop(short)
     for target, (_, full, r) in chosen.items():
         if target == full:
             run.original[target] = full

@@ -20,7 +20,7 @@ from typing import Any
 from ..jsonio import to_float
 from ..model import RunData
 from . import Format, register
-from .base import clear_run, decode_json, open_binary, valid_step
+from .base import decode_json, open_binary, valid_step
 from .mapping import Mapper, MappingTable, Rule
 from .textlog import TextLogReader, _FileState, brace_balance, head, parse_pairs, sniff_files
 
@@ -59,7 +59,6 @@ TRL = MappingTable(
         Rule("step_time", "perf/step_seconds"),
     ),
     (
-        ("rewards/<func>/std", "batch std of one reward function"),
         ("sampling/importance_sampling_ratio/*", "logged after truncation: the corrected ratio"),
         ("clip_ratio/low_mean, high_mean", "one side each; region_mean is the union"),
     ),
@@ -136,16 +135,17 @@ class TrlStateReader:
             state = self._load(p, problems)
             if state is None:
                 continue
-            clear_run(self.run, "")
-            self.run.warnings.clear()
-            self.run.warnings.extend(problems)
             if problems:
-                self.run.warnings.append(f"{p}: read instead (an older checkpoint)")
-            self.mapper = Mapper(TRL, self.run, extra=self.extra_rules)
+                problems.append(f"{p}: read instead (an older checkpoint)")
+            self._warn(problems)
             self._take(p, state)
             return True
-        self.run.warnings.extend(w for w in problems if w not in self.run.warnings)
+        self._warn(problems)
         return False
+
+    def _warn(self, problems: list[str]) -> None:
+        # The file is read again whole each time it changes: say each problem once.
+        self.run.warnings.extend(w for w in problems if w not in self.run.warnings)
 
     def _load(self, p: Path, problems: list[str]) -> dict[str, Any] | None:
         try:

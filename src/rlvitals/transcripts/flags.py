@@ -453,6 +453,12 @@ class StepAnalyzer:
         final = a.final_text()[:TEXT_LIMIT]
         wrote = a.completions_text()[:TEXT_LIMIT]
         ans = read_answer(final, rules)
+        if (
+            ans is None
+            and not final.strip()
+            and any(g.completion is not None for g in a.generations)
+        ):
+            ans = Answer([(0, 0, "")], "reply", "")  # it replied, with nothing: an empty answer
         rewarded = a.reward is not None and a.reward > rules.rewarded_above
         norm = ans.norm if ans is not None else None
         reply_norm = " ".join(final.split())

@@ -278,6 +278,7 @@ def series_payload(
     since: dict[str, int] | None = None,
     *,
     max_points: int | None = None,
+    derived: dict[str, Any] | None = None,
 ) -> Any:
     """``{name: {"s": steps, "v": values}}``; non-finite values as their strings.
 
@@ -289,6 +290,8 @@ def series_payload(
     out: dict[str, dict[str, Any]] = {}
     for name in names:
         s = data.series(name)
+        if s is None and derived:
+            s = derived.get(name)  # what the checks derived (Report.series)
         if s is None:
             continue
         start = 0
@@ -323,6 +326,7 @@ def dashboard_metrics(data: RunData, report: Report | None = None) -> list[str]:
     """The metrics the page needs: canonical ones, plus any a finding names."""
     names = [n for n in data.names() if is_canonical(n)]
     if report is not None:
+        names += [n for n in sorted(report.series) if n not in names]
         for f in report.findings:
             if f.metric and f.metric not in names and data.has(f.metric):
                 names.append(f.metric)
@@ -378,7 +382,9 @@ def run_payload(
     return {
         **run_summary(run_id, data, report),
         "info": clean(info),
-        "series": series_payload(data, names, max_points=max_points),
+        "series": series_payload(
+            data, names, max_points=max_points, derived=report.series if report else None
+        ),
         "report": clean(report.to_dict()) if report else None,
         "transcripts": {str(k): v for k, v in (transcripts or {}).items()},
         "transcript_steps": sorted(transcripts or {})

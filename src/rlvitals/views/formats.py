@@ -10,9 +10,17 @@ from __future__ import annotations
 from typing import IO, Any
 
 from ..jsonio import dumps
+from ..model import RunData
 from ..readers import Format, formats
 
-__all__ = ["formats_json", "formats_markdown", "formats_text"]
+__all__ = [
+    "explain_data",
+    "explain_json",
+    "explain_text",
+    "formats_json",
+    "formats_markdown",
+    "formats_text",
+]
 
 
 def _select(names: list[str] | None) -> list[Format]:
@@ -69,10 +77,17 @@ def formats_markdown() -> str:
         "a test keeps this page equal to the code. `rlvitals formats` prints the same tables,",
         "and `rlvitals formats --json` as JSON.",
         "",
-        "`rlvitals metrics PATH` (and every command after it) sniffs the format of a file or",
-        "directory; `--format NAME` overrides. Source keys are mapped to canonical names",
-        "(METRICS.md) by meaning: a key that measures something else is not mapped, and the",
-        "canonical metric is then absent rather than faked. Every source key also stays",
+        "`rlvitals metrics PATH` (and every command that reads a run) sniffs the format of a",
+        "file or directory; `--from NAME` overrides, and `--mapping FILE` adds rules (below).",
+        "Source keys are mapped to canonical names (docs/metrics.md) by meaning, through one",
+        "chain for every format: a user mapping, then the format's table below, then the",
+        "synonyms other frameworks and peers use (declared in `schema.py`), then normalised",
+        "tokens (case, separators, `train/`-style prefixes, `_mean` suffixes); a key the table",
+        "lists as not mapped stays out of the later steps. `rlvitals formats --explain FILE`",
+        "prints each key of a file, its canonical name and the step that mapped it, and the",
+        "keys left unmapped. A key that measures something else is not mapped, and the",
+        "canonical metric is then absent rather than faked. A file from which no canonical",
+        "metric can be read is refused with the keys named. Every source key also stays",
         "available under its own name (`rlvitals metrics --all`); one that spells a canonical",
         "name filled from another key here is kept as `<format>:<key>`, and",
         "`RunData.source_keys` lists them all, so a view can tell a framework's",
@@ -152,6 +167,90 @@ def formats_text(names: list[str] | None = None, *, file: IO[str], width: int = 
         for n in f.table.notes:
             console.print(f"  note: {escape(n)}")
         console.print()
+
+
+def explain_data(run: RunData) -> dict[str, Any]:
+    """Each source key of ``run``: its canonical name and the rule that mapped it; the keys
+    left unmapped and why; the metrics missing from a step on (``RunData.missing``)."""
+    mapped: list[dict[str, Any]] = []
+    unmapped: list[dict[str, str]] = []
+    renamed = f"{run.format}:"
+    seen: set[str] = set()
+    for key, (target, kind, detail) in sorted(run.resolved.items()):
+        seen.add(key)
+        used = run.original.get(target) == key
+        mapped.append(
+            {
+                "source": key,
+                "canonical": target,
+                "rule": kind,
+                "detail": detail or None,
+                "used": used,
+                "instead": None if used else run.original.get(target),
+            }
+        )
+    for key, why in sorted(run.unmapped.items()):
+        seen.add(key)
+        unmapped.append({"source": key, "why": why})
+    if not run.resolved and not run.unmapped and not run.source_keys:
+        # rlvitals' own runs: every name is canonical as written.
+        for name in run.canonical_names():
+            mapped.append(
+                {
+                    "source": name,
+                    "canonical": name,
+                    "rule": "canonical",
+                    "detail": "written by rlvitals",
+                    "used": True,
+                    "instead": None,
+                }
+            )
+    for key in sorted(run.source_keys - seen):
+        if key.startswith(renamed) or key in seen:
+            continue
+        if key in run.original.values():
+            continue
+        unmapped.append({"source": key, "why": "kept under its own name"})
+    return {
+        "path": run.source,
+        "format": run.format,
+        "mapped": mapped,
+        "unmapped": unmapped,
+        "missing": dict(sorted(run.missing.items())),
+    }
+
+
+def explain_json(run: RunData) -> str:
+    """``explain_data`` as JSON."""
+    return dumps(explain_data(run), indent=2)
+
+
+def explain_text(run: RunData, *, file: IO[str], width: int = 120) -> None:
+    """``rlvitals formats --explain FILE``: the mapped keys, the unmapped ones, what is missing."""
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    d = explain_data(run)
+    console = Console(file=file, width=width, highlight=False, soft_wrap=False)
+    console.print(f"[bold]{escape(d['path'])}[/] read as [bold]{escape(d['format'])}[/]")
+    t = Table(box=None, pad_edge=False, title=f"{len(d['mapped'])} keys mapped")
+    for col in ("source key", "canonical", "rule", "detail"):
+        t.add_column(col)
+    for row in d["mapped"]:
+        detail = row["detail"] or ""
+        if not row["used"]:
+            detail = (detail + "; " if detail else "") + f"not used: {row['instead']} fills it"
+        t.add_row(escape(row["source"]), escape(row["canonical"]), row["rule"], escape(detail))
+    console.print(t)
+    if d["unmapped"]:
+        console.print(f"[bold]{len(d['unmapped'])} keys left unmapped[/] (kept under their names)")
+        for row in d["unmapped"]:
+            console.print(f"  {escape(row['source'])}: {escape(row['why'])}")
+    else:
+        console.print("no key left unmapped")
+    for name, step in d["missing"].items():
+        console.print(f"  missing from step {step}: {escape(name)}")
 
 
 if __name__ == "__main__":  # pragma: no cover - regenerates docs/formats.md

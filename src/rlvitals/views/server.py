@@ -121,6 +121,9 @@ class Hub:
         shading: the same ranges for the plots (``dashboard.baseline_ranges``).
         stall_after: seconds without a step record or heartbeat that make a run stalled.
         judge: the function that judges a run (default: ``rlvitals.checks.run_checks``).
+        source_format: the format of the runs given directly (``--from``), not of those
+            discovered under folders.
+        mapping: a user mapping file (``--mapping``) for every run.
     """
 
     def __init__(
@@ -134,7 +137,11 @@ class Hub:
         discover_interval: float = 2.0,
         depth: int = 2,
         judge: Callable[[RunData], Report] | None = None,
+        source_format: str | None = None,
+        mapping: str | os.PathLike[str] | None = None,
     ) -> None:
+        self.source_format = source_format  # for the runs given directly
+        self.mapping = mapping  # for every run
         self.roots: list[Path] = []
         self.explicit: list[Path] = []
         for p in paths:
@@ -183,7 +190,8 @@ class Hub:
         if key in self._by_path:
             return False
         try:
-            reader = open_reader(path)
+            fmt = self.source_format if must else None
+            reader = open_reader(path, fmt, mapping=self.mapping)
         except UnknownFormatError:
             if must:
                 raise
@@ -281,10 +289,13 @@ class Hub:
 
     def _delta(self, run: _Run, names: list[str]) -> dict[str, Any]:
         data = run.data
+        derived = run.report.series if run.report is not None else {}
         since: dict[str, int] = {}
         replace: set[str] = set()
         for name in names:
             s = data.series(name)
+            if s is None:
+                s = derived.get(name)
             if s is None:
                 continue
             n = len(s)
@@ -305,7 +316,7 @@ class Hub:
                 run.sent[name] = (n, int(s.steps[-1]), float(s.values[-1]))
         for name in replace:
             since[name] = 0
-        out = series_payload(data, list(since), since)
+        out = series_payload(data, list(since), since, derived=derived)
         for name in replace:
             if name in out:
                 out[name]["r"] = True
@@ -792,9 +803,18 @@ def serve(
     stall_after: float | None = None,
     verbose: bool = False,
     on_ready: Callable[[str, Hub], None] | None = None,
+    source_format: str | None = None,
+    mapping: str | os.PathLike[str] | None = None,
 ) -> None:
-    """Serve in the foreground until interrupted."""
-    hub = Hub(paths, baseline=baseline, shading=shading, stall_after=stall_after)
+    """Serve in the foreground until interrupted (``source_format``, ``mapping``: see Hub)."""
+    hub = Hub(
+        paths,
+        baseline=baseline,
+        shading=shading,
+        stall_after=stall_after,
+        source_format=source_format,
+        mapping=mapping,
+    )
     server = make_server(hub, host, port, verbose=verbose)
     poller = threading.Thread(target=hub.run_forever, args=(poll_interval,), daemon=True)
     poller.start()

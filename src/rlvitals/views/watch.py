@@ -61,6 +61,7 @@ class Watcher:
     Args:
         path: the run (any format rlvitals reads).
         source_format: overrides sniffing.
+        mapping: a user mapping file (``--mapping``), ahead of the format's own table.
         stall_after: seconds without a step record or progress that make the run stalled
             (default: the checks' own, ten typical step intervals).
         baseline: healthy ranges for the checks (``rlvitals.baseline.load``).
@@ -76,6 +77,7 @@ class Watcher:
         path: str | os.PathLike[str],
         *,
         source_format: str | None = None,
+        mapping: str | os.PathLike[str] | None = None,
         stall_after: float | None = None,
         baseline: dict[str, Any] | None = None,
         notifier: WebhookNotifier | None = None,
@@ -87,7 +89,7 @@ class Watcher:
     ) -> None:
         from ..readers import open_reader
 
-        self.reader = open_reader(path, source_format)
+        self.reader = open_reader(path, source_format, mapping=mapping)
         self.path = os.fspath(path)
         self.stall_after = stall_after
         self.baseline = baseline

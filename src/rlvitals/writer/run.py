@@ -1,67 +1,19 @@
-"""Instrumentation: the run directory writer a training loop calls (FORMAT.md).
-
-    with Run(cfg) as run:
-        aid = run.log_attempt(step=3, group_id="3-g0", task_id="t17", reward=1.0, ...)
-        decision = run.decide(3)            # optional: which attempts train, before training
-        run.log_step(3, trainer_logprobs={aid: [...]}, metrics={"train/loss": 0.12})
-
-Two rules shape it. Instrumentation never breaks the training loop: a failure inside the writer
-(a full disk, a value it cannot encode, a W&B outage) becomes a ``WriterWarning`` and the loop
-goes on. Misuse fails loudly with ``UsageError``: logging to a closed run, a step going
-backwards, an attempt for an update already written. Guards stop a run on purpose with
-``RunStopped`` after writing everything, ``run.json`` saying ``stopped`` and why.
-
-What a killed process loses. Every record is appended as whole lines with one ``write`` call
-and no user-space buffer, so a process killed at any moment (SIGKILL included) leaves every
-record written before it intact; at most the line being written is cut short, and readers
-treat a last line without its newline as not yet written. A write that fails half way (disk
-full) is truncated back to the last whole line, so a failure never glues two records together.
-
-An attempt's record needs what only its update decides (``trained``, ``discard_reason``,
-``lag``, ``mismatch``), so attempts are written when ``log_step`` closes their update, all in
-one write; ``close`` writes attempts still pending as discarded (their own failure, or
-``unfinished``), whether the loop ended, crashed or a guard stopped it. So the one thing a
-SIGKILL (or power loss) costs beyond a torn last line is the attempts logged since the last
-``log_step``: the update in progress, which no step record describes yet either. Every update
-before it is whole. We chose this over journaling each attempt as it arrives, for three
-reasons: a journal costs an encode and a ``write`` system call per attempt (about 2 µs here,
-40% of the writer's whole budget of 5 µs per attempt, measured by benchmarks/writer.py);
-it doubles the bytes written; and a record written before its update is decided would need a
-second, amending record that every reader merges (a format change). ``[output]
-progress_every_seconds`` writes the in-progress attempt count to ``progress.jsonl``, so a live
-view still sees an update's progress before it closes.
-
-Speed. ``log_attempt`` does the least it can: it checks the arguments and builds the
-``Attempt``, which is also its record. ``log_step`` decides, computes the metrics column by
-column (episode metadata transposed into columns by C-level calls) and encodes the whole
-update in one ``msgspec`` call; values JSON cannot spell as they are (NaN, numpy scalars) are
-found on the way and only those records cleaned.
-"""
-
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
-import platform
-import sys
 import threading
 import time
 import uuid
-import warnings
 from collections.abc import Iterator, Mapping
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import msgspec
-
-from . import __version__
-from .config import Config, load_config
-from .errors import ConfigError, RunStopped, UsageError
-from .jsonio import ENCODER, LineFile, clean, encode_line, scrub, write_bytes_atomic
-from .jsonio import write_json_atomic as _write_json_atomic
-from .metrics import (
+from ..config import Config, load_config
+from ..errors import RunStopped, UsageError
+from ..jsonio import ENCODER, LineFile, clean, encode_line
+from ..jsonio import write_json_atomic as _write_json_atomic
+from ..metrics import (
     UNFINISHED,
     Attempt,
     Decision,
@@ -69,8 +21,8 @@ from .metrics import (
     decide,
     step_metrics,
 )
-from .mirrors import NullMirror, WandbMirror, import_wandb
-from .schema import (
+from ..mirrors import NullMirror, WandbMirror, import_wandb
+from ..schema import (
     CHECKPOINTS,
     EVALS,
     FORMAT_ID,
@@ -79,72 +31,25 @@ from .schema import (
     ROLLOUTS,
     RUN_JSON,
     STEPS,
-    TRANSCRIPTS,
 )
+from .directory import create_run_dir, now_iso, unique_name
+from .directory import versions as versions_of
+from .heartbeat import Heartbeat, log_progress
+from .records import (
+    NO_METADATA,
+    WriterWarning,
+    as_int,
+    as_number,
+    encode_attempt,
+    error_code,
+    needs_fixup,
+    nonfinite,
+    warn,
+    write_transcripts,
+)
+from .shard import ShardIntake
 
 __all__ = ["Run", "WriterWarning"]
-
-log = logging.getLogger("rlvitals")
-
-
-class WriterWarning(UserWarning):
-    """Something went wrong inside the writer; the training loop goes on."""
-
-
-def _warn(message: str) -> None:
-    warnings.warn(message, WriterWarning, stacklevel=3)
-
-
-def _now_iso() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
-
-
-def _nonfinite(x: float) -> str:
-    return "NaN" if x != x else ("Infinity" if x > 0 else "-Infinity")
-
-
-class _TranscriptEntry(msgspec.Struct):
-    """One attempt in ``transcripts/step-NNNNNN.json`` (FORMAT.md)."""
-
-    attempt_id: str
-    group_id: str
-    task_id: str
-    reward: Any
-    trained: bool
-    generations: list[Any]
-
-
-_TEXT_KEYS = frozenset({"prompt", "completion"})  # what trace = "samples" leaves out
-
-
-# The keys every rollouts.jsonl record has: Attempt's fields up to ``retries``.
-_RECORD_FIELDS = Attempt.__struct_fields__[: Attempt.__struct_fields__.index("retries")]
-_NO_METADATA: dict[str, Any] = {}  # shared by attempts logged without metadata; never mutated
-
-
-def _unique_name() -> str:
-    return f"run-{datetime.now(UTC).strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
-
-
-def _versions(extra: Mapping[str, Any] | None) -> dict[str, Any]:
-    v: dict[str, Any] = {"rlvitals": __version__, "python": platform.python_version()}
-    torch = sys.modules.get("torch")  # never import torch just to read its version
-    if torch is not None:
-        v["torch"] = getattr(torch, "__version__", None)
-    v.update(extra or {})
-    return v
-
-
-def _as_int(value: Any, what: str, *, optional: bool = False) -> int | None:
-    """An int from a Python, numpy or torch integer; UsageError for anything else."""
-    if value is None and optional:
-        return None
-    if isinstance(value, bool):
-        raise UsageError(f"{what} must be an integer (not {value!r})")
-    try:
-        return int(value.__index__())
-    except (AttributeError, TypeError, ValueError):
-        raise UsageError(f"{what} must be an integer (not {value!r})") from None
 
 
 class Run:
@@ -173,18 +78,8 @@ class Run:
         cfg = config if isinstance(config, Config) else load_config(config, sections=sections)
         self.config = cfg
         wandb = import_wandb() if cfg.output.wandb_project else None
-        self.name = cfg.output.name or _unique_name()
+        self.name = cfg.output.name or unique_name()
         self.dir = Path(cfg.output.output_dir) / self.name
-        if (self.dir / RUN_JSON).exists():
-            raise UsageError(f"{self.dir}: a run directory is already there; choose another name")
-        try:
-            self.dir.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise ConfigError(
-                f"cannot create the run directory {self.dir}: {exc.strerror or exc}",
-                section="output",
-                key="output_dir",
-            ) from None
         self.run_id = uuid.uuid4().hex
         self._lock = threading.RLock()
         self._closed = False
@@ -216,14 +111,15 @@ class Run:
             "format": FORMAT_ID,
             "run_id": self.run_id,
             "name": self.name,
-            "created": _now_iso(),
+            "created": now_iso(),
             "status": "running",
             "stop_reason": None,
             "config": cfg.to_dict(),
-            "versions": _versions(versions),
+            "versions": versions_of(versions),
             **dict(info or {}),
         }
-        _write_json_atomic(self.dir / RUN_JSON, self._meta)
+        create_run_dir(self.dir, self._meta)
+        self._intake = ShardIntake(self.dir)
         self._files = {name: LineFile(self.dir / name) for name in (STEPS, ROLLOUTS, EVALS)}
         self._progress_file: LineFile | None = None
         self._mirror: NullMirror | WandbMirror = NullMirror()
@@ -233,17 +129,15 @@ class Run:
                     wandb, cfg.output.wandb_project, self.name, self._meta["config"], self.dir
                 )
             except Exception as exc:  # a W&B outage must not stop training
-                _warn(f"W&B mirror off: wandb.init failed: {type(exc).__name__}: {exc}")
-        self._heartbeat: threading.Thread | None = None
-        self._stop_heartbeat = threading.Event()
+                warn(f"W&B mirror off: wandb.init failed: {type(exc).__name__}: {exc}")
+        self._heartbeat: Heartbeat | None = None
         if cfg.output.progress_every_seconds:
-            self._heartbeat = threading.Thread(
-                target=self._beat,
-                args=(cfg.output.progress_every_seconds,),
+            self._heartbeat = Heartbeat(
+                cfg.output.progress_every_seconds,
+                self.heartbeat,
+                lambda exc: self._warn_once("progress", f"progress heartbeat failed: {exc}"),
                 name=f"rlvitals-heartbeat-{self.name}",
-                daemon=True,
             )
-            self._heartbeat.start()
 
     # -- context manager -------------------------------------------------------------------
 
@@ -337,23 +231,20 @@ class Run:
             or type(retries) is not int
             or (policy_version is not None and type(policy_version) is not int)
         ):
-            step = _as_int(step, "log_attempt: step")  # type: ignore[assignment]
-            response_tokens = _as_int(response_tokens, "log_attempt: response_tokens")  # type: ignore[assignment]
-            retries = _as_int(retries, "log_attempt: retries")  # type: ignore[assignment]
-            policy_version = _as_int(policy_version, "log_attempt: policy_version", optional=True)
+            step = as_int(step, "log_attempt: step")  # type: ignore[assignment]
+            response_tokens = as_int(response_tokens, "log_attempt: response_tokens")  # type: ignore[assignment]
+            retries = as_int(retries, "log_attempt: retries")  # type: ignore[assignment]
+            policy_version = as_int(policy_version, "log_attempt: policy_version", optional=True)
         if type(group_id) is not str or type(task_id) is not str:
             group_id, task_id = str(group_id), str(task_id)
         if (reward is not None and type(reward) is not float) or (
             duration is not None and type(duration) is not float
         ):
-            reward = None if reward is None else self._as_number(reward, "reward")
-            duration = None if duration is None else self._as_number(duration, "duration")
-        err = None
-        if error is not None:
-            if failed_in != "rollout" and failed_in != "grading":
-                raise UsageError(f'failed_in: expected "rollout" or "grading" (not {failed_in!r})')
-            ename = error if isinstance(error, str) else type(error).__name__
-            err = f"{failed_in}_failed/{ename}"
+            reward = None if reward is None else as_number(reward, "reward", self._warn_once)
+            duration = (
+                None if duration is None else as_number(duration, "duration", self._warn_once)
+            )
+        err = None if error is None else error_code(error, failed_in)
         meta = dict(metadata) if metadata else None
         now = time.time()
         with self._lock:
@@ -389,7 +280,7 @@ class Run:
                 None,
                 now,
                 duration,
-                meta or _NO_METADATA,
+                meta or NO_METADATA,
                 retries,
                 None,
                 err,
@@ -397,43 +288,51 @@ class Run:
                 transcript,
                 discard_reason,
             )
-            if (
-                err is not None
-                or sampler_logprobs is not None
-                or transcript is not None
-                or discard_reason is not None
-                or (reward is not None and reward - reward != 0.0)
-                or (duration is not None and duration - duration != 0.0)
-            ):
-                self._fixups.append(a)
-            bucket = self._pending.get(step)
-            if bucket is None:
-                self._pending[step] = [a]
-            else:
-                bucket.append(a)
-            self._n_pending += 1
-            decided = self._decided
-            if decided is not None and step <= decided.step:
-                self._decided = None
-            if err is not None:
-                self._failures_in_a_row += 1
-                limit = self._max_failures
-                if limit is not None and self._failures_in_a_row >= limit:
-                    self._stop(
-                        "max_consecutive_rollout_failures",
-                        f"{self._failures_in_a_row} failed attempts in a row, the last {err}",
-                    )
-            else:
-                self._failures_in_a_row = 0
+            self._queue(a)
             return aid
 
-    def _as_number(self, value: Any, what: str) -> float | None:
-        try:
-            item = getattr(value, "item", None)
-            return float(item() if callable(item) else value)
-        except (TypeError, ValueError, RuntimeError):
-            self._warn_once(what, f"{what} {value!r} is not a number; recorded as null")
-            return None
+    def _queue(self, a: Attempt) -> None:
+        """Add an attempt to its update's pending ones (the lock held)."""
+        if needs_fixup(a):
+            self._fixups.append(a)
+        bucket = self._pending.get(a.step)
+        if bucket is None:
+            self._pending[a.step] = [a]
+        else:
+            bucket.append(a)
+        self._n_pending += 1
+        decided = self._decided
+        if decided is not None and a.step <= decided.step:
+            self._decided = None
+        if a.error is not None:
+            self._failures_in_a_row += 1
+            limit = self._max_failures
+            if limit is not None and self._failures_in_a_row >= limit:
+                self._stop(
+                    "max_consecutive_rollout_failures",
+                    f"{self._failures_in_a_row} failed attempts in a row, the last {a.error}",
+                )
+        else:
+            self._failures_in_a_row = 0
+
+    def _take_shards(self) -> None:
+        """Take in the attempts other processes logged into this run's shards (the lock
+        held); one that came after its update was written is recorded as discarded."""
+        late = []
+        for a in self._intake.take(self._warn_once):
+            last = self._last_step
+            if last is not None and a.step <= last:
+                a.discard_reason, a.trained = a.error or "late", False
+                a.lag = None if a.policy_version is None else last - a.policy_version
+                if needs_fixup(a):
+                    self._fixups.append(a)
+                late.append(a)
+            else:
+                self._queue(a)
+        if late:
+            self._guarded(
+                "late shard attempts not written", self._write_attempts, late, self._last_step
+            )
 
     def decide(self, step: int, *, discards: Mapping[str, str | None] | None = None) -> Decision:
         """Decide which pending attempts update ``step`` trains, before training on them.
@@ -446,6 +345,7 @@ class Run:
         with self._lock:
             self._check_open("decide")
             step = self._check_step(step)
+            self._take_shards()
             batch = self._batch(step)
             if discards:
                 unknown = set(discards) - {a.attempt_id for a in batch}
@@ -466,7 +366,7 @@ class Run:
 
     def _check_step(self, step: Any) -> int:
         if type(step) is not int:
-            step = _as_int(step, "step")
+            step = as_int(step, "step")
         if step < 0:
             raise UsageError(f"step must be an integer >= 0 (not {step!r})")
         if self._last_step is not None and step <= self._last_step:
@@ -499,8 +399,9 @@ class Run:
         with self._lock:
             self._check_open("log_step")
             step = self._check_step(step)
+            self._take_shards()
             if policy_version is not None:
-                policy_version = _as_int(policy_version, "log_step: policy_version")
+                policy_version = as_int(policy_version, "log_step: policy_version")
             decision = self._decided
             if discards is not None or decision is None or decision.step != step:
                 decision = self.decide(step, discards=discards)
@@ -516,7 +417,7 @@ class Run:
                     step, decision, batch, trainer_logprobs, metrics, policy_version
                 )
             except Exception as exc:  # never break the loop over our own failure
-                _warn(f"step {step}: step record incomplete: {type(exc).__name__}: {exc}")
+                warn(f"step {step}: step record incomplete: {type(exc).__name__}: {exc}")
             self._guarded(f"step {step}: attempts not written", self._write_attempts, batch, step)
             self._guarded(f"step {step}: step record not written", self._append, STEPS, record)
             self._mirror_log(record)
@@ -571,7 +472,7 @@ class Run:
         try:
             m.update(step_metrics(decision, batch, self._state, trainer_logprobs, problems, odd))
         except Exception as exc:  # a bug of ours must not cost the loop's own numbers
-            _warn(f"step {step}: metrics not computed: {type(exc).__name__}: {exc}")
+            warn(f"step {step}: metrics not computed: {type(exc).__name__}: {exc}")
         for a in odd:  # metadata JSON cannot spell as it is (NaN, numpy values): write it clean
             a.metadata = clean(a.metadata)
         for problem in problems:  # once per kind: "...sampled tokens..." or "...without..."
@@ -607,13 +508,13 @@ class Run:
                 a.error = a.sampler_logprobs = a.transcript = a.given_reason = None
                 r, d = a.reward, a.duration
                 if r is not None and r - r != 0.0:
-                    a.reward = _nonfinite(r)  # type: ignore[assignment]
+                    a.reward = nonfinite(r)  # type: ignore[assignment]
                 if d is not None and d - d != 0.0:
-                    a.duration = _nonfinite(d)  # type: ignore[assignment]
+                    a.duration = nonfinite(d)  # type: ignore[assignment]
         try:
             data = ENCODER.encode_lines(batch)
         except Exception:  # a value msgspec cannot encode: find it, keep the record scrubbed
-            data = b"".join([self._encode_one(a) for a in batch])
+            data = b"".join([encode_attempt(a, self._warn_once) for a in batch])
         self._files[ROLLOUTS].append(data)
 
     def _write_transcripts_of(self, attempts: list[Attempt]) -> None:
@@ -624,69 +525,8 @@ class Run:
         for s, some in by_step.items():
             self._guarded(f"step {s}: transcripts not written", self._write_transcripts, s, some)
 
-    def _encode_one(self, a: Attempt) -> bytes:
-        try:
-            return ENCODER.encode(a) + b"\n"
-        except Exception:
-            self._warn_once(
-                "unencodable",
-                f"attempt {a.attempt_id!r}: a value JSON cannot hold; written as text",
-            )
-            rec = {f: getattr(a, f) for f in _RECORD_FIELDS}
-            if a.retries:
-                rec["retries"] = a.retries
-            if a.mismatch is not None:
-                rec["mismatch"] = a.mismatch
-            return encode_line(scrub(rec))
-
     def _write_transcripts(self, step: int, attempts: list[Attempt]) -> None:
-        """``transcripts/step-NNNNNN.json``: the update's attempts and their generations."""
-        full = self.config.output.trace == "full"
-        gens_all = []
-        for a in attempts:
-            pv, trains = a.policy_version, a.trained
-            if full:  # the loop's own keys win over the defaults
-                gens = [
-                    {"policy_version": pv, "trains": trains, **g}
-                    if type(g) is dict or isinstance(g, Mapping)
-                    else {"policy_version": pv, "trains": trains, "completion": g}
-                    for g in a.transcript or ()
-                ]
-            else:
-                gens = [
-                    {
-                        "policy_version": pv,
-                        "trains": trains,
-                        **{k: v for k, v in g.items() if k not in _TEXT_KEYS},
-                    }
-                    if type(g) is dict or isinstance(g, Mapping)
-                    else {"policy_version": pv, "trains": trains}
-                    for g in a.transcript or ()
-                ]
-            gens_all.append(gens)
-        try:
-            if b"null" in ENCODER.encode(gens_all):  # a None, or a NaN msgspec would lose
-                gens_all = [clean(g) for g in gens_all]
-        except Exception:  # text UTF-8 cannot hold, a key of an odd type
-            gens_all = [scrub(g) for g in gens_all]
-        entries = [
-            _TranscriptEntry(
-                a.attempt_id,
-                a.group_id,
-                a.task_id,
-                _nonfinite(r) if (r := a.reward) is not None and r - r != 0.0 else r,
-                a.trained,
-                gens,
-            )
-            for a, gens in zip(attempts, gens_all)
-        ]
-        tdir = self.dir / TRANSCRIPTS
-        tdir.mkdir(exist_ok=True)
-        path = tdir / f"step-{step:06d}.json"
-        if path.exists():  # attempts of this update written before (close after a crash)
-            with contextlib.suppress(OSError, ValueError):
-                entries = msgspec.json.decode(path.read_bytes()) + entries
-        write_bytes_atomic(path, ENCODER.encode(entries) + b"\n")  # every value spelled
+        write_transcripts(self.dir, self.config.output.trace == "full", step, attempts)
 
     def log_eval(
         self,
@@ -704,7 +544,7 @@ class Run:
         """
         with self._lock:
             self._check_open("log_eval")
-            step = _as_int(step, "log_eval: step")  # type: ignore[assignment]
+            step = as_int(step, "log_eval: step")  # type: ignore[assignment]
             record = {
                 "step": step,
                 "checkpoint": checkpoint,
@@ -746,13 +586,6 @@ class Run:
         self.progress(name, **fields)
         yield
 
-    def _beat(self, every: float) -> None:
-        while not self._stop_heartbeat.wait(every):
-            try:
-                self.heartbeat()
-            except Exception as exc:  # the heartbeat thread must never die noisily
-                self._warn_once("progress", f"progress heartbeat failed: {exc}")
-
     def heartbeat(self) -> dict[str, Any] | None:
         """Write one progress record now (the background timer calls this); None if closed."""
         with self._lock:
@@ -774,15 +607,7 @@ class Run:
                 self._progress_file.append(encode_line(clean(rec)))
             except Exception as exc:
                 self._warn_once("progress", f"progress heartbeat not written: {exc}")
-        needed = rec["attempts_needed"]
-        log.info(
-            "progress: step %s %s, %s attempts done%s, %.0f s since the last update",
-            rec["step"],
-            rec["phase"],
-            rec["attempts_done"],
-            f" of {needed}" if needed else "",
-            rec["seconds_since_step"],
-        )
+        log_progress(rec)
         return rec
 
     # -- internals -------------------------------------------------------------------------
@@ -795,7 +620,7 @@ class Run:
         try:
             fn(*args)
         except Exception as exc:
-            _warn(f"{what}: {type(exc).__name__}: {exc}")
+            warn(f"{what}: {type(exc).__name__}: {exc}")
 
     def _mirror_log(self, record: Mapping[str, Any]) -> None:
         try:
@@ -806,7 +631,7 @@ class Run:
     def _warn_once(self, key: str, message: str) -> None:
         if key not in self._warned:
             self._warned.add(key)
-            _warn(message)
+            warn(message)
 
     def _stop(self, reason: str, message: str) -> None:
         self.close("stopped", reason)
@@ -824,7 +649,8 @@ class Run:
                 return
             self._closed = True
             self._status = "abandoned"  # in this process only: run.json keeps "running"
-            self._stop_heartbeat.set()
+            if self._heartbeat is not None:
+                self._heartbeat.stop()
             self._pending, self._n_pending = {}, 0
             self._fixups = []
             files = list(self._files.values())
@@ -832,7 +658,7 @@ class Run:
                 files.append(self._progress_file)
             for f in files:
                 self._guarded("closing a run file failed", f.close)
-        if self._heartbeat is not None and self._heartbeat is not threading.current_thread():
+        if self._heartbeat is not None:
             self._heartbeat.join(timeout=5)
 
     def close(self, status: str = "finished", reason: str | None = None) -> None:
@@ -848,9 +674,14 @@ class Run:
         with self._lock:
             if self._closed:
                 return
+            try:
+                self._take_shards()
+            except RunStopped:
+                return  # a guard tripped on the shards' last attempts and closed the run
             self._closed = True
             self._status = status
-            self._stop_heartbeat.set()
+            if self._heartbeat is not None:
+                self._heartbeat.stop()
             pending = [a for s in sorted(self._pending) for a in self._pending[s]]
             self._pending, self._n_pending = {}, 0
             for a in pending:
@@ -865,7 +696,7 @@ class Run:
                 self._guarded("closing a run file failed", f.close)
             self._meta["status"] = status
             self._meta["stop_reason"] = reason
-            self._meta["ended"] = _now_iso()
+            self._meta["ended"] = now_iso()
             self._guarded(
                 f"run.json not updated to {status!r}",
                 _write_json_atomic,
@@ -873,5 +704,5 @@ class Run:
                 self._meta,
             )
             self._guarded("W&B finish failed", self._mirror.finish, status)
-        if self._heartbeat is not None and self._heartbeat is not threading.current_thread():
+        if self._heartbeat is not None:
             self._heartbeat.join(timeout=5)

@@ -1,0 +1,321 @@
+"""Reward components: what the reward is made of, and which part of it is rising.
+
+A reward summed from several functions (correctness, format, a length or "stop early" bonus,
+penalties) can rise while the part that measures the task does not: the policy learned the
+cheap component. Per component, its mean per update (TRL ``rewards/<f>/mean``, the canonical
+``reward/component/<name>/mean``) and, where logged, its batch std. Each component's weight
+in the total comes from fitting ``reward/mean`` on the components (least squares; TRL logs
+them unweighted), else 1.
+
+- A component other than the task's at its ceiling, or rising beyond its noise, while the
+  task component stays flat: exploit suspected, naming the component (fail when it accounts
+  for most of the reward's rise).
+- A component holding most of the reward's rise, or of its spread (what the advantages are
+  made of), is reported (info), as is a dead component (constant: it adds nothing).
+
+The task component is the one whose name says correctness (correct, accuracy, exact, match,
+answer, solve, pass, verify, task, score, partial credit) and not format, length, brevity,
+style, bonus or penalty; or else the only component that does not say the latter.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..model import Series
+from .base import Finding
+from .context import Context, finding, round_sig
+from .stats import MIN_WINDOW, noise_sigma
+
+NAME = "components"
+
+_MEAN = (
+    re.compile(r"^reward/components?/(?P<name>[^/]+?)(?:/mean)?$"),
+    re.compile(r"^rewards/(?P<name>[^/]+)/mean$"),
+)
+_STD = (
+    re.compile(r"^reward/components?/(?P<name>[^/]+)/std$"),
+    re.compile(r"^rewards/(?P<name>[^/]+)/std$"),
+)
+AUX = re.compile(
+    r"format|length|(?:^|_)len(?:$|_)|short|brev|concise|bonus|penal|style|tag|xml|think|"
+    r"overlong|repetit|cosine|language|lang_|fluency|kl",
+    re.I,
+)
+TASK = re.compile(
+    r"correct|accura|exact|match|answer|solve|pass|verif|task|score|partial|credit|(?:^|_)acc"
+    r"(?:$|_)|math|code|test|judge|reward_fn",
+    re.I,
+)
+# A component holding this share of the reward's rise (or spread) dominates it (rl-doctor's
+# reward_composition: 70% of recent variance is a warning).
+DOMINANT = 0.7
+
+
+@dataclass
+class Component:
+    name: str
+    metric: str
+    mean: Series
+    std: Series | None
+    weight: float = 1.0
+    head: float = 0.0
+    tail: float = 0.0
+    margin: float = 0.0
+    top: float = 0.0
+
+    @property
+    def gain(self) -> float:
+        return self.weight * (self.tail - self.head)
+
+    @property
+    def rose(self) -> bool:
+        return self.tail - self.head > self.margin
+
+    @property
+    def flat(self) -> bool:
+        return abs(self.tail - self.head) <= self.margin
+
+    @property
+    def at_ceiling(self) -> bool:
+        """Over its last five updates within 5% of the highest it reached, having risen."""
+        return self.rose and self.tail >= self.top - 0.05 * max(abs(self.top), 1e-9)
+
+
+@dataclass
+class Components:
+    """The components of a run's reward (empty when the run logs no breakdown)."""
+
+    items: list[Component] = field(default_factory=list)
+    task: Component | None = None
+    fitted: bool = False
+
+    @property
+    def aux(self) -> list[Component]:
+        return [c for c in self.items if c is not self.task]
+
+    def shortcut(self) -> Component | None:
+        """The component other than the task's that rose (at its ceiling first) while the
+        task component stayed flat; None if none did or no task component is known."""
+        if self.task is None or not self.task.flat:
+            return None
+        rising = [c for c in self.aux if c.rose and c.gain > 0]
+        if not rising:
+            return None
+        return max(rising, key=lambda c: (c.at_ceiling, c.gain))
+
+
+def _find(ctx: Context, patterns: tuple[re.Pattern[str], ...]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for metric in ctx.data.names():
+        for pat in patterns:
+            m = pat.match(metric)
+            if m and metric not in ("reward/mean", "reward/std"):
+                out.setdefault(m.group("name"), metric)
+                break
+    return out
+
+
+def _task(items: list[Component]) -> Component | None:
+    named = [c for c in items if TASK.search(c.name) and not AUX.search(c.name)]
+    if len(named) == 1:
+        return named[0]
+    plain = [c for c in items if not AUX.search(c.name)]
+    return plain[0] if len(plain) == 1 and not named else None
+
+
+def _weights(ctx: Context, items: list[Component]) -> bool:
+    """Fit reward/mean = Σ w·component over the common steps; keep the weights when the fit
+    explains the reward (R² ≥ 0.98, weights ≥ 0)."""
+    r = ctx.finite("reward/mean")
+    if r is None:
+        return False
+    steps = r.steps
+    for c in items:
+        steps = np.intersect1d(steps, c.mean.steps)
+    if len(steps) < max(MIN_WINDOW, len(items) + 2):
+        return False
+    X = np.column_stack([c.mean.values[np.searchsorted(c.mean.steps, steps)] for c in items])
+    y = r.values[np.searchsorted(r.steps, steps)]
+    w, *_ = np.linalg.lstsq(X, y, rcond=None)
+    resid = y - X @ w
+    var = float(((y - y.mean()) ** 2).sum())
+    if var <= 0 or not np.all(np.isfinite(w)) or np.any(w < -1e-6):
+        return False
+    if 1 - float((resid**2).sum()) / var < 0.98:
+        return False
+    for c, wi in zip(items, w.tolist()):
+        c.weight = float(wi)
+    return True
+
+
+def read_components(ctx: Context) -> Components:
+    """The run's reward components with their levels over the first and last updates."""
+    means = _find(ctx, _MEAN)
+    stds = _find(ctx, _STD)
+    items = []
+    for name, metric in sorted(means.items()):
+        s = ctx.finite(metric)
+        if s is None or len(s) < MIN_WINDOW:
+            continue
+        std = ctx.finite(stds[name]) if name in stds else None
+        v = s.values
+        head_n = max(MIN_WINDOW, min(10, len(v) // 4))
+        span = max(float(v.max() - v.min()), 1e-12)
+        lo_hi = max(1.0, abs(float(v.max())), abs(float(v.min())))
+        margin = max(3 * noise_sigma(v) * math.sqrt(2 / MIN_WINDOW), 0.02 * lo_hi)
+        items.append(
+            Component(
+                name,
+                metric,
+                s,
+                std,
+                head=float(v[:head_n].mean()),
+                tail=float(v[-MIN_WINDOW:].mean()),
+                margin=min(margin, 0.5 * span) if span > 0.1 * lo_hi else margin,
+                top=float(v.max()),
+            )
+        )
+    if len(items) < 2:
+        return Components()
+    fitted = _weights(ctx, items)
+    return Components(items, _task(items), fitted)
+
+
+def _describe(c: Component) -> str:
+    return f"{c.name} {c.head:.3g} -> {c.tail:.3g}"
+
+
+def check(ctx: Context) -> list[Finding]:
+    comps = ctx.components
+    if not comps.items:
+        return []
+    out: list[Finding] = []
+    total_gain = sum(c.gain for c in comps.items if c.gain > 0)
+    ev_all: dict[str, Any] = {
+        "components": {
+            c.name: {
+                "first": round_sig(c.head),
+                "last": round_sig(c.tail),
+                "weight": round_sig(c.weight),
+                "margin": round_sig(c.margin),
+            }
+            for c in comps.items
+        },
+        "task_component": comps.task.name if comps.task else None,
+        "weights_fitted": comps.fitted,
+    }
+    cut = comps.shortcut()
+    if cut is not None and comps.task is not None:
+        share = cut.gain / total_gain if total_gain > 0 else 1.0
+        ceiling = " to its ceiling" if cut.at_ceiling else ""
+        out.append(
+            finding(
+                NAME,
+                "fail" if share >= DOMINANT else "warn",
+                "exploit_suspected",
+                f"exploit suspected: reward component {cut.name} rose{ceiling} "
+                f"({cut.head:.3g} -> {cut.tail:.3g}) while the task component "
+                f"{_describe(comps.task)} stayed flat; {share:.0%} of the reward's rise "
+                f"comes from {cut.name}",
+                metric=cut.metric,
+                first_step=_rise_step(cut),
+                component=cut.name,
+                gain_share=round_sig(share),
+                at_ceiling=cut.at_ceiling,
+                action=f"The policy is buying reward through {cut.name}, not the task: read "
+                "the top-reward transcripts, then lower that component's weight, cap it, or "
+                "pay it only on correct answers (gate it on the task reward), and restart.",
+                **ev_all,
+            )
+        )
+    elif total_gain > 0:
+        top = max(comps.items, key=lambda c: c.gain)
+        share = top.gain / total_gain
+        if top is not comps.task and top.rose and share >= DOMINANT and len(comps.items) > 1:
+            out.append(
+                finding(
+                    NAME,
+                    "info",
+                    "exploit_suspected",
+                    f"{share:.0%} of the reward's rise comes from {top.name} "
+                    f"({top.head:.3g} -> {top.tail:.3g})"
+                    + (
+                        f"; the task component {_describe(comps.task)}"
+                        if comps.task is not None
+                        else ""
+                    ),
+                    metric=top.metric,
+                    first_step=_rise_step(top),
+                    component=top.name,
+                    gain_share=round_sig(share),
+                    action=f"Most of the gain is {top.name}: make sure the task component "
+                    "keeps rising with it.",
+                    **ev_all,
+                )
+            )
+    out.extend(_spread(comps, ev_all))
+    for c in comps.items:
+        v = c.mean.values
+        flat_std = c.std is not None and float(np.max(np.abs(c.std.values))) <= 1e-9
+        if float(v.max() - v.min()) <= 1e-9 or flat_std:
+            out.append(
+                finding(
+                    NAME,
+                    "info",
+                    "no_signal",
+                    metric=c.metric,
+                    title=f"dead reward component: {c.name} is constant at {float(v.mean()):.3g}"
+                    + (" within every update" if flat_std else "")
+                    + ": it adds nothing to the advantages",
+                    component=c.name,
+                    value=round_sig(float(v.mean())),
+                    action="A component that never varies teaches nothing: check that it is "
+                    "computed (a grader returning a constant) or drop it.",
+                )
+            )
+    return out
+
+
+def _spread(comps: Components, ev: dict[str, Any]) -> list[Finding]:
+    """A component holding most of the reward's spread over the last updates."""
+    have = [c for c in comps.items if c.std is not None and len(c.std) >= MIN_WINDOW]
+    if len(have) < 2 or len(have) != len(comps.items):
+        return []
+    var = {c.name: (c.weight**2) * float(np.mean(c.std.values[-MIN_WINDOW:] ** 2)) for c in have}  # type: ignore[union-attr]
+    total = sum(var.values())
+    if total <= 0:
+        return []
+    name = max(var, key=lambda k: var[k])
+    share = var[name] / total
+    if share < DOMINANT or (comps.task is not None and name == comps.task.name):
+        return []
+    return [
+        finding(
+            NAME,
+            "info",
+            "exploit_suspected",
+            f"{name} holds {share:.0%} of the reward's spread over the last {MIN_WINDOW} "
+            "updates: the advantages are mostly made of it",
+            component=name,
+            variance_share=round_sig(share),
+            action="GRPO learns from within-group differences; if they are mostly "
+            f"{name}, the policy learns {name}: check its weight.",
+            **ev,
+        )
+    ]
+
+
+def _rise_step(c: Component) -> int:
+    """The first update where the component's five-update mean passed its start by its
+    margin (its first step if it never did)."""
+    v = c.mean.values
+    c5 = np.convolve(v, np.ones(MIN_WINDOW) / MIN_WINDOW, mode="valid")
+    hit = np.flatnonzero(c5 - c.head > c.margin)
+    i = int(hit[0]) if len(hit) else 0
+    return int(c.mean.steps[i])

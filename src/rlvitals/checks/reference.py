@@ -1,0 +1,135 @@
+"""KL to the reference policy: how far training has moved the policy from where it started.
+
+Only ``train/ref_kl`` is read (TRL's ``kl``, verl's ``actor/kl_loss``, Miles' ``kl_loss``...):
+never the old-vs-new KL within an update (``train/ppo_kl``) nor the sampler/trainer mismatch,
+which measure other things at other scales. It is judged against absolute lines, the peers'
+0.5 and 2 (token-mean nats: a policy that far from its reference has left the region where the
+reward model or grader was trustworthy, Gao et al.), from the first update read, and against
+its own course: a significant rising trend is named before a line is crossed, with the update
+where it would cross. The KL coefficient, where the run's config gives it, is shown beside it:
+at β the penalty costs β·KL of reward per token.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .base import Finding
+from .context import Context, finding, round_sig
+from .stats import MIN_WINDOW, crossing, read_words, rolling_mean, short_level, trend
+
+NAME = "reference"
+METRIC = "train/ref_kl"
+# The peers' lines (rl-doctor kl_drift: 0.5 is worth a look, 2.0 is far).
+KL_WARN = 0.5
+KL_FAIL = 2.0
+# Config keys of the KL coefficient, by framework (TRL beta, verl kl_loss_coef / kl_coef,
+# OpenRLHF init_kl_coef, Miles kl_loss_coef).
+COEF_KEYS = ("beta", "kl_loss_coef", "kl_coef", "init_kl_coef", "kl_penalty_coef")
+
+
+def _coef(ctx: Context) -> float | None:
+    got = ctx.config_find(*COEF_KEYS)
+    if got is None:
+        return None
+    try:
+        return float(got[1])
+    except (TypeError, ValueError):
+        return None
+
+
+def check(ctx: Context) -> list[Finding]:
+    s = ctx.finite(METRIC)
+    if s is None:
+        return []
+    v = s.values
+    n = len(v)
+    coef = _coef(ctx)
+    coef_words = f" (KL coefficient {coef:g})" if coef is not None else ""
+    action = (
+        "The policy has moved far from its reference: read the top-reward transcripts for a "
+        "shortcut (a policy far from its start that the grader still pays is the "
+        "over-optimisation signature), lower the learning rate or raise the KL coefficient, "
+        "or stop at an earlier checkpoint."
+    )
+    if n < MIN_WINDOW:
+        if not short_level(v, KL_WARN):
+            return []
+        level = float(v.mean())
+        return [
+            finding(
+                NAME,
+                "fail" if short_level(v, KL_FAIL) else "warn",
+                "reference_drift",
+                f"{read_words(n)}: KL to the reference at {level:.2g}, over the "
+                f"{KL_FAIL if level >= KL_FAIL else KL_WARN:g} line{coef_words}",
+                metric=METRIC,
+                first_step=int(s.steps[0]),
+                level=round_sig(level),
+                line=KL_FAIL if short_level(v, KL_FAIL) else KL_WARN,
+                kl_coef=coef,
+                updates_read=n,
+                values=[round_sig(float(x)) for x in v],
+                action=action,
+            )
+        ]
+    roll = rolling_mean(v)
+    now = float(roll[-1])
+    peak = float(np.nanmax(roll))
+    start = float(np.median(v[:MIN_WINDOW]))
+    for line, sev in ((KL_FAIL, "fail"), (KL_WARN, "warn")):
+        idx = crossing(v, line)
+        if idx is None:
+            continue
+        step = int(s.steps[idx])
+        return [
+            finding(
+                NAME,
+                sev,
+                "reference_drift",
+                f"KL to the reference over {line:g} from step {step}: {start:.2g} at the "
+                f"start, {peak:.2g} at its highest, {now:.2g} now{coef_words}",
+                metric=METRIC,
+                first_step=step,
+                start_level=round_sig(start),
+                peak=round_sig(peak),
+                now=round_sig(now),
+                line=line,
+                kl_coef=coef,
+                penalty_per_token=None if coef is None else round_sig(coef * now),
+                action=action,
+            )
+        ]
+    # Below the lines: a significant rise over the second half of the run, named with the
+    # update where it would reach the first line.
+    half = s.since(int(s.steps[n // 2])) if n >= 2 * MIN_WINDOW else None
+    tr = trend(half) if half is not None else None
+    if tr is None or not tr.rising or tr.slope <= 0 or now <= 2 * max(start, 1e-6):
+        return []
+    eta = int(s.steps[-1]) + math.ceil((KL_WARN - now) / tr.slope)
+    length = int(s.steps[-1] - s.steps[0]) + 1
+    if eta > int(s.steps[-1]) + length:
+        return []  # a slow rise that would not get there in as long again as the run so far
+    return [
+        finding(
+            NAME,
+            "info",
+            "reference_drift",
+            f"KL to the reference rising: {start:.2g} at the start, {now:.2g} now, "
+            f"{tr.slope:.2g} per update; at this rate over {KL_WARN:g} by step {eta}"
+            f"{coef_words}",
+            metric=METRIC,
+            first_step=int(half.steps[0]) if half is not None else None,
+            start_level=round_sig(start),
+            now=round_sig(now),
+            slope=round_sig(tr.slope),
+            trend_z=round_sig(tr.z),
+            projected_step=eta,
+            line=KL_WARN,
+            kl_coef=coef,
+            action="Watch it: a KL that keeps climbing at a steady reward is the policy "
+            "drifting for little gain; a KL coefficient or a lower learning rate slows it.",
+        )
+    ]

@@ -1,0 +1,80 @@
+"""The system layer: throughput, step time and rollout latency, where the run logs them.
+
+A run that gets slower update after update (step time or attempt latency rising, tokens per
+second falling) is heading for a stall or wasting its budget: a leaking rollout queue, a
+sandbox pool running dry, memory fragmentation, a slower node. Judged by a significant trend
+(autocorrelation-corrected) over the run together with the size of the change: the last five
+updates against the first five, at least 1.5x (info), or 2x with 3 of 5 five-update means past
+it and still worsening over the second half of the run (warn: a level shift, such as another
+job landing on a shared machine, is reported, not alarmed). One slow update is not a trend; a
+slow start (compilation, warm caches) that gets faster is not a finding.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .base import Finding
+from .context import Context, finding, round_sig
+from .stats import MIN_WINDOW, crossing, start_level, trend
+
+NAME = "system"
+
+# (metric, words, True when a higher value is slower)
+SIGNALS = (
+    ("perf/step_seconds", "seconds per update", True),
+    ("perf/tokens_per_second", "tokens per second", False),
+    ("perf/sampling_seconds", "sampling seconds per update", True),
+    ("perf/attempt_seconds_p90", "p90 attempt seconds", True),
+)
+SLOWER_INFO = 1.5
+SLOWER_WARN = 2.0
+
+
+def check(ctx: Context) -> list[Finding]:
+    out: list[Finding] = []
+    for metric, words, up_is_slow in SIGNALS:
+        s = ctx.finite(metric)
+        if s is None or len(s) < 2 * MIN_WINDOW:
+            continue
+        v = s.values if up_is_slow else 1.0 / np.maximum(s.values, 1e-12)
+        start = start_level(v, MIN_WINDOW)
+        if not start > 0:
+            continue
+        now = float(np.median(v[-MIN_WINDOW:]))
+        factor = now / start
+        tr = trend(s)
+        if tr is None or factor < SLOWER_INFO:
+            continue
+        if not (tr.rising if up_is_slow else tr.falling):
+            continue
+        idx = crossing(v, SLOWER_WARN * start)
+        # An alarm only for a slowdown still under way: rising over the second half of the
+        # run too. A level shift (another job landing on the machine) is worth knowing, no
+        # more.
+        late = trend(s.since(int(s.steps[len(s) // 2])))
+        going = late is not None and (late.rising if up_is_slow else late.falling)
+        severe = factor >= SLOWER_WARN and idx is not None and going
+        first = idx if idx is not None else crossing(v, SLOWER_INFO * start)
+        shown = (start, now) if up_is_slow else (1.0 / start, 1.0 / now)
+        out.append(
+            finding(
+                NAME,
+                "warn" if severe else "info",
+                "slowing",
+                f"the run slows down update after update: {words} {shown[0]:.3g} over the "
+                f"first {MIN_WINDOW} updates, {shown[1]:.3g} over the last {MIN_WINDOW} "
+                f"({factor:.1f}x slower)",
+                metric=metric,
+                first_step=int(s.steps[first]) if first is not None else None,
+                first_level=round_sig(shown[0]),
+                last_level=round_sig(shown[1]),
+                slower_by=round_sig(factor),
+                trend_z=round_sig(tr.z),
+                line=SLOWER_WARN,
+                action="Find the phase that grows (perf/*_seconds, the rollout workers' "
+                "latency): a leaking queue, a sandbox pool running dry, a slower node or "
+                "memory pressure; it ends as a stall if it goes on.",
+            )
+        )
+    return out[:2]

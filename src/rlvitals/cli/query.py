@@ -1,0 +1,49 @@
+"""``rlvitals query RUNS... "SQL"``: DuckDB over the tables runs, steps, attempts, findings."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..errors import UsageError
+from .export import add_fleet_options, expand
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "query",
+        help="SQL over runs (DuckDB): tables runs, steps, attempts, findings",
+        description="Run an SQL query (DuckDB, embedded) over runs: a folder `rlvitals export` "
+        "wrote, or runs and folders of runs (exported to a temporary folder first). Tables: "
+        'runs, steps (one column per metric; quote names with a slash: "reward/mean"), '
+        "attempts, findings. Needs pip install 'rlvitals[fleet]'.",
+    )
+    p.add_argument("items", nargs="+", metavar="RUN... SQL", help="runs, then the SQL statement")
+    p.add_argument("--json", action="store_true", help="rows as JSON objects")
+    add_fleet_options(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..fleet import query
+    from ..fleet.tables import is_export
+    from ..jsonio import dumps
+    from ..views.fleet import render_query
+
+    if len(args.items) < 2:
+        raise UsageError('expected runs, then an SQL statement: rlvitals query RUNS... "SQL"')
+    *paths, sql = args.items
+    if not (len(paths) == 1 and is_export(paths[0])):
+        paths = expand(paths)
+    result = query(
+        paths,
+        sql,
+        jobs=args.jobs,
+        source_format=args.source_format,
+        mapping=getattr(args, "mapping", None),
+    )
+    if args.json:
+        sys.stdout.write(dumps(result.to_dict(), indent=2) + "\n")
+    else:
+        render_query(result, sys.stdout)
+    return 0

@@ -1,0 +1,132 @@
+"""Every run under a folder: run directories and log files, never a folder taken for a run
+because one stray file in it looks like a log.
+
+A directory is one run when it carries a run's own marker (an rlvitals ``run.json`` or
+``steps.jsonl``, a TRL/HF ``trainer_state.json`` or ``checkpoint-*/trainer_state.json``,
+TensorBoard event files, a W&B ``*.wandb`` log). Otherwise its files that a reader recognises
+are runs each, its sub-folders are searched the same way, and what no reader recognises
+(``launcher.log`` with no record, a ``summary.csv`` without a step column) is listed as
+skipped. Numbered sample dumps (verl's ``rollout_data_dir/<step>.jsonl``) are the samples of
+a run beside them, not runs of their own.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import ReadError, UnknownFormatError
+
+__all__ = ["Discovery", "find_runs"]
+
+_LOG_SUFFIXES = {".jsonl", ".json", ".csv", ".log", ".txt", ".out", ".err", ".tsv", ".md"}
+_SAMPLE_DUMP = re.compile(r"^\d+\.jsonl$")
+_SKIP_DIRS = {"__pycache__", "node_modules", ".git", ".ipynb_checkpoints"}
+# Folders where frameworks put a run's samples beside its log: not runs of their own when the
+# folder above holds a log.
+_SAMPLE_DIRS = re.compile(
+    r"^(completions|rollouts?|samples|rollout_data|train_data|traces|checkpoints?|"
+    r"step_\d+|iteration_\d+|global_step_?\d+)$"
+)
+
+
+@dataclass
+class Discovery:
+    """What ``find_runs`` found: the runs, in a stable order, and the files passed over."""
+
+    runs: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+
+
+def _is_run_dir(d: Path) -> bool:
+    """Whether ``d`` is one run by its own markers (see the module docstring)."""
+    try:
+        names = set(os.listdir(d))
+    except OSError:
+        return False
+    if names & {"run.json", "steps.jsonl", "trainer_state.json"}:
+        return True
+    for n in names:
+        if "tfevents" in n or n.endswith(".wandb"):
+            return True
+        if n.startswith("steps.") and n.endswith(".jsonl"):
+            return True  # a sharded rlvitals run without the trainer's own file yet
+    return any(
+        (d / n / "trainer_state.json").is_file() for n in names if n.startswith("checkpoint-")
+    )
+
+
+def _recognised(p: Path) -> bool:
+    from ..readers import sniff
+
+    try:
+        sniff(p)
+    except (UnknownFormatError, ReadError, OSError):
+        return False
+    return True
+
+
+def _walk(d: Path, found: Discovery, depth: int) -> None:
+    if _is_run_dir(d):
+        found.runs.append(str(d))
+        return
+    if depth > 12:
+        found.skipped.append(str(d))
+        return
+    try:
+        entries = sorted(os.scandir(d), key=lambda e: e.name)
+    except OSError:
+        found.skipped.append(str(d))
+        return
+    subdirs: list[Path] = []
+    has_log = False
+    for e in entries:
+        if e.name.startswith(".") or e.name in _SKIP_DIRS:
+            continue
+        p = Path(e.path)
+        try:
+            is_dir = e.is_dir()
+        except OSError:
+            continue
+        if is_dir:
+            subdirs.append(p)
+        elif _SAMPLE_DUMP.match(e.name):
+            continue
+        elif p.suffix.lower() in _LOG_SUFFIXES or ".log" in e.name:
+            if _recognised(p):
+                found.runs.append(str(p))
+                has_log = True
+            else:
+                found.skipped.append(str(p))
+    for p in subdirs:
+        if has_log and _SAMPLE_DIRS.match(p.name):
+            continue
+        _walk(p, found, depth + 1)
+
+
+def find_runs(path: str | os.PathLike[str]) -> Discovery:
+    """Every run at or under ``path``.
+
+    A file is one run (reading it says whether it is one); a run directory is one run; any
+    other folder is searched. Raises ``UnknownFormatError`` when ``path`` does not exist or
+    a folder holds no run at all (naming what was passed over).
+    """
+    p = Path(path)
+    if not p.exists():
+        raise UnknownFormatError("no such file or directory", path=str(p))
+    if p.is_file():
+        return Discovery(runs=[str(p)])
+    found = Discovery()
+    _walk(p, found, 0)
+    if not found.runs:
+        if _recognised(p):  # a format whose files sit loose in one folder
+            return Discovery(runs=[str(p)])
+        what = (
+            f"; passed over {len(found.skipped)} files no reader recognises"
+            if found.skipped
+            else ""
+        )
+        raise UnknownFormatError(f"no run found in this folder{what}", path=str(p))
+    return found

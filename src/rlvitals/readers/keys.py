@@ -1,0 +1,300 @@
+"""Keys by meaning: the vocabulary of synonyms and normalised tokens behind every reader.
+
+Every reader's ``Mapper`` resolves a source key through one chain, and records which step
+mapped it (``RunData.resolved``, shown by ``rlvitals formats --explain FILE``):
+
+1. ``user mapping``: rules from ``--mapping FILE``;
+2. ``table``: the framework's own table (a key it lists as not mapped stops here);
+3. ``synonym``: a key another framework or peer logs the metric under, exactly as declared
+   in ``schema.py`` (``MetricSpec.aliases``), or a family pattern (reward components, data
+   sources);
+4. ``tokens``: the same synonyms after ``normalise``: case, camelCase, separators, split
+   prefixes (``train/``, ``actor/``...) and mean suffixes (``_mean``, ``/mean``);
+5. ``canonical``: a key that already is a canonical name (generic formats only).
+
+Keys of held-out splits never fall back to a training metric, and a KL-like key that no step
+maps stays unmapped under its own name (``unmapped_reason`` says why): the three KLs (to the
+reference, PPO old-vs-new, sampler/trainer mismatch) are never guessed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from functools import lru_cache
+from typing import Any
+
+from ..schema import METRICS, PATTERNS, Alias, is_canonical
+
+__all__ = [
+    "KINDS",
+    "Candidate",
+    "blocker",
+    "fallback",
+    "is_eval_key",
+    "is_kl_like",
+    "normalise",
+    "require_metrics",
+    "token_index",
+    "unmapped_reason",
+]
+
+# The steps of the chain, in order; each resolved key records one of them.
+KINDS = ("user mapping", "table", "synonym", "tokens", "canonical")
+
+# Leading path segments that say where a number was computed, not what it is.
+SPLIT_PREFIXES = frozenset(
+    {
+        "train",
+        "training",
+        "trainer",
+        "actor",
+        "policy",
+        "optim",
+        "optimizer",
+        "metrics",
+        "stats",
+        "charts",
+        "batch",
+        "objective",
+        "loss",
+        "losses",
+    }
+)
+# Words for "the mean of": dropped as a last segment or a first/last token.
+MEAN_WORDS = frozenset({"mean", "avg", "average"})
+# Prefixes of held-out splits: such a key never maps to a training metric by synonym.
+EVAL_WORDS = frozenset(
+    {"eval", "evaluation", "val", "valid", "validation", "test", "heldout", "val-core", "val-aux"}
+)
+_EVAL_RE = re.compile(r"^(?:eval|evaluation|val|valid|validation|test|heldout)(?:[_\-/.]|$)", re.I)
+_CAMEL = re.compile(r"([a-z0-9])([A-Z])")
+_SEG = re.compile(r"[/.]+")
+_TOK = re.compile(r"[\s_\-:]+")
+_KL = re.compile(r"(?:^|_)(?:kl|kld|kl\d|k[123]_kl|kldiv|kl_div\w*|kullback\w*)(?:_|$)")
+
+# Normalised forms that name some KL without saying which: never indexed, never guessed.
+AMBIGUOUS_KL = frozenset({"kl", "kld", "kl_div", "kl_value", "kl_metric", "k3_kl", "k1_kl"})
+_STATS = frozenset(
+    {"max", "min", "std", "var", "sum", "count", "median", "p10", "p50", "p90", "p99"}
+)
+
+# (canonical target, priority within the fallback chain, Rule-like fields)
+Candidate = tuple[str, int, str, Alias]  # target, priority, kind, alias
+
+
+def normalise(key: str) -> str:
+    """A key reduced to its meaning-bearing tokens: ``Train/Reward_Mean`` -> ``reward``.
+
+    Lower case (camelCase split first), ``/`` and ``.`` as path separators, ``_ - :`` and
+    spaces as token separators; a last ``mean``/``avg`` segment and leading split prefixes
+    (``train/``, ``actor/``...) are dropped, then a first or last ``mean`` token.
+    """
+    k = _CAMEL.sub(r"\1_\2", key.strip()).lower()
+    segs = [s for s in (_TOK.sub("_", s).strip("_") for s in _SEG.split(k)) if s]
+    while len(segs) > 1 and segs[-1] in MEAN_WORDS:
+        segs.pop()
+    while len(segs) > 1 and segs[0] in SPLIT_PREFIXES:
+        segs.pop(0)
+    toks = "_".join(segs).split("_")
+    if len(toks) > 1 and toks[-1] in MEAN_WORDS:
+        toks.pop()
+    if len(toks) > 1 and toks[0] in MEAN_WORDS:
+        toks.pop(0)
+    return "_".join(t for t in toks if t)
+
+
+def is_eval_key(key: str) -> bool:
+    """Whether ``key`` belongs to a held-out split (``eval/``, ``val-core/``, ``eval_``...)."""
+    first = _SEG.split(key.strip().lower(), maxsplit=1)[0]
+    return first in EVAL_WORDS or bool(_EVAL_RE.match(key.strip()))
+
+
+def is_kl_like(key: str) -> bool:
+    """Whether ``key`` names some KL (``kl``, ``kl_div``, ``k3_kl``, ``KLD``...)."""
+    k = _CAMEL.sub(r"\1_\2", key).lower()
+    return any(_KL.search(_TOK.sub("_", seg)) for seg in _SEG.split(k) if seg)
+
+
+@lru_cache(maxsize=1)
+def _exact() -> dict[str, tuple[int, str, Alias]]:
+    out: dict[str, tuple[int, str, Alias]] = {}
+    i = 0
+    for spec in METRICS.values():
+        for a in spec.aliases:
+            if not a.source.startswith("^") and a.source not in out:
+                out[a.source] = (i, spec.name, a)
+                i += 1
+    return out
+
+
+@lru_cache(maxsize=1)
+def _patterns() -> tuple[tuple[int, re.Pattern[str], Alias], ...]:
+    out = []
+    i = len(_exact())
+    for _, spec in PATTERNS:
+        for a in spec.aliases:
+            if a.source.startswith("^"):
+                out.append((i, re.compile(a.source), a))
+                i += 1
+    return tuple(out)
+
+
+@lru_cache(maxsize=1)
+def token_index() -> dict[str, tuple[str, Alias]]:
+    """Normalised form -> (canonical name, the synonym it comes from).
+
+    Built from every canonical name and every exact synonym; a form that two different
+    canonical names normalise to is left out (the exact synonyms still tell them apart).
+    """
+    seen: dict[str, set[str]] = {}
+    first: dict[str, tuple[str, Alias]] = {}
+    for spec in METRICS.values():
+        for a in (Alias(spec.name), *spec.aliases):
+            if a.source.startswith("^"):
+                continue
+            n = normalise(a.source)
+            if not n or n in AMBIGUOUS_KL:
+                continue
+            seen.setdefault(n, set()).add(spec.name)
+            first.setdefault(n, (spec.name, a))
+    return {n: first[n] for n, targets in seen.items() if len(targets) == 1}
+
+
+def token_conflicts() -> dict[str, set[str]]:
+    """Normalised forms claimed by more than one canonical name (left out of the index)."""
+    seen: dict[str, set[str]] = {}
+    for spec in METRICS.values():
+        for a in (Alias(spec.name), *spec.aliases):
+            if not a.source.startswith("^"):
+                seen.setdefault(normalise(a.source), set()).add(spec.name)
+    return {n: t for n, t in seen.items() if len(t) > 1}
+
+
+def fallback(key: str) -> list[Candidate]:
+    """The synonym and token candidates for ``key``, best first (after a table found none)."""
+    out: list[Candidate] = []
+    for prio, pat, a in _patterns():
+        m = pat.match(key)
+        if m:
+            try:
+                target = m.expand(a.target)
+            except (re.error, IndexError):
+                continue
+            if is_canonical(target) and not target.endswith("/"):
+                out.append((target, prio, "synonym", a))
+    if out:
+        return out
+    if is_eval_key(key):
+        return out
+    hit = _exact().get(key)
+    if hit is not None:
+        prio, target, a = hit
+        return [(target, prio, "synonym", a)]
+    base = len(_exact()) + len(_patterns())
+    n = normalise(key)
+    tok = token_index().get(n)
+    if tok is not None:
+        target, a = tok
+        return [(target, base, "tokens", a)]
+    return out
+
+
+def unmapped_reason(key: str) -> str:
+    """Why ``key`` stays under its own name, for ``formats --explain``."""
+    if is_eval_key(key):
+        return "a held-out split's key: never read as a training metric"
+    last = normalise(key).rsplit("_", 1)[-1]
+    if last in _STATS:
+        return f"a {last} of a metric, not its mean; map it with --mapping"
+    if is_kl_like(key):
+        return (
+            "KL-like, but which KL (to the reference, PPO old-vs-new, sampler/trainer "
+            "mismatch) cannot be told from the name; map it with --mapping"
+        )
+    return "no table rule, synonym or token match; map it with --mapping"
+
+
+def _unmapped_regex(text: str) -> re.Pattern[str] | None:
+    parts = [p.strip() for p in text.split(", ") if p.strip()]
+    if not parts:
+        return None
+    alts = []
+    head = parts[0].rsplit("/", 1)[0] + "/" if "/" in parts[0] else ""
+    for i, part in enumerate(parts):
+        if part.startswith("^"):
+            alts.append(part[1:].rstrip("$"))
+            continue
+        if i and "/" not in part and head:
+            part = head + part
+        rx = re.escape(part)
+        rx = re.sub(r"\\\{([^}]*)\\\}", lambda m: "(?:" + m.group(1).replace(",", "|") + ")", rx)
+        rx = re.sub(r"<[^>]+>", "[^/]+", rx).replace(r"\*", ".*")
+        alts.append(rx)
+    try:
+        return re.compile("^(?:" + "|".join(alts) + ")$")
+    except re.error:
+        return None
+
+
+def blocker(unmapped: Iterable[tuple[str, str]]) -> list[tuple[re.Pattern[str], str]]:
+    """A table's "not mapped" entries as patterns with their reasons (``a/*``, ``a/<f>/b``)."""
+    out = []
+    for source, why in unmapped:
+        rx = _unmapped_regex(source)
+        if rx is not None:
+            out.append((rx, why))
+    return out
+
+
+_WANDB_COLUMN = re.compile(r"^(?P<run>.+?) - (?P<key>.+)$")
+
+
+def header_keys(cells: list[str], run: Any = None) -> list[str]:
+    """CSV column names as metric keys: a W&B export's ``<run> - <key>`` becomes ``<key>``.
+
+    W&B's CSV export names each column ``<run name> - <key>``, with ``<key>__MIN`` and
+    ``<key>__MAX`` beside sampled series (kept under those names). With more than one run in
+    the file, the first run's columns are read as the run and the others keep their full
+    names (a warning says so, when ``run`` is given).
+    """
+    runs: list[str] = []
+    out = []
+    for c in cells:
+        m = _WANDB_COLUMN.match(c)
+        if m is None:
+            out.append(c)
+            continue
+        name = m.group("run")
+        if name not in runs:
+            runs.append(name)
+        out.append(m.group("key") if name == runs[0] else c)
+    if len(runs) > 1 and run is not None:
+        run.warnings.append(
+            f"{run.source}: the CSV holds {len(runs)} runs ({', '.join(runs[:5])}); "
+            f"read {runs[0]!r}, the others kept under their full column names"
+        )
+    if runs and run is not None:
+        run.info.setdefault("name", runs[0])
+    return out
+
+
+def require_metrics(data: Any, path: str) -> None:
+    """Refuse a run (``RunData``) that has keys but not one canonical metric among them.
+
+    Such a run would otherwise read as "too early to tell" and pass a CI gate. The error
+    names the keys left unmapped and ``--mapping``. A run with no record yet (a live run that
+    has just started) is not refused.
+    """
+    from ..errors import ReadError
+
+    if data.canonical_names() or not data.source_keys:
+        return
+    keys = sorted(data.unmapped) or sorted(data.source_keys)
+    shown = ", ".join(keys[:8]) + (f", ... ({len(keys)} in all)" if len(keys) > 8 else "")
+    raise ReadError(
+        f"no canonical metric could be read (format {data.format}); keys left unmapped: "
+        f"{shown}. Map them with --mapping FILE (`rlvitals formats --explain {path}` shows "
+        "each key and its rule)",
+        path=path,
+    )

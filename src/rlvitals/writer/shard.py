@@ -1,0 +1,249 @@
+"""Attempts from other processes: rollout workers, an orchestrator apart from the trainer.
+
+    # in each rollout worker (any process or node that sees the run directory)
+    with rlvitals.attach("runs/grpo-seed0", shard="worker-3") as w:
+        w.log_attempt(step, group_id, task_id, reward, policy_version=v, ...)
+
+    # in the trainer, as usual
+    run.log_step(step, trainer_logprobs=...)   # closes the update over every shard's attempts
+
+A shard writer appends each attempt, as logged, to its own journal
+``shards/<shard>.attempts.jsonl`` in the run directory, one whole line per ``write``: two
+processes never share a file (a second writer of the same shard is refused), and a killed
+worker loses at most the line it was writing. What makes an attempt's ``rollouts.jsonl``
+record (trained, discard reason, lag, mismatch) is decided by the update that consumes it, so
+the trainer's ``Run`` takes the journals' new lines in before it decides (``decide``,
+``log_step``, ``close``) and writes the decided records itself, with the attempts it logged
+in-process. An attempt that arrives after its update was written is recorded as discarded
+(``late``). Only the trainer writes ``run.json`` and ``steps.jsonl``.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import re
+import time
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from ..errors import UsageError
+from ..jsonio import LineFile, clean, read_complete_lines, to_float
+from ..metrics import Attempt
+from .records import NO_METADATA, as_int, as_number, error_code, warn
+
+__all__ = ["SHARDS", "ShardIntake", "ShardWriter", "attach"]
+
+SHARDS = "shards"  # the journals' folder in a run directory
+_JOURNAL = ".attempts.jsonl"
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+_DECODER = msgspec.json.Decoder()
+
+
+class ShardWriter:
+    """One process's writer of attempts into a run another process trains (see the module
+    docstring). ``log_attempt`` has ``Run.log_attempt``'s signature; ids default to
+    ``<shard>-<n>``, unique in the run. A failure to write is a ``WriterWarning``, never an
+    exception in the loop; misuse (a closed writer, a bad argument) raises ``UsageError``."""
+
+    def __init__(self, run_dir: str | os.PathLike[str], shard: str) -> None:
+        if not isinstance(shard, str) or not _NAME.match(shard):
+            raise UsageError(
+                f"shard: expected a name of letters, digits, '.', '_' or '-' (not {shard!r})"
+            )
+        self.dir = Path(run_dir)
+        self.shard = shard
+        self.path = self.dir / SHARDS / f"{shard}{_JOURNAL}"
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._file = LineFile(self.path)
+        except OSError as exc:
+            raise UsageError(f"{self.path}: cannot open the shard: {exc.strerror or exc}") from None
+        try:
+            fcntl.flock(self._file._f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            self._file.close()
+            raise UsageError(
+                f"{self.path}: shard {shard!r} is being written by another process; "
+                "give each writer its own shard name"
+            ) from None
+        self._count = sum(1 for _ in read_complete_lines(self.path))
+        self._closed = False
+        self._warned: set[str] = set()
+
+    def __enter__(self) -> ShardWriter:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def _warn_once(self, key: str, message: str) -> None:
+        if key not in self._warned:
+            self._warned.add(key)
+            warn(message, stacklevel=4)
+
+    def _record(
+        self,
+        step: int,
+        group_id: str,
+        task_id: str,
+        reward: float | None = None,
+        *,
+        policy_version: int | None = None,
+        response_tokens: int = 0,
+        truncated: bool = False,
+        metadata: Mapping[str, Any] | None = None,
+        sampler_logprobs: Any = None,
+        transcript: list[dict[str, Any]] | None = None,
+        error: BaseException | str | None = None,
+        failed_in: str = "rollout",
+        retries: int = 0,
+        duration: float | None = None,
+        attempt_id: str | None = None,
+        discard_reason: str | None = None,
+    ) -> dict[str, Any]:
+        step = as_int(step, "log_attempt: step")  # type: ignore[assignment]
+        if step < 0:
+            raise UsageError(f"log_attempt: step must be >= 0 (not {step})")
+        self._count += 1
+        rec: dict[str, Any] = {
+            "step": step,
+            "attempt_id": f"{self.shard}-{self._count}" if attempt_id is None else str(attempt_id),
+            "group_id": str(group_id),
+            "task_id": str(task_id),
+            "policy_version": as_int(policy_version, "log_attempt: policy_version", optional=True),
+            "reward": None if reward is None else as_number(reward, "reward", self._warn_once),
+            "response_tokens": as_int(response_tokens, "log_attempt: response_tokens"),
+            "truncated": bool(truncated),
+            "time": time.time(),
+            "duration": (
+                None if duration is None else as_number(duration, "duration", self._warn_once)
+            ),
+        }
+        if metadata:
+            rec["metadata"] = dict(metadata)
+        if retries:
+            rec["retries"] = as_int(retries, "log_attempt: retries")
+        err = error_code(error, failed_in)
+        if err is not None:
+            rec["error"] = err
+        if sampler_logprobs is not None:
+            rec["sampler_logprobs"] = sampler_logprobs
+        if transcript is not None:
+            rec["transcript"] = transcript
+        if discard_reason is not None:
+            rec["discard_reason"] = str(discard_reason)
+        return rec
+
+    def log_attempt(
+        self, step: int, group_id: str, task_id: str, reward: float | None = None, **kwargs: Any
+    ) -> str:
+        """Record one attempt (``Run.log_attempt``'s arguments); returns its attempt id."""
+        return self.log_attempts(
+            [{"step": step, "group_id": group_id, "task_id": task_id, "reward": reward, **kwargs}]
+        )[0]
+
+    def log_attempts(self, attempts: Iterable[Mapping[str, Any]]) -> list[str]:
+        """Record several attempts in one write (each a mapping of ``log_attempt``'s
+        arguments); returns their ids."""
+        if self._closed:
+            raise UsageError(f"log_attempt: shard {self.shard!r} is closed")
+        recs = []
+        for a in attempts:
+            try:
+                recs.append(self._record(**a))
+            except TypeError as exc:
+                raise UsageError(f"log_attempt: {exc}") from None
+        try:
+            data = b"".join(msgspec.json.encode(clean(r)) + b"\n" for r in recs)
+            self._file.append(data)
+        except Exception as exc:  # a full disk must not stop the worker
+            self._warn_once(
+                "write", f"{self.path}: attempts not written: {type(exc).__name__}: {exc}"
+            )
+        return [r["attempt_id"] for r in recs]
+
+    def close(self) -> None:
+        """Release the shard (its journal stays for the trainer to read)."""
+        if not self._closed:
+            self._closed = True
+            try:
+                self._file.close()
+            except OSError as exc:
+                self._warn_once("close", f"{self.path}: closing the shard failed: {exc}")
+
+
+def attach(run_dir: str | os.PathLike[str], shard: str) -> ShardWriter:
+    """A writer of attempts into the run at ``run_dir`` for this process, as shard ``shard``
+    (see the module docstring). The trainer's ``Run`` may start before or after it."""
+    return ShardWriter(run_dir, shard)
+
+
+def _to_attempt(rec: Any) -> Attempt:
+    if not isinstance(rec, dict):
+        raise ValueError("not an object")
+    reward, duration = rec.get("reward"), rec.get("duration")
+    return Attempt(
+        int(rec["step"]),
+        str(rec["attempt_id"]),
+        str(rec["group_id"]),
+        str(rec["task_id"]),
+        rec.get("policy_version"),
+        None if reward is None else to_float(reward),
+        False,
+        None,
+        int(rec.get("response_tokens") or 0),
+        bool(rec.get("truncated")),
+        None,
+        float(rec.get("time") or 0.0),
+        None if duration is None else to_float(duration),
+        rec.get("metadata") or NO_METADATA,
+        int(rec.get("retries") or 0),
+        None,
+        rec.get("error"),
+        rec.get("sampler_logprobs"),
+        rec.get("transcript"),
+        rec.get("discard_reason"),
+    )
+
+
+class ShardIntake:
+    """The trainer's side: the journals' lines that arrived since the last call."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.dir = run_dir / SHARDS
+        self._offsets: dict[str, tuple[int, int]] = {}  # file -> (offset, next line number)
+
+    def take(self, on_problem: Any) -> list[Attempt]:
+        """New attempts from every shard, in file order; a bad line is told through
+        ``on_problem(key, message)`` and skipped."""
+        try:
+            names = sorted(n for n in os.listdir(self.dir) if n.endswith(_JOURNAL))
+        except FileNotFoundError:
+            return []
+        except OSError as exc:
+            on_problem("shards", f"{self.dir}: shards not read: {exc}")
+            return []
+        out: list[Attempt] = []
+        for name in names:
+            path = self.dir / name
+            offset, line = self._offsets.get(name, (0, 1))
+            try:
+                for lineno, end, raw in read_complete_lines(path, offset, first_line=line):
+                    offset, line = end, lineno + 1
+                    if raw is None:
+                        on_problem(f"shard-long-{name}", f"{path}:{lineno}: line too long; skipped")
+                        continue
+                    try:
+                        out.append(_to_attempt(_DECODER.decode(raw)))
+                    except (ValueError, KeyError, TypeError, msgspec.DecodeError) as exc:
+                        on_problem(
+                            f"shard-bad-{name}", f"{path}:{lineno}: not an attempt ({exc}); skipped"
+                        )
+            except OSError as exc:
+                on_problem(f"shard-read-{name}", f"{path}: not read: {exc}")
+            self._offsets[name] = (offset, line)
+        return out
