@@ -360,7 +360,7 @@ def test_registry_is_ordered_and_found_without_a_list(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     names = [f.name for f in formats()]
-    assert names[0] == "rlvitals" and names[-2:] == ["jsonl", "csv"]
+    assert names[0] == "rlvitals" and names.index("verl") < names.index("jsonl")
     prios = [f.priority for f in formats()]
     assert prios == sorted(prios)
     # A new reader module dropped into the package registers itself: no list to edit.
@@ -397,15 +397,27 @@ def test_the_reading_with_more_canonical_values_wins(tmp_path: Path) -> None:
 
 
 def test_near_tie_goes_to_the_more_specific_format_with_a_note(tmp_path: Path) -> None:
+    # Both verl's and OpenRLHF's lines, for the same steps: the two readings tie.
+    p = tmp_path / "x.log"
+    p.write_text(
+        "".join(
+            f"step:{s} - critic/score/mean:0.5\nGlobal step {s}: {{'rollout/reward_mean': 0.5}}\n"
+            for s in range(3)
+        )
+    )
+    fmt, note = detect(p)
+    assert fmt == "verl"
+    assert note is not None and "--from openrlhf" in note and str(p) in note
+    run = read(p)
+    assert run.notes == [note] and run.warnings == []
+
+
+def test_a_tie_with_a_catch_all_reading_needs_no_note(tmp_path: Path) -> None:
     p = tmp_path / "x.jsonl"
     p.write_text(
         "".join(json.dumps({"step": s, "progress/done_frac": 0.1}) + "\n" for s in range(3))
     )
-    fmt, note = detect(p)
-    assert fmt == "tinker"
-    assert note is not None and "--from jsonl" in note and str(p) in note
-    run = read(p)
-    assert run.notes == [note] and run.warnings == []
+    assert detect(p) == ("tinker", None)  # generic JSONL reads it as well, and says less
 
 
 def test_unreadable_names_file_what_it_looked_like_and_what_was_tried(tmp_path: Path) -> None:
@@ -416,9 +428,9 @@ def test_unreadable_names_file_what_it_looked_like_and_what_was_tried(tmp_path: 
     msg = str(exc.value)
     assert msg.startswith(f"{p}: not a run this version can read: text with no step record")
     assert "tried" in msg and "verl" in msg and "--from FORMAT" in msg
-    (tmp_path / "u16.log").write_bytes("step:0 - x:1\n".encode("utf-16"))
+    (tmp_path / "u16.txt").write_bytes("hello\n".encode("utf-16"))
     with pytest.raises(UnknownFormatError, match="UTF-16"):
-        read(tmp_path / "u16.log")
+        read(tmp_path / "u16.txt")
     (tmp_path / "empty.log").write_bytes(b"")
     with pytest.raises(UnknownFormatError, match="an empty file"):
         read(tmp_path / "empty.log")

@@ -19,7 +19,15 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-__all__ = ["AttemptTable", "AttemptTableBuilder", "RunData", "Series", "SeriesBuilder"]
+__all__ = [
+    "EVENT_KINDS",
+    "AttemptTable",
+    "AttemptTableBuilder",
+    "Event",
+    "RunData",
+    "Series",
+    "SeriesBuilder",
+]
 
 
 class Series(NamedTuple):
@@ -304,6 +312,38 @@ class AttemptTableBuilder:
         return self._table
 
 
+# What a console line that is not a metric record can say about the run (``RunData.events``).
+EVENT_KINDS = (
+    "traceback",  # a whole ``Traceback (most recent call last):`` block, up to its exception line
+    "oom",  # CUDA / host out of memory, OutOfMemoryError, RESOURCE_EXHAUSTED, a killed process
+    "http_5xx",  # a 5xx status from a server (``503 Service Unavailable``, ``HTTP/1.1" 502``)
+    "connection_refused",  # Connection refused / ECONNREFUSED / cannot connect to a server
+    "timeout",  # a collective, request or server that timed out (NCCL watchdog, ReadTimeout)
+    "error",  # any other ERROR / CRITICAL / FATAL line, or a line naming an Error or Exception
+)
+
+
+class Event(NamedTuple):
+    """One line (or traceback block) of a console log that is not a metric record.
+
+    ``time`` is unix seconds from the line's own timestamp, else from the last timestamp seen
+    before it in the same file, else None (the log has no timestamps). Naive timestamps are read
+    as local time; a time of day without a date takes the date of the file's modification time,
+    rolled a day forward each time the clock goes back. ``kind`` is one of ``EVENT_KINDS``.
+    ``text`` is the line as written (ANSI codes removed; a traceback keeps all its lines joined
+    by newlines, at most 60 lines / 8,000 characters). ``step`` is the last update step read
+    before the event (None: before the first step record), ``source`` the file and ``line``
+    its 1-based line number (a traceback: its first line).
+    """
+
+    time: float | None
+    kind: str
+    text: str
+    step: int | None
+    source: str
+    line: int
+
+
 class Presence:
     """Which records each key appeared in, per stream of records (for ``RunData.missing``).
 
@@ -361,6 +401,10 @@ class RunData:
         attempts: the attempts table, where the source has one.
         warnings: what the reader skipped or doubted, each naming file and line.
         source_keys: the source's own keys kept under their own names (other formats).
+        events: errors, tracebacks, out-of-memory, 5xx and connection-refused lines read from
+            console logs, in file order (see ``Event``); empty for sources without a console.
+
+
         resolved: source key -> (canonical name, the step of the chain that mapped it: ``user
             mapping``, ``table``, ``synonym``, ``tokens`` or ``canonical``, the rule's source
             or note). ``rlvitals formats --explain`` prints it.
@@ -386,6 +430,8 @@ class RunData:
     attempts: AttemptTable | None = None
     warnings: list[str] = field(default_factory=list)
     source_keys: set[str] = field(default_factory=set)
+    events: list[Event] = field(default_factory=list)
+
     resolved: dict[str, tuple[str, str, str]] = field(default_factory=dict)
     unmapped: dict[str, str] = field(default_factory=dict)
     nulls: dict[str, int] = field(default_factory=dict)
@@ -467,6 +513,7 @@ class RunData:
         out.nulls = {k: v for k, v in self.nulls.items() if v <= step}
         out.transcripts = self.transcripts
         out.evals = [e for e in self.evals if isinstance(e.get("step"), int) and e["step"] <= step]
+        out.events = [e for e in self.events if e.step is None or e.step <= step]
         t = self.metrics.get("time")
         cut = t.at(step) if t is not None else None
         if cut is not None:

@@ -44,12 +44,13 @@ def read_run(
     mapping: str | None = None,
     shown: int = 20,
     samples: str | None = None,
+    run: str | None = None,
 ) -> RunData:
     """Read a run for a command: the reader's warnings (file and line each) go to stderr, the
-    first ``shown`` of them and a count of the rest."""
+    first ``shown`` of them and a count of the rest. ``run`` picks a run of a tracker store."""
     from ..readers import read
 
-    data = read(path, source_format, mapping=mapping, samples=samples)
+    data = read(path, source_format, mapping=mapping, samples=samples, run=run)
     for n in data.notes:
         print(f"note: {n}", file=sys.stderr)
     for w in data.warnings[:shown]:

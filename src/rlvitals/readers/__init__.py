@@ -14,6 +14,7 @@ from typing import Any
 
 from ..errors import UnknownFormatError
 from ..model import RunData
+from .base import local_path
 from .registry import FORMATS, Format, Reader, detect, discover, formats, register
 
 __all__ = [
@@ -43,6 +44,7 @@ def open_reader(
     *,
     mapping: str | os.PathLike[str] | None = None,
     samples: str | os.PathLike[str] | None = None,
+    run: str | None = None,
 ) -> Reader:
     """An incremental reader for ``path``; ``format`` overrides sniffing.
 
@@ -51,9 +53,10 @@ def open_reader(
     ``samples`` names a framework's sample dump (``readers.samples``) read as the run's
     attempts and transcripts; without it, a dump where the framework puts it by default
     beside the log is read too.
+    ``run`` picks one run of a store that holds several (W&B folder, trackio, MLflow).
     """
     formats()  # every reader module imported (and registered)
-    p = Path(path)
+    p = local_path(path)
     note = None
     if format is None:
         format, note = detect(p)
@@ -69,6 +72,15 @@ def open_reader(
         from .mapping import load_user_mapping
 
         kwargs["extra_rules"] = tuple(load_user_mapping(mapping))
+    if run is not None:
+        import inspect
+
+        if "run" not in inspect.signature(FORMATS[format].factory).parameters:
+            raise UnknownFormatError(
+                f"--run picks a run of a tracker store; a {format} source holds one run",
+                path=str(p),
+            )
+        kwargs["run"] = run
     reader = _with_samples(FORMATS[format].factory(p, **kwargs), p, samples)
     if note:
         reader.run.notes.append(note)
@@ -94,16 +106,20 @@ def read(
     *,
     mapping: str | os.PathLike[str] | None = None,
     samples: str | os.PathLike[str] | None = None,
+    run: str | None = None,
 ) -> RunData:
-    """Read a whole run (any known format) into the canonical model (``samples``: see
+    """Read a whole run (any known format) into the canonical model (``samples``, ``run``: see
     ``open_reader``).
 
     The files are taken as complete: a last line without its newline is read, and a record
     still open at the end of a file is read as far as it goes, with a warning (a live reader
     would wait for the rest instead).
     """
-    reader = open_reader(path, format, mapping=mapping, samples=samples)
+    reader = open_reader(path, format, mapping=mapping, samples=samples, run=run)
     reader.poll()
+    rest = getattr(reader, "read_rest", None)
+    if rest is not None:
+        rest()  # last lines without a newline, before a reader closes its records in finish
     finish = getattr(reader, "finish", None)
     if finish is not None:
         finish()

@@ -6,8 +6,8 @@ keeps one ``FileState`` per file and reads it through ``read_chunks``/``read_lin
 - only the bytes after the last pass are read; a last line without its ``\\n`` waits for the
   next pass while the file is live, and is read as a line when the file is taken as finished
   (``final=True``: ``read()``, ``finish()``);
-- a UTF-8 BOM is skipped; bytes that are not UTF-8 cost one replaced character each, never a
-  record; NUL bytes are dropped from text;
+- a BOM is skipped; bytes that are not UTF-8 cost one replaced character each, never a
+  record; NUL bytes are dropped from text (so UTF-16 text of ASCII reads too);
 - a file that shrank or was replaced (another inode, other bytes where the last pass stopped)
   makes the reader start over: ``FileReader`` clears its run in place and reads every file again
   from its start, so records of a deleted run never mix with those of its successor (verl's
@@ -39,6 +39,7 @@ __all__ = [
     "decode_json",
     "decode_text",
     "head_bytes",
+    "local_path",
     "open_binary",
     "read_chunks",
     "read_lines",
@@ -47,10 +48,21 @@ __all__ = [
 
 MAX_STEP = 2**63 - 1  # steps are stored as int64
 BOM = b"\xef\xbb\xbf"
+BOMS = (BOM, b"\xff\xfe", b"\xfe\xff")  # UTF-16 text of ASCII reads once its NULs are dropped
 MAX_JSON_DEPTH = 64  # deeper values in a record are replaced by null (a note says so)
 _MARK = 32  # bytes kept from where the last pass stopped, to notice a rewritten file
 
 Warn = Callable[[str], None]
+
+
+def local_path(path: str | os.PathLike[str]) -> Path:
+    """``path`` as a local path: a tracking URI (``sqlite:///mlflow.db``, ``file:///x/mlruns``)
+    names one."""
+    text = os.fspath(path)
+    for prefix in ("sqlite:///", "file://"):
+        if text.startswith(prefix):
+            return Path(text[len(prefix) :])
+    return Path(text)
 
 
 def open_binary(path: str | os.PathLike[str]) -> IO[bytes]:
@@ -182,9 +194,10 @@ def read_chunks(
                 break
             if budget is not None:
                 budget -= len(data)
-            if st.offset == 0 and not held and not skipping and data.startswith(BOM):
-                st.offset = len(BOM)
-                data = data[len(BOM) :]
+            if st.offset == 0 and not held and not skipping:
+                bom = _bom(data)
+                st.offset = len(bom)
+                data = data[len(bom) :]
             if skipping:
                 nl = data.find(b"\n")
                 if nl < 0:
@@ -221,6 +234,7 @@ def read_chunks(
             yield _advance(st, rest + b"\n", len(rest))
         elif rest:
             st.offset += len(rest)
+            st.mark = (st.mark + rest)[-_MARK:]
 
 
 def _advance(st: FileState, out: bytes, consumed: int) -> tuple[int, int, bytes]:
@@ -361,13 +375,17 @@ def _skip_value(data: bytes, i: int) -> int:
 
 
 def head_bytes(p: Path, size: int) -> bytes:
-    """The first ``size`` bytes of a file, a UTF-8 BOM skipped; empty if it cannot be read."""
+    """The first ``size`` bytes of a file, a BOM skipped; empty if it cannot be read."""
     try:
         with open_binary(p) as f:
             data = f.read(size)
     except OSError:
         return b""
-    return data[len(BOM) :] if data.startswith(BOM) else data
+    return data[len(_bom(data)) :]
+
+
+def _bom(data: bytes) -> bytes:
+    return next((b for b in BOMS if data.startswith(b)), b"")
 
 
 def clear_run(run: RunData, why: str) -> None:
@@ -439,8 +457,13 @@ class FileReader:
         """Read what is new since the last call; True if anything was."""
         return self._pass(final=False)
 
+    def read_rest(self) -> bool:
+        """The files are complete: read what is new, a last line without its newline too."""
+        return self._pass(final=True)
+
     def finish(self) -> None:
-        """The files are complete: read last lines without a newline, close open records."""
+        """The files are complete: read last lines without a newline (``read_rest``), then
+        close records still open."""
         self._pass(final=True)
         for st in self._states.values():
             self.end_file(st)

@@ -14,8 +14,10 @@ Sniffing (``detect``):
    (prime-rl's ``trainer/`` and ``orchestrator/``). A stray ``summary.csv`` beside the runs
    does not make the folder one CSV run.
 3. Every other format whose sniffer accepts the path reads a sample of it; the reading with
-   the most canonical values (then the most values) wins. A near tie goes to the more specific
-   format, with a note naming the other and the ``--from`` that picks it.
+   the most records (steps) wins. A near tie (within 10%) goes to the more specific format
+   (the framework's own reader knows what its keys mean), with a note naming the other and
+   the ``--from`` that picks it, unless the other is a catch-all reading (priority 90 and
+   up: any JSONL, any CSV, any console log).
 4. "Unreadable" is only for a path no format accepts; the error says what the path looked like
    and what was tried.
 """
@@ -31,7 +33,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from ..errors import ReadError, RunFolderError, UnknownFormatError
 from ..model import RunData
-from .base import FileReader, head_bytes
+from .base import FileReader, head_bytes, local_path
 
 if TYPE_CHECKING:
     from .mapping import MappingTable
@@ -39,7 +41,8 @@ if TYPE_CHECKING:
 __all__ = ["FORMATS", "Detection", "Format", "Reader", "detect", "discover", "formats", "register"]
 
 SAMPLE_BYTES = 256 << 10  # bytes of each file read to score a candidate format
-NEAR = 0.05  # scores within 5% are a tie
+NEAR = 0.1  # records read within 10% are a tie
+CATCH_ALL = 90  # priorities from here on are the catch-all readings (any JSONL, CSV, console)
 SKIP_DIRS = {"transcripts", "checkpoints", "__pycache__", "node_modules", "site-packages"}
 _NOT_READERS = {"base", "registry"}
 
@@ -199,15 +202,16 @@ def _reader_files(fmt: Format, p: Path) -> list[Path] | None:
     return reader.files() if isinstance(reader, FileReader) else None
 
 
-def _score(fmt: Format, p: Path) -> tuple[int, int]:
-    """(canonical values, all values) read from a sample of ``p`` by ``fmt``."""
+def _score(fmt: Format, p: Path) -> tuple[int, int, int]:
+    """(records, canonical values, all values) read from a sample of ``p`` by ``fmt``; a
+    record is a step read."""
     try:
         reader = fmt.factory(p)
         if isinstance(reader, FileReader):
             reader.sample_bytes = SAMPLE_BYTES
         reader.poll()
     except (OSError, ValueError, TypeError, KeyError, IndexError, RecursionError, ReadError):
-        return (0, 0)
+        return (0, 0, 0)
     run = reader.run
     canon = total = 0
     for name in run.metrics.names():
@@ -216,7 +220,7 @@ def _score(fmt: Format, p: Path) -> tuple[int, int]:
         total += n
         if run.is_canonical(name):
             canon += n
-    return canon, total
+    return len(run.steps()), canon, total
 
 
 def _near(a: int, b: int) -> bool:
@@ -225,17 +229,19 @@ def _near(a: int, b: int) -> bool:
 
 def detect(path: str | os.PathLike[str]) -> Detection:
     """The format that reads ``path`` (a file or a folder) best; see the module docstring."""
-    return _detect(Path(path), formats(), nested=False)
+    return _detect(local_path(path), formats(), nested=False)
 
 
 def _detect(p: Path, fmts: list[Format], *, nested: bool) -> Detection:
     _check_readable(p)
     cands = [f for f in fmts if f.accepts(p)]
     subs = _sub_runs(p, fmts, nested=nested) if p.is_dir() else []
+    layout_subs = [(s, _layout(s, fmts)) for s in subs]
+    layout_subs = [(s, name) for s, name in layout_subs if name is not None]
     for f in cands:
         # A layout format takes the path, unless it only found its files in sub-folders that
-        # are runs of other kinds (event files somewhere under a folder of runs).
-        if not f.scored and (not subs or all(_layout(s, fmts) == f.name for s in subs)):
+        # are runs of another layout (event files somewhere under a folder of run directories).
+        if not f.scored and all(name == f.name for _, name in layout_subs):
             return Detection(f.name)
     cands = [f for f in cands if f.scored]
     if p.is_dir() and subs:
@@ -262,12 +268,12 @@ def _detect(p: Path, fmts: list[Format], *, nested: bool) -> Detection:
         return Detection(cands[0].name)
     scores = {f.name: _score(f, p) for f in cands}
     best = max(cands, key=lambda f: (scores[f.name], -f.priority))
-    top = scores[best.name]
-    ties = [
-        f for f in cands if _near(scores[f.name][0], top[0]) and _near(scores[f.name][1], top[1])
-    ]
+    top = scores[best.name][0]
+    ties = [f for f in cands if _near(scores[f.name][0], top)]
     winner = min(ties, key=lambda f: f.priority)
-    others = [f for f in ties if f is not winner and scores[f.name][1] > 0]
+    others = [
+        f for f in ties if f is not winner and f.priority < CATCH_ALL and scores[f.name][0] > 0
+    ]
     note = None
     if others:
         o = others[0]
@@ -300,7 +306,7 @@ def _looks_like(p: Path) -> str:
     data = head_bytes(p, 64 << 10)
     if not data:
         return "an empty file"
-    if data[:2] in (b"\xff\xfe", b"\xfe\xff") or (len(data) > 8 and data[1:8:2] == b"\0\0\0\0"):
+    if len(data) > 8 and (data[1:8:2] == b"\0\0\0\0" or data[0:8:2] == b"\0\0\0\0"):
         return "UTF-16 text (convert it to UTF-8, e.g. iconv -f UTF-16 -t UTF-8)"
     if data[:2] == b"\x1f\x8b":
         return "a gzip file (decompress it first)"
