@@ -136,7 +136,7 @@ def load_all() -> None:
 def formats() -> list[Format]:
     """Every registered format, in sniffing order."""
     load_all()
-    return sorted(FORMATS.values(), key=lambda f: (f.priority, f.name))
+    return sorted(FORMATS.values(), key=lambda f: f.priority)  # stable: ties keep module order
 
 
 class Detection(NamedTuple):
