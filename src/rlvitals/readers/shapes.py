@@ -107,6 +107,9 @@ _TS_US = re.compile(r"^\[?(\d{2})/(\d{2})/(\d{4}) (\d{2}):(\d{2}):(\d{2})(?:[.,]
 _TS_GLOG = re.compile(
     r"^([IWEF])(\d{2})(\d{2}) (\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,6}))?\s+\d*\s*[\w./-]*:\d+\]"
 )
+_TS_MD = re.compile(
+    r"^\[?(\d{2})-(\d{2}) (\d{2}):(\d{2}):(\d{2})(?:[.,](\d{1,6}))?\]?(?=\s)"
+)  # vLLM
 _TS_CLOCK = re.compile(r"^\[?(\d{2}):(\d{2}):(\d{2})(?:[.,](\d{1,6}))?\]?(?=\s|$)")
 _LEVEL = re.compile(
     r"^[\s|,:\-]*\[?(DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL|TRACE|SUCCESS)\]?(?:\s*\|)?"
@@ -195,6 +198,11 @@ def parse_timestamp(text: str, date: _dt.date | None = None) -> tuple[float | No
         year = (date or _dt.date.today()).year
         mo, d, h, mi, s = (int(g) for g in m.groups()[1:6])
         return _stamp(year, mo, d, h, mi, s, m.group(7), None), m.group(1), text[m.end() :]
+    m = _TS_MD.match(text)
+    if m:
+        year = (date or _dt.date.today()).year
+        mo, d, h, mi, s = (int(g) for g in m.groups()[:5])
+        return _stamp(year, mo, d, h, mi, s, m.group(6), None), "", text[m.end() :]
     m = _TS_CLOCK.match(text)
     if m:
         day = date or _dt.date.today()
