@@ -276,6 +276,7 @@ def test_console_is_the_last_resort_so_framework_readers_win() -> None:
 def test_a_framework_table_refines_the_names() -> None:
     run = read(DATA / "trl-notebook" / "unsloth_issue2291_table.md")
     assert run.info["key_table"] in ("trl", "trl-console")
+    assert run.info["records_by_step_source"] == {"column": 11}
     assert run.original["reward/mean"] == "reward"
 
 
