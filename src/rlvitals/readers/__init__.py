@@ -97,6 +97,7 @@ def _load_all() -> None:
         verl,
         wandb,
     )
+    from .samples import alone  # noqa: F401
 
 
 def formats() -> list[Format]:

@@ -146,7 +146,7 @@ def attach(reader: Any, samples: str | os.PathLike[str] | None = None, *, path: 
     run = reader.run
     if samples is not None:
         return SampledReader(reader, open_samples(samples, run))
-    if path is None or reader.name == "rlvitals":
+    if path is None or reader.name in ("rlvitals", "samples"):
         return reader
     got = find(path)
     if got is None:
