@@ -24,6 +24,7 @@ CORPUS = HERE / "corpus"
 MANIFEST = CORPUS / "manifest.toml"
 
 REQUIRED = ("path", "tool", "label")
+CLASSES = ("aux_reward", "short_log", "nan_sink", "transient", "reassurance", "wrong_cause")
 
 
 class ManifestError(ValueError):
@@ -50,6 +51,9 @@ def load_manifest(path: Path = MANIFEST) -> list[dict[str, Any]]:
         for v in (r["label"], *r.get("accept", [])):
             if v not in VERDICTS:
                 raise ManifestError(f"{where}: {v!r} is not a verdict ({', '.join(VERDICTS)})")
+        bad = [c for c in r.get("classes", []) if c not in CLASSES]
+        if bad:
+            raise ManifestError(f"{where}: unknown classes {bad} ({', '.join(CLASSES)})")
         onset = r.get("onset")
         if r["label"] == "healthy" and onset is not None:
             raise ManifestError(f"{where}: a healthy run has no onset")
@@ -141,10 +145,13 @@ def rldoctor_input(entry: dict[str, Any], tmp: Path, root: Path = CORPUS) -> Pat
     return data_to_rldoctor_jsonl(read_entry(entry, root), tmp / name)
 
 
-def theirs(entry: dict[str, Any], tmp: Path, root: Path = CORPUS, live: bool = True) -> dict:
-    """rl-doctor on one corpus run."""
-    from _rldoctor import diagnose, prefix_file, their_hits
+def theirs(
+    entry: dict[str, Any], tmp: Path, doctor: Any, root: Path = CORPUS, live: bool = True
+) -> dict[str, Any]:
+    """rl-doctor on one corpus run (``doctor``: an ``_rldoctor.Worker``)."""
+    from _rldoctor import prefix_file, their_hits
 
+    diagnose = doctor.diagnose
     src = rldoctor_input(entry, tmp, root)
     t = time.perf_counter()
     res = diagnose(src)
@@ -211,9 +218,12 @@ def _median(xs: list[int | None]) -> str:
 def score(live: bool = True, rldoctor: bool = True, only: str | None = None) -> list[dict]:
     """Judge every corpus run with both tools; one result per run."""
     import tempfile
+    from contextlib import nullcontext
+
+    from _rldoctor import Worker
 
     results = []
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, Worker() if rldoctor else nullcontext() as doc:
         for entry in load_manifest():
             if only and only not in entry["path"]:
                 continue
@@ -222,7 +232,10 @@ def score(live: bool = True, rldoctor: bool = True, only: str | None = None) -> 
             except Exception as exc:  # a reader gap must not stop the benchmark
                 o = {"error": f"{type(exc).__name__}: {exc}", "found": False, "right": False}
                 o.update({"warn_findings": 0, "delay": None, "live_delay": None})
-            t = theirs(entry, Path(tmp), live=live) if rldoctor else None
+            t = theirs(entry, Path(tmp), doc, live=live) if rldoctor else None
+            for res in (o, t):
+                if res is not None:
+                    res["healthy_run"] = entry["label"] == "healthy"
             results.append({"entry": entry, "ours": o, "theirs": t})
             print(
                 f"{entry['path']} [{entry['label']}]: rlvitals {o.get('verdict', o.get('error'))}"
@@ -288,7 +301,29 @@ def table(results: list[dict], rldoctor: bool = True) -> str:
             f"{sum(bool(r['ours']['warn_findings']) for r in h)}/{len(h)} | "
             f"{th[0]} | {th[1]} | {th[2]} |"
         )
+    lines += [
+        "",
+        "| class of miss (issue 12) | runs | rlvitals right | rl-doctor right |",
+        "|---|---:|---:|---:|",
+    ]
+    for c in CLASSES:
+        rows = [r for r in results if c in r["entry"].get("classes", [])]
+        if rows:
+            lines.append(
+                f"| {c} | {len(rows)} | {sum(_ok(r['ours']) for r in rows)}/{len(rows)} | "
+                + (f"{sum(_ok(r['theirs']) for r in rows)}/{len(rows)} |" if rldoctor else "- |")
+            )
     return "\n".join(lines)
+
+
+def _ok(res: dict[str, Any] | None) -> bool:
+    """Right on this run: the right verdict, or on a healthy run no warn-or-worse finding.
+    (Set by ``score`` on each tool's result as ``healthy_run``.)"""
+    if res is None:
+        return False
+    if res.get("healthy_run"):
+        return not res["warn_findings"]
+    return bool(res["right"])
 
 
 def _row(label: str, rows: list[dict], rldoctor: bool) -> str:

@@ -222,3 +222,55 @@ def prefix_file(src: Path, step: int, out: Path) -> Path:
             keep.append(line)
     out.write_text("\n".join(keep) + "\n")
     return out
+
+
+_WORKER = r"""
+import json, sys
+from rl_doctor.diagnosis import diagnose
+from rl_doctor.ingest import load_run
+from rl_doctor.report import render_json
+out, sys.stdout = sys.stdout, sys.stderr  # anything rl-doctor prints goes to stderr
+for line in sys.stdin:
+    try:
+        res = json.dumps(json.loads(render_json(diagnose(load_run(line.rstrip("\n"))))))
+    except Exception as exc:
+        res = json.dumps({"error": f"{type(exc).__name__}: {exc}"[:300]})
+    out.write(res + "\n")
+    out.flush()
+"""
+
+
+class Worker:
+    """One rl-doctor process (in its own venv) that diagnoses path after path, as
+    ``rl-doctor diagnose PATH -f json`` does, without paying its start-up for each file."""
+
+    def __init__(self) -> None:
+        python = rldoctor_bin().parent / "python"
+        self.proc = subprocess.Popen(
+            [str(python), "-c", _WORKER],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+
+    def diagnose(self, path: Path) -> dict[str, Any]:
+        """rl-doctor's JSON report for ``path``, or {"error": ...}."""
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(f"{path}\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        if not line:
+            return {"error": f"rl-doctor worker exited ({self.proc.poll()})"}
+        return json.loads(line)
+
+    def close(self) -> None:
+        if self.proc.stdin:
+            self.proc.stdin.close()
+        self.proc.wait(timeout=30)
+
+    def __enter__(self) -> Worker:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -8,7 +8,11 @@ canonical name where the console's mapping produced it, else the source key, fou
 ``run.original`` of the sniffed read). Non-text fixtures (TensorBoard event files, JSONL/CSV
 tables, a trainer_state.json directory) have no console column.
 
-    python benchmarks/readers.py [--json]
+With ``--speed``, a verl console log of N steps (one ``step:N - key:value`` line of 40 keys
+and a plain log line per step) is read by the verl reader and by the console reader in the same
+run: lines per second of each and their ratio (the cost of reading by shape).
+
+    python benchmarks/readers.py [--json] [--speed [--steps N]]
 """
 
 from __future__ import annotations
@@ -69,7 +73,11 @@ def _read(path: Path, fmt: str | None, mapping: Path | None) -> RunData | None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", action="store_true", help="print the table as JSON")
+    ap.add_argument("--speed", action="store_true", help="time the console reader vs verl's")
+    ap.add_argument("--steps", type=int, default=5000, help="steps of the --speed log")
     args = ap.parse_args(argv)
+    if args.speed:
+        return speed(args.steps)
     rows: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     t0 = time.perf_counter()
     for spec_path in sorted(DATA.glob("*/*.expect.json")):
@@ -117,6 +125,38 @@ def main(argv: list[str] | None = None) -> int:
     )
     print("\n".join(lines))
     print(f"\n{len(table)} formats, {int(tot['fixtures'])} fixtures, read in {seconds:.2f} s")
+    return 0
+
+
+def speed(steps: int) -> int:
+    """Lines per second of the verl reader and of the console reader on one verl log."""
+    import random
+    import tempfile
+
+    rng = random.Random(0)
+    keys = [f"actor/k{i}" for i in range(36)] + [
+        "critic/score/mean",
+        "actor/entropy",
+        "response_length/mean",
+        "timing_s/step",
+    ]
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "train.log"
+        with open(path, "w") as f:
+            for s in range(1, steps + 1):
+                pairs = " - ".join(f"{k}:{rng.random():.4f}" for k in keys)
+                f.write(f"(TaskRunner pid=7) step:{s} - {pairs}\n")
+                f.write(f"(TaskRunner pid=7) INFO 12-01 10:00:00 worker.py:88] step {s} done\n")
+        lines = 2 * steps
+        out = {}
+        for fmt in ("verl", "console"):
+            t0 = time.perf_counter()
+            run = read(path, fmt)
+            dt = time.perf_counter() - t0
+            assert len(run.steps()) == steps, (fmt, len(run.steps()))
+            out[fmt] = dt
+            print(f"{fmt:8s} {lines:7d} lines in {dt:6.2f} s = {lines / dt:8.0f} lines/s")
+        print(f"console / verl time: {out['console'] / out['verl']:.2f}x")
     return 0
 
 

@@ -34,7 +34,7 @@ def test_manifest_is_valid_and_covers_every_source() -> None:
 
     for e in ENTRIES:
         if _corpus.source(e) == "trl":
-            assert e["path"].split("/", 1)[1] in make_trl.RUNS
+            assert e["path"].split("/")[1] in make_trl.RUNS
 
 
 @pytest.mark.parametrize("entry", ENTRIES, ids=[e["path"] for e in ENTRIES])
@@ -66,6 +66,10 @@ def _write(tmp: Path, text: str) -> Path:
         ('[[run]]\npath = "run.jsonl"\ntool = "x"\nlabel = "healthy"\nonset = 3\n', "no onset"),
         ('[[run]]\npath = "run.jsonl"\nlabel = "healthy"\n', "'tool'"),
         ("run = 3\n", "[[run]]"),
+        (
+            '[[run]]\npath = "run.jsonl"\ntool = "x"\nlabel = "healthy"\nclasses = ["odd"]\n',
+            "unknown classes",
+        ),
     ],
 )
 def test_manifest_errors_name_the_problem(tmp_path: Path, body: str, message: str) -> None:

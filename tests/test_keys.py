@@ -518,3 +518,18 @@ def test_tensorboard_tags_go_through_the_same_chain(tmp_path: Path) -> None:
     assert run.resolved["charts/reward_mean"][:2] == ("reward/mean", "tokens")
     assert "which KL" in run.unmapped["charts/kl"]
     assert run.missing["charts/entropy"] == 5  # TensorBoard drops None: vanished from step 5
+
+
+def test_presence_counts_blocks_of_records_with_the_same_keys() -> None:
+    from rlvitals.model import Presence
+
+    p = Presence()
+    for s in range(10):
+        keys = ["a", *(["b"] if s <= 5 else []), *(["c"] if s % 2 == 0 else [])]
+        p.record(s, keys, "a")
+        p.record(s, ["x", "y"], "x")  # another stream at the same steps
+    assert p.vanished() == {"b": 6}
+    assert p.keys["a"][1:] == [0, 9, 10] and p.keys["c"][3] == 5
+    for s in range(10, 13):
+        p.record(s, ["x"], "x")
+    assert p.vanished() == {"b": 6, "y": 10}

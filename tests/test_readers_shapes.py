@@ -13,7 +13,7 @@ import pytest
 from rlvitals.errors import UnknownFormatError
 from rlvitals.model import EVENT_KINDS
 from rlvitals.readers import open_reader, read, sniff
-from rlvitals.readers.console import ConsoleReader
+from rlvitals.readers.console import CONSOLE_TABLES, ConsoleReader
 from rlvitals.readers.shapes import ShapeParser, line_pairs, parse_timestamp
 from rlvitals.readers.textlog import clean_line
 
@@ -62,6 +62,7 @@ def _log(tmp_path: Path, text: str, name: str = "train.log") -> Path:
         ("{'loss': '0.2500', 'reward': 0.1, 'step': 3}", {"loss": 0.25}),
         ('{"step": 3, "reward": {"mean": 0.75}, "entropy": Infinity}', {"reward/mean": 0.75}),
         ("> (TaskRunner pid=12) step:3 - a:1 - b:2", {"a": 1.0, "b": 2.0}),
+        ("(pid=12, ip=10.0.0.1) step:3 - a:1 - b:2 [repeated 3x across cluster]", {"b": 2.0}),
         ("\x1b[32mstep:3\x1b[0m - a:1 - b:2", {"a": 1.0}),
         ("[32mstep:3[0m - a:1 - b:2", {"b": 2.0}),
     ],
@@ -251,7 +252,10 @@ def test_timestamps_give_step_times_and_the_clock_rolls_over_midnight(tmp_path: 
 
 def test_console_is_the_last_resort_so_framework_readers_win() -> None:
     assert sniff(DATA / "verl" / "issue7412_console.log") == "verl"
-    assert sniff(DATA / "deepspeed-chat" / "issue444_step3.log") == "console"
+    assert sniff(DATA / "marin" / "issue1988_simple_rl.log") == "console"
+    # A framework without a reader of its own is named by its key table.
+    assert sniff(DATA / "deepspeed-chat" / "issue444_step3.log") == "deepspeed-chat"
+    assert read(DATA / "nemo-rl" / "constructed_grpo_console.log", "console").format == "console"
     # ... and the same verl log read by shape keeps its values under the source names.
     run = read(DATA / "verl" / "issue2060_console.log", "console")
     assert run.series("training/rollout_probs_diff_mean").at(1) == 0.003
@@ -289,12 +293,13 @@ def test_huge_line_is_skipped_with_a_warning(tmp_path: Path, monkeypatch: Any) -
     assert any("too long" in w for w in run.warnings)
 
 
+CONSOLE_FORMATS = {"console", *(t.name for t in CONSOLE_TABLES)}
 CONSOLE_LOGS = sorted(
     p
     for p in DATA.glob("*/*")
     if p.suffix in (".log", ".md", ".html")
     and (p.with_name(p.stem + ".expect.json").exists())
-    and json.loads(p.with_name(p.stem + ".expect.json").read_text())["format"] == "console"
+    and json.loads(p.with_name(p.stem + ".expect.json").read_text())["format"] in CONSOLE_FORMATS
 )
 
 
@@ -312,3 +317,12 @@ def test_console_fixtures_cover_every_framework_of_the_issue() -> None:
     names = {p.parent.name for p in CONSOLE_LOGS}
     assert {"nemo-rl", "torchforge", "deepspeed-chat", "marin", "mlx-lm", "art", "trl-ppo"} <= names
     assert "trl-notebook" in names
+
+
+def test_events_only_parser_for_other_console_readers() -> None:
+    p = ShapeParser("verl.log", records=False)
+    for i, line in enumerate(SLIME_503.splitlines(), 1):
+        p.feed(clean_line(line), i)
+    p.finish()
+    recs, events = p.drain()
+    assert recs == [] and [e.kind for e in events].count("http_5xx") == 3

@@ -121,7 +121,7 @@ def test_offline_run_read_back_whole_nan_kept(wandb_dir: Path) -> None:
 
 def test_every_form_of_the_path_is_sniffed(wandb_dir: Path) -> None:
     run_dir = next(wandb_dir.glob("offline-run-*"))
-    for p in (wandb_dir, wandb_dir.parent, wandb_dir / "latest-run", run_dir):
+    for p in (wandb_dir, wandb_dir / "latest-run", run_dir):
         assert sniff(p) == "wandb", p
     assert sniff(next(run_dir.glob("*.wandb"))) == "wandb"
 

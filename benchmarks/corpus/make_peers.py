@@ -1,6 +1,6 @@
 """Make the corpus' runs from the peers' own simulators, installed from PyPI.
 
-    python benchmarks/corpus/make_peers.py [--out benchmarks/corpus/peers]
+    python benchmarks/corpus/make_peers.py [--out benchmarks/corpus/peers] [--force] [--manifest]
 
 - rl-doctor (``rldoctor`` 0.2.0): ``rl_doctor.simulate.simulate(scenario, n_steps, seed)``
   returns the records its ``demo`` and ``selftest`` diagnose, in TRL's key names. They are
@@ -70,7 +70,9 @@ RLPROBE_LABELS: dict[str | None, tuple[str, tuple[str, ...]]] = {
     "kl_blowup": ("drift", ()),
     "format_gaming": ("exploit_suspected", ()),
     "degenerate_groups": ("no_signal", ("too_easy", "too_hard")),
-    "grad_pathology": ("non_finite", ()),
+    # grad-norm spikes x50 plus NaN gradients reported as counts (nan_count, events.jsonl),
+    # never as NaN values in a metric
+    "grad_pathology": ("non_finite", ("drift",)),
     "truncation_starve": ("out_of_room", ()),
     "reward_std_death": ("no_signal", ("too_easy", "too_hard")),
     "reward_hack_length": ("exploit_suspected", ()),
@@ -158,8 +160,9 @@ def rldoctor_onset(scenario: str, records: list[dict[str, Any]]) -> int | None:
     return steps[0]
 
 
-def rldoctor_runs(out: Path) -> list[Path]:
-    """rl-doctor's scenarios, each at two seeds, as the JSONL its CLI reads."""
+def rldoctor_runs(out: Path, force: bool = False) -> list[Path]:
+    """rl-doctor's scenarios, each at two seeds, as the JSONL its CLI reads (files already
+    there are kept unless ``force``; the simulator is deterministic anyway)."""
     from rl_doctor.simulate import simulate
 
     made = []
@@ -168,10 +171,11 @@ def rldoctor_runs(out: Path) -> list[Path]:
             d = out / "rldoctor" / f"{sc}-s{seed}"
             d.mkdir(parents=True, exist_ok=True)
             records, config = simulate(sc, n_steps=RLDOCTOR_STEPS, seed=seed)
-            with open(d / "records.jsonl", "w") as f:
-                for r in records:
-                    f.write(json.dumps(r) + "\n")
-            (d / "config.json").write_text(json.dumps(config, indent=1))
+            if force or not (d / "records.jsonl").exists():
+                with open(d / "records.jsonl", "w") as f:
+                    for r in records:
+                        f.write(json.dumps(r) + "\n")
+                (d / "config.json").write_text(json.dumps(config, indent=1))
             label, accept = RLDOCTOR_LABELS[sc]
             ENTRIES.append(
                 {
@@ -240,8 +244,9 @@ def simulate_grpo_run(monitor: Any, total_steps: int = 500, collapse_start: int 
     monitor.stop()
 
 
-def rlwatch_runs(out: Path, seeds: tuple[int, ...] = (0, 1)) -> list[Path]:
-    """rlwatch's example: the whole run (collapse at 280), and its healthy phase alone."""
+def rlwatch_runs(out: Path, seeds: tuple[int, ...] = (0, 1), force: bool = False) -> list[Path]:
+    """rlwatch's example: the whole run (collapse at 280), and its healthy phase alone. Runs
+    already there are kept unless ``force`` (rlwatch stamps wall-clock times)."""
     import numpy as np
     import rlwatch
 
@@ -249,18 +254,19 @@ def rlwatch_runs(out: Path, seeds: tuple[int, ...] = (0, 1)) -> list[Path]:
     for seed in seeds:
         for name, steps, collapse in (("example", 500, 280), ("healthy-phase", 280, 10**9)):
             d = out / "rlwatch" / f"{name}-s{seed}"
-            if d.exists():
-                shutil.rmtree(d)
-            d.mkdir(parents=True)
-            random.seed(seed)
-            np.random.seed(seed)
-            monitor = rlwatch.attach(
-                framework="manual",
-                run_id=f"grpo_v3_exp12_s{seed}",
-                storage={"log_dir": str(d)},
-            )
-            simulate_grpo_run(monitor, total_steps=steps, collapse_start=collapse)
-            _export_rlwatch(d)
+            if force or not (d / "metrics.jsonl").exists():
+                if d.exists():
+                    shutil.rmtree(d)
+                d.mkdir(parents=True)
+                random.seed(seed)
+                np.random.seed(seed)
+                monitor = rlwatch.attach(
+                    framework="manual",
+                    run_id=f"grpo_v3_exp12_s{seed}",
+                    storage={"log_dir": str(d)},
+                )
+                simulate_grpo_run(monitor, total_steps=steps, collapse_start=collapse)
+                _export_rlwatch(d)
             healthy = collapse > steps
             ENTRIES.append(
                 {
@@ -307,17 +313,19 @@ def _export_rlwatch(d: Path) -> None:
         extra.unlink()
 
 
-def rlprobe_runs(out: Path) -> list[Path]:
-    """rlprobe's synthetic recordings: healthy and its pathologies, onset at 50%."""
+def rlprobe_runs(out: Path, force: bool = False) -> list[Path]:
+    """rlprobe's synthetic recordings: healthy and its pathologies, onset at 50%. Runs already
+    there are kept unless ``force`` (rlprobe stamps wall-clock times and random run ids)."""
     from rlprobe.testing.synth import generate_run
 
     made = []
     for p in RLPROBE_PATHOLOGIES:
         d = out / "rlprobe" / f"{p or 'healthy'}-s{RLPROBE_SEED}"
-        if d.exists():
-            shutil.rmtree(d)
-        generate_run(d, pathology=p, n_steps=RLPROBE_STEPS, onset_frac=0.5, seed=RLPROBE_SEED)
-        _export_rlprobe(d)
+        if force or not (d / "metrics.jsonl").exists():
+            if d.exists():
+                shutil.rmtree(d)
+            generate_run(d, pathology=p, n_steps=RLPROBE_STEPS, onset_frac=0.5, seed=RLPROBE_SEED)
+            _export_rlprobe(d)
         label, accept = RLPROBE_LABELS[p]
         ENTRIES.append(
             {
@@ -355,6 +363,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=HERE / "peers")
     ap.add_argument("--only", choices=["rldoctor", "rlwatch", "rlprobe"], nargs="*")
+    ap.add_argument("--force", action="store_true", help="remake runs that are already there")
     ap.add_argument(
         "--manifest",
         type=Path,
@@ -365,11 +374,11 @@ def main() -> None:
     args = ap.parse_args()
     which = args.only or ["rldoctor", "rlwatch", "rlprobe"]
     if "rldoctor" in which:
-        print(f"rl-doctor: {len(rldoctor_runs(args.out))} runs")
+        print(f"rl-doctor: {len(rldoctor_runs(args.out, args.force))} runs")
     if "rlwatch" in which:
-        print(f"rlwatch: {len(rlwatch_runs(args.out))} runs")
+        print(f"rlwatch: {len(rlwatch_runs(args.out, force=args.force))} runs")
     if "rlprobe" in which:
-        print(f"rlprobe: {len(rlprobe_runs(args.out))} runs")
+        print(f"rlprobe: {len(rlprobe_runs(args.out, args.force))} runs")
     if args.manifest:
         write_manifest(args.manifest, ENTRIES)
         print(f"manifest entries: {args.manifest}")

@@ -352,31 +352,56 @@ class Presence:
     trainer's metrics behind its orchestrator's) from reading as keys gone missing.
     """
 
-    __slots__ = ("keys", "streams")
+    __slots__ = ("_open", "keys", "streams")
 
     def __init__(self) -> None:
         self.streams: dict[str, list[int]] = {}  # stream -> distinct steps of its records
         self.keys: dict[str, list[Any]] = {}  # key -> [stream, first index, last index, count]
+        # stream -> [the key set of its latest records, index of the first of them not yet
+        # counted]: records with the key set of the one before cost no per-key work.
+        self._open: dict[str, list[Any]] = {}
 
     def record(self, step: int, keys: Iterable[str], stream: str) -> None:
         """Note one record of ``stream`` at ``step`` holding ``keys``."""
         st = self.streams.get(stream)
         if st is None:
             st = self.streams[stream] = []
+            self._open[stream] = [(), 0]
         if not st or st[-1] != step:
             st.append(step)
         n = len(st) - 1
+        block = self._open[stream]
+        kt = tuple(keys)
+        if kt == block[0]:
+            return
+        self._count(stream, block, n - 1)
+        block[0], block[1] = kt, n
+        if n < len(st) and kt:
+            self._count(stream, block, n)
+            block[1] = n + 1
+
+    def _count(self, stream: str, block: list[Any], end: int) -> None:
+        since = block[1]
+        if end < since:
+            return
         table = self.keys
-        for k in keys:
+        for k in block[0]:
             e = table.get(k)
             if e is None:
-                table[k] = [stream, n, n, 1]
-            elif e[0] == stream and e[2] != n:
-                e[2] = n
-                e[3] += 1
+                table[k] = [stream, since, end, end - since + 1]
+            elif e[0] == stream and e[2] < since:
+                e[2] = end
+                e[3] += end - since + 1
+            elif e[0] == stream:
+                e[3] += end - e[2]
+                e[2] = end
 
     def vanished(self) -> dict[str, int]:
         """Key -> the first step of its stream without it, for keys gone from the rest of it."""
+        for stream, block in self._open.items():
+            end = len(self.streams[stream]) - 1
+            self._count(stream, block, end)
+            block[1] = max(block[1], end + 1)
         out: dict[str, int] = {}
         for k, (stream, first, last, count) in self.keys.items():
             st = self.streams[stream]

@@ -147,7 +147,17 @@ def open_reader(
     attempts and transcripts; without it, a dump where the framework puts it by default
     beside the log is read too.
     ``run`` picks one run of a store that holds several (W&B folder, trackio, MLflow).
+    A URL (``s3://``, ``gs://``, ``az://``) is read through a local mirror fetched by byte
+    ranges (``readers.remote``).
     """
+    from .remote import is_url
+
+    if is_url(path):
+        from .remote import open_remote
+
+        return open_remote(
+            os.fspath(path), open_reader, format=format, mapping=mapping, samples=samples, run=run
+        )
     _load_all()
     p = _local(path)
     if format is None:

@@ -18,13 +18,22 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..errors import ReadError
+from ..errors import ReadError, UnknownFormatError
 from ..jsonio import to_float
 from ..model import RunData
 from ..schema import is_canonical
 from .mapping import MappingTable, Rule, apply_table
 
-__all__ = ["choose_run", "connect", "flatten", "is_sqlite", "map_by_keys", "number", "tables"]
+__all__ = [
+    "choose_run",
+    "connect",
+    "flatten",
+    "is_sqlite",
+    "map_by_keys",
+    "number",
+    "query",
+    "tables",
+]
 
 
 def number(value: Any) -> float | None:
@@ -53,26 +62,28 @@ def choose_run(
     """The id of the run to read from a store holding ``names`` (id, name) pairs.
 
     ``wanted`` (``--run``) matches a name or an id; without it a store of one run reads that
-    run. Otherwise one ``ReadError`` line lists the runs and says how to choose.
+    run. Otherwise one error line lists the runs and says how to choose. It is an
+    ``UnknownFormatError`` (a ``ReadError``), so folder discovery (``serve``) passes over a
+    store it cannot split into one run instead of failing.
     """
     if wanted is not None:
         hits = [rid for rid, name in names if wanted in (rid, name)]
         if len(hits) == 1:
             return hits[0]
         if len(hits) > 1:
-            raise ReadError(
+            raise UnknownFormatError(
                 f"{len(hits)} {what} are named {wanted!r}; pass one of their ids with --run: "
                 + ", ".join(hits),
                 path=path,
             )
-        raise ReadError(
+        raise UnknownFormatError(
             f"no run {wanted!r} here; {what}: " + (_listing(names) or "none"), path=path
         )
     if len(names) == 1:
         return names[0][0]
     if not names:
-        raise ReadError(f"no {what} in this store yet", path=path)
-    raise ReadError(
+        raise UnknownFormatError(f"no {what} in this store yet", path=path)
+    raise UnknownFormatError(
         f"{len(names)} {what} in this store; choose one with --run NAME: {_listing(names)}",
         path=path,
     )
@@ -174,6 +185,18 @@ def connect(path: Path) -> sqlite3.Connection:
     except sqlite3.Error as exc:
         raise ReadError(f"cannot open the SQLite database ({exc})", path=str(path)) from None
     return conn
+
+
+def query(path: Path, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """The rows of one read-only query, the connection closed after; a damaged or locked
+    database is one ``ReadError`` naming the file."""
+    conn = connect(path)
+    try:
+        return conn.execute(sql, params).fetchall()
+    except sqlite3.Error as exc:
+        raise ReadError(f"cannot read the SQLite database ({exc})", path=str(path)) from None
+    finally:
+        conn.close()
 
 
 def tables(path: Path) -> dict[str, set[str]]:

@@ -14,9 +14,10 @@ connections) for the liveness check; log timestamps give each step its ``time`` 
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Set
 from pathlib import Path
 from typing import Any
 
@@ -147,7 +148,7 @@ ART = MappingTable(
 CONSOLE_TABLES = (NEMO_RL, DEEPSPEED_CHAT, MLX_LM, TORCHFORGE, TRL_PPO, ART)
 
 
-def _score(table: MappingTable, keys: set[str]) -> int:
+def _score(table: MappingTable, keys: Set[str]) -> int:
     """Keys of ``keys`` the table's rules name; a key two namespaces deep counts twice (it is
     specific to its framework, ``reward`` is not)."""
     score = 0
@@ -160,7 +161,7 @@ def _score(table: MappingTable, keys: set[str]) -> int:
     return score
 
 
-def framework_table(keys: set[str]) -> tuple[str, MappingTable] | None:
+def framework_table(keys: Set[str]) -> tuple[str, MappingTable] | None:
     """The registered framework table that names the most of ``keys`` (at least two)."""
     from . import FORMATS
 
@@ -335,26 +336,104 @@ def _file_date(p: Path) -> _dt.date | None:
         return None
 
 
-def looks_like_records(p: Path, max_lines: int = 4000) -> bool:
+def looks_like_records(p: Path) -> bool:
     """Whether the start of ``p`` holds at least one metric record of any shape."""
+    return _head_keys(p) is not None
+
+
+def console_table_of(p: Path) -> str | None:
+    """The console key table the start of ``p`` matches (``nemo-rl``...), else None."""
+    keys = _head_keys(p)
+    if not keys:
+        return None
+    hit = framework_table(keys)
+    return hit[1].name if hit is not None and hit[1] in CONSOLE_TABLES else None
+
+
+@functools.lru_cache(maxsize=64)
+def _head_keys_cached(path: str, size: int, mtime: float) -> frozenset[str] | None:
+    p = Path(path)
     if p.suffix == ".ipynb":
         lines = [clean_line(t) for t in notebook_output_lines(_load_notebook(p))]
     else:
         lines = head(p).split("\n")
-    parser = ShapeParser(str(p), _file_date(p))
-    for i, line in enumerate(lines[:max_lines], 1):
+    parser = ShapeParser(path, _file_date(p))
+    keys: set[str] = set()
+    steps: set[int] = set()
+    for i, line in enumerate(lines[:4000], 1):
         parser.feed(line, i)
-        if parser.records:
-            return True
-    parser.finish()
-    return bool(parser.records)
+        for rec in parser.records:
+            keys.update(rec.values)
+            steps.add(rec.step)
+        parser.records.clear()
+        if len(steps) >= 3:
+            break
+    else:
+        parser.finish()
+        for rec in parser.records:
+            keys.update(rec.values)
+    return frozenset(keys) if keys else None
 
+
+def _head_keys(p: Path) -> frozenset[str] | None:
+    try:
+        st = p.stat()
+    except OSError:
+        return None
+    return _head_keys_cached(str(p), st.st_size, st.st_mtime)
+
+
+def _reader_for(table: MappingTable) -> type[ConsoleReader]:
+    """A console reader whose key table is ``table`` from the first record on."""
+
+    def init(self: ConsoleReader, path: Path, *, extra_rules: tuple[Rule, ...] = ()) -> None:
+        ConsoleReader.__init__(self, path, extra_rules=extra_rules)
+        self._decided = True
+        self.run.info["key_table"] = table.name
+        self.mapper = Mapper(
+            MappingTable(table.name, (*table.rules, _IDENTITY), table.unmapped),
+            self.run,
+            extra=extra_rules,
+        )
+
+    return type(
+        f"{table.name.title().replace('-', '')}ConsoleReader",
+        (ConsoleReader,),
+        {"name": table.name, "table": table, "__init__": init},
+    )
+
+
+_DESCRIPTIONS = {
+    "nemo-rl": "NeMo-RL console (===== Step N/M ===== blocks of '• Name: value' lines)",
+    "deepspeed-chat": "DeepSpeed-Chat step-3 console (epoch: e|step: s|act_loss: ... lines)",
+    "mlx-lm": "mlx-lm GRPO console (Iter N: Train loss x, Total rewards mean y, ...)",
+    "torchforge": "torchforge console backend (=== METRICS STEP N === blocks)",
+    "trl-ppo": "TRL PPOTrainer console dicts (objective/*, policy/*, loss/*)",
+    "art": "OpenPipe ART console (gather and train tqdm bars with metric postfixes)",
+}
+for _i, _table in enumerate(CONSOLE_TABLES):
+    register(
+        Format(
+            _table.name,
+            _DESCRIPTIONS[_table.name] + "; read by shape",
+            functools.partial(
+                lambda p, name: sniff_files(
+                    p, ConsoleReader.patterns, lambda f: console_table_of(f) == name
+                ),
+                name=_table.name,
+            ),
+            _reader_for(_table),
+            priority=94,
+            table=_table,
+            kind="console log",
+        )
+    )
 
 register(
     Format(
         "console",
         "any console log: step markers and key/value pairs, dicts, tables, tqdm postfixes "
-        "(NeMo-RL, torchforge, DeepSpeed-Chat, LlamaFactory, Marin, mlx-lm, ART, notebooks...)",
+        "(Marin, LlamaFactory, notebooks, pasted fragments, any framework by shape)",
         lambda p: sniff_files(p, ConsoleReader.patterns, looks_like_records),
         ConsoleReader,
         priority=95,

@@ -207,6 +207,8 @@ def unmapped_reason(key: str) -> str:
     last = normalise(key).rsplit("_", 1)[-1]
     if last in _STATS:
         return f"a {last} of a metric, not its mean; map it with --mapping"
+    if is_kl_like(key) and any(w in normalise(key) for w in ("coef", "beta", "target")):
+        return "a KL coefficient or target, not a KL; map it with --mapping"
     if is_kl_like(key):
         return (
             "KL-like, but which KL (to the reference, PPO old-vs-new, sampler/trainer "

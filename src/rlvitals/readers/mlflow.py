@@ -27,7 +27,7 @@ from ..errors import ReadError
 from ..jsonio import read_complete_lines
 from ..model import RunData
 from . import Format, register
-from ._trackers import choose_run, connect, map_by_keys, tables
+from ._trackers import choose_run, connect, map_by_keys, query, tables
 from .mapping import Rule
 
 __all__ = ["MlflowReader", "local_path"]
@@ -95,11 +95,10 @@ def _store(path: Path) -> tuple[str, Path] | None:
         return ("sql", path) if _is_sql_store(path) else None
     if not path.is_dir():
         return None
-    if (path / "mlflow.db").is_file() and _is_sql_store(path / "mlflow.db"):
-        return "sql", path / "mlflow.db"
-    for root in (path, path / "mlruns"):
-        if root.is_dir() and _file_runs(root):
-            return "file", root
+    # Only the store itself (mlruns/, an experiment or a run folder): a project folder that
+    # holds mlflow.db or mlruns/ beside other things stays a folder of runs.
+    if _file_runs(path):
+        return "file", path
     return None
 
 
@@ -122,14 +121,14 @@ class MlflowReader:
         self._last_rowid = 0
         self._offsets: dict[Path, tuple[int, int]] = {}
         if self.kind == "sql":
-            with connect(self.store) as conn:
-                names = [
-                    (str(r), str(n or r))
-                    for r, n in conn.execute(
-                        "SELECT run_uuid, name FROM runs WHERE lifecycle_stage = 'active' "
-                        "ORDER BY start_time"
-                    )
-                ]
+            names = [
+                (str(r), str(n or r))
+                for r, n in query(
+                    self.store,
+                    "SELECT run_uuid, name FROM runs WHERE lifecycle_stage = 'active' "
+                    "ORDER BY start_time",
+                )
+            ]
             self.run_id = choose_run(str(self.store), names, run, "MLflow runs")
             self.run_dir: Path | None = None
         else:
@@ -154,6 +153,27 @@ class MlflowReader:
         if changed:
             map_by_keys(self.run, self.extra_rules, time_key="_timestamp")
         return changed
+
+    def finish(self) -> None:
+        """The store is complete: a metric file's last line without its newline is read."""
+        if self.run_dir is None:
+            return
+        metrics = self.run_dir / "metrics"
+        added = False
+        for p in sorted(metrics.rglob("*")):
+            if not p.is_file():
+                continue
+            offset, line = self._offsets.get(p, (0, 1))
+            try:
+                with open(p, "rb") as f:
+                    f.seek(offset)
+                    rest = f.read(4096)
+            except OSError:
+                continue
+            if rest.strip():
+                added |= self._point(p, p.relative_to(metrics).as_posix(), rest, line)
+        if added:
+            map_by_keys(self.run, self.extra_rules, time_key="_timestamp")
 
     # -- SQLite store ------------------------------------------------------------------------
 
@@ -231,25 +251,30 @@ class MlflowReader:
     def _metric_file(self, p: Path, key: str) -> bool:
         offset, line = self._offsets.get(p, (0, 1))
         changed = False
-        add = self.run.metrics.add
         for lineno, end, raw in read_complete_lines(p, offset, first_line=line):
             self._offsets[p] = (end, lineno + 1)
             changed = True
-            parts = raw.split() if raw is not None else []
-            try:
-                stamp, value = int(parts[0]), float(parts[1])
-                step = int(parts[2]) if len(parts) > 2 else 0
-            except (IndexError, ValueError):
-                if raw is not None and not raw.strip():
-                    continue
-                self.run.warnings.append(
-                    f"{p}:{lineno}: expected '<timestamp ms> <value> <step>'; skipped"
-                )
-                continue
-            add(step, key, value)
-            add(step, "_timestamp", stamp / 1000)
-            self.run.source_keys.update((key, "_timestamp"))
+            if raw is None:
+                self.run.warnings.append(f"{p}:{lineno}: line too long; skipped")
+            elif raw.strip():
+                self._point(p, key, raw, lineno)
         return changed
+
+    def _point(self, p: Path, key: str, raw: bytes, lineno: int) -> bool:
+        """One ``<timestamp ms> <value> <step>`` line; a malformed one is a warning."""
+        parts = raw.split()
+        try:
+            stamp, value = int(parts[0]), float(parts[1])
+            step = int(parts[2]) if len(parts) > 2 else 0
+        except (IndexError, ValueError):
+            self.run.warnings.append(
+                f"{p}:{lineno}: expected '<timestamp ms> <value> <step>'; skipped"
+            )
+            return False
+        self.run.metrics.add(step, key, value)
+        self.run.metrics.add(step, "_timestamp", stamp / 1000)
+        self.run.source_keys.update((key, "_timestamp"))
+        return True
 
 
 def _sniff(path: Path) -> bool:

@@ -42,8 +42,18 @@ from .textlog import brace_balance, parse_number, parse_pairs
 __all__ = ["STEP_KEYS", "Record", "ShapeParser", "parse_timestamp"]
 
 STEP_KEYS = frozenset(
-    {"step", "global_step", "_step", "iteration", "iter", "train/global_step", "current_steps"}
+    {
+        "step",
+        "global_step",
+        "_step",
+        "iteration",
+        "iter",
+        "train/global_step",
+        "current_steps",
+        "global_step/max_steps",  # ms-swift: '12/100'
+    }
 )
+_STEP_OF = re.compile(r"^\s*(\d+)\s*/\s*\d+\s*$")
 
 _NUM = r"[-+]?(?:\d[\d_]*\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?|nan|inf(?:inity)?)"
 _WRAPPED = rf"(?:(?:np|numpy|torch|jnp)\.\w+|tensor|array|float)\((?:{_NUM})[^()]*\)"
@@ -66,9 +76,14 @@ _NONNUM = re.compile(r"\b(?:nan|inf|infinity)\b", re.I)
 _RULE = re.compile(r"^[-=_*#~]{5,}$")  # a separator line: the step's block ends
 _SPLIT = re.compile(r"\s+-\s+|\s*\|\s*|\s*[,;]\s+|\s+•\s+|\t+|\s{3,}")
 _MARKER = re.compile(
-    r"(?<![\w/.])(global[ _]step|train[ _]step|step|iter(?:ation)?)\s*[:=#]?\s*(\d+)"
+    r"(?<![\w/.])(global[ _]step|train[ _]step|step|iter(?:ation)?|(?:rollout|perf)(?= \d+:\s*(?:\{|$)))"
+    r"\s*[:=#]?\s*(\d+)"
     r"(?:\s*/\s*(\d+))?(?![\w.]|:\d)",
     re.I,
+)
+_MARKER_HINT = re.compile(r"step|iter|perf|rollout", re.I)
+_MARKER_WORDS = frozenset(
+    {"step", "iter", "iteration", "global_step", "train_step", "perf", "rollout"}
 )
 _LEAD_MARKER = re.compile(
     _MARKER.pattern.replace("(?<![\\w/.])", r"^[^\w{]*") + r"\s*[:|,\-]?", re.I
@@ -220,6 +235,10 @@ def clean_key(key: str) -> str:
 
 
 def _number(raw: str) -> float | None:
+    try:
+        return float(raw)  # the common case, fast
+    except ValueError:
+        pass
     v = parse_number(raw)
     if v is not None:
         return v
@@ -250,11 +269,17 @@ def _dict_values(text: str, *, complete: bool = True) -> dict[str, float]:
             if isinstance(v, bool) or v is None:
                 continue
             f = float(v) if isinstance(v, int | float) else _number(str(v))
+            if f is None and k in STEP_KEYS:
+                m = _STEP_OF.match(str(v))
+                f = float(m.group(1)) if m else None
             if f is not None:
                 out[clean_key(str(k))] = f
         return out
     for k, v in parse_pairs(body, complete=complete).items():
         f = v if isinstance(v, float) else _number(str(v))
+        if f is None and k in STEP_KEYS:
+            m = _STEP_OF.match(str(v))  # "step N of M"
+            f = float(m.group(1)) if m else None
         if f is not None:
             out[clean_key(k)] = f
     return out
@@ -265,6 +290,15 @@ def line_pairs(text: str) -> tuple[dict[str, float], int]:
     ``words number`` shape (only trusted after a step marker)."""
     out: dict[str, float] = {}
     loose = 0
+    if ": " not in text and "|" not in text and ", " not in text and "•" not in text:
+        # ``k:v - k:v`` (verl) or ``k=v k=v``: keys have no spaces, one scan does it.
+        many = _PAIR.findall(text)
+        if len(many) >= 2:
+            for k, v in many:
+                f = _number(v)
+                if f is not None:
+                    out[k] = f
+            return out, 0
     for seg in _SPLIT.split(text):
         seg = seg.strip().lstrip("-•*·▶>+ ").rstrip()
         if not seg or not (_DIGIT.search(seg) or _NONNUM.search(seg)):
@@ -329,11 +363,15 @@ class _Table:
 class ShapeParser:
     """Reads one file's lines (cleaned by ``textlog.clean_line``), in order, into records and
     events. ``feed`` each line, then ``drain`` what is ready; ``finish`` at the end of a
-    complete file. Keeps what a record split across lines needs until the record is whole."""
+    complete file. Keeps what a record split across lines needs until the record is whole.
 
-    def __init__(self, source: str, date: _dt.date | None = None) -> None:
+    With ``records=False`` only events and timestamps are read: a framework's own console
+    reader can feed its lines through one to fill ``RunData.events`` too."""
+
+    def __init__(self, source: str, date: _dt.date | None = None, *, records: bool = True) -> None:
         self.source = source
         self.date = date
+        self.read_records = records  # False: only events and times (for any console reader)
         self.records: list[Record] = []
         self.events: list[Event] = []
         self.warnings: list[str] = []
@@ -387,6 +425,9 @@ class ShapeParser:
             return
         if s.startswith(_TRACEBACK):
             self._tb, self._tb_line, self._tb_time = [text.strip()], lineno, self.last_time
+            return
+        if not self.read_records:
+            self._event(s if not level else f"{level} {s}".strip(), level, lineno, t)
             return
         if self._table is None and _RULE.match(s):
             self.step = None  # a record held before it may still lead the next step
@@ -502,6 +543,8 @@ class ShapeParser:
 
     def _marker(self, s: str) -> int | None:
         head = s.split("{", 1)[0]
+        if not _MARKER_HINT.search(head):
+            return None
         best: tuple[int, int] | None = None
         for m in _MARKER.finditer(head):
             rank = 0 if m.group(1).lower().startswith(("global", "train")) else 1
@@ -535,7 +578,10 @@ class ShapeParser:
             values = {
                 k: v
                 for k, v in values.items()
-                if not (_MARKER.fullmatch(f"{k} {v:g}") or _MARKER.fullmatch(f"{k}:{v:g}"))
+                if not (
+                    k.lower().rsplit(" ", 1)[-1] in _MARKER_WORDS
+                    and (_MARKER.fullmatch(f"{k} {v:g}") or _MARKER.fullmatch(f"{k}:{v:g}"))
+                )
             }
             if not values:
                 self.step = step

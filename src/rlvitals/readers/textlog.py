@@ -36,7 +36,10 @@ ANSI = re.compile(
 )
 # Colour codes whose ESC was lost on the way (pasted into an issue, `^[` caret notation).
 BROKEN_ANSI = re.compile(r"\^\[\[[0-9;]*[A-Za-z]|(?<!\[)\[(?:\d{1,3};)*\d{1,3}m")
-RAY_PREFIX = re.compile(r"^\s*\((?:[\w.<>-]+)(?: pid=\d+)?(?:, ip=[\d.]+)?\)\s?")
+RAY_PREFIX = re.compile(
+    r"^\s*\((?:[\w.<>:-]+(?: pid=\d+)?|pid=\d+)(?:, ip=[\d.]+)?(?:, actor_id=\w+)?\)\s?"
+)
+RAY_REPEATED = re.compile(r"\s*\[repeated \d+x across cluster\]\s*$")
 QUOTE_PREFIX = re.compile(r"^(?:[ \t]{0,3}>(?: |$))+")  # markdown quotes: "> ", "> > "
 _BAR = re.compile(r"\d%\|[^|]*\|\s*\d+/\d+|\d+(?:\.\d+)?(?:it|s)/s\]?\s*$")
 _WRAPPER = re.compile(
@@ -76,6 +79,8 @@ def clean_line(text: str) -> str:
                         break
     if text[:4].lstrip(" \t").startswith(">"):
         text = QUOTE_PREFIX.sub("", text, count=1)
+    if text.endswith("]") and "repeated" in text:
+        text = RAY_REPEATED.sub("", text)
     return RAY_PREFIX.sub("", text, count=1)
 
 

@@ -31,6 +31,7 @@ from .mapping import Rule
 __all__ = ["TrackioReader"]
 
 _NEEDS = {"id", "run_id", "run_name", "step", "metrics"}
+_STORE_FILES = (".db", ".db-wal", ".db-shm", ".db-journal", ".lock")
 
 
 def _is_project(path: Path) -> bool:
@@ -42,6 +43,10 @@ def _project(path: Path) -> Path | None:
     if path.is_file():
         return path if _is_project(path) else None
     if not path.is_dir():
+        return None
+    # A folder is claimed only where it is a TRACKIO_DIR (nothing but project files in it), so
+    # a project folder that happens to hold a trackio database stays a folder of runs.
+    if any(not p.name.endswith(_STORE_FILES) for p in path.iterdir() if p.is_file()):
         return None
     found = [p for p in sorted(path.glob("*.db")) if _is_project(p)]
     if len(found) > 1:
@@ -77,8 +82,13 @@ class TrackioReader:
         self.path = path
         self.extra_rules = extra_rules
         self.run = RunData(source=str(path), format=self.name)
-        with self._open() as conn:
+        conn = self._open()
+        try:
             names = self._runs(conn)
+        except sqlite3.Error as exc:
+            raise ReadError(f"cannot read the SQLite database ({exc})", path=str(db)) from None
+        finally:
+            conn.close()
         self.run_id = choose_run(str(db), names, run, "trackio runs")
         self.run.info.update(
             {"run_id": self.run_id, "name": dict(names)[self.run_id], "project": db.stem}
@@ -97,11 +107,10 @@ class TrackioReader:
         ).fetchall()
         seen = {r[0] for r in rows}
         try:  # a run that has a config but has logged nothing yet
-            for rid, name in conn.execute("SELECT run_id, run_name FROM configs ORDER BY id"):
-                if rid not in seen:
-                    rows.append((rid, name))
-        except sqlite3.Error:
-            pass
+            configs = conn.execute("SELECT run_id, run_name FROM configs ORDER BY id").fetchall()
+        except sqlite3.OperationalError:  # no configs table
+            configs = []
+        rows.extend((rid, name) for rid, name in configs if rid not in seen)
         return [(str(rid), str(name)) for rid, name in rows]
 
     def poll(self) -> bool:

@@ -83,8 +83,8 @@ def find_run_file(path: Path, run: str | None = None) -> Path | None:
     """The ``.wandb`` log that ``path`` stands for, or None where it is no W&B run.
 
     ``path`` is a ``.wandb`` file, a run directory (``run-*``, ``offline-run-*``,
-    ``latest-run``), a ``wandb/`` folder holding run directories, or a folder holding
-    ``wandb/``. A folder of several runs reads ``run`` (an id or directory name), else the
+    ``latest-run``) or a ``wandb/`` folder holding run directories (a project folder holding
+    ``wandb/`` is not claimed: a TRL output directory may hold it beside its own files). A folder of several runs reads ``run`` (an id or directory name), else the
     one ``latest-run`` links to; without either, a ``ReadError`` lists the runs.
     """
     if path.is_file():
@@ -94,7 +94,7 @@ def find_run_file(path: Path, run: str | None = None) -> Path | None:
     logs = sorted(path.glob("*.wandb"))
     if logs:
         return max(logs, key=lambda p: p.stat().st_mtime).resolve()
-    folder = path / "wandb" if (path / "wandb").is_dir() and not _run_dirs(path) else path
+    folder = path
     dirs = _run_dirs(folder)
     if not dirs:
         return None
@@ -364,7 +364,7 @@ def _sniff(path: Path) -> bool:
     try:
         found = find_run_file(path)
     except ReadError:
-        return True  # a wandb/ folder of several runs: the reader says how to choose
+        return True  # a wandb/ folder of several runs: the reader's error lists them
     except OSError:
         return False
     if found is None:

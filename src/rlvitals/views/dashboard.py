@@ -18,11 +18,10 @@ import base64
 import bisect
 import fnmatch
 import hashlib
-import json
+import heapq
 import math
 import os
 import re
-import unicodedata
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -37,6 +36,8 @@ from ..errors import ReadError
 from ..jsonio import clean
 from ..model import RunData
 from ..schema import TRANSCRIPTS, is_canonical, plot_members
+from .safe import json_for_html
+from .safe import line as safe_line
 
 __all__ = [
     "PLOTS",
@@ -304,9 +305,11 @@ def safe_json(value: Any) -> str:
     """JSON that can sit inside ``<script type="application/json">`` whatever the text holds.
 
     ``<``, ``>`` and ``&`` become ``\\u003c``/``\\u003e``/``\\u0026`` (so neither ``</script>``
-    nor ``<!--`` can end or bend the element) and U+2028/U+2029 are escaped too.
+    nor ``<!--`` can end or bend the element) and U+2028/U+2029 are escaped too; direction
+    overrides, isolates and C1 controls in the text arrive as visible ``\\u202e``
+    (``safe.json_for_html``), so they cannot reorder what the page shows.
     """
-    raw = _ENC.encode(value).decode("utf-8")
+    raw = json_for_html(_ENC.encode(value).decode("utf-8"))
     return (
         raw.replace("<", "\\u003c")
         .replace(">", "\\u003e")
@@ -526,42 +529,71 @@ def _clip(v: Any) -> Any:
 
 
 def load_transcripts(
-    data: RunData, step: int, *, flagged: set[str] | None = None, limit: int = MAX_ATTEMPTS
+    data: RunData,
+    step: int,
+    *,
+    flagged: set[str] | None = None,
+    limit: int = MAX_ATTEMPTS,
+    within: str | os.PathLike[str] | None = None,
 ) -> list[dict[str, Any]] | None:
     """The attempts of one step's transcript file, flagged ones first, then highest reward.
 
-    None when the run has no transcript for ``step``. Long texts are cut to ``MAX_TEXT``.
+    Read through the one transcript store (``TranscriptStore``: streamed, so a 180 MB file
+    costs what the kept attempts cost, not the file). None when the run has no transcript for
+    ``step``, or, with ``within``, when the file's real path is outside that folder (a
+    symbolic link out of the run). Long texts are cut to ``MAX_TEXT``.
     """
+    from ..transcripts.store import TranscriptStore
+
     d = transcript_dir(data)
     if d is None or step < 0:
         return None
-    p = d / f"step-{step:06d}.json"
-    try:
-        entries = json.loads(p.read_bytes())
-    except FileNotFoundError:
+    store = TranscriptStore(d.parent, warn=data.warnings.append)
+    p = store.path(step)
+    if not p.is_file():
         return None
-    except (OSError, ValueError) as exc:
-        data.warnings.append(f"{p}: not a transcript file ({exc}); skipped")
-        return None
-    if not isinstance(entries, list):
-        return None
+    if within is not None:
+        root = Path(within)
+        root = (root if root.is_dir() else root.parent).resolve()
+        try:
+            real = p.resolve(strict=True)
+        except (OSError, RuntimeError):
+            return None
+        if root not in real.parents:
+            return None
     flagged = flagged or set()
-
-    def key(e: Any) -> tuple[int, float]:
-        if not isinstance(e, dict):
-            return (2, 0.0)
-        r = e.get("reward")
-        rv = float(r) if isinstance(r, (int, float)) and math.isfinite(r) else -math.inf
-        return (0 if str(e.get("attempt_id")) in flagged else 1, -rv)
-
-    chosen = sorted((e for e in entries if isinstance(e, dict)), key=key)[:limit]
-    out = []
-    for e in chosen:
-        e = _clip(clean(e))
-        e["flagged"] = str(e.get("attempt_id")) in flagged
-        e["of"] = len(entries)
-        out.append(e)
+    kept: list[tuple[tuple[int, float, int], dict[str, Any]]] = []  # a heap of the worst kept
+    n = 0
+    for a in store.iter_step(step):
+        n += 1
+        rv = a.reward if a.reward is not None and math.isfinite(a.reward) else -math.inf
+        is_flagged = a.attempt_id in flagged
+        # heapq keeps the smallest on top: the entry to drop first when a better one comes.
+        rank = (1 if is_flagged else 0, rv, -a.index)
+        if len(kept) >= limit and rank <= kept[0][0]:
+            continue
+        entry = _clip(clean(_entry(a)))
+        entry["flagged"] = is_flagged
+        if len(kept) < limit:
+            heapq.heappush(kept, (rank, entry))
+        else:
+            heapq.heapreplace(kept, (rank, entry))
+    if n == 0 and store.had_problem(step):
+        return None
+    out = [e for _, e in sorted(kept, key=lambda t: t[0], reverse=True)]
+    for e in out:
+        e["of"] = n
     return out
+
+
+def _entry(a: Any) -> dict[str, Any]:
+    """A transcript attempt as the page shows it (keys it does not have are left out)."""
+    d = a.to_dict()
+    gens = []
+    for g in d.pop("generations"):
+        gens.append({k: v for k, v in g.items() if v is not None})
+    d["generations"] = gens
+    return {k: v for k, v in d.items() if v is not None or k == "reward"}
 
 
 # -- the page ------------------------------------------------------------------------------
@@ -591,7 +623,7 @@ def page_html(payload: dict[str, Any], *, live: bool, title: str = "rlvitals") -
         "plots": [p.to_dict() for p in PLOTS],
         "verdicts": VERDICTS,
     }
-    title = "".join(" " if unicodedata.category(c) in ("Cc", "Zl", "Zp") else c for c in title)
+    title = safe_line(title)
     esc_title = (
         title.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
     )
