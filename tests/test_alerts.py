@@ -137,7 +137,8 @@ def test_slow_then_failing_then_recovered_webhook_gets_each_alert_once(
     assert n.flush(20)
     assert n.close(1) == 0
     assert receiver.accepted == {a.id: 1 for a in alerts}
-    assert [b["rlvitals"]["id"] for b in receiver.bodies] == [a.id for a in alerts]  # in order
+    # Delivered independently (no head-of-line blocking), so not necessarily in order.
+    assert sorted(b["rlvitals"]["id"] for b in receiver.bodies) == sorted(a.id for a in alerts)
     assert n.delivered == 6 and n.dropped == 0 and n.retries == 6
 
 
@@ -198,3 +199,218 @@ def test_watch_never_blocks_on_a_slow_webhook(receiver: Receiver, tmp_path: Path
     assert slowest < 0.5
     assert n.flush(20) and n.close(1) == 0
     assert len(receiver.accepted) == 6 and set(receiver.accepted.values()) == {1}
+
+
+class RawReceiver:
+    """A webhook on a raw socket that misbehaves on purpose: ``how(conn, request)`` answers."""
+
+    def __init__(self, how) -> None:  # type: ignore[no-untyped-def]
+        import socket
+
+        self.how = how
+        self.keys: list[str] = []
+        self.last_head = ""
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.sock.settimeout(0.2)
+        self.url = f"http://user:s3cr3t@127.0.0.1:{self.sock.getsockname()[1]}/services/T/B/SECRET"
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while not self.stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                continue
+            threading.Thread(target=self._one, args=(conn,), daemon=True).start()
+
+    def _one(self, conn) -> None:  # type: ignore[no-untyped-def]
+        conn.settimeout(5)
+        try:
+            buf = b""
+            while b"\r\n\r\n" not in buf:
+                buf += conn.recv(4096)
+            head, _, body = buf.partition(b"\r\n\r\n")
+            headers = dict(
+                line.split(": ", 1) for line in head.decode().split("\r\n")[1:] if ": " in line
+            )
+            while len(body) < int(headers.get("Content-Length", 0)):
+                body += conn.recv(4096)
+            self.keys.append(headers.get("Idempotency-Key", ""))
+            self.last_head = head.decode()
+            self.how(conn, json.loads(body), self)
+        except OSError:
+            pass
+        finally:
+            conn.close()
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(2)
+        self.sock.close()
+
+
+def _ok(conn, body, r) -> None:  # type: ignore[no-untyped-def]
+    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+
+
+def test_a_receiver_that_trickles_bytes_is_abandoned_at_the_deadline() -> None:
+    def trickle(conn, body, r) -> None:  # type: ignore[no-untyped-def]
+        for c in b"HTTP/1.1 200 OK\r\n":  # one byte every 0.3 s: never a whole status line
+            if r.stop.is_set():
+                return
+            conn.sendall(bytes([c]))
+            time.sleep(0.3)
+
+    r = RawReceiver(trickle)
+    try:
+        n = WebhookNotifier(r.url, timeout=0.6, backoff=0.05, max_unanswered=2)
+        t0 = time.monotonic()
+        n.send(alert_for(_f("c", "drift", "m"), run="r"))
+        assert n.flush(5)
+        took = time.monotonic() - t0
+        assert took < 2.5  # two attempts of 0.6 s each, not 17 bytes x 0.3 s each
+        assert n.delivered == 0 and n.dropped == 1
+        assert "no answer within 0.6 s" in n.failures[0][1]
+        assert len(r.keys) == 2 and len(set(r.keys)) == 1  # the retry reused the key
+    finally:
+        r.close()
+
+
+def test_one_retrying_alert_does_not_hold_back_the_others() -> None:
+    def picky(conn, body, r) -> None:  # type: ignore[no-untyped-def]
+        if body["rlvitals"]["metric"] == "stuck":
+            conn.sendall(b"HTTP/1.1 500 Oops\r\nContent-Length: 0\r\n\r\n")
+        else:
+            _ok(conn, body, r)
+
+    r = RawReceiver(picky)
+    try:
+        n = WebhookNotifier(r.url, timeout=2, backoff=0.3, max_backoff=0.3, give_up_after=30)
+        n.send(alert_for(_f("c", "drift", "stuck"), run="r"))
+        for i in range(4):
+            n.send(alert_for(_f("c", "drift", f"m{i}"), run="r"))
+        deadline = time.monotonic() + 3
+        while n.delivered < 4 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert n.delivered == 4 and n.pending == 1  # the stuck one is still being retried
+        assert n.close(0.1) == 1
+    finally:
+        r.close()
+
+
+def test_a_connection_closed_mid_answer_delivers_a_bounded_number_of_copies_with_one_key() -> None:
+    def half(conn, body, r) -> None:  # type: ignore[no-untyped-def]
+        conn.sendall(b"HTTP/1.1 2")  # and hang up
+
+    r = RawReceiver(half)
+    try:
+        n = WebhookNotifier(r.url, timeout=2, backoff=0.02)
+        a = alert_for(_f("c", "drift", "m"), run="r")
+        n.send(a)
+        assert n.flush(5)
+        assert n.dropped == 1 and n.delivered == 0
+        assert r.keys == [a.id] * 3  # at least once, at most max_unanswered (3) copies
+    finally:
+        r.close()
+
+
+def test_an_explicit_rejection_is_retried_until_the_receiver_recovers() -> None:
+    calls = [0]
+
+    def flaky(conn, body, r) -> None:  # type: ignore[no-untyped-def]
+        calls[0] += 1
+        if calls[0] <= 5:  # 503 five times: the receiver said no, nothing was delivered
+            conn.sendall(b"HTTP/1.1 503 Busy\r\nContent-Length: 0\r\n\r\n")
+        else:
+            _ok(conn, body, r)
+
+    r = RawReceiver(flaky)
+    try:
+        n = WebhookNotifier(r.url, timeout=2, backoff=0.02, max_backoff=0.05)
+        n.send(alert_for(_f("c", "drift", "m"), run="r"))
+        assert n.flush(5) and n.delivered == 1 and n.dropped == 0 and calls[0] == 6
+    finally:
+        r.close()
+
+
+def test_a_redirect_is_not_followed_and_counts_as_not_delivered() -> None:
+    def moved(conn, body, r) -> None:  # type: ignore[no-untyped-def]
+        conn.sendall(
+            b"HTTP/1.1 302 Found\r\nLocation: http://elsewhere/\r\nContent-Length: 0\r\n\r\n"
+        )
+
+    r = RawReceiver(moved)
+    try:
+        n = WebhookNotifier(r.url, timeout=2)
+        n.send(alert_for(_f("c", "drift", "m"), run="r"))
+        assert n.close(5) == 1 and "HTTP 302" in n.failures[0][1]
+    finally:
+        r.close()
+
+
+def test_credentials_reach_the_receiver_as_basic_auth_but_are_never_displayed() -> None:
+    seen: list[str] = []
+
+    def auth(conn, body, r) -> None:  # type: ignore[no-untyped-def]
+        seen.append("Basic dXNlcjpzM2NyM3Q=" in r.last_head)
+        _ok(conn, body, r)
+
+    r = RawReceiver(auth)
+    try:
+        n = WebhookNotifier(r.url, timeout=2)
+        assert n.target == f"http://127.0.0.1:{r.sock.getsockname()[1]}"
+        assert "s3cr3t" not in n.target and "SECRET" not in n.target and "user" not in n.target
+        n.send(alert_for(_f("c", "drift", "m"), run="r"))
+        assert n.close(5) == 0 and n.delivered == 1 and seen == [True]
+    finally:
+        r.close()
+
+
+def test_webhook_text_escapes_slack_markup_and_drops_controls() -> None:
+    f = Finding(
+        "transcripts",
+        "fail",
+        "exploit_suspected",
+        "rewarded answers '<!channel>' and <https://evil.example|click> & \x1b[2J\x9b\u202eend",
+        first_step=3,
+        action="run `rlvitals transcripts RUN`",
+    )
+    text = alert_for(f, run="r\x1b]0;x\x07<!here>", source="s").body["text"]
+    assert "<" not in text and ">" not in text
+    assert "&lt;!channel&gt;" in text and "&lt;https://evil.example|click&gt;" in text
+    assert "&amp;" in text and "&lt;!here&gt;" in text
+    for ch in ("\x1b", "\x07", "\x9b", "\u202e"):
+        assert ch not in text
+
+
+def test_watch_tells_the_user_when_an_alert_was_not_delivered(tmp_path: Path) -> None:
+    import io
+
+    from rich.console import Console
+
+    from rlvitals.views.watch import watch
+
+    def refuse(conn, body, r) -> None:  # type: ignore[no-untyped-def]
+        conn.sendall(b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n")
+
+    r = RawReceiver(refuse)
+    try:
+        d = make_run(tmp_path, "w", 10, status="finished")
+
+        def judge(data, now) -> Report:  # type: ignore[no-untyped-def]
+            return Report(data.source, "drift", [_f("agreement", "drift", "train/mismatch_kl")])
+
+        n = WebhookNotifier(r.url, timeout=2)
+        w = Watcher(d, notifier=n, judge=judge)
+        buf = io.StringIO()
+        watch(w, console=Console(file=buf, force_terminal=False, width=300), fail_on=None)
+        out = buf.getvalue()
+        lines = [ln for ln in out.splitlines() if ln.startswith("alert not delivered")]
+        assert len(lines) == 1 and "HTTP 403" in lines[0] and "SECRET" not in out
+        assert "1 alert(s) not delivered" in out
+    finally:
+        r.close()

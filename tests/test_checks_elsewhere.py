@@ -10,7 +10,6 @@ the TRL mapping, the reward components and the checks are exercised end to end.
 from __future__ import annotations
 
 import json
-import math
 from collections import namedtuple
 from pathlib import Path
 

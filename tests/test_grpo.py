@@ -279,9 +279,52 @@ def test_live_view_shows_the_key_numbers_and_the_summary() -> None:
     text = out.getvalue()
     assert "warm start (120 steps, pass rate 0.31)" in text
     assert "3.0e-05" in text and "0.55 (update 2)" in text and "nan" in text
-    assert "failed attempts" in text and "4" in text
+    assert "failed attempts" in text and "0 (+4 dropped stale)" in text  # stale is not failed
     assert "stopped: [bold]x[/bold]" in text  # markup in event text is shown, not rendered
     assert "runs/r[1]" in text and "0.300 (first 5 updates)" in text
+
+
+def test_live_view_says_what_the_warm_start_is_and_judges_while_it_trains(
+    tmp_path: Path,
+) -> None:
+    import io
+    import sys
+
+    from rich.console import Console
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from dashboard_runs import make_run
+    from rlvitals.views.live import LiveView
+
+    run = make_run(tmp_path, "live", 20, status="running", **{"train/loss": "NaN"})
+    out = io.StringIO()
+    console = Console(file=out, width=120, force_terminal=False, color_system=None)
+    with LiveView(40, console=console, checks_every_s=0) as view:
+        view.event("warm_begin", {"cached": False, "target": 0.3, "cache": "/c"})
+        view.event("warm_step", {"step": 50, "greedy": 0.04})
+        buf = io.StringIO()
+        Console(file=buf, width=120, color_system=None).print(view._render())
+        mid = buf.getvalue()
+        view.event("warm_done", {"steps": 230, "pass_rate": 0.31, "cached": False, "seconds": 9})
+        view.event("run", {"run_dir": str(run)})
+        view.event("step", {"step": 0, "reward/mean": 0.3})
+    text = out.getvalue()
+    assert "solves 30% of them" in text and "cached in /c" in text and "40 GRPO updates" in text
+    assert "0/?" not in text and "0/?" not in mid
+    assert "warm start, step 50" in mid and "greedy solves 4%" in mid
+    assert "verdict so far: " in text and "FAIL nonfinite" in text  # judged while training
+    assert "once per seed" in mid
+
+
+def test_next_steps_name_the_real_paths() -> None:
+    from rlvitals.views.live import next_steps
+
+    healthy = "\n".join(next_steps("runs/demo-1", command="demo"))
+    assert "rlvitals report runs/demo-1 -o report.html" in healthy
+    assert "rlvitals serve runs " in healthy and "--fault grader_exploit" in healthy
+    assert "rlvitals check " in healthy and "RUN" not in healthy
+    broken = "\n".join(next_steps("my runs/x", command="demo", fault="nan"))
+    assert "rlvitals transcripts 'my runs/x'" in broken
 
 
 def test_trainer_page_documents_every_fault_and_every_trainer_key() -> None:

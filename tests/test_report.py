@@ -72,17 +72,34 @@ def test_run_text_cannot_leave_the_data_block(tmp_path: Path) -> None:
     assert "\u2028" not in html and "\u2029" not in html
     block = _data_block(html)
     run = block["runs"][0]
-    assert run["name"] == HOSTILE
-    assert run["report"]["findings"][1]["title"].endswith(HOSTILE)
+    shown = HOSTILE.replace("\u2028", "\\u2028")  # the separator arrives as visible text
+    assert run["name"] == shown
+    assert run["report"]["findings"][1]["title"].endswith(shown)
     texts = [g["completion"] for e in run["transcripts"]["30"] for g in e["generations"]]
-    assert HOSTILE in texts
+    assert shown in texts
+
+
+BIDI = "safe\u202etxt.exe\u202c \u2066isolate\u2069 \u200fmark\u200e \x85c1 \x9b31m"
+
+
+def test_bidi_controls_in_run_text_arrive_in_the_report_as_visible_text(tmp_path: Path) -> None:
+    d = make_run(tmp_path, "bidi", 40, transcripts=(30,))
+    data = read(d)
+    data.info["name"] = BIDI
+    html = render_report([(data, report_with(sample_findings(), str(d)))])
+    for ch in "\u202e\u202c\u2066\u2069\u200f\u200e\x85\x9b":
+        assert ch not in html, repr(ch)
+    run = _data_block(html)["runs"][0]
+    assert run["name"] == (
+        "safe\\u202etxt.exe\\u202c \\u2066isolate\\u2069 \\u200fmark\\u200e \\u0085c1 \\u009b31m"
+    )
 
 
 def test_safe_json_escapes_what_could_end_a_script_element() -> None:
     out = safe_json({"t": "</script><!-- & \u2028 \u2029 >"})
     assert "<" not in out and ">" not in out and "&" not in out
     assert "\u2028" not in out and "\u2029" not in out
-    assert json.loads(out) == {"t": "</script><!-- & \u2028 \u2029 >"}
+    assert json.loads(out) == {"t": "</script><!-- & \\u2028 \\u2029 >"}
 
 
 def test_findings_keep_the_order_the_checks_gave(run_dir: Path) -> None:
@@ -99,7 +116,7 @@ def test_every_canonical_metric_has_a_plot() -> None:
     placed = plot_metrics(names)
     for name in names:
         assert any(name in v for v in placed.values()), f"{name} is on no plot"
-    assert 10 <= len(PLOTS) <= 18
+    assert 10 <= len(PLOTS) <= 20
 
 
 def test_non_finite_values_travel_as_their_strings(tmp_path: Path) -> None:

@@ -305,3 +305,184 @@ def test_clients_that_hang_up_leave_no_traceback(
         assert s.recv(64).split(b" ")[1] == b"200"
     time.sleep(0.2)
     assert "Traceback" not in capfd.readouterr().err
+
+
+# -- what the server refuses: links out, slow clients, bodies, big files ---------------------
+
+
+def test_links_out_of_the_served_folder_are_not_served(tmp_path: Path) -> None:
+    root = tmp_path / "runs"
+    root.mkdir()
+    inside = make_run(root, "inside", 10, transcripts=(2,))
+    elsewhere = make_run(tmp_path / "elsewhere", "secret-run", 10, transcripts=(2,))
+    (root / "outside_dir").symlink_to(elsewhere)
+    secret = tmp_path / "secret.json"
+    secret.write_text(json.dumps([{"attempt_id": "SECRET-OUTSIDE", "generations": []}]))
+    t = inside / "transcripts" / "step-000003.json"
+    t.symlink_to(secret)
+
+    hub = Hub([root], judge=_judge)
+    assert [r.path.name for r in hub.runs.values()] == ["inside"]
+    (rid,) = hub.runs
+    assert hub.transcripts(rid, 3) is None  # a transcript file linked out of the run
+    assert hub.transcripts(rid, 2) is not None
+
+    linked = Hub([root], judge=_judge, follow_links=True)
+    assert sorted(r.path.name for r in linked.runs.values()) == ["inside", "outside_dir"]
+    rid = next(r.id for r in linked.runs.values() if r.path.name == "inside")
+    got = linked.transcripts(rid, 3)
+    assert got is not None and got[0]["attempt_id"] == "SECRET-OUTSIDE"
+
+
+def test_follow_links_flag_parses() -> None:
+    args = build_parser().parse_args(["serve", "x", "--follow-links", "--set", "a=1"])
+    assert args.follow_links and args.set == ["a=1"]
+    assert not build_parser().parse_args(["serve", "x"]).follow_links
+
+
+def test_slow_and_idle_connections_are_closed_and_hold_no_threads(tmp_path: Path) -> None:
+    import socket
+    import threading
+
+    make_run(tmp_path, "r", 5)
+    url, stop = serve_in_background([tmp_path / "r"], poll_interval=0.05, header_timeout=0.5)
+    host, port = urlsplit(url).hostname, urlsplit(url).port
+    try:
+        before = threading.active_count()
+        socks = []
+        for _ in range(60):  # slowloris: a request line, then a header byte now and then
+            s = socket.create_connection((host, port))
+            s.sendall(f"GET /api/runs HTTP/1.1\r\nHost: {host}\r\nX-a: ".encode())
+            socks.append(s)
+        time.sleep(0.2)
+        for s in socks:
+            s.sendall(b"a")  # still trickling, within any per-read timeout
+        time.sleep(1.0)
+        closed = 0
+        for s in socks:
+            s.settimeout(1)
+            try:
+                closed += s.recv(10) == b""
+            except OSError:
+                closed += 1
+            s.close()
+        assert closed == 60  # cut off at the header deadline, not held open
+        deadline = time.monotonic() + 3
+        while threading.active_count() > before + 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert threading.active_count() <= before + 2
+        status, _, _ = _get(url, "/healthz")
+        assert status == 200
+    finally:
+        stop()
+
+
+def test_a_get_body_is_never_read_as_a_second_request(served: tuple[str, Path]) -> None:
+    import socket
+
+    url, _ = served
+    host, port = urlsplit(url).hostname, urlsplit(url).port
+    smuggled = f"GET /api/runs HTTP/1.1\r\nHost: {host}\r\n\r\n".encode()
+    with socket.create_connection((host, port), timeout=3) as s:
+        s.sendall(
+            f"GET /healthz HTTP/1.1\r\nHost: {host}\r\nContent-Length: {len(smuggled)}\r\n\r\n".encode()
+            + smuggled
+        )
+        got = b""
+        while True:
+            chunk = s.recv(4096)
+            if not chunk:
+                break
+            got += chunk
+    assert got.count(b"HTTP/1.1 ") == 1 and got.endswith(b"ok\n")
+
+
+def test_any_loopback_address_is_a_good_host_header(served: tuple[str, Path]) -> None:
+    url, _ = served
+    port = urlsplit(url).port
+    assert _get(url, "/healthz", {"Host": f"127.0.0.2:{port}"})[0] == 200
+    assert _get(url, "/healthz", {"Host": "127.1"})[0] == 403
+    assert _get(url, "/healthz", {"Host": "2130706433"})[0] == 403
+
+
+def test_transcripts_are_streamed_in_bounded_memory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import tracemalloc
+
+    from rlvitals.transcripts import store as store_mod
+
+    # Files above FAST_LIMIT are streamed: make that 64 KB so a few MB count as "big".
+    monkeypatch.setattr(store_mod, "FAST_LIMIT", 64 << 10)
+    peaks, sizes = [], []
+    for n in (40, 160):
+        d = make_run(tmp_path, f"big{n}", 10)
+        (d / "transcripts").mkdir()
+        entries = [
+            {
+                "attempt_id": f"a{i}",
+                "reward": i / 1000,
+                "generations": [{"prompt": "p", "completion": chr(65 + i % 26) * 60_000}],
+            }
+            for i in range(n)
+        ]
+        p = d / "transcripts" / "step-000004.json"
+        p.write_text(json.dumps(entries))
+        del entries
+        sizes.append(p.stat().st_size)
+        hub = Hub([d], judge=_judge)
+        (rid,) = hub.runs
+        tracemalloc.start()
+        try:
+            for _ in range(3):
+                got = hub.transcripts(rid, 4)
+            peaks.append(tracemalloc.get_traced_memory()[1])
+        finally:
+            tracemalloc.stop()
+        assert got is not None and len(got) == 16 and got[0]["of"] == n
+        assert [e["attempt_id"] for e in got[:2]] == [f"a{n - 1}", f"a{n - 2}"]  # best first
+    # Four times the file costs little more memory: it is never held whole (the old loader
+    # parsed the whole file on every request: memory grew with the file, times requests).
+    assert peaks[1] - peaks[0] < (sizes[1] - sizes[0]) / 3, (peaks, sizes)
+
+
+def test_live_json_shows_bidi_controls_as_visible_text(tmp_path: Path) -> None:
+    d = make_run(tmp_path, "b", 10)
+    hub = Hub([d], judge=_judge)
+    (run,) = hub.runs.values()
+    run.data.info["name"] = "safe\u202etxt.exe\u2066"
+    blob = server_mod._encode(hub.snapshot(run.id))
+    assert "\u202e".encode() not in blob and "\u2066".encode() not in blob
+    assert json.loads(blob)["name"] == "safe\\u202etxt.exe\\u2066"
+
+
+def test_a_run_deleted_and_recreated_is_followed_afresh(tmp_path: Path) -> None:
+    import shutil
+
+    d = make_run(tmp_path, "r", 10, status="running", **{"train/loss": 1.0})
+    hub = Hub([d], judge=_judge)
+    hub.poll()
+    (rid,) = hub.runs
+    sub = hub.subscribe([rid])
+    _drain(sub)
+    shutil.rmtree(d)
+    make_run(tmp_path, "r", 30, status="running", **{"train/loss": 2.0})
+    hub.poll()
+    run = hub.runs[rid]
+    assert set(run.data.series("train/loss").values.tolist()) == {2.0}
+    assert run.data.last_step == 29 and not [w for w in run.data.warnings if "JSON" in w]
+    kinds = [k for k, _ in _drain(sub)]
+    assert "snapshot" in kinds  # the page gets the new run whole
+
+
+def test_serve_thresholds_reach_the_checks(tmp_path: Path) -> None:
+    from rlvitals.cli.check import _overrides
+
+    d = make_run(tmp_path, "r", 40)
+    default, tuned = Hub([d]), Hub([d], thresholds=_overrides(["rejected_warn=0.1"]))
+    for h in (default, tuned):
+        h.poll()
+    checks = [
+        [f.check for f in next(iter(h.runs.values())).report.findings] for h in (default, tuned)
+    ]
+    assert "groups" not in checks[0] and "groups" in checks[1]

@@ -40,10 +40,12 @@ def test_each_tick_reads_only_the_new_bytes(tmp_path: Path) -> None:
     w.tick()
     before = w.data.series("reward/mean")
     # Spoil every byte already read (same size, same line ends): a re-read would trip on them.
+    # (All but the first 256, by which the follower knows the file is the same one and not a
+    # rerun's new file.)
     steps = d / "steps.jsonl"
     old = steps.read_bytes()
     with open(steps, "r+b") as f:
-        f.write(bytes(c if c == 10 else 35 for c in old))
+        f.write(old[:256] + bytes(c if c == 10 else 35 for c in old[256:]))
     append_steps(d, [step_record(30, time.time())])
     w.tick()
     after = w.data.series("reward/mean")
@@ -175,15 +177,46 @@ def test_line_mode_writes_no_control_characters(tmp_path: Path) -> None:
     w = Watcher(d, judge=judge)
     assert watch(w, console=Console(file=buf, force_terminal=False), fail_on="warn") == 1
     text = buf.getvalue()
-    assert "\x1b" not in text and "\x07" not in text and "bad?]0;pwned?title next" in text
+    assert "\x1b" not in text and "\x07" not in text
+    assert "bad\\x1b]0;pwned\\x07title next" in text  # shown, visibly, not acted on
 
 
-def test_watch_command_on_a_missing_run_is_one_line(
+def test_watch_waits_for_a_run_that_does_not_exist_yet(tmp_path: Path) -> None:
+    d = tmp_path / "later"
+    out = io.StringIO()
+    ticks = [0]
+
+    def sleep(_: float) -> None:  # the trainer starts after watch does, then finishes
+        ticks[0] += 1
+        if ticks[0] == 3:
+            make_run(tmp_path, "later", 10, status="running")
+        elif ticks[0] == 5:
+            write_run_json(d, "finished")
+
+    w = Watcher(d, wait=True, check_interval=0)
+    console = Console(file=io.StringIO(), force_terminal=False)
+    code = watch(w, console=console, fail_on="fail", json_lines=True, out=out, sleep=sleep)
+    kinds = [json.loads(line)["event"] for line in out.getvalue().splitlines()]
+    assert code == 0
+    assert kinds[0] == "waiting" and kinds.count("waiting") == 1
+    assert kinds[1] == "appeared" and "step" in kinds and kinds[-1] == "finished"
+
+
+def test_watch_line_mode_says_it_is_waiting(tmp_path: Path) -> None:
+    w = Watcher(tmp_path / "nope", wait=True)
+    (ev,) = w.tick()
+    assert w.line(ev) == f"waiting for {tmp_path / 'nope'} to appear (Ctrl-C to stop)"
+    assert w.tick() == []  # said once
+
+
+def test_watch_command_with_a_bad_set_or_rules_is_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(["watch", str(tmp_path / "nope")]) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "nope" in err
+    d = make_run(tmp_path, "r", 5, status="finished")
+    assert main(["watch", str(d), "--set", "no_such_threshold=1"]) == 2
+    assert capsys.readouterr().err.count("\n") == 1
+    assert main(["watch", str(d), "--rules", str(tmp_path / "missing.toml")]) == 2
+    assert "missing.toml" in capsys.readouterr().err
 
 
 def test_watch_command_rejects_a_non_http_webhook(
@@ -192,3 +225,67 @@ def test_watch_command_rejects_a_non_http_webhook(
     d = make_run(tmp_path, "r", 5, status="finished")
     assert main(["watch", str(d), "--webhook", "ftp://x"]) == 2
     assert "http" in capsys.readouterr().err
+
+
+def test_a_run_recreated_while_watched_restarts_cleanly(tmp_path: Path) -> None:
+    import shutil
+
+    d = make_run(tmp_path, "r", 10, status="running", **{"train/loss": 1.0})
+    w = Watcher(d, check_interval=0)
+    w.tick()
+    shutil.rmtree(d)
+    w.tick()  # gone for now: the old run's data is not mixed with what comes next
+    make_run(tmp_path, "r", 30, status="running", **{"train/loss": 2.0})
+    kinds = [e.kind for e in w.tick()]
+    assert "reset" in kinds or "appeared" in kinds
+    assert set(w.data.series("train/loss").values.tolist()) == {2.0}
+    assert w.data.last_step == 29 and w.data.warnings == []
+
+
+def test_watch_set_overrides_reach_the_checks(tmp_path: Path) -> None:
+    from rlvitals.cli.check import _overrides
+
+    d = make_run(tmp_path, "r", 40)
+    plain = Watcher(d)
+    tuned = Watcher(d, thresholds=_overrides(["rejected_warn=0.1"]))
+    for w in (plain, tuned):
+        w.tick(force=True)
+    assert [f.check for f in plain.report.findings] == ["reward"]
+    assert "groups" in [f.check for f in tuned.report.findings]
+
+
+def test_watch_waits_in_an_empty_run_directory_but_not_on_a_file_that_is_no_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "empty").mkdir()
+    w = Watcher(tmp_path / "empty", wait=True)
+    assert [e.kind for e in w.tick()] == ["waiting"]
+    (tmp_path / "notes.txt").write_text("hello\n")
+    assert main(["watch", str(tmp_path / "notes.txt")]) == 2
+    assert capsys.readouterr().err.count("\n") == 1
+
+
+def test_the_follower_api_for_hooks(tmp_path: Path) -> None:
+    from rlvitals.follow import Follower
+    from rlvitals.readers import open_reader
+
+    d = make_run(tmp_path, "r", 10, status="running")
+    told: list[list[str]] = []
+    f = Follower(
+        open_reader(d),
+        path=d,
+        checks_every_s=0,
+        on_findings=lambda new: told.append([x.check for x, _ in new]),
+        judge=lambda data, now: Report(
+            data.source, "no_signal", [Finding("reward", "warn", "no_signal", "flat")]
+        ),
+    )
+    up = f.poll()
+    assert up.new_data and up.new_step == 9 and up.judged and up.report_changed
+    assert [x.check for x, _ in up.new_findings] == ["reward"] and told == [["reward"]]
+    up = f.poll(force=True)
+    assert (
+        not up.new_data and up.new_step is None and up.new_findings == [] and told == [["reward"]]
+    )
+    append_steps(d, [step_record(10, time.time())])
+    assert f.poll().new_step == 10

@@ -44,14 +44,16 @@ def read_run(
     mapping: str | None = None,
     shown: int = 20,
     samples: str | None = None,
+    run: str | None = None,
 ) -> RunData:
     """Read a run for a command: the reader's warnings (file and line each) go to stderr, the
-    first ``shown`` of them and a count of the rest."""
+    first ``shown`` of them and a count of the rest. ``run`` picks a run of a tracker store."""
     from ..readers import read
+    from ..views.safe import line
 
-    data = read(path, source_format, mapping=mapping, samples=samples)
+    data = read(path, source_format, mapping=mapping, samples=samples, run=run)
     for w in data.warnings[:shown]:
-        print(f"warning: {w}", file=sys.stderr)
+        print(f"warning: {line(w)}", file=sys.stderr)
     if len(data.warnings) > shown:
         print(f"warning: ... and {len(data.warnings) - shown} more", file=sys.stderr)
     return data
@@ -79,7 +81,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except RlvitalsError as exc:
-        print(f"rlvitals {args.command}: error: {exc}", file=sys.stderr)
+        from ..views.safe import line
+
+        print(f"rlvitals {args.command}: error: {line(exc)}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print(f"rlvitals {args.command}: interrupted", file=sys.stderr)

@@ -1,10 +1,12 @@
 """The source options every reading command shares: ``--from FORMAT``, ``--mapping FILE``
-and ``--samples DIR``.
+``--samples DIR`` and ``--run NAME``.
 
 One helper so the options mean the same everywhere (check, report, watch, serve, baseline,
 transcripts, metrics, formats --explain): ``--from`` names the source format, overriding
 sniffing; ``--mapping`` adds ``canonical name = "source key"`` rules ahead of the format's own
-table; ``--samples`` reads a framework's sample dump as the run's attempts (``readers.samples``). ``read_source`` reads a run with them and refuses one from which no canonical metric
+table; ``--samples`` reads a framework's sample dump as the run's attempts (``readers.samples``);
+``--run`` picks one run of a tracker store that holds several (a W&B ``wandb/`` folder, a
+trackio project, an MLflow store). ``read_source`` reads a run with them and refuses one from which no canonical metric
 could be read, naming the keys left unmapped and ``--mapping``.
 """
 
@@ -39,6 +41,14 @@ def add_source_args(
         help='TOML or JSON of canonical name = "source key" rules, ahead of the format\'s own '
         "table (docs/formats.md)",
     )
+    p.add_argument(
+        "--run",
+        dest="store_run",
+        default=None,
+        metavar="NAME",
+        help="the run to read from a tracker store that holds several (a W&B wandb/ folder, "
+        "a trackio project, an MLflow store): its name or id",
+    )
     if samples:
         p.add_argument(
             "--samples",
@@ -52,11 +62,12 @@ def add_source_args(
 
 
 def open_kwargs(args: argparse.Namespace) -> dict[str, Any]:
-    """``source_format`` and ``mapping`` from parsed arguments, for readers and views
-    (``--samples`` is ``args.samples``)."""
+    """``source_format``, ``mapping`` and ``run`` from parsed arguments, for readers and
+    views (``--samples`` is ``args.samples``)."""
     return {
         "source_format": getattr(args, "source_format", None),
         "mapping": getattr(args, "mapping", None),
+        "run": getattr(args, "store_run", None),
     }
 
 
@@ -73,6 +84,7 @@ def read_source(
         mapping=kw["mapping"],
         shown=shown,
         samples=getattr(args, "samples", None),
+        run=kw["run"],
     )
     if require:
         require_metrics(data, path)

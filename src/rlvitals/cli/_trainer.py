@@ -9,10 +9,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..errors import MissingExtraError
+from ..errors import MissingExtraError, RlvitalsError
+
+DEFAULT_PORT = 8765
 
 
-def add_run_options(p: argparse.ArgumentParser) -> None:
+def add_run_options(p: argparse.ArgumentParser, *, lists_faults: bool = False) -> None:
     p.add_argument(
         "--quiet", "-q", action="store_true", help="no live view; print only the run directory"
     )
@@ -23,7 +25,11 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
         help="open the live dashboard on the output directory while the run trains (and after)",
     )
     p.add_argument(
-        "--port", type=int, default=8765, help="with --serve: the dashboard's port (default 8765)"
+        "--port",
+        type=int,
+        default=DEFAULT_PORT,
+        help=f"with --serve: the dashboard's port (default {DEFAULT_PORT}, or a free one when "
+        "that is taken)",
     )
     p.add_argument(
         "--linger",
@@ -35,20 +41,26 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--json",
         action="store_true",
-        help="print the result as JSON: the run directory, reward and held-out first and last "
-        "(with --list-faults: the faults)",
+        help="print the result as JSON: the run directory, reward and held-out first and last"
+        + (" (with --list-faults: the faults)" if lists_faults else ""),
     )
 
 
-def run_trainer(config: Any, args: argparse.Namespace, *, steps: int) -> Path:
-    """Run the reference trainer on ``config`` with a live view unless quiet; the run dir."""
-    started = time.perf_counter()  # before torch loads: the wall time a user waits
+def load_trainer() -> Any:
+    """``grpo.loop.train``, or one error line naming the extra when torch is missing."""
     try:
         from ..grpo.loop import train
     except ImportError as exc:
         if getattr(exc, "name", "") == "torch" or "torch" in str(exc):
             raise MissingExtraError("train", "the reference trainer") from None
         raise
+    return train
+
+
+def run_trainer(config: Any, args: argparse.Namespace, *, steps: int) -> Path:
+    """Run the reference trainer on ``config`` with a live view unless quiet; the run dir."""
+    started = time.perf_counter()  # before torch loads: the wall time a user waits
+    train = load_trainer()
     from ..views.live import LiveView, RunTally, summary
 
     stall = getattr(args, "stall_seconds", 20.0)
@@ -59,7 +71,13 @@ def run_trainer(config: Any, args: argparse.Namespace, *, steps: int) -> Path:
         output = config["output"] if isinstance(config, dict) else config.output
         out_dir = Path(output["output_dir"] if isinstance(output, dict) else output.output_dir)
         out_dir.mkdir(parents=True, exist_ok=True)
-        url, args._stop_serving = serve_in_background([out_dir], port=args.port)
+        try:
+            url, args._stop_serving = serve_in_background([out_dir], port=args.port)
+        except RlvitalsError:
+            if args.port != DEFAULT_PORT:
+                raise  # a port the user chose: their call
+            # The default port is taken (another dashboard): any free one will do.
+            url, args._stop_serving = serve_in_background([out_dir], port=0)
         print(f"live dashboard: {url}", file=sys.stderr, flush=True)
     quiet = args.quiet or args.json
     if quiet:
@@ -103,6 +121,14 @@ def after_run(run_dir: Path, args: argparse.Namespace) -> int:
 
             report = run_checks(read(run_dir))
             render_text([report], sys.stdout)
+        if not (args.json or args.quiet):
+            from ..views.live import next_steps
+
+            command = "demo" if hasattr(args, "list_faults") else "train"
+            print("\nnext:")
+            for line in next_steps(str(run_dir), command=command, fault=args.fault):
+                print("  " + line)
+            sys.stdout.flush()
         if stop is not None:
             linger = args.linger
             print(

@@ -140,6 +140,7 @@ def run(args: argparse.Namespace) -> int:
         "source_format": args.source_format,
         "mapping": getattr(args, "mapping", None),
         "samples": args.samples,
+        "run": getattr(args, "store_run", None),
     }
     runs, skipped, outcomes = _expand(args.paths)
     if args.samples and len(runs) > 1:

@@ -7,7 +7,7 @@ import json
 import sys
 
 from ..grpo.faults import FAULTS, describe, parse_fault
-from ._trainer import add_run_options, after_run, run_trainer
+from ._trainer import add_run_options, after_run, load_trainer, run_trainer
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -45,7 +45,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="S",
         help="with --fault stall: how long the run hangs before it is abandoned (default 20)",
     )
-    add_run_options(p)
+    add_run_options(p, lists_faults=True)
     p.set_defaults(func=run)
 
 
@@ -54,7 +54,8 @@ def run(args: argparse.Namespace) -> int:
         return _list_faults(args.json)
     if args.fault:
         parse_fault(args.fault)  # a bad name is a usage error before any work
-    from ..grpo.demo import demo_config  # torch loads here, not at CLI start
+    load_trainer()  # torch loads here, not at CLI start; without it, one line naming the extra
+    from ..grpo.demo import demo_config
 
     cfg = demo_config(
         args.output_dir, name=args.name, seed=args.seed, steps=args.steps, mode=args.mode

@@ -44,7 +44,16 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="SECONDS",
         help="how often to look for new records (default 0.1)",
     )
+    p.add_argument(
+        "--follow-links",
+        action="store_true",
+        help="also serve runs and transcript files that symbolic links in the folders point "
+        "to outside them (default: only real paths inside the given folders)",
+    )
     p.add_argument("--verbose", action="store_true", help="log every request")
+    from .watch import add_judging_args
+
+    add_judging_args(p)
     add_source_args(p, samples=False)
     p.set_defaults(func=run)
 
@@ -52,16 +61,18 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..baseline import load
     from ..views.dashboard import baseline_ranges
-    from ..views.server import Hub, serve
+    from ..views.server import Hub, _is_loopback, serve
+    from .watch import judging_options
 
     baseline = load(args.baseline) if args.baseline else None
+    thresholds, rules = judging_options(args)
     shading = baseline_ranges(baseline, args.baseline) if baseline else None
 
     def ready(url: str, hub: Hub) -> None:
         print(f"rlvitals: serving {len(hub.runs)} run(s) at {url}  (metrics: {url}metrics)")
         if hub.roots:
             print("  watching for new runs under: " + ", ".join(map(str, hub.roots)))
-        if args.host not in ("127.0.0.1", "localhost", "::1"):
+        if not _is_loopback(args.host):
             print(
                 f"  warning: listening on {args.host}: anyone who can reach this machine can "
                 "read these runs, transcripts included",
@@ -79,6 +90,9 @@ def run(args: argparse.Namespace) -> int:
         stall_after=args.stall_after,
         verbose=args.verbose,
         on_ready=ready,
+        follow_links=args.follow_links,
+        thresholds=thresholds,
+        transcript_rules=rules,
         **open_kwargs(args),
     )
     return 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ..config import load_config
+from ..errors import UsageError
 from ..grpo.config import SECTIONS
 from ..grpo.faults import FAULTS, parse_fault
 from ._trainer import add_run_options, after_run, run_trainer
@@ -23,7 +24,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--fault",
         metavar="NAME[@STEP]",
         default=None,
-        help=f"inject a fault (see `rlvitals demo --list-faults`): {', '.join(FAULTS)}",
+        help=f"inject a fault (docs/trainer.md says what each does): {', '.join(FAULTS)}",
+    )
+    p.add_argument(
+        "--name",
+        default=None,
+        help="the run directory's name, over the config's [output] name (default there: "
+        "unique, time-stamped)",
     )
     add_run_options(p)
     p.set_defaults(func=run)
@@ -33,6 +40,10 @@ def run(args: argparse.Namespace) -> int:
     cfg = load_config(args.config, sections=SECTIONS)  # errors name the file, section, key
     if args.fault:
         parse_fault(args.fault)
+    if args.name is not None:
+        if not args.name or "/" in args.name or args.name in (".", ".."):
+            raise UsageError(f"--name {args.name!r}: expected a directory name")
+        cfg.section("output").name = args.name
     steps = cfg.section("optim").steps
     run_dir = run_trainer(cfg, args, steps=steps)
     return after_run(run_dir, args)

@@ -72,10 +72,12 @@ def _rules(args: argparse.Namespace, run_dir: Path) -> Rules:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..readers.remote import is_url
+
     path = Path(args.path)
-    if not path.exists():
+    if not is_url(args.path) and not path.exists():
         raise UsageError(f"{path}: no such run directory")
-    data = read_source(str(path), args, require=False)
+    data = read_source(args.path, args, require=False)
     store = data.transcripts if data.transcripts is not None else TranscriptStore(path)
     payload = browse(
         store,

@@ -18,7 +18,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "(Slack-compatible JSON). Ends when the run's status is no longer 'running', with "
         "exit code 1 when a finding at --fail-on or worse remains (as `rlvitals check "
         "--fail-on`), 0 otherwise. Runs whose format records no status are followed until "
-        "Ctrl-C.",
+        "Ctrl-C. A run that does not exist yet is waited for; a run deleted and recreated "
+        "while followed is followed again from its start.",
     )
     p.add_argument("path", metavar="RUN", help="run directory or log file")
     p.add_argument("--webhook", metavar="URL", help="post each new finding here (Slack-style)")
@@ -50,7 +51,37 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--json", action="store_true", help="print JSON Lines events instead of a live view"
     )
+    add_judging_args(p)
     p.set_defaults(func=run)
+
+
+def add_judging_args(p: argparse.ArgumentParser) -> None:
+    """``--set`` and ``--rules``, as ``rlvitals check`` takes them (watch and serve)."""
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="override a threshold (repeatable), as in `rlvitals check`; see docs/checks.md",
+    )
+    p.add_argument(
+        "--rules",
+        metavar="FILE",
+        default=None,
+        help="transcript flag rules for your task (TOML or JSON; see docs/transcripts.md)",
+    )
+
+
+def judging_options(args: argparse.Namespace) -> tuple[object, str | None]:
+    """The thresholds and rules file of ``--set``/``--rules``, checked now (a mistake is one
+    error line at the start, not a warning on every judgement)."""
+    from ..transcripts.rules import load_rules
+    from .check import _overrides
+
+    thresholds = _overrides(args.set)
+    if args.rules:
+        load_rules(args.rules)
+    return thresholds, args.rules
 
 
 def run(args: argparse.Namespace) -> int:
@@ -61,6 +92,7 @@ def run(args: argparse.Namespace) -> int:
     from ..views.watch import Watcher, watch
 
     baseline = load(args.baseline) if args.baseline else None
+    thresholds, rules = judging_options(args)
     notifier = WebhookNotifier(args.webhook) if args.webhook else None
     try:
         watcher = Watcher(
@@ -68,13 +100,13 @@ def run(args: argparse.Namespace) -> int:
             **open_kwargs(args),
             stall_after=args.stall_after,
             baseline=baseline,
+            thresholds=thresholds,
+            transcript_rules=rules,
             notifier=notifier,
             min_alert=args.alert_on,
+            wait=True,
+            samples=args.samples,
         )
-        if args.samples:
-            from ..readers.samples import attach
-
-            watcher.reader = attach(watcher.reader, args.samples)
     except BaseException:
         if notifier is not None:
             notifier.close(0)

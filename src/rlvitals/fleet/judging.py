@@ -60,6 +60,7 @@ def _read_and_check(path: str, options: dict[str, Any]) -> tuple[Any, Any, str |
             options.get("source_format"),
             mapping=options.get("mapping"),
             samples=options.get("samples"),
+            run=options.get("run"),
         )
         require_metrics(data, path)  # keys but no canonical metric: an error, not "too early"
         report = run_checks(
@@ -106,7 +107,7 @@ def judge_iter(paths: Sequence[str], *, jobs: int = 1, **options: Any) -> Iterat
     """Outcomes in the order of ``paths``, each as soon as it (and those before it) is ready.
 
     ``options`` are ``run_checks``'s keywords (baseline, thresholds, stall_after, only,
-    transcript_rules) and the reader's (source_format, mapping).
+    transcript_rules) and the reader's (source_format, mapping, run).
     """
     if jobs <= 0:
         jobs = os.cpu_count() or 1

@@ -48,7 +48,7 @@ from .model import GPT
 from .sampler import Episodes, Sampler, episode_length
 from .tasks import VOCAB, Task, TaskPool
 from .trainer import Trainer, group_advantages
-from .warmstart import warm_start
+from .warmstart import cache_dir, is_cached, warm_start
 
 __all__ = ["train"]
 
@@ -102,8 +102,9 @@ def train(
         fault: a fault from ``faults.FAULTS`` to inject, at ``fault_step`` (default: its own).
         stall_seconds: how long the ``stall`` fault hangs before the process gives up.
         cache: warm-start cache directory (default ``$RLVITALS_CACHE`` or ~/.cache/rlvitals).
-        on_event: called as ``on_event(kind, data)`` for live views: ``warm_check``,
-            ``warm_done``, ``step``, ``eval``, ``stall``, ``stopped``.
+        on_event: called as ``on_event(kind, data)`` for live views: ``warm_begin``,
+            ``warm_step``, ``warm_check``, ``warm_done``, ``run`` (its directory), ``step``,
+            ``eval``, ``stall``, ``stopped``.
     """
     cfg = config if isinstance(config, Config) else load_config(config, sections=SECTIONS)
     mcfg: ModelConfig = cfg.section("model")
@@ -130,14 +131,24 @@ def train(
             key="max_new_tokens",
         )
     model = GPT(len(VOCAB), mcfg.n_layer, mcfg.n_head, mcfg.d_model, max_len=MAX_LEN)
+    cache_path = Path(cache) if cache is not None else None
+    emit(
+        "warm_begin",
+        {
+            "cached": is_cached(mcfg, tcfg, ocfg, cache_path),
+            "target": ocfg.warm_target_pass_rate,
+            "cache": str(cache_path or cache_dir()),
+        },
+    )
     ws = warm_start(
         model,
         pool,
         mcfg,
         tcfg,
         ocfg,
-        directory=Path(cache) if cache is not None else None,
+        directory=cache_path,
         on_check=lambda s, r: emit("warm_check", {"step": s, "pass_rate": r}),
+        on_step=lambda s, g: emit("warm_step", {"step": s, "greedy": g}),
     )
     emit("warm_done", dataclasses.asdict(ws))
 
@@ -172,6 +183,7 @@ def train(
         "trainer": "rlvitals.grpo",
     }
     run = Run(cfg, sections=SECTIONS, versions=versions, info=info)
+    emit("run", {"run_dir": str(run.dir)})
     try:
         with run:
             _loop(

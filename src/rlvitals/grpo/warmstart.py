@@ -36,7 +36,7 @@ from .optim import AdamW
 from .sampler import Sampler
 from .tasks import PAD_ID, Task, TaskPool, encode
 
-__all__ = ["WarmStart", "cache_dir", "demonstrations", "memorize", "warm_start"]
+__all__ = ["WarmStart", "cache_dir", "demonstrations", "is_cached", "memorize", "warm_start"]
 
 CACHE_VERSION = 3
 CHECK_TASKS = 128  # problems sampled at each pass-rate check
@@ -186,6 +186,18 @@ def pass_rate(
     return pass_rate_of(sampler, pool.sample(n, rng), task, generator)
 
 
+def is_cached(
+    model_cfg: ModelConfig,
+    task: TaskConfig,
+    optim: OptimConfig,
+    directory: Path | None = None,
+) -> bool:
+    """Whether a warm start for these settings is in the cache already."""
+    return (
+        (directory or cache_dir()) / "warmstart" / f"{_key(model_cfg, task, optim)}.pt"
+    ).exists()
+
+
 def warm_start(
     model: GPT,
     pool: TaskPool,
@@ -195,6 +207,7 @@ def warm_start(
     *,
     directory: Path | None = None,
     on_check: Any = None,
+    on_step: Any = None,
 ) -> WarmStart:
     """Bring ``model`` to the target pass rate, or load the cached result. Updates it in place.
 
@@ -202,6 +215,9 @@ def warm_start(
         directory: the cache directory (default ``cache_dir()``); the file is
             ``<directory>/warmstart/<key>.pt``.
         on_check: called as ``on_check(step, pass_rate)`` after each pass-rate check.
+        on_step: called as ``on_step(step, greedy)`` every ``warm_check_every`` steps (the
+            share of the batch greedy decoding would solve), so a view can show progress
+            through the plateau before addition clicks.
     """
     key = _key(model_cfg, task, optim)
     path = (directory or cache_dir()) / "warmstart" / f"{key}.pt"
@@ -233,6 +249,8 @@ def warm_start(
     while step < optim.warm_max_steps:
         _, greedy = _sft_step(model, opt, _batch(pool, optim.warm_batch, rng))
         step += 1
+        if on_step is not None and step % optim.warm_check_every == 0:
+            on_step(step, greedy)
         # Sampling the pass rate costs as much as a few steps; while even greedy decoding
         # would solve few of the batch's episodes (the plateau before addition clicks), the
         # sampled rate cannot be near the target, so the check is skipped.

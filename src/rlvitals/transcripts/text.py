@@ -16,6 +16,8 @@ import zlib
 from collections.abc import Iterable
 from typing import Any
 
+from ..views import safe as _safe
+
 __all__ = [
     "TERMINAL_UNSAFE",
     "distinct_ngram_ratio",
@@ -27,18 +29,9 @@ __all__ = [
     "zlib_ratio",
 ]
 
-# C0/C1 controls (ESC starts terminal sequences) and characters that change how a terminal
-# draws what follows them: bidirectional marks, embeddings, overrides and isolates
-# (CVE-2021-42574), line/paragraph separators, the BOM and interlinear annotations.
-TERMINAL_UNSAFE = _ODD = re.compile(
-    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069"
-    "\ufeff\ufff9-\ufffb]"
-)
-
-
-def _visible(m: re.Match[str]) -> str:
-    o = ord(m.group())
-    return f"\\x{o:02x}" if o < 0x100 else f"\\u{o:04x}"
+# The one rule for unsafe characters lives in ``views/safe.py`` (C0/C1 controls, bidi marks,
+# embeddings, overrides and isolates (CVE-2021-42574), separators, zero-width characters).
+TERMINAL_UNSAFE = _ODD = _safe.UNSAFE
 
 
 def escape(text: str, *, multiline: bool = True, tabs: bool = True) -> str:
@@ -46,10 +39,7 @@ def escape(text: str, *, multiline: bool = True, tabs: bool = True) -> str:
     ``multiline`` (else shown as ``⏎``). Safe to print as plain text in any terminal."""
     if not multiline:
         text = text.replace("\r\n", "\n").replace("\n", "⏎")
-    if not tabs:
-        text = text.replace("\t", " ")
-    out = _ODD.sub(_visible, text)
-    return out
+    return _safe.block(text, tabs=tabs)
 
 
 def excerpt(text: str, span: tuple[int, int] | None = None, width: int = 160) -> str:

@@ -3,10 +3,12 @@
 Two parts. ``AlertTracker`` decides what is new: a finding is known by a stable key, (check,
 verdict, metric), so an early alarm never mutes a later, different one, and there is no global
 cap to use up. A known finding is posted again only when its severity rises (warn, then fail).
-``WebhookNotifier`` delivers: a background thread posts each alert in order with a timeout,
-retrying with exponential backoff (and ``Retry-After``) on timeouts, connection errors, 408, 429
-and 5xx, so the caller never waits on the network. Each alert carries an id (also sent as the
-``Idempotency-Key`` header) so a receiver can drop the copy a retry after a lost answer sends.
+``WebhookNotifier`` delivers: a few background threads post the alerts, each attempt within one
+overall deadline, retrying with exponential backoff (and ``Retry-After``) on timeouts,
+connection errors, 408, 429 and 5xx, one alert never holding back another, so the caller never
+waits on the network. Each alert carries an id (also sent as the ``Idempotency-Key`` header,
+the same on every retry) so a receiver can drop the copy a retry after a lost answer sends;
+such retries are bounded. An alert that cannot be delivered is reported (``failures``).
 
 The body is ``{"text": ...}`` (what Slack, Mattermost, Discord's /slack endpoint and most chat
 webhooks read) plus an ``rlvitals`` object with the structured fields.
@@ -14,24 +16,26 @@ webhooks read) plus an ``rlvitals`` object with the structured fields.
 
 from __future__ import annotations
 
+import base64
+import contextlib
 import hashlib
+import heapq
 import http.client
 import json
 import logging
-import queue
+import socket
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from .. import __version__
 from ..checks.base import VERDICTS, Finding, severity_rank
 from ..errors import UsageError
 from ..jsonio import clean
+from . import safe
 
 __all__ = ["Alert", "AlertTracker", "WebhookNotifier", "alert_for", "finding_key"]
 
@@ -72,12 +76,15 @@ def alert_for(
     where = finding.check + (f", {finding.metric}" if finding.metric else "")
     if finding.first_step is not None:
         where += f", from step {finding.first_step}"
-    head = f"[{finding.severity.upper()}] {run}: {finding.title}"
+    # Run text (run names, titles quoting model output) is untrusted: one line each, controls
+    # removed, Slack markup escaped, so ``<!channel>`` in an answer pings nobody.
+    head = f"[{finding.severity.upper()}] {safe.line(run)}: {safe.line(finding.title)}"
     if previous:
         head += f" (was {previous})"
-    text = f"{head}\n{VERDICTS.get(finding.verdict, finding.verdict)} ({where})"
+    text = f"{head}\n{VERDICTS.get(finding.verdict, finding.verdict)} ({safe.line(where)})"
     if finding.action:
-        text += f"\nNext: {finding.action}"
+        text += f"\nNext: {safe.line(finding.action)}"
+    text = safe.slack(text)
     body = {
         "text": text,
         "rlvitals": clean(
@@ -135,89 +142,148 @@ class AlertTracker:
 
 
 class _Permanent(Exception):
-    """The receiver refused the alert for good (a 4xx other than 408/429)."""
+    """The receiver refused the alert for good (a 3xx or a 4xx other than 408/429)."""
+
+
+class _Retry(Exception):
+    def __init__(self, message: str, retry_after: float | None, *, ambiguous: bool) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+        # The request went out whole and no answer came back: the receiver may have it.
+        self.ambiguous = ambiguous
+
+
+@dataclass(order=True)
+class _Job:
+    due: float
+    seq: int
+    alert: Alert = field(compare=False)
+    started: float = field(compare=False, default=0.0)
+    attempts: int = field(compare=False, default=0)
+    unanswered: int = field(compare=False, default=0)
+    wait: float = field(compare=False, default=0.0)
 
 
 class WebhookNotifier:
-    """Posts alerts to ``url`` from a background thread; ``send`` never blocks.
+    """Posts alerts to ``url`` from a few background threads; ``send`` never blocks.
+
+    Each attempt has one overall deadline (connecting, sending and reading the answer
+    together), so a receiver that trickles a byte every few seconds is abandoned at it. Alerts
+    are delivered independently: one that waits for a retry holds back no other. Delivery is
+    at least once: a retry reuses the alert's ``Idempotency-Key``, and retries after an
+    attempt that may have arrived (sent whole, no answer) are bounded by ``max_unanswered``,
+    so a receiver that closes mid-answer gets a few copies with one key, not one per backoff.
 
     Args:
-        url: the webhook (http or https).
-        timeout: seconds to wait for one answer.
+        url: the webhook (http or https; ``user:password@`` becomes Basic auth).
+        timeout: the deadline of one attempt, in seconds.
         backoff: first wait before a retry, doubled each time up to ``max_backoff``.
-        give_up_after: seconds after which an alert that still fails is dropped (logged).
-        on_event: called with ("delivered" | "retry" | "dropped", alert, detail) from the thread.
+        give_up_after: seconds after which an alert that still fails is dropped.
+        max_unanswered: attempts that went out with no answer before the alert is dropped.
+        workers: alerts in flight at once.
+        on_event: called with ("delivered" | "retry" | "dropped", alert, detail) from a worker.
     """
 
     def __init__(
         self,
         url: str,
         *,
-        timeout: float = 5.0,
+        timeout: float = 10.0,
         backoff: float = 0.5,
         max_backoff: float = 30.0,
-        give_up_after: float = 3600.0,
+        give_up_after: float = 600.0,
+        max_unanswered: int = 3,
+        workers: int = 4,
         on_event: Callable[[str, Alert, str], None] | None = None,
     ) -> None:
         parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.netloc:
-            raise UsageError(f"--webhook: expected an http(s) URL (not {url!r})")
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise UsageError(f"--webhook: expected an http(s) URL (not {_display(url)!r})")
+        try:
+            parts.port  # noqa: B018 - raises on a bad port
+        except ValueError:
+            raise UsageError(f"--webhook: bad port in {_display(url)!r}") from None
         self.url = url
         self.timeout = timeout
         self.backoff = backoff
         self.max_backoff = max_backoff
         self.give_up_after = give_up_after
+        self.max_unanswered = max(1, max_unanswered)
         self.on_event = on_event
         self.delivered = 0
         self.dropped = 0
         self.retries = 0
-        self._queue: queue.Queue[Alert | None] = queue.Queue()
-        self._stop = threading.Event()
+        self.failures: list[tuple[Alert, str]] = []  # dropped alerts and why
+        self._heap: list[_Job] = []
+        self._seq = 0
+        self._inflight = 0
+        self._cond = threading.Condition()
         self._idle = threading.Event()
         self._idle.set()
-        self._inflight = 0
-        self._lock = threading.Lock()
-        self._thread = threading.Thread(target=self._run, name="rlvitals-webhook", daemon=True)
-        self._thread.start()
+        self._stop = threading.Event()
+        self._threads = [
+            threading.Thread(target=self._run, name=f"rlvitals-webhook-{i}", daemon=True)
+            for i in range(max(1, workers))
+        ]
+        for t in self._threads:
+            t.start()
 
     @property
     def target(self) -> str:
-        """The webhook's scheme and host, for display (its path is often a secret)."""
-        p = urlsplit(self.url)
-        return f"{p.scheme}://{p.netloc}/…"
+        """The webhook's scheme and host only, for display: its credentials and path are
+        often the secret."""
+        return _display(self.url)
 
     @property
     def pending(self) -> int:
-        with self._lock:
+        with self._cond:
             return self._inflight
 
     def send(self, alert: Alert) -> None:
         """Queue ``alert`` for delivery and return at once."""
         if self._stop.is_set():
             raise UsageError("webhook notifier is closed")
-        with self._lock:
+        now = time.monotonic()
+        with self._cond:
             self._inflight += 1
             self._idle.clear()
-        self._queue.put(alert)
+            self._push(_Job(now, 0, alert, started=now, wait=self.backoff))
+
+    def _push(self, job: _Job) -> None:
+        self._seq += 1
+        job.seq = self._seq
+        heapq.heappush(self._heap, job)
+        self._cond.notify()
 
     def flush(self, timeout: float) -> bool:
         """Wait up to ``timeout`` seconds for every queued alert; True if all are done."""
         return self._idle.wait(timeout)
 
     def close(self, timeout: float = 10.0) -> int:
-        """Flush for up to ``timeout`` seconds, then stop; returns alerts left undelivered."""
+        """Flush for up to ``timeout`` seconds, then stop; returns how many alerts were not
+        delivered (dropped, or still pending)."""
         self.flush(timeout)
-        dropped = self.dropped
         self._stop.set()
-        self._queue.put(None)
-        self._thread.join(timeout=max(1.0, self.timeout + 1))
-        return self.pending + (self.dropped - dropped)
+        with self._cond:
+            self._cond.notify_all()
+        end = time.monotonic() + min(2.0, self.timeout + 1)
+        for t in self._threads:
+            t.join(timeout=max(0.0, end - time.monotonic()))
+        return self.pending + self.dropped
 
-    def _done(self) -> None:
-        with self._lock:
+    def _finish(self, kind: str, job: _Job, detail: str) -> None:
+        with self._cond:
+            if kind == "delivered":
+                self.delivered += 1
+            else:
+                self.dropped += 1
+                self.failures.append((job.alert, detail))
             self._inflight -= 1
             if self._inflight == 0:
                 self._idle.set()
+        if kind == "dropped":
+            log.warning("webhook alert %s not delivered: %s", job.alert.id, detail)
+        self._emit(kind, job.alert, detail)
 
     def _emit(self, kind: str, alert: Alert, detail: str) -> None:
         if self.on_event is not None:
@@ -226,77 +292,123 @@ class WebhookNotifier:
             except Exception as exc:  # a display callback must not stop delivery
                 log.warning("alert callback failed: %s", exc)
 
+    def _take(self) -> _Job | None:
+        with self._cond:
+            while not self._stop.is_set():
+                now = time.monotonic()
+                if self._heap and self._heap[0].due <= now:
+                    return heapq.heappop(self._heap)
+                wait = self._heap[0].due - now if self._heap else None
+                self._cond.wait(wait)
+            return None
+
     def _run(self) -> None:
         while True:
-            alert = self._queue.get()
-            if alert is None:
-                return
-            self._deliver(alert)
-            self._done()
-            if self._stop.is_set():
-                # Closing: what is still queued stays counted in ``pending``.
-                return
+            job = self._take()
+            if job is None:
+                return  # closing: what is still queued stays counted in ``pending``
+            self._attempt(job)
 
-    def _deliver(self, alert: Alert) -> None:
-        data = json.dumps(alert.body, ensure_ascii=False).encode("utf-8")
-        wait = self.backoff
-        started = time.monotonic()
-        while True:
-            try:
-                self._post(data, alert.id)
-            except _Permanent as exc:
-                self.dropped += 1
-                log.warning("webhook refused alert %s: %s; not retried", alert.id, exc)
-                self._emit("dropped", alert, str(exc))
-                return
-            except _Retry as exc:
-                if time.monotonic() - started + wait > self.give_up_after or self._stop.is_set():
-                    self.dropped += 1
-                    log.warning("webhook alert %s dropped after retries: %s", alert.id, exc)
-                    self._emit("dropped", alert, str(exc))
-                    return
-                self.retries += 1
-                self._emit("retry", alert, str(exc))
-                pause = exc.retry_after if exc.retry_after is not None else wait
-                if self._stop.wait(min(pause, self.max_backoff)):
-                    self.dropped += 1
-                    self._emit("dropped", alert, "closing")
-                    return
-                wait = min(wait * 2, self.max_backoff)
-                continue
-            self.delivered += 1
-            self._emit("delivered", alert, "")
+    def _attempt(self, job: _Job) -> None:
+        data = json.dumps(job.alert.body, ensure_ascii=False).encode("utf-8")
+        job.attempts += 1
+        try:
+            self._post(data, job.alert.id)
+        except _Permanent as exc:
+            self._finish("dropped", job, f"{exc}; not retried")
             return
+        except _Retry as exc:
+            if exc.ambiguous:
+                job.unanswered += 1
+            now = time.monotonic()
+            pause = exc.retry_after if exc.retry_after is not None else job.wait
+            pause = min(pause, self.max_backoff)
+            tries = f"{job.attempts} attempt{'s' if job.attempts > 1 else ''}"
+            if job.unanswered >= self.max_unanswered:
+                self._finish("dropped", job, f"{exc} ({tries})")
+                return
+            if now - job.started + pause > self.give_up_after:
+                self._finish("dropped", job, f"{exc} ({tries} in {now - job.started:.0f} s)")
+                return
+            if self._stop.is_set():
+                self._finish("dropped", job, f"{exc} (closing)")
+                return
+            self.retries += 1
+            self._emit("retry", job.alert, str(exc))
+            job.due = now + pause
+            job.wait = min(job.wait * 2, self.max_backoff)
+            with self._cond:
+                self._push(job)
+            return
+        self._finish("delivered", job, "")
 
     def _post(self, data: bytes, alert_id: str) -> None:
-        req = urllib.request.Request(
-            self.url,
-            data=data,
-            method="POST",
-            headers={
-                "Content-Type": "application/json; charset=utf-8",
-                "User-Agent": f"rlvitals/{__version__}",
-                "Idempotency-Key": alert_id,
-            },
-        )
+        """One attempt, within ``timeout`` seconds in all."""
+        parts = urlsplit(self.url)
+        cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+        conn = cls(parts.hostname or "", parts.port, timeout=self.timeout)
+        headers = {
+            "Content-Type": "application/json; charset=utf-8",
+            "User-Agent": f"rlvitals/{__version__}",
+            "Idempotency-Key": alert_id,
+        }
+        if parts.username is not None:
+            cred = f"{unquote(parts.username)}:{unquote(parts.password or '')}"
+            headers["Authorization"] = "Basic " + base64.b64encode(cred.encode()).decode()
+        path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        expired = threading.Event()
+
+        def abort() -> None:  # the deadline: unblock whatever read or write is waiting
+            expired.set()
+            sock = conn.sock
+            if sock is not None:
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+
+        timer = threading.Timer(self.timeout, abort)
+        timer.daemon = True
+        sent = False
+        timer.start()
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
-                resp.read()
-        except urllib.error.HTTPError as exc:
-            code = exc.code
-            if code in (408, 429) or code >= 500:
-                raise _Retry(f"HTTP {code}", _retry_after(exc.headers.get("Retry-After"))) from None
-            raise _Permanent(f"HTTP {code}") from None
-        except (urllib.error.URLError, OSError, http.client.HTTPException, ValueError) as exc:
-            # Timeouts, refused or reset connections, garbled answers: all worth a retry.
-            reason = getattr(exc, "reason", exc)
-            raise _Retry(f"{type(exc).__name__}: {reason}", None) from None
+            conn.request("POST", path, body=data, headers=headers)
+            sent = True
+            resp = conn.getresponse()
+            status = resp.status
+            retry_after = resp.getheader("Retry-After")
+            with contextlib.suppress(OSError, http.client.HTTPException, ValueError):
+                resp.read(1 << 16)  # the answer's body is not needed: the status says it
+        except (OSError, http.client.HTTPException, ValueError) as exc:
+            why = f"no answer within {self.timeout:g} s" if expired.is_set() else _reason(exc)
+            raise _Retry(why, None, ambiguous=sent) from None
+        finally:
+            timer.cancel()
+            conn.close()
+        if 200 <= status < 300:
+            return
+        if status in (408, 429) or status >= 500:
+            raise _Retry(f"HTTP {status}", _retry_after(retry_after), ambiguous=False)
+        raise _Permanent(f"HTTP {status}")
 
 
-class _Retry(Exception):
-    def __init__(self, message: str, retry_after: float | None) -> None:
-        super().__init__(message)
-        self.retry_after = retry_after
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, (TimeoutError, socket.timeout)):
+        return "timed out"
+    if isinstance(exc, ConnectionRefusedError):
+        return "connection refused"
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+def _display(url: str) -> str:
+    """``scheme://host[:port]`` of ``url``: never its credentials, path or query."""
+    try:
+        p = urlsplit(url)
+        host = p.hostname or ""
+        port = p.port
+    except ValueError:
+        return "(a webhook URL)"
+    if ":" in host:
+        host = f"[{host}]"
+    return f"{p.scheme}://{host}" + (f":{port}" if port else "")
 
 
 def _retry_after(value: str | None) -> float | None:

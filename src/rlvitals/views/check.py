@@ -1,18 +1,33 @@
 """A Report as text (terminal), JSON or Markdown. Run text is untrusted: it is shown as plain
-text in the terminal (never as rich markup) and escaped in Markdown."""
+text in the terminal (never as rich markup, every control character made visible by
+``safe.line``) and escaped in Markdown (``safe.markdown``)."""
 
 from __future__ import annotations
 
 import re
+import shlex
 from typing import IO, Any
 
 from ..checks.base import VERDICTS, Finding, Report
 from ..jsonio import dumps
+from . import safe
 
 __all__ = ["render_json", "render_markdown", "render_text"]
 
 _STYLE = {"ok": "green", "info": "cyan", "warn": "yellow", "fail": "bold red"}
 _MARK = {"ok": "ok", "info": "info", "warn": "WARN", "fail": "FAIL"}
+
+
+_RUN_WORD = re.compile(r"\bRUN\b")
+
+
+def action_for(f: Finding, source: str) -> str:
+    """The finding's next step with the placeholder ``RUN`` replaced by the run's path (quoted
+    for a shell when it needs it), so the command can be pasted as it is."""
+    action = f.action or ""
+    if not source or "RUN" not in action:
+        return action
+    return _RUN_WORD.sub(lambda _m: shlex.quote(source), action)
 
 
 def _evidence_items(f: Finding, limit: int = 8) -> list[str]:
@@ -26,7 +41,7 @@ def _evidence_items(f: Finding, limit: int = 8) -> list[str]:
             if any(isinstance(x, (dict, list)) for x in v):
                 continue
             v = dumps([*v[:6], "..."] if len(v) > 6 else v)
-        items.append(f"{k}={v}")
+        items.append(safe.line(f"{k}={v}"))
         if len(items) >= limit:
             break
     return items
@@ -50,10 +65,10 @@ def render_text(
             console.print()
         head = Text()
         head.append("run ", style="dim")
-        head.append(rep.source, style="bold")
+        head.append(safe.line(rep.source), style="bold")
         info = rep.info
         bits = [info.get("format"), info.get("status"), f"{info.get('steps', 0)} steps"]
-        head.append("  " + "  ".join(str(b) for b in bits if b), style="dim")
+        head.append(safe.line("  " + "  ".join(str(b) for b in bits if b)), style="dim")
         console.print(head)
         verdict = Text("verdict: ", style="bold")
         verdict.append(VERDICTS[rep.verdict].upper(), style=_STYLE[rep.worst])
@@ -71,33 +86,28 @@ def render_text(
             step = "" if f.first_step is None else f"step {f.first_step}"
             grid.add_row(
                 Text(_MARK[f.severity], style=_STYLE[f.severity]),
-                Text(f.check, style="dim"),
+                Text(safe.line(f.check), style="dim"),
                 Text(step, style="dim"),
-                Text(f.title),
+                Text(safe.line(f.title)),
             )
             ev = _evidence_items(f)
             if ev:
                 grid.add_row("", "", "", Text("evidence: " + ", ".join(ev), style="dim"))
             if f.action and f.severity in ("warn", "fail"):
-                grid.add_row("", "", "", Text("next: " + f.action))
+                grid.add_row("", "", "", Text("next: " + safe.line(action_for(f, rep.source))))
         console.print(grid)
 
 
 def render_json(reports: list[Report]) -> str:
     """One report object for one run; a list for several."""
     if len(reports) == 1:
-        return dumps(reports[0].to_dict(), indent=2)
-    return dumps([r.to_dict() for r in reports], indent=2)
-
-
-_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|>~])")
+        return safe.json_for_terminal(dumps(reports[0].to_dict(), indent=2))
+    return safe.json_for_terminal(dumps([r.to_dict() for r in reports], indent=2))
 
 
 def md_escape(text: Any) -> str:
-    """Escape Markdown (and HTML) so untrusted text shows as itself."""
-    s = str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    s = _MD_SPECIAL.sub(r"\\\1", s)
-    return s.replace("\n", " ")
+    """Escape Markdown (and HTML) so untrusted text shows as itself (``safe.markdown``)."""
+    return safe.markdown(text)
 
 
 def render_markdown(reports: list[Report]) -> str:
@@ -121,8 +131,8 @@ def render_markdown(reports: list[Report]) -> str:
         for f in rep.findings:
             step = "" if f.first_step is None else str(f.first_step)
             lines.append(
-                f"| {f.severity} | {f.check} | {step} | {md_escape(f.title)} | "
-                f"{md_escape(f.action) if f.severity in ('warn', 'fail') else ''} |"
+                f"| {f.severity} | {md_escape(f.check)} | {step} | {md_escape(f.title)} | "
+                f"{md_escape(action_for(f, rep.source)) if f.severity in ('warn', 'fail') else ''} |"
             )
         lines.append("")
     return "\n".join(lines)

@@ -18,11 +18,10 @@ import base64
 import bisect
 import fnmatch
 import hashlib
-import json
+import heapq
 import math
 import os
 import re
-import unicodedata
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -36,7 +35,9 @@ from ..checks.base import VERDICTS, Report
 from ..errors import ReadError
 from ..jsonio import clean
 from ..model import RunData
-from ..schema import TRANSCRIPTS, is_canonical
+from ..schema import TRANSCRIPTS, is_canonical, plot_members
+from .safe import json_for_html
+from .safe import line as safe_line
 
 __all__ = [
     "PLOTS",
@@ -82,7 +83,7 @@ PLOTS: tuple[Plot, ...] = (
     Plot(
         "reward",
         "Reward and held-out score",
-        ("reward/mean", "reward/mean_with_unusable", "eval/*/score"),
+        plot_members("reward"),
         "reward/mean: attempts the update trained on; mean_with_unusable adds rejected groups "
         "(the full picture once whole groups are solved or failed). Held-out scores are dots: "
         "train reward rising while held-out stays flat is the exploit signature.",
@@ -90,20 +91,22 @@ PLOTS: tuple[Plot, ...] = (
     Plot(
         "signal",
         "Learning signal",
-        ("reward/group_std_mean", "groups/signal_fraction", "reward/std"),
+        plot_members("signal"),
         "GRPO learns only from spread within a group (group_std_mean) and from groups whose "
         "attempts disagree (signal_fraction). reward/std is batch spread, not learning signal.",
     ),
     Plot(
+        "components",
+        "Reward components and sources",
+        plot_members("components"),
+        "Each reward function's mean (TRL rewards/<f>/mean, ...) and the reward per data "
+        "source or environment: a total can stay flat while one part rises and another "
+        "falls, or one source collapses under a healthy mix.",
+    ),
+    Plot(
         "groups",
         "Rejected groups",
-        (
-            "groups/all_solved",
-            "groups/none_solved",
-            "discard/groups/*",
-            "groups/rejected",
-            "groups/trained",
-        ),
+        plot_members("groups"),
         "Groups per update. Many rejected at the start: tasks too easy (all solved) or too hard "
         "(none solved). Rising later: mastered or collapsed; read it with "
         "reward/mean_with_unusable.",
@@ -111,35 +114,35 @@ PLOTS: tuple[Plot, ...] = (
     Plot(
         "failures",
         "Failed attempts",
-        ("discard/rollouts/*", "rollouts/retries"),
+        plot_members("failures"),
         "Attempts that never reached training, by reason. A trickle is normal; a burst means "
         "the environment or grader is broken.",
     ),
     Plot(
         "episodes",
         "Episodes (agent and grader metadata)",
-        ("rollout/*",),
+        plot_members("episodes"),
         "Why episodes end and every reward component. max_turns or truncated rising with a "
         "flat reward: the agent is running out of room, not learning.",
     ),
     Plot(
         "length",
         "Response length",
-        ("response/length_mean",),
+        plot_members("length"),
         "Mean generated tokens per attempt. A sudden drop with falling entropy is collapse; "
         "steady growth with flat held-out score can be length exploitation.",
     ),
     Plot(
         "truncation",
         "Truncation",
-        ("response/truncated_rate",),
+        plot_members("truncation"),
         "Share of attempts that hit the token limit.",
         refs=((0.05, "5%"), (0.15, "15%")),
     ),
     Plot(
         "mismatch",
         "Sampler/trainer mismatch",
-        ("train/mismatch_kl", "train/logprob_abs_diff", "train/mismatch_k1"),
+        plot_members("mismatch"),
         "KL(sampler ‖ trainer) should stay near 0 and flat; a rising KL means stale weights "
         "or a numerics mismatch (log scale; values ≤ 0 are not drawn).",
         log=True,
@@ -148,7 +151,7 @@ PLOTS: tuple[Plot, ...] = (
     Plot(
         "ess",
         "Importance weights (ESS)",
-        ("train/mismatch_ess", "train/mismatch_ess_seq"),
+        plot_members("ess"),
         "Effective sample size of the sampler→trainer weights: 1 means identical. The "
         "sequence-level ESS is far more sensitive than the token-level one.",
         refs=((0.5, "0.5"), (0.3, "0.3")),
@@ -156,13 +159,13 @@ PLOTS: tuple[Plot, ...] = (
     Plot(
         "freshness",
         "Freshness (lag in updates)",
-        ("freshness/lag_mean", "freshness/lag_p90", "freshness/lag_max"),
+        plot_members("freshness"),
         "How many updates behind the trainer each trained attempt's sampler was (async mode).",
     ),
     Plot(
         "entropy",
         "Entropy",
-        ("sampling/entropy_estimate", "train/entropy"),
+        plot_members("entropy"),
         "Judged relative to the run's own start, never against an absolute threshold. Falling "
         "sharply with repetitive transcripts means collapse (log scale).",
         log=True,
@@ -170,21 +173,21 @@ PLOTS: tuple[Plot, ...] = (
     Plot(
         "trust",
         "Trust region",
-        ("train/clip_frac", "train/ppo_kl", "train/ref_kl"),
+        plot_members("trust"),
         "Share of clipped tokens and the old-vs-new policy KL within each update; ref_kl is "
         "the KL to the reference policy.",
     ),
     Plot(
         "transcripts",
         "Transcript flags",
-        ("transcripts/*",),
+        plot_members("transcripts"),
         "Share of each update's episodes whose transcripts raise a flag (rewarded empty "
         "answers, one reply to many tasks...): read the flagged attempts below.",
     ),
     Plot(
         "grad",
         "Gradient norm",
-        ("train/grad_norm", "train/advantage_std"),
+        plot_members("grad"),
         "Gradient norm before clipping (log scale). Collapses often arrive as grad-norm "
         "explosions together with a rising mismatch.",
         log=True,
@@ -192,34 +195,26 @@ PLOTS: tuple[Plot, ...] = (
     Plot(
         "loss",
         "Loss and learning rate",
-        ("train/loss", "train/lr"),
+        plot_members("loss"),
         "As logged by the trainer.",
     ),
     Plot(
         "timing",
         "Time per update and per attempt",
-        (
-            "perf/step_seconds",
-            "perf/sampling_seconds",
-            "perf/grading_seconds",
-            "perf/training_seconds",
-            "perf/attempt_seconds_p50",
-            "perf/attempt_seconds_p90",
-            "perf/attempt_seconds_p99",
-        ),
+        plot_members("timing"),
         "Seconds per update by phase, and the attempt latency distribution, so a system "
         "regression is not mistaken for a learning problem.",
     ),
     Plot(
         "throughput",
         "Throughput",
-        ("perf/tokens_per_second",),
+        plot_members("throughput"),
         "Generated tokens per wall second of the update.",
     ),
     Plot(
         "system",
         "Other system metrics",
-        ("perf/*",),
+        plot_members("system"),
         "Utilisation and other figures a framework logs under perf/ (MFU, GPU memory...).",
     ),
 )
@@ -310,9 +305,11 @@ def safe_json(value: Any) -> str:
     """JSON that can sit inside ``<script type="application/json">`` whatever the text holds.
 
     ``<``, ``>`` and ``&`` become ``\\u003c``/``\\u003e``/``\\u0026`` (so neither ``</script>``
-    nor ``<!--`` can end or bend the element) and U+2028/U+2029 are escaped too.
+    nor ``<!--`` can end or bend the element) and U+2028/U+2029 are escaped too; direction
+    overrides, isolates and C1 controls in the text arrive as visible ``\\u202e``
+    (``safe.json_for_html``), so they cannot reorder what the page shows.
     """
-    raw = _ENC.encode(value).decode("utf-8")
+    raw = json_for_html(_ENC.encode(value).decode("utf-8"))
     return (
         raw.replace("<", "\\u003c")
         .replace(">", "\\u003e")
@@ -532,42 +529,71 @@ def _clip(v: Any) -> Any:
 
 
 def load_transcripts(
-    data: RunData, step: int, *, flagged: set[str] | None = None, limit: int = MAX_ATTEMPTS
+    data: RunData,
+    step: int,
+    *,
+    flagged: set[str] | None = None,
+    limit: int = MAX_ATTEMPTS,
+    within: str | os.PathLike[str] | None = None,
 ) -> list[dict[str, Any]] | None:
     """The attempts of one step's transcript file, flagged ones first, then highest reward.
 
-    None when the run has no transcript for ``step``. Long texts are cut to ``MAX_TEXT``.
+    Read through the one transcript store (``TranscriptStore``: streamed, so a 180 MB file
+    costs what the kept attempts cost, not the file). None when the run has no transcript for
+    ``step``, or, with ``within``, when the file's real path is outside that folder (a
+    symbolic link out of the run). Long texts are cut to ``MAX_TEXT``.
     """
+    from ..transcripts.store import TranscriptStore
+
     d = transcript_dir(data)
     if d is None or step < 0:
         return None
-    p = d / f"step-{step:06d}.json"
-    try:
-        entries = json.loads(p.read_bytes())
-    except FileNotFoundError:
+    store = TranscriptStore(d.parent, warn=data.warnings.append)
+    p = store.path(step)
+    if not p.is_file():
         return None
-    except (OSError, ValueError) as exc:
-        data.warnings.append(f"{p}: not a transcript file ({exc}); skipped")
-        return None
-    if not isinstance(entries, list):
-        return None
+    if within is not None:
+        root = Path(within)
+        root = (root if root.is_dir() else root.parent).resolve()
+        try:
+            real = p.resolve(strict=True)
+        except (OSError, RuntimeError):
+            return None
+        if root not in real.parents:
+            return None
     flagged = flagged or set()
-
-    def key(e: Any) -> tuple[int, float]:
-        if not isinstance(e, dict):
-            return (2, 0.0)
-        r = e.get("reward")
-        rv = float(r) if isinstance(r, (int, float)) and math.isfinite(r) else -math.inf
-        return (0 if str(e.get("attempt_id")) in flagged else 1, -rv)
-
-    chosen = sorted((e for e in entries if isinstance(e, dict)), key=key)[:limit]
-    out = []
-    for e in chosen:
-        e = _clip(clean(e))
-        e["flagged"] = str(e.get("attempt_id")) in flagged
-        e["of"] = len(entries)
-        out.append(e)
+    kept: list[tuple[tuple[int, float, int], dict[str, Any]]] = []  # a heap of the worst kept
+    n = 0
+    for a in store.iter_step(step):
+        n += 1
+        rv = a.reward if a.reward is not None and math.isfinite(a.reward) else -math.inf
+        is_flagged = a.attempt_id in flagged
+        # heapq keeps the smallest on top: the entry to drop first when a better one comes.
+        rank = (1 if is_flagged else 0, rv, -a.index)
+        if len(kept) >= limit and rank <= kept[0][0]:
+            continue
+        entry = _clip(clean(_entry(a)))
+        entry["flagged"] = is_flagged
+        if len(kept) < limit:
+            heapq.heappush(kept, (rank, entry))
+        else:
+            heapq.heapreplace(kept, (rank, entry))
+    if n == 0 and store.had_problem(step):
+        return None
+    out = [e for _, e in sorted(kept, key=lambda t: t[0], reverse=True)]
+    for e in out:
+        e["of"] = n
     return out
+
+
+def _entry(a: Any) -> dict[str, Any]:
+    """A transcript attempt as the page shows it (keys it does not have are left out)."""
+    d = a.to_dict()
+    gens = []
+    for g in d.pop("generations"):
+        gens.append({k: v for k, v in g.items() if v is not None})
+    d["generations"] = gens
+    return {k: v for k, v in d.items() if v is not None or k == "reward"}
 
 
 # -- the page ------------------------------------------------------------------------------
@@ -597,7 +623,7 @@ def page_html(payload: dict[str, Any], *, live: bool, title: str = "rlvitals") -
         "plots": [p.to_dict() for p in PLOTS],
         "verdicts": VERDICTS,
     }
-    title = "".join(" " if unicodedata.category(c) in ("Cc", "Zl", "Zp") else c for c in title)
+    title = safe_line(title)
     esc_title = (
         title.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
     )

@@ -3,24 +3,23 @@ JSON (``{"runs": [...]}``, the same shape for one run or many); query results as
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from typing import IO, Any
 
 from ..checks.base import VERDICTS
 from ..jsonio import dumps
+from . import safe
 
 __all__ = ["fleet_json", "render_outcome_line", "render_query", "render_summary"]
 
 _MARK = {"ok": "ok", "info": "info", "warn": "WARN", "fail": "FAIL", "error": "ERROR"}
 _STYLE = {"ok": "green", "info": "cyan", "warn": "yellow", "fail": "bold red", "error": "red"}
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
 def _safe(text: Any) -> str:
-    """Run text for the terminal: control and bidi characters shown as escapes, one line."""
-    s = str(text).replace("\n", " ").replace("\t", " ")
-    return _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), s)
+    """Run text for the terminal: control and bidi characters shown as escapes, one line
+    (the one sanitiser, ``safe.line``)."""
+    return safe.line(text)
 
 
 def _headline(report: dict[str, Any]) -> str:
@@ -98,7 +97,7 @@ def render_summary(outcomes: list[Any], file: IO[str], *, color: bool | None = N
 
 def fleet_json(outcomes: list[Any]) -> str:
     """``{"runs": [...]}``: each run's path and report fields, or its path and error."""
-    return dumps({"runs": [o.to_dict() for o in outcomes]}, indent=2)
+    return safe.json_for_terminal(dumps({"runs": [o.to_dict() for o in outcomes]}, indent=2))
 
 
 def render_query(result: Any, file: IO[str], *, color: bool | None = None) -> None:

@@ -58,7 +58,9 @@ def formats_json(names: list[str] | None = None) -> str:
 
 
 def _md_escape(text: str) -> str:
-    return text.replace("|", "\\|")
+    from .safe import markdown_cell
+
+    return markdown_cell(text)
 
 
 NATIVE_NOTE = "Canonical names as written by rlvitals (METRICS.md); no mapping needed."

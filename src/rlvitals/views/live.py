@@ -18,10 +18,19 @@ from typing import Any
 
 from rich.console import Console, Group
 from rich.live import Live
-from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.markup import escape as _markup_escape
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
+
+from ..schema import label
+from . import safe
+
+
+def escape(text: str) -> str:
+    """Run text for a rich markup string: controls made visible, then markup escaped."""
+    return _markup_escape(safe.line(text))
+
 
 __all__ = ["LiveView", "RunTally", "summary"]
 
@@ -63,9 +72,21 @@ class RunTally:
         self.last: dict[str, Any] = {}
         self.evals: list[tuple[int, float]] = []
         self.note: str | None = None
+        self.warm_target: float | None = None
+        self.warm_greedy: float | None = None
+        self.cache: str | None = None
+        self.run_dir: str | None = None
 
     def event(self, kind: str, data: Mapping[str, Any]) -> None:
-        if kind == "warm_check":
+        if kind == "warm_begin":
+            self.warm_cached = bool(data.get("cached"))
+            self.warm_target = float(data.get("target", 0.3))
+            self.cache = str(data.get("cache") or "")
+        elif kind == "warm_step":
+            self.warm_step, self.warm_greedy = int(data["step"]), float(data["greedy"])
+        elif kind == "run":
+            self.run_dir = str(data["run_dir"])
+        elif kind == "warm_check":
             self.warm_step, self.warm_rate = int(data["step"]), float(data["pass_rate"])
         elif kind == "warm_done":
             self.warm_cached = bool(data["cached"])
@@ -95,7 +116,11 @@ class RunTally:
 
 
 class LiveView:
-    """A rich Live display driven by trainer events; use as a context manager."""
+    """A rich Live display driven by trainer events; use as a context manager.
+
+    With ``judge=True`` it also judges the run as it trains (a ``Follower`` on the run
+    directory, throttled to its own cost) and shows the verdict and findings under the numbers.
+    """
 
     def __init__(
         self,
@@ -104,18 +129,25 @@ class LiveView:
         console: Console | None = None,
         title: str = "",
         started: float | None = None,
+        judge: bool = True,
+        checks_every_s: float = 3.0,
     ) -> None:
         self.console = console or Console(stderr=True)
         self.tally = RunTally(steps, title, started=started)
+        self.judge = judge
+        self.checks_every_s = checks_every_s
+        self.follower: Any = None
         self.progress = Progress(
             TextColumn("[bold]{task.description}"),
             BarColumn(),
-            MofNCompleteColumn(),
+            TextColumn("{task.fields[count]}"),
             TimeElapsedColumn(),
             console=self.console,
         )
-        self._warm = self.progress.add_task("warm start", total=None)
-        self._train = self.progress.add_task("updates", total=steps, visible=False, start=False)
+        self._warm = self.progress.add_task("warm start", total=None, count="")
+        self._train = self.progress.add_task(
+            "updates", total=steps, visible=False, start=False, count=f"0/{steps}"
+        )
         self._live = Live(
             self._render(), console=self.console, refresh_per_second=4, transient=False
         )
@@ -131,11 +163,22 @@ class LiveView:
     def event(self, kind: str, data: Mapping[str, Any]) -> None:
         self.tally.event(kind, data)
         t = self.tally
-        if kind == "warm_check":
+        if kind == "warm_begin":
             self.progress.update(
                 self._warm,
-                description=f"warm start (pass rate {_fmt(t.warm_rate, '.2f')})",
-                completed=t.warm_step,
+                description="warm start (cached)" if t.warm_cached else "warm start",
+            )
+        elif kind == "warm_step":
+            self.progress.update(
+                self._warm,
+                description=f"warm start, step {t.warm_step}",
+                count=f"greedy solves {_fmt(t.warm_greedy, '.0%')}",
+            )
+        elif kind == "warm_check":
+            self.progress.update(
+                self._warm,
+                description=f"warm start, step {t.warm_step}",
+                count=f"pass rate {_fmt(t.warm_rate, '.2f')} of {_fmt(t.warm_target, '.2f')}",
             )
         elif kind == "warm_done":
             how = "cached" if t.warm_cached else f"{t.warm_step} steps"
@@ -144,15 +187,78 @@ class LiveView:
                 description=f"warm start ({how}, pass rate {_fmt(t.warm_rate, '.2f')})",
                 total=1,
                 completed=1,
+                count="done",
             )
             self.progress.update(self._train, visible=True)
             self.progress.start_task(self._train)
         elif kind == "step":
-            self.progress.update(self._train, completed=t.done)
+            self.progress.update(self._train, completed=t.done, count=f"{t.done}/{t.steps}")
+            self._judge()
+        elif kind in ("stopped", "eval"):
+            self._judge()
         self._live.update(self._render())
 
+    def _judge(self) -> None:
+        """Judge the run so far when due (never more often than its cost allows)."""
+        if not self.judge or self.tally.run_dir is None:
+            return
+        try:
+            if self.follower is None:
+                from ..follow import Follower
+
+                self.follower = Follower(
+                    self.tally.run_dir, checks_every_s=self.checks_every_s, cost_factor=10.0
+                )
+            self.follower.poll()
+        except Exception as exc:  # the view must never stop the training it shows
+            self.judge = False
+            self.tally.note = f"live checks off: {type(exc).__name__}: {exc}"
+
     def _render(self) -> Group:
-        return Group(self.progress, numbers(self.tally))
+        parts: list[Any] = [intro(self.tally), self.progress, numbers(self.tally)]
+        if self.follower is not None and self.follower.report is not None:
+            parts.append(findings(self.follower.report))
+        return Group(*parts)
+
+
+def intro(t: RunTally) -> Text:
+    """What the demo is doing, before the numbers mean anything."""
+    target = _fmt(t.warm_target if t.warm_target is not None else 0.3, ".0%")
+    if t.warm_cached:
+        warm = "Warm start: loaded from the cache (trained once for this seed)."
+    else:
+        where = f" in {t.cache}" if t.cache else ""
+        warm = (
+            f"Warm start: supervised training of a tiny transformer on additions until it "
+            f"solves {target} of them, so GRPO has a signal; once per seed, then cached{where} "
+            "(about 15-60 s on two cores)."
+        )
+    return Text(
+        f"{warm}\nThen {t.steps} GRPO updates on the CPU, judged live by rlvitals' checks.",
+        style="dim",
+    )
+
+
+def findings(report: Any, limit: int = 5) -> Group:
+    """The verdict so far and the findings behind it (what ``rlvitals check`` would say)."""
+    from ..checks.base import VERDICTS
+
+    style = {"ok": "green", "info": "cyan", "warn": "yellow", "fail": "bold red"}
+    head = Text("verdict so far: ", style="bold")
+    head.append(VERDICTS.get(report.verdict, report.verdict), style=style[report.worst])
+    lines: list[Any] = [head]
+    shown = [f for f in report.findings if f.severity != "ok" or f.verdict == "learning"]
+    shown.sort(key=lambda f: -("ok", "info", "warn", "fail").index(f.severity))
+    for f in shown[:limit]:
+        line = Text("  ")
+        line.append(f"{f.severity.upper():<4}", style=style[f.severity])
+        line.append(safe.line(f" {f.check}: {f.title}"))
+        if f.first_step is not None:
+            line.append(f" (step {f.first_step})", style="dim")
+        lines.append(line)
+    if len(shown) > limit:
+        lines.append(Text(f"  … and {len(shown) - limit} more", style="dim"))
+    return Group(*lines)
 
 
 def numbers(t: RunTally) -> Table:
@@ -164,41 +270,49 @@ def numbers(t: RunTally) -> Table:
     table.add_column(style="dim")
     table.add_column(justify="right")
     held = f"{t.evals[-1][1]:.2f} (update {t.evals[-1][0]})" if t.evals else "-"
-    failed = sum(
-        float(v)
-        for k, v in rec.items()
-        if k.startswith("discard/rollouts/") and isinstance(v, (int, float))
-    )
+    # Attempts dropped as stale (older than the run allows) did not fail: counted apart.
+    failed = stale = 0.0
+    for k, v in rec.items():
+        if k.startswith("discard/rollouts/") and isinstance(v, (int, float)):
+            if k == "discard/rollouts/stale":
+                stale += float(v)
+            else:
+                failed += float(v)
     rows = [
         (
-            "reward",
+            label("reward/mean"),
             _fmt(_num(rec, "reward/mean")),
             "reward, last 5",
             _fmt(t.last5() if t.done >= 5 else None),
         ),
-        ("group spread", _fmt(_num(rec, "reward/group_std_mean")), "held-out", held),
         (
-            "mismatch KL",
+            label("reward/group_std_mean"),
+            _fmt(_num(rec, "reward/group_std_mean")),
+            "held-out",
+            held,
+        ),
+        (
+            label("train/mismatch_kl"),
             _fmt(_num(rec, "train/mismatch_kl"), ".1e"),
-            "lag",
+            label("freshness/lag_mean"),
             _fmt(_num(rec, "freshness/lag_mean"), ".1f"),
         ),
         (
-            "entropy",
+            label("sampling/entropy_estimate"),
             _fmt(_num(rec, "sampling/entropy_estimate")),
-            "truncated",
+            label("response/truncated_rate"),
             _fmt(_num(rec, "response/truncated_rate"), ".2f"),
         ),
         (
-            "no-variance groups",
+            label("discard/groups/no_variance"),
             _fmt(_num(rec, "discard/groups/no_variance"), ".0f"),
             "failed attempts",
-            f"{failed:.0f}",
+            f"{failed:.0f}" + (f" (+{stale:.0f} dropped stale)" if stale else ""),
         ),
         (
-            "loss",
+            label("train/loss"),
             _fmt(_num(rec, "train/loss"), ".4f"),
-            "update seconds",
+            label("perf/step_seconds"),
             _fmt(_num(rec, "perf/step_seconds"), ".2f"),
         ),
     ]
@@ -245,3 +359,31 @@ def fault_table(rows: Sequence[Mapping[str, Any]]) -> Table:
             escape(str(r["shows"])),
         )
     return table
+
+
+def next_steps(run_dir: str, *, command: str = "demo", fault: str | None = None) -> list[str]:
+    """What to try after a run, with its real paths (each line pastes as it is)."""
+    import os
+    import shlex
+
+    run = shlex.quote(run_dir)
+    parent = shlex.quote(os.path.dirname(run_dir.rstrip("/")) or ".")
+    lines = [
+        f"rlvitals report {run} -o report.html   # the same judgement as one page: plots, "
+        "findings, transcripts",
+        f"rlvitals serve {parent}   # a live dashboard of every run under {parent}",
+    ]
+    if fault:
+        lines.insert(0, f"rlvitals transcripts {run}   # what the policy wrote, flags marked")
+        if command == "demo":
+            lines.append("rlvitals demo   # a healthy run, for comparison")
+    elif command == "demo":
+        lines.append(
+            "rlvitals demo --fault grader_exploit   # a run that games its grader: "
+            "see it caught (rlvitals demo --list-faults for the rest)"
+        )
+    lines.append(
+        "rlvitals check path/to/your/run   # your own run: verl, TRL, OpenRLHF and more "
+        "(rlvitals formats)"
+    )
+    return lines

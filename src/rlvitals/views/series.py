@@ -11,6 +11,7 @@ import numpy as np
 from ..errors import UsageError
 from ..jsonio import dumps
 from ..model import RunData
+from . import safe
 
 __all__ = ["fmt_value", "metrics_json", "metrics_text", "select_metrics"]
 
@@ -52,7 +53,7 @@ def metrics_json(data: RunData, wanted: list[str], *, include_original: bool = F
             for i, v in zip(np.searchsorted(steps, s.steps).tolist(), s.values.tolist()):
                 col[i] = v  # non-finite become strings in dumps()
         metrics[name] = col
-    return dumps({"steps": steps.tolist(), "metrics": metrics})
+    return safe.json_for_terminal(dumps({"steps": steps.tolist(), "metrics": metrics}))
 
 
 def fmt_value(v: float | None) -> str:
@@ -94,7 +95,7 @@ def metrics_text(
         table = Table(box=None, pad_edge=False)
         table.add_column("step", justify="right")
         for n in names:
-            table.add_column(Text(n), justify="right")
+            table.add_column(Text(safe.line(n)), justify="right")
         for step in steps.tolist():
             row = []
             for n in names:
@@ -103,7 +104,7 @@ def metrics_text(
             table.add_row(str(step), *row)
         console.print(table)
         return
-    table = Table(box=None, pad_edge=False, title=Text(f"{data.source} ({data.format})"))
+    table = Table(box=None, pad_edge=False, title=Text(safe.line(f"{data.source} ({data.format})")))
     for col, justify in (
         ("metric", "left"),
         ("steps", "right"),
@@ -122,7 +123,7 @@ def metrics_text(
         fin = s.values[np.isfinite(s.values)]
         tail = s.values[-5:]
         table.add_row(
-            Text(n),
+            Text(safe.line(n)),
             str(len(s)),
             str(int(s.steps[0])),
             str(int(s.steps[-1])),

@@ -23,6 +23,7 @@ import math
 import os
 import queue
 import re
+import socket
 import sys
 import threading
 import time
@@ -37,6 +38,7 @@ import msgspec
 
 from ..checks.base import SEVERITIES, Report
 from ..errors import ReadError, RlvitalsError, UnknownFormatError
+from ..follow import Follower
 from ..model import RunData
 from ..schema import TRANSCRIPTS, is_canonical
 from .dashboard import (
@@ -50,6 +52,7 @@ from .dashboard import (
     series_payload,
     transcript_steps,
 )
+from .safe import json_for_html
 
 __all__ = ["Hub", "make_server", "prometheus_text", "serve", "serve_in_background"]
 
@@ -68,24 +71,31 @@ def run_id_for(path: Path, name: str) -> str:
 
 
 class _Run:
-    """One followed run: its reader, its last report, and what the pages already have."""
+    """One followed run: its follower (reader and judge), and what the pages already have."""
 
-    def __init__(self, run_id: str, path: Path, reader: Any) -> None:
+    def __init__(self, run_id: str, path: Path, follower: Follower) -> None:
         self.id = run_id
         self.path = path
-        self.reader = reader
-        self.report: Report | None = None
-        self.report_blob: bytes = b""
+        self.follower = follower
         self.sent: dict[str, tuple[int, int, float]] = {}  # name -> (points, last step, value)
         self.tsteps: list[dict[str, Any]] = []
-        self.last_check = -math.inf
-        self.check_cost = 0.0
-        self.check_due = True
         self.n_warnings = 0
 
     @property
+    def reader(self) -> Any:
+        return self.follower.reader
+
+    @property
     def data(self) -> RunData:
-        return self.reader.run
+        return self.follower.data
+
+    @property
+    def report(self) -> Report | None:
+        return self.follower.report
+
+    @property
+    def last_check(self) -> float:
+        return self.follower.last_judged
 
 
 class _Subscriber:
@@ -108,8 +118,17 @@ class _Subscriber:
             self.queue.put_nowait(None)
 
 
+def _encode(data: Any) -> bytes:
+    """JSON for the page: bidi, C1 and separator characters in run text arrive as visible
+    ``\\u202e`` text (``safe.json_for_html``), never as characters that reorder the page."""
+    raw = _ENC.encode(data)
+    if raw.isascii():
+        return raw
+    return json_for_html(raw.decode("utf-8")).encode("utf-8")
+
+
 def _event(kind: str, data: Any) -> bytes:
-    return b"event: " + kind.encode() + b"\ndata: " + _ENC.encode(data) + b"\n\n"
+    return b"event: " + kind.encode() + b"\ndata: " + _encode(data) + b"\n\n"
 
 
 class Hub:
@@ -121,9 +140,13 @@ class Hub:
         shading: the same ranges for the plots (``dashboard.baseline_ranges``).
         stall_after: seconds without a step record or heartbeat that make a run stalled.
         judge: the function that judges a run (default: ``rlvitals.checks.run_checks``).
+        thresholds, transcript_rules: as ``rlvitals check --set`` and ``--rules``.
+        follow_links: serve runs and transcript files that symbolic links inside the folders
+            point to outside them (by default only real paths inside are served).
         source_format: the format of the runs given directly (``--from``), not of those
             discovered under folders.
         mapping: a user mapping file (``--mapping``) for every run.
+        run: the run (``--run``) of the tracker stores given directly.
     """
 
     def __init__(
@@ -137,10 +160,15 @@ class Hub:
         discover_interval: float = 2.0,
         depth: int = 2,
         judge: Callable[[RunData], Report] | None = None,
+        thresholds: Any = None,
+        transcript_rules: str | None = None,
+        follow_links: bool = False,
         source_format: str | None = None,
         mapping: str | os.PathLike[str] | None = None,
+        run: str | None = None,
     ) -> None:
         self.source_format = source_format  # for the runs given directly
+        self.store_run = run  # likewise
         self.mapping = mapping  # for every run
         self.roots: list[Path] = []
         self.explicit: list[Path] = []
@@ -161,6 +189,11 @@ class Hub:
         self.recheck_idle = 5.0
         self.judge_budget = 0.05
         self._judge = judge
+        self.thresholds = thresholds
+        self.transcript_rules = transcript_rules
+        self.follow_links = follow_links
+        self._real_roots = [r.resolve() for r in self.roots]
+        self._transcript_slots = threading.BoundedSemaphore(2)  # transcript reads at once
         self.lock = threading.RLock()
         self.runs: dict[str, _Run] = {}
         self._by_path: dict[Path, str] = {}
@@ -191,13 +224,29 @@ class Hub:
             return False
         try:
             fmt = self.source_format if must else None
-            reader = open_reader(path, fmt, mapping=self.mapping)
+            reader = open_reader(
+                path, fmt, mapping=self.mapping, run=self.store_run if must else None
+            )
         except UnknownFormatError:
             if must:
                 raise
             return False
         name = path.name if path.is_dir() else path.stem
-        run = _Run(run_id_for(path, name), path, reader)
+        follower = Follower(
+            reader,
+            path=path,
+            source_format=fmt,
+            mapping=self.mapping,
+            baseline=self.baseline,
+            thresholds=self.thresholds,
+            transcript_rules=self.transcript_rules,
+            stall_after=self.stall_after,
+            checks_every_s=self.check_interval,
+            idle_check_s=self.recheck_idle,
+            cost_factor=10.0,
+            judge=lambda data, now: self.judge(data),
+        )
+        run = _Run(run_id_for(path, name), path, follower)
         while run.id in self.runs:  # two paths, one hash prefix: keep ids unique
             run.id += "x"
         self.runs[run.id] = run
@@ -214,6 +263,8 @@ class Hub:
                 continue
             p = Path(e.path)
             try:
+                if not self.follow_links and (e.is_symlink() or not self._inside(p)):
+                    continue  # a link out of the served folder: not served (--follow-links)
                 is_dir = e.is_dir()
             except OSError:
                 continue
@@ -224,6 +275,14 @@ class Hub:
                 key = p.resolve()
                 if key not in self._by_path:
                     yield from self._candidates(p, depth - 1)
+
+    def _inside(self, p: Path) -> bool:
+        """Whether ``p``'s real path lies inside one of the served folders."""
+        try:
+            real = p.resolve()
+        except (OSError, RuntimeError):
+            return False
+        return any(real == r or r in real.parents for r in self._real_roots)
 
     def discover(self, *, force: bool = False) -> bool:
         """Look for new runs under the folders; True if one was found."""
@@ -260,30 +319,13 @@ class Hub:
             return self._judge(data)
         from ..checks import run_checks
 
-        return run_checks(data, baseline=self.baseline, stall_after=self.stall_after)
-
-    def _check(self, run: _Run, now: float) -> bool:
-        """Re-judge ``run``; True if its report changed."""
-        t0 = time.perf_counter()
-        try:
-            report = self.judge(run.data)
-        except Exception as exc:  # a bug in one check must not take the dashboard down
-            msg = f"checks failed: {type(exc).__name__}: {exc}"
-            if not run.data.warnings or run.data.warnings[-1] != msg:
-                run.data.warnings.append(msg)
-            report = None
-        run.check_cost = time.perf_counter() - t0
-        run.last_check = now
-        run.check_due = False
-        if report is None:
-            return False
-        blob = _ENC.encode(_report_key(report))
-        run.report = report
-        if blob == run.report_blob:
-            return False
-        run.report_blob = blob
-        run.tsteps = transcript_steps(run.data, report)
-        return True
+        return run_checks(
+            data,
+            baseline=self.baseline,
+            stall_after=self.stall_after,
+            thresholds=self.thresholds,
+            transcript_rules=self.transcript_rules,
+        )
 
     # -- the poll loop ---------------------------------------------------------------------
 
@@ -347,11 +389,6 @@ class Hub:
             if run.id in sub.runs:
                 sub.put(blob)
 
-    def _due(self, run: _Run, now: float) -> bool:
-        return run.check_due and now - run.last_check >= max(
-            self.check_interval, 10 * run.check_cost
-        )
-
     def poll(self, now: float | None = None) -> int:
         """One pass: read every run's new records and send them, then re-judge the runs that
         are due, oldest judgement first, for at most ``judge_budget`` seconds (at least one).
@@ -361,30 +398,33 @@ class Hub:
         changed = 0
         for run in list(self.runs.values()):
             with self.lock:  # per run, so a long first read does not hold every page up
-                try:
-                    new_data = run.reader.poll()
-                except (OSError, RlvitalsError) as exc:
-                    msg = f"read failed: {exc}"
-                    if not run.data.warnings or run.data.warnings[-1] != msg:
-                        run.data.warnings.append(msg)  # once, not once per pass
-                    new_data = False
-                if new_data:
-                    run.check_due = True
+                up = run.follower.read()
+                if up.reset:
+                    # Recreated under the same path: the pages get it afresh, never a mix.
+                    run.sent = {}
+                    run.tsteps = []
+                    run.n_warnings = 0
+                    blob = _event("snapshot", self._snapshot(run))
+                    for sub in self._subs:
+                        if run.id in sub.runs:
+                            sub.put(blob)
+                    changed += 1
+                elif up.new_data:
                     self._publish(run, report_changed=False)
                     changed += 1
-                elif (
-                    run.data.info.get("status") == "running"
-                    and now - run.last_check >= self.recheck_idle
-                ):
-                    run.check_due = True  # liveness changes with the clock alone
         t0 = time.perf_counter()
         due = sorted(
-            (r for r in self.runs.values() if self._due(r, now)), key=lambda r: r.last_check
+            (r for r in self.runs.values() if r.follower.due(now)), key=lambda r: r.last_check
         )
         for run in due:
             with self.lock:
-                if self._check(run, now):
+                up = run.follower.judge(now=now)
+                if up.report_changed:
+                    run.tsteps = transcript_steps(run.data, run.report)
                     self._publish(run, report_changed=True)
+                    changed += 1
+                elif up.error and len(run.data.warnings) != run.n_warnings:
+                    self._publish(run, report_changed=False)
                     changed += 1
             if time.perf_counter() - t0 > self.judge_budget:
                 break
@@ -429,12 +469,16 @@ class Hub:
             return None if run is None else self._snapshot(run)
 
     def transcripts(self, run_id: str, step: int) -> list[dict[str, Any]] | None:
+        """One step's transcripts, streamed from the file (``TranscriptStore``), at most two
+        reads at a time; a file that is a link out of the run is not served."""
         with self.lock:
             run = self.runs.get(run_id)
             if run is None:
                 return None
             data, flagged = run.data, flagged_ids(run.report)
-        return load_transcripts(data, step, flagged=flagged)
+        within = None if self.follow_links else run.path
+        with self._transcript_slots:
+            return load_transcripts(data, step, flagged=flagged, within=within)
 
     def subscribe(self, run_ids: Iterable[str]) -> _Subscriber:
         """A new page: the index and a snapshot of each run asked for, then every delta."""
@@ -459,17 +503,6 @@ class Hub:
 
 def _same(a: float, b: float) -> bool:
     return a == b or (math.isnan(a) and math.isnan(b))
-
-
-def _report_key(report: Report) -> dict[str, Any]:
-    # What the page shows of a report; the liveness findings' changing "seconds ago" evidence
-    # is left out so an idle run does not re-send its report every second.
-    d = _report_dict(report)
-    for f in d["findings"]:
-        if f.get("check") == "liveness":
-            f.pop("evidence", None)
-            f.pop("detail", None)
-    return d
 
 
 def _report_dict(report: Report | None) -> dict[str, Any]:
@@ -589,13 +622,46 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         self._dispatch(head=False)
 
+    def setup(self) -> None:
+        super().setup()
+        # The request line and headers must arrive within ``header_timeout`` in all (a client
+        # that sends one byte every few seconds is cut off, slowloris), and an idle socket
+        # times out after ``idle_timeout`` (a kept-alive connection nobody uses).
+        self.connection.settimeout(self.server.idle_timeout)
+        self._header_timer = threading.Timer(self.server.header_timeout, self._too_slow)
+        self._header_timer.daemon = True
+        self._header_timer.start()
+
+    def _too_slow(self) -> None:
+        with contextlib.suppress(OSError):
+            self.connection.shutdown(socket.SHUT_RDWR)
+
+    def parse_request(self) -> bool:
+        ok = super().parse_request()
+        self._header_timer.cancel()
+        if ok and (self.headers.get("Content-Length") or self.headers.get("Transfer-Encoding")):
+            # GET and HEAD take no body: never read one as a second, pipelined request.
+            self.close_connection = True
+        return ok
+
+    def finish(self) -> None:
+        self._header_timer.cancel()
+        super().finish()
+
     def _host_ok(self) -> bool:
         if not self.server.loopback_only:
             return True
         host = self.headers.get("Host", "")
         m = re.match(r"^\[([^\]]+)\](?::\d+)?$|^([^:]+)(?::\d+)?$", host)
         name = (m.group(1) or m.group(2)) if m else None
-        return name is not None and name.lower() in _LOOPBACK_NAMES
+        if name is None:
+            return False
+        if name.lower() in _LOOPBACK_NAMES:
+            return True
+        try:  # 127.0.0.2 and the rest of 127/8 (the address it was bound to, say)
+            return ipaddress.ip_address(name).is_loopback and "." in name and name.count(".") == 3
+        except ValueError:
+            return False
 
     def _dispatch(self, *, head: bool) -> None:
         self._head_only = head
@@ -660,7 +726,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(body)
 
     def _json(self, value: Any) -> None:
-        self._send(HTTPStatus.OK, _ENC.encode(value), "application/json")
+        self._send(HTTPStatus.OK, _encode(value), "application/json")
 
     def _page(self) -> None:
         hub = self.server.hub
@@ -717,10 +783,36 @@ class _Handler(BaseHTTPRequestHandler):
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    request_queue_size = 128  # the listen backlog (the standard library's is 5)
+    max_connections = 256  # connections served at once; more are closed at once
+    header_timeout = 10.0
+    idle_timeout = 30.0
     hub: Hub
     loopback_only: bool
     verbose: bool
     keepalive: float
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._slots = threading.BoundedSemaphore(self.max_connections)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        """One thread per connection, at most ``max_connections`` at once: a flood of idle
+        sockets is closed, not given a thread each."""
+        if not self._slots.acquire(blocking=False):
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         """A client that hung up mid-answer is routine (a closed tab, a malformed request
@@ -736,9 +828,18 @@ class _Server(ThreadingHTTPServer):
 
 
 def make_server(
-    hub: Hub, host: str = "127.0.0.1", port: int = 0, *, verbose: bool = False
+    hub: Hub,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    *,
+    verbose: bool = False,
+    header_timeout: float = 10.0,
+    idle_timeout: float = 30.0,
 ) -> _Server:
-    """An HTTP server for ``hub`` on ``host:port`` (0: any free port), not yet serving."""
+    """An HTTP server for ``hub`` on ``host:port`` (0: any free port), not yet serving.
+
+    A request's line and headers must arrive within ``header_timeout`` seconds; a connection
+    idle for ``idle_timeout`` is closed."""
     try:
         server = _Server((host, port), _Handler)
     except OSError as exc:
@@ -747,6 +848,8 @@ def make_server(
     server.loopback_only = _is_loopback(host)
     server.verbose = verbose
     server.keepalive = 15.0
+    server.header_timeout = header_timeout
+    server.idle_timeout = idle_timeout
     return server
 
 
@@ -769,14 +872,25 @@ def serve_in_background(
     shading: dict[str, Any] | None = None,
     poll_interval: float = 0.1,
     stall_after: float | None = None,
+    follow_links: bool = False,
+    header_timeout: float = 10.0,
+    **hub_options: Any,
 ) -> tuple[str, Callable[[], None]]:
     """Serve the live dashboard from daemon threads; returns ``(url, stop)``.
 
     ``rlvitals demo --serve`` uses it to show the run it trains. ``stop()`` closes the server
-    and its event streams and returns once the threads are done.
+    and its event streams and returns once the threads are done. ``hub_options`` go to
+    ``Hub`` (``thresholds``, ``transcript_rules``, ``judge``).
     """
-    hub = Hub(paths, baseline=baseline, shading=shading, stall_after=stall_after)
-    server = make_server(hub, host, port)
+    hub = Hub(
+        paths,
+        baseline=baseline,
+        shading=shading,
+        stall_after=stall_after,
+        follow_links=follow_links,
+        **hub_options,
+    )
+    server = make_server(hub, host, port, header_timeout=header_timeout)
     poller = threading.Thread(target=hub.run_forever, args=(poll_interval,), daemon=True)
     http = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)
     poller.start()
@@ -803,17 +917,26 @@ def serve(
     stall_after: float | None = None,
     verbose: bool = False,
     on_ready: Callable[[str, Hub], None] | None = None,
+    follow_links: bool = False,
+    thresholds: Any = None,
+    transcript_rules: str | None = None,
     source_format: str | None = None,
     mapping: str | os.PathLike[str] | None = None,
+    run: str | None = None,
 ) -> None:
-    """Serve in the foreground until interrupted (``source_format``, ``mapping``: see Hub)."""
+    """Serve in the foreground until interrupted (``source_format``, ``mapping``, ``run``:
+    see Hub)."""
     hub = Hub(
         paths,
         baseline=baseline,
         shading=shading,
         stall_after=stall_after,
+        follow_links=follow_links,
+        thresholds=thresholds,
+        transcript_rules=transcript_rules,
         source_format=source_format,
         mapping=mapping,
+        run=run,
     )
     server = make_server(hub, host, port, verbose=verbose)
     poller = threading.Thread(target=hub.run_forever, args=(poll_interval,), daemon=True)

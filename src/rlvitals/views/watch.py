@@ -22,27 +22,16 @@ import numpy as np
 from ..checks.base import VERDICTS, Finding, Report, severity_rank
 from ..jsonio import dumps
 from ..model import RunData
-from .alerts import AlertTracker, WebhookNotifier, alert_for, finding_key
+from ..schema import key_metrics
+from . import safe
+from .alerts import WebhookNotifier, alert_for
 from .series import fmt_value
 
 __all__ = ["KEY_METRICS", "Watcher", "watch"]
 
-# The numbers the live view shows, in the seeds' reading order, with short labels.
-KEY_METRICS: tuple[tuple[str, str], ...] = (
-    ("reward/mean", "reward"),
-    ("reward/mean_with_unusable", "reward incl. rejected"),
-    ("reward/group_std_mean", "group std"),
-    ("groups/signal_fraction", "signal groups"),
-    ("response/length_mean", "length"),
-    ("response/truncated_rate", "truncated"),
-    ("train/mismatch_kl", "mismatch KL"),
-    ("train/mismatch_ess", "ESS"),
-    ("freshness/lag_mean", "lag"),
-    ("sampling/entropy_estimate", "entropy"),
-    ("train/entropy", "trainer entropy"),
-    ("train/grad_norm", "grad norm"),
-    ("perf/step_seconds", "s/step"),
-)
+# The numbers the live view shows, in the seeds' reading order, with short labels: the
+# metrics schema.py marks ``key=True``.
+KEY_METRICS: tuple[tuple[str, str], ...] = key_metrics()
 
 SEV_STYLE = {"ok": "green", "info": "blue", "warn": "yellow", "fail": "bold red"}
 
@@ -56,20 +45,26 @@ class Event:
 
 
 class Watcher:
-    """Follows one run: poll, judge, alert. Drawing is separate (``panel``, ``line``).
+    """Follows one run for the terminal: a ``Follower`` reads and judges, this draws
+    (``panel``, ``line``) and posts each new finding to the notifier.
 
     Args:
         path: the run (any format rlvitals reads).
         source_format: overrides sniffing.
         mapping: a user mapping file (``--mapping``), ahead of the format's own table.
+        run: the run of a tracker store holding several (``--run``).
         stall_after: seconds without a step record or progress that make the run stalled
             (default: the checks' own, ten typical step intervals).
         baseline: healthy ranges for the checks (``rlvitals.baseline.load``).
+        thresholds: threshold overrides (``rlvitals check --set``).
+        transcript_rules: a transcript rules file (``rlvitals check --rules``).
         notifier: where new findings go (a ``WebhookNotifier``), or None.
         min_alert: the lowest severity posted (default ``warn``).
         clock: the wall clock (tests pass a fake one).
         check_interval: seconds between judgements while data arrives.
         idle_check: seconds between judgements while nothing arrives.
+        wait: a run that does not exist yet is waited for.
+        samples: a framework's sample dump read as the run's attempts (``--samples``).
     """
 
     def __init__(
@@ -78,38 +73,59 @@ class Watcher:
         *,
         source_format: str | None = None,
         mapping: str | os.PathLike[str] | None = None,
+        run: str | None = None,
         stall_after: float | None = None,
         baseline: dict[str, Any] | None = None,
+        thresholds: Any = None,
+        transcript_rules: str | None = None,
         notifier: WebhookNotifier | None = None,
         min_alert: str = "warn",
         clock: Callable[[], float] = time.time,
         check_interval: float = 1.0,
         idle_check: float = 5.0,
         judge: Callable[[RunData, float], Report] | None = None,
+        wait: bool = False,
+        samples: str | os.PathLike[str] | None = None,
     ) -> None:
-        from ..readers import open_reader
+        from ..follow import Follower
 
-        self.reader = open_reader(path, source_format, mapping=mapping)
         self.path = os.fspath(path)
-        self.stall_after = stall_after
-        self.baseline = baseline
         self.notifier = notifier
-        self.tracker = AlertTracker(min_alert)
         self.clock = clock
-        self.check_interval = check_interval
-        self.idle_check = idle_check
-        self._judge = judge
-        self.report: Report | None = None
+        self.follower = Follower(
+            path,
+            source_format=source_format,
+            mapping=mapping,
+            samples=samples,
+            run=run,
+            wait=wait,
+            baseline=baseline,
+            thresholds=thresholds,
+            transcript_rules=transcript_rules,
+            stall_after=stall_after,
+            checks_every_s=check_interval,
+            idle_check_s=idle_check,
+            min_alert=min_alert,
+            clock=clock,
+            timer=clock,
+            judge=judge,
+        )
         self.alerted: list[tuple[Finding, str | None]] = []
-        self._last_judged = -math.inf
-        self._judge_cost = 0.0
-        self._dirty = True
-        self._last_step_seen: int | None = None
         self._liveness = ""
+        self._was_waiting = False
+        self._failures_told = 0
+
+    @property
+    def reader(self) -> Any:
+        return self.follower.reader
 
     @property
     def data(self) -> RunData:
-        return self.reader.run
+        return self.follower.data
+
+    @property
+    def report(self) -> Report | None:
+        return self.follower.report
 
     @property
     def name(self) -> str:
@@ -117,54 +133,61 @@ class Watcher:
 
     @property
     def status(self) -> str | None:
-        s = self.data.info.get("status")
-        return str(s) if s is not None else None
+        return self.follower.status
 
     @property
     def finished(self) -> bool:
         """The run's status says it ended (finished, stopped, crashed)."""
-        return self.status not in (None, "running")
-
-    def judge(self, now: float) -> Report:
-        if self._judge is not None:
-            return self._judge(self.data, now)
-        from ..checks import run_checks
-
-        return run_checks(self.data, baseline=self.baseline, now=now, stall_after=self.stall_after)
+        return self.follower.finished
 
     def tick(self, *, force: bool = False) -> list[Event]:
         """Read what is new, judge if due, queue alerts; the events line mode prints."""
+        up = self.follower.poll(force=force)
         events: list[Event] = []
-        if self.reader.poll():
-            self._dirty = True
-        now = self.clock()
-        step = self.data.last_step
-        if step is not None and step != self._last_step_seen:
-            self._last_step_seen = step
-            events.append(Event("step", {"step": step, "metrics": self.key_numbers()}))
-        since = now - self._last_judged
-        wait = self.check_interval if self._dirty else self.idle_check
-        if force or self.finished or since >= max(wait, 5 * self._judge_cost):
-            t0 = time.perf_counter()
-            self.report = self.judge(now)
-            self._judge_cost = time.perf_counter() - t0
-            self._last_judged = now
-            self._dirty = False
-            events += self._alerts(self.report)
-        state = self.liveness()[0]
+        if up.waiting:
+            if not self._was_waiting:
+                self._was_waiting = True
+                events.append(Event("waiting", {"path": self.path}))
+            return events
+        if self._was_waiting:
+            self._was_waiting = False
+            events.append(Event("appeared", {"path": self.path}))
+        if up.reset:
+            self._liveness = ""
+            events.append(Event("reset", {"path": self.path}))
+        if up.new_step is not None:
+            events.append(Event("step", {"step": up.new_step, "metrics": self.key_numbers()}))
+        events += self._alerts(up.new_findings)
+        events += self.alert_failures()
+        state, words = self.liveness()
         if state != self._liveness:
             self._liveness = state
-            events.append(Event("liveness", {"state": state, "text": self.liveness()[1]}))
+            events.append(Event("liveness", {"state": state, "text": words}))
         return events
 
-    def _alerts(self, report: Report) -> list[Event]:
-        current = {finding_key(f) for f in report.findings if severity_rank(f.severity) >= 2}
-        # A stall that ended (the run moved on) may come back: the next one is news again.
-        for key in list(self.tracker.sent):
-            if key[0] == "liveness" and key[1] == "stalled" and key not in current:
-                self.tracker.forget(key)
+    def alert_failures(self) -> list[Event]:
+        """One event for each alert the notifier gave up on since the last call."""
+        got = getattr(self.notifier, "failures", None)
+        if not got or len(got) <= self._failures_told:
+            return []
+        fresh = got[self._failures_told :]
+        self._failures_told = len(got)
+        target = getattr(self.notifier, "target", "")
+        return [
+            Event(
+                "alert_failed",
+                {
+                    "target": target,
+                    "title": a.body.get("rlvitals", {}).get("title"),
+                    "reason": why,
+                },
+            )
+            for a, why in fresh
+        ]
+
+    def _alerts(self, new: list[tuple[Finding, str | None]]) -> list[Event]:
         events = []
-        for f, before in self.tracker.new(report.findings):
+        for f, before in new:
             self.alerted.append((f, before))
             if self.notifier is not None:
                 self.notifier.send(alert_for(f, run=self.name, source=self.path, previous=before))
@@ -201,6 +224,8 @@ class Watcher:
             if need:
                 what += f", {done}/{need} attempts"
             parts.append(f"heartbeat {_ago(now - hb_time)}: {what}")
+        if not parts and self.data.last_step is not None:
+            parts.append(f"step {self.data.last_step} read (this log records no times)")
         words = "; ".join(parts) or "no step record yet"
         if self.finished:
             return "finished", f"run {self.status}" + (
@@ -213,7 +238,7 @@ class Watcher:
             return "stalled", "STALLED: " + words
         if any(f.title.startswith("slow phase") for f in live):
             return "slow", "slow phase, still making progress: " + words
-        if last is None:
+        if last is None and self.data.last_step is None:
             return "starting", words
         return "progress", words
 
@@ -230,6 +255,9 @@ class Watcher:
         from rich.table import Table
         from rich.text import Text
 
+        if self.follower.waiting:
+            body = Text(safe.line(f"waiting for {self.path} to appear (Ctrl-C to stop)"))
+            return Panel(body, title=Text(safe.line(f"rlvitals watch · {self.name}")), expand=False)
         step = self.data.last_step
         head = Text()
         head.append(f"step {step}" if step is not None else "no steps yet", style="bold")
@@ -255,7 +283,7 @@ class Watcher:
         for f in shown[:8]:
             line = Text("  ")
             line.append(f"{f.severity.upper():<4}", style=SEV_STYLE[f.severity])
-            line.append(f" {f.check}: ")
+            line.append(safe.line(f" {f.check}: "))
             line.append(_sanitize(f.title))
             if f.first_step is not None:
                 line.append(f" (step {f.first_step})", style="dim")
@@ -267,10 +295,17 @@ class Watcher:
             parts.append(
                 Text(
                     f"alerts to {n.target}: {n.delivered} delivered, {n.pending} pending"
-                    + (f", {n.dropped} dropped" if n.dropped else ""),
+                    + (f", {n.dropped} not delivered" if n.dropped else ""),
                     style="dim",
                 )
             )
+            failures = getattr(n, "failures", None)
+            if failures:
+                a, why = failures[-1]
+                title = a.body.get("rlvitals", {}).get("title")
+                parts.append(
+                    Text(safe.line(f"last alert not delivered: {title}: {why}"), style="yellow")
+                )
         title = Text(_sanitize(f"rlvitals watch · {self.name}"))
         return Panel(Group(*parts), title=title, expand=False)
 
@@ -286,9 +321,19 @@ class Watcher:
         if event.kind == "finding":
             was = f" (was {d['previous_severity']})" if d.get("previous_severity") else ""
             at = f" from step {d['first_step']}" if d.get("first_step") is not None else ""
+            if at and at.strip() in str(d.get("title", "")):
+                at = ""  # the title says it already
             return f"{d['severity'].upper()}{was} {d['check']}: {d['title']}{at}"
         if event.kind == "liveness":
             return f"liveness: {d['text']}"
+        if event.kind == "alert_failed":
+            return f"alert not delivered to {d['target']}: {d['title']}: {d['reason']}"
+        if event.kind == "waiting":
+            return f"waiting for {d['path']} to appear (Ctrl-C to stop)"
+        if event.kind == "appeared":
+            return f"{d['path']} appeared; following it"
+        if event.kind == "reset":
+            return f"{d['path']} was recreated; following the new run from its start"
         return f"{event.kind}: {dumps(d)}"
 
 
@@ -302,9 +347,10 @@ def _ago(seconds: float) -> str:
 
 
 def _sanitize(text: str) -> str:
-    """Run text for a terminal or a log: one line, no control characters (escape sequences
-    in a finding's title could otherwise retitle or clear the user's terminal)."""
-    return "".join(c if c.isprintable() else " " if c in "\t\n\r" else "?" for c in str(text))
+    """Run text for a terminal or a log: one line, control characters made visible
+    (``safe.line``: escape sequences in a title could otherwise retitle or clear the
+    terminal)."""
+    return safe.line(text)
 
 
 def watch(
@@ -324,7 +370,7 @@ def watch(
     def emit(ev: Event) -> None:
         if json_lines:
             assert out is not None
-            out.write(dumps({"event": ev.kind, **ev.data}) + "\n")
+            out.write(safe.json_for_terminal(dumps({"event": ev.kind, **ev.data})) + "\n")
             out.flush()
         elif not interactive:
             console.print(
@@ -363,6 +409,11 @@ def watch(
             undelivered = watcher.notifier.close(
                 min(2.0, flush_timeout) if interrupted else flush_timeout
             )
+    for ev in watcher.alert_failures():  # those given up on while flushing
+        if json_lines or not interactive:
+            emit(ev)
+        else:
+            console.print(_sanitize(watcher.line(ev)), markup=False, highlight=False)
     code = watcher.exit_code(fail_on)
     report = watcher.report
     end = {
@@ -379,5 +430,8 @@ def watch(
         msg = f"run {watcher.status}: {verdict} (worst {end['worst']}); exit {code}"
         if undelivered:
             msg += f"; {undelivered} alert(s) not delivered"
+            failures = getattr(watcher.notifier, "failures", None)
+            if failures:
+                msg += f" (last: {failures[-1][1]})"
         console.print(_sanitize(msg), markup=False, highlight=False, soft_wrap=True)
     return code

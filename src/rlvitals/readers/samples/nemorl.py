@@ -29,9 +29,8 @@ from typing import Any
 
 import numpy as np
 
-from ...jsonio import read_json_objects
 from ...transcripts.store import TranscriptAttempt
-from .base import DumpFormat, Sample, digest, file_time, number, transcript
+from .base import DumpFormat, Sample, digest, file_time, jsonl_records, number, transcript
 
 __all__ = ["NemoRlTrainData"]
 
@@ -76,12 +75,7 @@ class NemoRlTrainData(DumpFormat):
     def _records(
         self, files: list[Path], warn: Callable[[str], None]
     ) -> Iterator[tuple[Path, int, dict[str, Any]]]:
-        for p in files:
-            start = 0
-            for _lineno, end, rec in read_json_objects(p, 0, 1, warn):
-                if rec is not None:
-                    yield p, start, rec
-                start = end
+        return jsonl_records(files, warn)
 
     @staticmethod
     def _parse(rec: dict[str, Any]) -> dict[str, Any]:

@@ -24,9 +24,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from ...jsonio import read_json_objects
 from ...transcripts.store import Generation, TranscriptAttempt
-from .base import DumpFormat, Sample, file_time, number
+from .base import DumpFormat, Sample, file_time, jsonl_records, number
 
 __all__ = ["TinkerRollouts"]
 
@@ -62,12 +61,7 @@ class TinkerRollouts(DumpFormat):
     def _records(
         self, files: list[Path], warn: Callable[[str], None]
     ) -> Iterator[tuple[Path, int, dict[str, Any]]]:
-        for p in files:
-            start = 0
-            for _lineno, end, rec in read_json_objects(p, 0, 1, warn):
-                if rec is not None:
-                    yield p, start, rec
-                start = end
+        return jsonl_records(files, warn)
 
     @staticmethod
     def _tokens(rec: dict[str, Any]) -> int:

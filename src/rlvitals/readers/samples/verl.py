@@ -19,10 +19,10 @@ import os
 import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
-from ...jsonio import read_json_objects
 from ...transcripts.store import TranscriptAttempt
-from .base import DumpFormat, Sample, digest, file_time, number, transcript
+from .base import DumpFormat, Sample, digest, file_time, jsonl_records, number, transcript
 
 __all__ = ["VerlDump"]
 
@@ -48,13 +48,8 @@ class VerlDump(DumpFormat):
 
     def _records(
         self, files: list[Path], warn: Callable[[str], None]
-    ) -> Iterator[tuple[Path, int, dict]]:
-        for p in files:
-            start = 0
-            for _lineno, end, rec in read_json_objects(p, 0, 1, warn):
-                if rec is not None:
-                    yield p, start, rec
-                start = end
+    ) -> Iterator[tuple[Path, int, dict[str, Any]]]:
+        return jsonl_records(files, warn)
 
     def read_step(
         self,

@@ -1,0 +1,376 @@
+"""One follow stage: read what a live run wrote since last time, judge it when due, and tell
+what is new. ``rlvitals watch``, ``rlvitals serve`` and any training hook use it; the views only
+draw and publish what it returns.
+
+    follower = Follower("runs/my-run", checks_every_s=1.0, on_findings=print)
+    while True:
+        update = follower.poll()       # an ``Update``: new data? judged? new findings?
+        if follower.finished:
+            break
+        time.sleep(1)
+
+One throttle decides when to judge: at most every ``checks_every_s`` while data arrives, every
+``idle_check_s`` while none does (liveness changes with the clock alone), and never more often
+than ``cost_factor`` times what the last judgement cost, so a big run is not judged
+back to back. A run that does not exist yet is waited for (``wait=True``). A run deleted and
+recreated under the same path (a rerun) is noticed, by the reader or by the files' identity,
+and followed again from its start with fresh state, never a mix of the two runs.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .checks.base import Finding, Report, severity_rank
+from .errors import RlvitalsError, UnknownFormatError
+from .model import RunData
+
+__all__ = ["Follower", "Update", "report_key"]
+
+# Files whose identity (device, inode) marks a run as the same one: the path itself and the
+# append-only record files of a run directory (run.json is replaced on every status change).
+_IDENTITY_FILES = ("steps.jsonl", "rollouts.jsonl")
+_HEAD = 256
+
+
+@dataclass
+class Update:
+    """What one ``Follower.poll`` found."""
+
+    new_data: bool = False  # new records were read
+    reset: bool = False  # the run was recreated: everything before is gone
+    waiting: bool = False  # the run does not exist (yet)
+    judged: bool = False  # the checks ran in this poll
+    report_changed: bool = False  # what the report shows changed
+    new_step: int | None = None  # the run's last step, when it moved
+    new_findings: list[tuple[Finding, str | None]] = field(default_factory=list)
+    error: str | None = None  # reading or judging failed (also kept in data.warnings)
+
+
+def report_key(report: Report) -> dict[str, Any]:
+    """What a view shows of a report, without the liveness findings' ever-changing "seconds
+    ago" evidence (so an idle run does not count as changed every second)."""
+    from .jsonio import clean
+
+    d = clean(report.to_dict())
+    for f in d["findings"]:
+        if f.get("check") == "liveness":
+            f.pop("evidence", None)
+            f.pop("detail", None)
+    return d
+
+
+class Follower:
+    """Follows one run.
+
+    Args:
+        source: a run (path of any format rlvitals reads) or an open reader (anything with
+            ``poll() -> bool`` and ``.run``).
+        source_format: overrides sniffing.
+        mapping: a user mapping file (``--mapping``), ahead of the format's own table.
+        samples: a framework's sample dump read as the run's attempts (``--samples``).
+        path: the run's path when ``source`` is a reader (to notice it recreated).
+        wait: a path that does not exist yet is waited for instead of an error.
+        baseline, thresholds, transcript_rules, stall_after: as ``rlvitals check``
+            (``--baseline``, ``--set``, ``--rules``, ``--stall-after``).
+        checks_every_s: seconds between judgements while data arrives.
+        idle_check_s: seconds between judgements while nothing arrives.
+        cost_factor: a judgement waits at least this many times what the last one cost.
+        min_alert: the lowest severity that counts as a new finding (default ``warn``).
+        on_findings: called with the new findings (each with the severity it was last told
+            at, None when new) after each judgement that has some.
+        clock: the wall clock the checks judge liveness at (tests pass a fake one).
+        timer: the clock of the throttle (default ``time.monotonic``).
+        judge: replaces the checks: ``judge(data, now) -> Report``.
+    """
+
+    def __init__(
+        self,
+        source: str | os.PathLike[str] | Any,
+        *,
+        source_format: str | None = None,
+        mapping: str | os.PathLike[str] | None = None,
+        samples: str | os.PathLike[str] | None = None,
+        run: str | None = None,
+        path: str | os.PathLike[str] | None = None,
+        wait: bool = False,
+        baseline: dict[str, Any] | None = None,
+        thresholds: Any = None,
+        transcript_rules: str | None = None,
+        stall_after: float | None = None,
+        checks_every_s: float = 1.0,
+        idle_check_s: float = 5.0,
+        cost_factor: float = 5.0,
+        min_alert: str = "warn",
+        on_findings: Callable[[list[tuple[Finding, str | None]]], None] | None = None,
+        clock: Callable[[], float] = time.time,
+        timer: Callable[[], float] = time.monotonic,
+        judge: Callable[[RunData, float], Report] | None = None,
+    ) -> None:
+        from .views.alerts import AlertTracker
+
+        self.source_format = source_format
+        self.mapping = mapping
+        self.samples = samples
+        self.run = run
+        self.baseline = baseline
+        self.thresholds = thresholds
+        self.transcript_rules = transcript_rules
+        self.stall_after = stall_after
+        self.checks_every_s = checks_every_s
+        self.idle_check_s = idle_check_s
+        self.cost_factor = cost_factor
+        self.min_alert = min_alert
+        self.on_findings = on_findings
+        self.clock = clock
+        self.timer = timer
+        self._judge = judge
+        self._tracker_cls = AlertTracker
+        self.reader: Any = None
+        self.path: Any = None  # a Path, or a URL (``s3://...``) kept as text
+        if isinstance(source, (str, os.PathLike)):
+            from .readers.remote import is_url
+
+            remote = is_url(source)
+            self.path = os.fspath(source) if remote else Path(source)
+            if remote or self.path.exists() or not wait:
+                try:
+                    self.reader = self._open()
+                except UnknownFormatError:
+                    # An empty run directory (the run is about to start) is waited for too;
+                    # a file that is not a run is an error now.
+                    if not (wait and self.path.is_dir()):
+                        raise
+        else:
+            self.reader = source
+            self.path = Path(path) if path is not None else None
+        self._empty = RunData(source=os.fspath(self.path) if self.path else "", format="")
+        self.resets = 0
+        self._reset_state()
+
+    # -- state -----------------------------------------------------------------------------
+
+    def _open(self) -> Any:
+        from .readers import open_reader
+
+        assert self.path is not None
+        return open_reader(
+            self.path, self.source_format, mapping=self.mapping, samples=self.samples, run=self.run
+        )
+
+    def _reset_state(self) -> None:
+        self.tracker = self._tracker_cls(self.min_alert)
+        self.report: Report | None = None
+        self.report_blob = b""
+        self.last_judged = -math.inf
+        self.judge_cost = 0.0
+        self.dirty = True
+        self._judged_final = False  # judged once since the run ended and nothing came after
+        self.last_step: int | None = None
+        self._data_ref = self.reader.run if self.reader is not None else None
+        self._reader_resets = getattr(self.reader, "resets", 0)
+        self._identity = self._files_identity()
+
+    def _files_identity(self) -> dict[str, tuple[int, int, bytes]]:
+        """(device, inode, first bytes) of the run's path and its record files. Inodes are
+        reused after a delete, so the first bytes (a rerun's first record differs, if only in
+        its time) tell a recreated file from one that grew."""
+        if not isinstance(self.path, Path):
+            return {}  # a URL: the mirror tells a replaced object by its size and tag
+        out = {}
+        for p in (self.path, *(self.path / f for f in _IDENTITY_FILES)):
+            try:
+                st = p.stat()
+                head = b""
+                if not p.is_dir():
+                    with open(p, "rb") as f:
+                        head = f.read(_HEAD)
+            except OSError:
+                continue
+            out[str(p)] = (st.st_dev, st.st_ino, head)
+        return out
+
+    def _recreated(self) -> bool:
+        """The files are not the ones first read: one vanished, has another inode, or its
+        first bytes changed."""
+        if self.path is None:
+            return False
+        now = self._files_identity()
+        for k, (dev, ino, head) in self._identity.items():
+            got = now.get(k)
+            if got is None or got[:2] != (dev, ino) or got[2][: len(head)] != head:
+                return True
+        for k, v in now.items():  # files that appeared, or grew past their first bytes
+            old = self._identity.get(k)
+            if old is None or len(v[2]) > len(old[2]):
+                self._identity[k] = v
+        return False
+
+    @property
+    def waiting(self) -> bool:
+        """The run does not exist (yet)."""
+        return self.reader is None
+
+    @property
+    def data(self) -> RunData:
+        return self.reader.run if self.reader is not None else self._empty
+
+    @property
+    def name(self) -> str:
+        got = self.data.info.get("name")
+        if got:
+            return str(got)
+        if self.path is None:
+            return str(self.data.source)
+        return (
+            self.path.name if isinstance(self.path, Path) else self.path.rstrip("/").rsplit("/")[-1]
+        )
+
+    @property
+    def status(self) -> str | None:
+        s = self.data.info.get("status")
+        return str(s) if s is not None else None
+
+    @property
+    def finished(self) -> bool:
+        """The run's status says it ended (finished, stopped, crashed)."""
+        return self.status not in (None, "running")
+
+    # -- the stage -------------------------------------------------------------------------
+
+    def read(self) -> Update:
+        """Read what is new; notice a run that appeared, vanished or was recreated."""
+        up = Update()
+        if self.reader is not None and self._recreated():
+            gone = isinstance(self.path, Path) and not self.path.exists()
+            self.reader = None if gone else self._try_open(up)
+            self.resets += 1
+            self._reset_state()
+            up.reset = True
+        if self.reader is None:
+            if self.path is not None and (not isinstance(self.path, Path) or self.path.exists()):
+                self.reader = self._try_open(up)
+                if self.reader is not None:
+                    self._reset_state()
+            if self.reader is None:
+                up.waiting = True
+                return up
+        try:
+            up.new_data = bool(self.reader.poll())
+        except (OSError, RlvitalsError) as exc:
+            up.error = f"read failed: {exc}"
+            _warn_once(self.data, up.error)
+        if (
+            self.reader.run is not self._data_ref
+            or getattr(self.reader, "resets", 0) != self._reader_resets
+        ):
+            # The reader started over (it saw the run recreated): so does everything else.
+            self.resets += 1
+            self._reset_state()
+            up.reset = True
+            up.new_data = True
+        if up.new_data:
+            self.dirty = True
+            self._judged_final = False
+        step = self.data.last_step
+        if step is not None and step != self.last_step:
+            self.last_step = step
+            up.new_step = step
+        return up
+
+    def _try_open(self, up: Update) -> Any:
+        try:
+            return self._open()
+        except UnknownFormatError:
+            return None  # a directory with nothing recognisable in it yet: keep waiting
+        except (OSError, RlvitalsError) as exc:
+            up.error = f"cannot open: {exc}"
+            return None
+
+    def due(self, now: float | None = None) -> bool:
+        """Whether a judgement is due now (the one throttle; ``now`` on ``timer``'s clock).
+
+        An ended run is judged once more at once, then only when something new arrives."""
+        if self.reader is None:
+            return False
+        if self.finished:
+            return not self._judged_final
+        now = self.timer() if now is None else now
+        wait = self.checks_every_s if self.dirty else self.idle_check_s
+        return now - self.last_judged >= max(wait, self.cost_factor * self.judge_cost)
+
+    def judge(self, up: Update | None = None, now: float | None = None) -> Update:
+        """Judge the run now (``now`` on ``timer``'s clock); collect what is new in ``up``."""
+        up = up if up is not None else Update()
+        if self.reader is None:
+            return up
+        now = self.timer() if now is None else now
+        t0 = time.perf_counter()
+        self._judged_final = self.finished
+        try:
+            report = self._run_checks(self.clock())
+        except Exception as exc:  # a bug in one check must not end the follow
+            up.error = f"checks failed: {type(exc).__name__}: {exc}"
+            _warn_once(self.data, up.error)
+            report = None
+        self.judge_cost = time.perf_counter() - t0
+        self.last_judged = now
+        self.dirty = False
+        up.judged = True
+        if report is None:
+            return up
+        self.report = report
+        import msgspec
+
+        blob = msgspec.json.encode(report_key(report))
+        up.report_changed = blob != self.report_blob
+        self.report_blob = blob
+        self._forget_ended_stalls(report)
+        up.new_findings = self.tracker.new(report.findings)
+        if up.new_findings and self.on_findings is not None:
+            self.on_findings(up.new_findings)
+        return up
+
+    def poll(self, *, force: bool = False) -> Update:
+        """Read what is new and judge when due (always with ``force``); what changed is in
+        the returned ``Update``."""
+        up = self.read()
+        if self.reader is not None and (force or self.due()):
+            self.judge(up)
+        return up
+
+    def _run_checks(self, now: float) -> Report:
+        if self._judge is not None:
+            return self._judge(self.data, now)
+        from .checks import run_checks
+
+        return run_checks(
+            self.data,
+            baseline=self.baseline,
+            thresholds=self.thresholds,
+            now=now,
+            stall_after=self.stall_after,
+            transcript_rules=self.transcript_rules,
+        )
+
+    def _forget_ended_stalls(self, report: Report) -> None:
+        # A stall that ended (the run moved on) may come back: the next one is news again.
+        current = {
+            (f.check, f.verdict, f.metric)
+            for f in report.findings
+            if severity_rank(f.severity) >= 2
+        }
+        for key in list(self.tracker.sent):
+            if key[0] == "liveness" and key[1] == "stalled" and key not in current:
+                self.tracker.forget(key)
+
+
+def _warn_once(data: RunData, msg: str) -> None:
+    if not data.warnings or data.warnings[-1] != msg:
+        data.warnings.append(msg)

@@ -1,0 +1,117 @@
+"""The one sanitiser for untrusted text (run names, stop reasons, metric names, titles that quote
+model output, transcripts) wherever rlvitals shows it.
+
+A policy, a log line or a crafted ``run.json`` can hold terminal escape sequences (ESC, CSI,
+OSC: clear the screen, retitle the window, write the clipboard), C1 controls (U+009B is a
+one-character CSI), bidirectional overrides and isolates that reorder what follows them
+(CVE-2021-42574: ``safe\\u202etxt.exe`` reads as ``safeexe.txt``), zero-width and line
+separator characters. Every view passes such text through one of these functions, so there is
+one rule for the terminal, the Markdown summary, the HTML pages and the webhook:
+
+- ``line(text)``: one terminal line; newlines and tabs become spaces, every other unsafe
+  character its visible escape (``\\x1b``, ``\\u202e``).
+- ``block(text)``: many lines; newlines and tabs kept, the rest made visible.
+- ``markdown(text)``: ``line`` plus Markdown/HTML escaping (PR comments, CI summaries).
+- ``slack(text)``: chat-webhook text: controls removed, Slack's ``&``, ``<``, ``>`` escaped
+  (so ``<!channel>`` or ``<url|label>`` in model output is shown, never acted on).
+- ``json_for_terminal(json_text)``: JSON printed to a terminal or log (``--json``): the same
+  values, with every unsafe character that sits raw in it written as a JSON ``\\uXXXX``.
+- ``json_for_html(json_text)``: JSON text headed for a page, with every bidi, C1 and separator
+  character turned into a visible ``\\u202e`` (the page then shows it as text).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+__all__ = [
+    "UNSAFE",
+    "block",
+    "json_for_html",
+    "json_for_terminal",
+    "line",
+    "markdown",
+    "slack",
+    "visible",
+]
+
+# C0 controls but tab/newline (ESC starts CSI/OSC sequences), DEL and C1 (U+009B is a CSI on
+# its own), the Arabic letter mark, zero-width characters and direction marks (U+200B-U+200F),
+# line/paragraph separators, embeddings and overrides (U+202A-U+202E), word joiner and invisible
+# operators, isolates (U+2066-U+2069), the BOM and interlinear annotations.
+UNSAFE = re.compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u2069"
+    "\ufeff\ufff9-\ufffb]"
+)
+_UNSAFE_ALL = re.compile(UNSAFE.pattern[:1] + "\t\n" + UNSAFE.pattern[1:])
+
+
+def _esc(m: re.Match[str]) -> str:
+    o = ord(m.group())
+    return f"\\x{o:02x}" if o < 0x100 else f"\\u{o:04x}"
+
+
+def visible(text: Any) -> str:
+    """Every unsafe character of ``text`` (tab and newline included) as its visible escape."""
+    return _UNSAFE_ALL.sub(_esc, str(text))
+
+
+def line(text: Any) -> str:
+    """``text`` as one safe terminal line: CR/LF and tabs as spaces, the rest made visible."""
+    s = str(text).replace("\r\n", " ").replace("\n", " ").replace("\t", " ")
+    return UNSAFE.sub(_esc, s)
+
+
+def block(text: Any, *, tabs: bool = True) -> str:
+    """``text`` for a terminal, its lines kept (``\\r\\n`` read as a newline); a lone CR and
+    every other unsafe character made visible. ``tabs=False`` turns tabs into spaces."""
+    s = str(text).replace("\r\n", "\n")
+    if not tabs:
+        s = s.replace("\t", " ")
+    return UNSAFE.sub(_esc, s)
+
+
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|>~])")
+
+
+def markdown(text: Any) -> str:
+    """Escape Markdown (and inline HTML) so untrusted text shows as itself, on one line."""
+    s = line(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return _MD_SPECIAL.sub(r"\\\1", s)
+
+
+def markdown_cell(text: Any) -> str:
+    """Lighter escaping for generated docs tables: one line, ``|`` escaped."""
+    return line(text).replace("|", "\\|")
+
+
+_SLACK_DROP = re.compile(UNSAFE.pattern)
+
+
+def slack(text: Any) -> str:
+    """Text for a Slack-compatible webhook: control and direction characters removed (tabs
+    and newlines kept), ``&``, ``<``, ``>`` escaped as Slack's docs require, so markup such as
+    ``<!channel>`` or ``<https://x|label>`` in model output is shown, not acted on."""
+    s = _SLACK_DROP.sub("", str(text).replace("\r\n", "\n"))
+    return s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+# Characters that JSON encoders leave raw and a browser acts on when drawing text.
+_HTML_UNSAFE = re.compile(
+    "[\x7f-\x9f\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff\ufff9-\ufffb]"
+)
+
+
+def json_for_html(json_text: str) -> str:
+    """JSON text with every direction, zero-width, separator and C1 character that sits raw in
+    it replaced by the JSON for its visible escape (``\\\\u202e``): the page shows the text
+    ``\\u202e`` where the character was, so it cannot reorder what follows. Only raw characters
+    are touched, and those occur only inside JSON strings, so the JSON stays valid."""
+    return _HTML_UNSAFE.sub(lambda m: f"\\\\u{ord(m.group()):04x}", json_text)
+
+
+def json_for_terminal(json_text: str) -> str:
+    """JSON text with every unsafe character that sits raw in it written as its JSON escape
+    (``\\u202e``): the same values once parsed, nothing a terminal acts on when printed."""
+    return _HTML_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", json_text)
