@@ -37,6 +37,7 @@ NAME = "components"
 _MEAN = (
     re.compile(r"^reward/components?/(?P<name>[^/]+?)(?:/mean)?$"),
     re.compile(r"^rewards/(?P<name>[^/]+)/mean$"),
+    re.compile(r"^reward_components?[./](?P<name>[^/.]+)(?:[./]mean)?$"),
 )
 _STD = (
     re.compile(r"^reward/components?/(?P<name>[^/]+)/std$"),

@@ -72,6 +72,17 @@ def _entropy(ctx: Context) -> list[Finding]:
     lo, hi = ctx.reward_bounds
     high = since is not None and len(since) and float(since.values.mean()) >= lo + 0.8 * (hi - lo)
     paying = (rtr is not None and rtr.rising) or bool(high)
+    plateau = None
+    if paying and severe and r is not None and not high:
+        # Under a tenth of its start, entropy has little left to give (science.md 2b, the
+        # entropy-bound plateau): what counts then is whether the reward still rises now,
+        # over the last third of the run, not since the fall began. Stopped below the top of
+        # its range, exploration is spent.
+        late = r.since(int(r.steps[len(r) - max(2 * MIN_WINDOW, len(r) // 3)]))
+        lt = trend(late)
+        if lt is None or not lt.rising:
+            plateau = float(late.values.mean())
+            paying = False
     evidence: dict[str, Any] = dict(
         metric=name,
         first_step=step,
@@ -139,7 +150,11 @@ def _entropy(ctx: Context) -> list[Finding]:
             "collapse",
             f"entropy collapse: {name} at {low:.0%} of its start from step {step} "
             f"({h0:.3g} -> {float(s.values[-MIN_WINDOW:].mean()):.3g}) while "
-            f"{rname or 'reward'} does not improve",
+            + (
+                f"{rname} has stopped rising at {plateau:.3g}, below the top of its range"
+                if plateau is not None
+                else f"{rname or 'reward'} does not improve"
+            ),
             action="The policy is collapsing onto one response per prompt: read the transcripts "
             "for repetition; use clip-higher (DAPO ε_high 0.28), an entropy bonus, KL-Cov or "
             "Clip-Cov, a higher sampling temperature, or restart from before this step.",
@@ -252,10 +267,33 @@ def _clip(ctx: Context) -> list[Finding]:
         ]
     if len(s) < MIN_WINDOW:
         return []
+    # With several optimiser passes per batch (TRL num_iterations > 1) the first pass has a
+    # ratio of exactly 1, so every other value is an exact 0 that measures nothing: only the
+    # passes that can clip are read.
+    zero = s.values == 0
+    if 0.3 <= zero.mean() <= 0.7 and (~zero).sum() >= MIN_WINDOW:
+        s = Series(s.steps[~zero], s.values[~zero])
     roll = rolling_mean(s.values)
     idx = crossing(s.values, ctx.thresholds.clip_frac_warn)
     if idx is None:
         return []
+    if float(s.values[-MIN_WINDOW:].mean()) < ctx.thresholds.clip_frac_warn:
+        # Judged by its course: saturated early, within the region now.
+        return [
+            finding(
+                NAME,
+                "info",
+                "drift",
+                f"the trust region saturated early ({float(np.nanmax(roll)):.0%} of tokens "
+                f"clipped from step {int(s.steps[idx])}), {float(s.values[-MIN_WINDOW:].mean()):.0%}"
+                f" over the last {MIN_WINDOW} updates",
+                metric="train/clip_frac",
+                first_step=int(s.steps[idx]),
+                peak=round_sig(float(np.nanmax(roll))),
+                line=ctx.thresholds.clip_frac_warn,
+                action="Nothing to do now; if it comes back, lower the learning rate.",
+            )
+        ]
     return [
         finding(
             NAME,
@@ -273,6 +311,9 @@ def _clip(ctx: Context) -> list[Finding]:
     ]
 
 
+SPIKE_RATE = 0.01
+
+
 def _grad_spikes(ctx: Context) -> list[Finding]:
     s = ctx.finite("train/grad_norm")
     if s is None or len(s) < 4 * MIN_WINDOW:
@@ -285,10 +326,13 @@ def _grad_spikes(ctx: Context) -> list[Finding]:
     spikes = np.flatnonzero((v > med + 8 * mad) & (v > 3 * med))
     if len(spikes) < 3:
         return []
+    # Three or more such spikes are worth a look; at 1% of updates or more they are a
+    # pattern, not bad luck (8 robust sigmas never happen in a healthy run that often).
+    frequent = len(spikes) >= SPIKE_RATE * len(v)
     return [
         finding(
             NAME,
-            "info",
+            "warn" if frequent else "info",
             "drift",
             f"{len(spikes)} gradient-norm spikes (over 8 robust σ and 3x the median), first at "
             f"step {int(s.steps[spikes[0]])}",
@@ -296,6 +340,7 @@ def _grad_spikes(ctx: Context) -> list[Finding]:
             first_step=int(s.steps[spikes[0]]),
             median=round_sig(med),
             spikes=[int(x) for x in s.steps[spikes][:20]],
+            spike_rate=round_sig(len(spikes) / len(v)),
             action="Spikes that cluster with a rising sampler/trainer mismatch precede "
             "collapses; otherwise watch them.",
         )
