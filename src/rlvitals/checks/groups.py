@@ -18,6 +18,9 @@ from .context import Context, finding, round_sig
 from .stats import MIN_WINDOW, crossing, noise_sigma, read_words, rolling_mean, short_level
 
 NAME = "groups"
+# The share of no-variance groups above the one the pass rate gives that says the rewards are
+# not what the pass rate implies.
+EXCESS = 0.3
 
 
 def _shares(ctx: Context) -> tuple[Series, Series | None, Series | None, str] | None:
@@ -233,6 +236,39 @@ def check(ctx: Context) -> list[Finding]:
     # groups stop disagreeing because easy tasks are now always solved (reward up), or because
     # the policy stopped exploring (reward not up).
     task = ctx.components.task
+    # Far more groups without variance than the pass rate gives (p^G + (1-p)^G; G from the
+    # attempts, else 4, the smallest GRPO group, which gives the largest share): rewards are
+    # more deterministic than the pass rate implies (science.md 3: a format gate, a grader
+    # giving one value per prompt, a policy that stopped exploring). Not mastered: mastering
+    # drives the pass rate, and so the expected share, up with it.
+    # Only where the run does not say which groups were all solved or none solved: tasks of
+    # mixed difficulty (some always solved, some never) raise the share above what the mean
+    # pass rate gives, and that breakdown tells them apart (mastered / too hard below).
+    g = _group_size(ctx) or 4.0
+    expected = float(p**g + (1 - p) ** g) if p is not None and 0 <= p <= 1 else None
+    breakdown = ev.get("all_solved_share") is not None or ev.get("none_solved_share") is not None
+    if expected is not None and not breakdown and level > expected + EXCESS:
+        out.append(
+            finding(
+                NAME,
+                "warn",
+                "no_signal",
+                f"no learning signal: from step {step}, {level:.0%} of groups give every "
+                f"attempt the same reward, where a pass rate of {p:.0%} gives {expected:.0%} "
+                f"(p^G + (1-p)^G, G={g:g})",
+                metric=metric,
+                first_step=step,
+                share=round_sig(level),
+                expected_share=round_sig(expected),
+                group_size=g,
+                excess_line=EXCESS,
+                action="Rewards are more deterministic than the pass rate implies: look for a "
+                "grader that gives one value per prompt or a format gate, and at entropy (a "
+                "policy that stopped exploring); dynamic sampling (DAPO) only hides it.",
+                **ev,
+            )
+        )
+        return out
     if verdict == "too_easy" and improved is not False and task is not None and task.flat:
         out.append(
             finding(

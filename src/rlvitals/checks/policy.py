@@ -73,12 +73,20 @@ def _entropy(ctx: Context) -> list[Finding]:
     high = since is not None and len(since) and float(since.values.mean()) >= lo + 0.8 * (hi - lo)
     paying = (rtr is not None and rtr.rising) or bool(high)
     plateau = None
-    if paying and severe and r is not None and not high:
+    late_n = max(PLATEAU_STEPS, len(r) // 3) if r is not None else 0
+    if (
+        paying
+        and severe
+        and r is not None
+        and not high
+        and since is not None
+        and len(since) >= late_n
+    ):
         # Under a tenth of its start, entropy has little left to give (science.md 2b, the
         # entropy-bound plateau): what counts then is whether the reward still rises now,
         # over the last third of the run, not since the fall began. Stopped below the top of
         # its range, exploration is spent.
-        late = r.since(int(r.steps[len(r) - max(2 * MIN_WINDOW, len(r) // 3)]))
+        late = r.since(int(r.steps[len(r) - late_n]))
         lt = trend(late)
         if lt is None or not lt.rising:
             plateau = float(late.values.mean())
@@ -312,6 +320,9 @@ def _clip(ctx: Context) -> list[Finding]:
 
 
 SPIKE_RATE = 0.01
+# The reward read for a plateau under collapsed entropy: its last third, at least this many
+# updates after the entropy fell (science.md 2b: Mann-Kendall over the last 50 steps).
+PLATEAU_STEPS = 50
 
 
 def _grad_spikes(ctx: Context) -> list[Finding]:

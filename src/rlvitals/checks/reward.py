@@ -35,9 +35,9 @@ def _learning_signal(ctx: Context) -> float | None:
 # A plateau: the last PLATEAU_SHARE of the run (at least PLATEAU_MIN updates) without a
 # trend (|z| < 2), no higher than the level reached before it, below the top of the reward's
 # range, while groups still carry signal (rl-doctor's plateau: Mann-Kendall flat over the last
-# 35% of the run).
+# 35% of the run; science.md 2b reads the last 50 steps).
 PLATEAU_SHARE = 0.35
-PLATEAU_MIN = 30
+PLATEAU_MIN = 50
 
 
 def _plateau(ctx: Context, name: str, s: Any) -> Finding | None:
