@@ -109,6 +109,11 @@ def _pass_rate(ctx: Context, start: int, end: int) -> float | None:
     if level is None:
         return None
     lo, hi = ctx.reward_bounds
+    configured = isinstance(ctx.config_value("rollout", "reward_range"), list)
+    if not configured and (lo < 0 or hi > 1):
+        # A reward outside [0, 1] with no configured range (summed components, shaped
+        # rewards): its observed range says nothing of a pass rate.
+        return None
     return (level - lo) / (hi - lo) if hi > lo else None
 
 
@@ -166,6 +171,30 @@ def cause(ctx: Context, verdict: str, what: str, *, later: bool) -> tuple[str, s
             return "collapse", "no attempt solved its task any more"
         return "too_hard", "no attempt solved its task"
     return verdict, what
+
+
+def from_start(ctx: Context) -> str | None:
+    """``too_easy`` / ``too_hard`` when most groups are rejected from the start (what this
+    check says first), else None. For the components check: with no task solved, any other
+    component is the only thing left to learn, and difficulty is the cause."""
+    memo = ctx.__dict__.setdefault("_groups_from_start", [])
+    if memo:
+        return memo[0]
+    got = None
+    for f in check(ctx):
+        if (
+            f.first_step is not None
+            and f.evidence.get("window")
+            and f.verdict
+            in (
+                "too_easy",
+                "too_hard",
+            )
+        ):
+            got = f.verdict
+            break
+    memo.append(got)
+    return got
 
 
 def check(ctx: Context) -> list[Finding]:

@@ -35,6 +35,8 @@ NAME = "heldout"
 # A train gain of at least this share of the reward's range that held-out follows by under
 # LAG_SHARE of it is divergence too.
 LAG_GAIN = 0.3
+# A train rise under this share of the reward's range is not held against held-out.
+MIN_GAIN = 0.05
 LAG_SHARE = 0.25
 # Spans tried as divergence candidates (the earliest evaluations), to stay linear in time.
 MAX_CANDIDATES = 64
@@ -181,6 +183,8 @@ def check(ctx: Context) -> list[Finding]:
             # held-out score that stops rising late in a healthy run is common (it
             # saturates), and trying every start would find a flat stretch in noise.
             gain = (train["last"] - train["first"]) / span
+            if gain < MIN_GAIN:
+                continue  # a rise too small to call the train reward rising
             # Or, over the whole run, a big train gain (a third of the reward's range or
             # more) that held-out follows by under a quarter (rl-doctor's length-hacking
             # test: eval gain under 25% of the gain): the rise is mostly not skill.

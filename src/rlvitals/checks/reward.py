@@ -124,7 +124,7 @@ def check(ctx: Context) -> list[Finding]:
                 NAME,
                 "info",
                 "too_early",
-                f"too early to tell: {n} step(s) of {name}; a trend needs at least {MIN_WINDOW}",
+                f"{n} step(s) of {name}: too few for a trend (it needs {MIN_WINDOW})",
                 metric=name,
                 steps_seen=n,
                 action="Wait for more updates; one step's reward says little.",
