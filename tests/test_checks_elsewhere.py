@@ -10,7 +10,6 @@ the TRL mapping, the reward components and the checks are exercised end to end.
 from __future__ import annotations
 
 import json
-import math
 from collections import namedtuple
 from pathlib import Path
 
@@ -161,6 +160,7 @@ def test_a_dominating_auxiliary_reward_is_an_exploit_not_mastered(tmp_path):
     # Entropy under a tenth of its start with collapsing replies is an alarm, not sharpening.
     ent = next(f for f in rep.findings if f.check == "policy" and f.metric == "train/entropy")
     assert ent.severity in ("warn", "fail") and "not sharpening" in ent.title
+    assert ent.verdict == "exploit_suspected"
     assert next(f for f in rep.findings if f.check == "reference").severity in ("warn", "fail")
     # The evidence for the verdict first; nothing reassuring before an alarm.
     ranks = [severity_rank(f.severity) for f in rep.findings]

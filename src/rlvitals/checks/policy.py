@@ -129,9 +129,10 @@ def _entropy(ctx: Context) -> list[Finding]:
             finding(
                 NAME,
                 "fail" if severe else "warn",
-                "collapse",
-                f"entropy collapse: {name} at {low:.0%} of its start from step {step} while "
-                f"{rname} rises, but {' and '.join(disagree)}: a shortcut, not sharpening",
+                "exploit_suspected",
+                f"entropy collapse onto a shortcut: {name} at {low:.0%} of its start from "
+                f"step {step} while {rname} rises, but {' and '.join(disagree)}: not "
+                "sharpening",
                 action="The policy narrowed onto something the reward pays for that is not "
                 "the task: read the top-reward transcripts from this step, check the reward's "
                 "components, and restart from before it with the shortcut closed.",
@@ -339,7 +340,7 @@ def _grad_spikes(ctx: Context) -> list[Finding]:
         return []
     # Three or more such spikes are worth a look; at 1% of updates or more they are a
     # pattern, not bad luck (8 robust sigmas never happen in a healthy run that often).
-    frequent = len(spikes) >= SPIKE_RATE * len(v)
+    frequent = len(v) >= 100 and len(spikes) >= SPIKE_RATE * len(v)
     return [
         finding(
             NAME,
