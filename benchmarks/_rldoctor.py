@@ -40,7 +40,10 @@ FIELDS = {
 
 
 def rldoctor_bin() -> Path:
-    """The rl-doctor executable, installing it into its own venv on first use."""
+    """The rl-doctor executable: $RLDOCTOR_BIN if set, else one in its own venv under the
+    benchmark cache, installed there on first use."""
+    if os.environ.get("RLDOCTOR_BIN"):
+        return Path(os.environ["RLDOCTOR_BIN"])
     env = CACHE / f"rldoctor-{RLDOCTOR_VERSION}"
     exe = env / "bin" / "rl-doctor"
     if not exe.exists():
@@ -125,3 +128,149 @@ def diagnose(path: Path, *, timeout: float = 600, mem_gb: float | None = None) -
         return json.loads(proc.stdout)
     except ValueError:
         return {"error": "no JSON on stdout"}
+
+
+def their_verdict(f: dict[str, Any]) -> str:
+    """One rl-doctor finding in rlvitals' verdict classes."""
+    det = f.get("detector", "")
+    text = f"{f.get('title', '')} {f.get('summary', '')}".lower()
+    if det == "advantage_collapse":
+        regime = (f.get("metrics") or {}).get("regime")
+        return {"saturated": "too_easy", "too_hard": "too_hard"}.get(regime, "no_signal")
+    if det == "entropy_collapse":
+        return "collapse"
+    if det in ("reward_hacking", "reward_composition"):
+        return "exploit_suspected"
+    if det in ("length_pathology", "length_hacking"):
+        return "out_of_room" if "trunc" in text else "exploit_suspected"
+    if det in ("gradient_pathology", "grad_pathology"):
+        return "non_finite" if ("nan" in text or "non-finite" in text) else "drift"
+    if det in ("kl_drift", "clip_saturation"):
+        return "drift"
+    if det == "plateau":
+        return "not_learning"
+    return det
+
+
+WARN_OR_WORSE = ("WARNING", "CRITICAL")
+
+
+def their_hits(res: dict[str, Any]) -> list[str]:
+    """The verdicts of rl-doctor's warning-or-worse findings, worst first."""
+    found = [f for f in res.get("findings", []) if f.get("severity") in WARN_OR_WORSE]
+    found.sort(key=lambda f: -WARN_OR_WORSE.index(f["severity"]))
+    return [their_verdict(f) for f in found]
+
+
+# Canonical name -> rl-doctor's, for any run rlvitals read (a superset of FIELDS' sources).
+CANONICAL = {
+    **FIELDS,
+    "groups/signal_fraction": None,  # handed over as zero_var_group_frac = 1 - value
+    "perf/step_seconds": "step_time",
+    "perf/tokens_per_second": "perf/throughput",
+}
+
+
+def data_to_rldoctor_jsonl(data: Any, out: Path) -> Path:
+    """Write a run rlvitals has read (``RunData``) as rl-doctor JSONL in its field names:
+    the canonical series it knows, reward components as ``rewards/<name>/mean``, and the
+    held-out score as ``eval_score``. Used where rl-doctor cannot read the source itself."""
+    rows: dict[int, dict[str, Any]] = {}
+
+    def put(step: int, key: str, v: float) -> None:
+        rows.setdefault(int(step), {"step": int(step)}).setdefault(key, v)
+
+    for name in data.names():
+        s = data.series(name)
+        if name == "groups/signal_fraction":
+            for k, v in zip(s.steps.tolist(), s.values.tolist()):
+                put(k, "zero_var_group_frac", 1.0 - v)
+            continue
+        theirs = CANONICAL.get(name)
+        if theirs is None and name.startswith("rollout/") and name.count("/") == 1:
+            theirs = f"rewards/{name.split('/', 1)[1]}/mean"
+        if theirs is None:
+            continue
+        for k, v in zip(s.steps.tolist(), s.values.tolist()):
+            put(k, theirs, v)
+    for e in data.evals:
+        score = e.get("score")
+        if isinstance(e.get("step"), int) and isinstance(score, (int, float)):
+            put(e["step"], "eval_score", float(score))
+    with open(out, "w") as f:
+        for k in sorted(rows):
+            f.write(json.dumps(rows[k]) + "\n")  # NaN stays NaN, as Python writes it
+    return out
+
+
+def prefix_file(src: Path, step: int, out: Path) -> Path:
+    """``src`` cut after ``step``: a JSONL's lines, or a trainer_state.json's log_history."""
+    if src.name.endswith(".json"):
+        state = json.loads(src.read_text())
+        state["log_history"] = [
+            e for e in state.get("log_history", []) if int(e.get("step", 0)) <= step
+        ]
+        out.write_text(json.dumps(state))
+        return out
+    keep = []
+    for line in src.read_text().splitlines():
+        try:
+            s = json.loads(line).get("step")
+        except ValueError:
+            continue
+        if isinstance(s, int) and s <= step:
+            keep.append(line)
+    out.write_text("\n".join(keep) + "\n")
+    return out
+
+
+_WORKER = r"""
+import json, sys
+from rl_doctor.diagnosis import diagnose
+from rl_doctor.ingest import load_run
+from rl_doctor.report import render_json
+out, sys.stdout = sys.stdout, sys.stderr  # anything rl-doctor prints goes to stderr
+for line in sys.stdin:
+    try:
+        res = json.dumps(json.loads(render_json(diagnose(load_run(line.rstrip("\n"))))))
+    except Exception as exc:
+        res = json.dumps({"error": f"{type(exc).__name__}: {exc}"[:300]})
+    out.write(res + "\n")
+    out.flush()
+"""
+
+
+class Worker:
+    """One rl-doctor process (in its own venv) that diagnoses path after path, as
+    ``rl-doctor diagnose PATH -f json`` does, without paying its start-up for each file."""
+
+    def __init__(self) -> None:
+        python = rldoctor_bin().parent / "python"
+        self.proc = subprocess.Popen(
+            [str(python), "-c", _WORKER],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+
+    def diagnose(self, path: Path) -> dict[str, Any]:
+        """rl-doctor's JSON report for ``path``, or {"error": ...}."""
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(f"{path}\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        if not line:
+            return {"error": f"rl-doctor worker exited ({self.proc.poll()})"}
+        return json.loads(line)
+
+    def close(self) -> None:
+        if self.proc.stdin:
+            self.proc.stdin.close()
+        self.proc.wait(timeout=30)
+
+    def __enter__(self) -> Worker:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

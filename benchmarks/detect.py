@@ -2,6 +2,7 @@
 long healthy run, judged by rlvitals and by rl-doctor side by side.
 
     python benchmarks/detect.py [--seeds 0 1 2] [--long-steps 10000] [--no-rldoctor]
+    python benchmarks/detect.py --corpus [--no-rldoctor] [--no-live] [--json FILE]
 
 Per fault it reports the detection rate (a warn-or-worse finding with the right verdict, and
 the run's verdict right), the median delay in steps from the fault's onset to the finding's
@@ -10,6 +11,10 @@ first step at which a live check raised it. rl-doctor (PyPI ``rldoctor``, in its
 gets the same runs in its field names; it reports no onset step, so only its live delay can be
 measured (by diagnosing prefixes of the run). On healthy runs it counts warn-or-worse
 findings (false alarms). Runs are kept in --out and reused with --reuse.
+
+With ``--corpus`` it judges the development corpus instead (``benchmarks/corpus/``, runs made
+by other tools: real TRL runs, the peers' simulators, public log fragments; see
+``benchmarks/_corpus.py``), with a table per label and per source.
 """
 
 from __future__ import annotations
@@ -144,37 +149,9 @@ def _live_delay(data: Any, expected: str, onset: int, hits: list[Any]) -> int | 
 # -- rl-doctor ---------------------------------------------------------------------------------
 
 
-def _their_verdict(f: dict[str, Any]) -> str:
-    det = f.get("detector", "")
-    text = f"{f.get('title', '')} {f.get('summary', '')}".lower()
-    if det == "advantage_collapse":
-        regime = (f.get("metrics") or {}).get("regime")
-        return {"saturated": "too_easy", "too_hard": "too_hard"}.get(regime, "no_signal")
-    if det == "entropy_collapse":
-        return "collapse"
-    if det in ("reward_hacking", "reward_composition"):
-        return "exploit_suspected"
-    if det in ("length_pathology", "length_hacking"):
-        return "out_of_room" if "trunc" in text else "exploit_suspected"
-    if det in ("gradient_pathology", "grad_pathology"):
-        return "non_finite" if ("nan" in text or "non-finite" in text) else "drift"
-    if det in ("kl_drift", "clip_saturation"):
-        return "drift"
-    if det == "plateau":
-        return "not_learning"
-    return det
-
-
-def _their_hits(res: dict[str, Any]) -> list[str]:
-    return [
-        _their_verdict(f)
-        for f in res.get("findings", [])
-        if f.get("severity") in ("WARNING", "CRITICAL")
-    ]
-
-
 def theirs(run: dict[str, Any], tmp: Path, live: bool) -> dict[str, Any]:
     from _rldoctor import diagnose, to_rldoctor_jsonl
+    from _rldoctor import their_hits as _their_hits
 
     full = to_rldoctor_jsonl(run["path"], tmp / f"{run['path'].name}.jsonl")
     t = time.perf_counter()
@@ -235,7 +212,14 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=None, help="keep runs here (default: temp)")
     ap.add_argument("--reuse", action="store_true", help="reuse runs already in --out")
     ap.add_argument("--json", type=Path, default=None, help="also write the results here")
+    ap.add_argument(
+        "--corpus", action="store_true", help="judge benchmarks/corpus/ (other tools' runs)"
+    )
+    ap.add_argument("--only", default=None, help="with --corpus: runs whose path contains this")
     args = ap.parse_args()
+    if args.corpus:
+        corpus_main(args)
+        return
 
     tmpdir = tempfile.TemporaryDirectory()
     out = args.out or Path(tmpdir.name) / "runs"
@@ -302,6 +286,19 @@ def main() -> None:
             f"runs detected; {sum(r['theirs']['warn_findings'] for r in healthy)} "
             f"warning-or-worse findings on {len(healthy)} healthy runs"
         )
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1, default=str))
+
+
+def corpus_main(args: argparse.Namespace) -> None:
+    """``--corpus``: both tools on the development corpus, tables per label and source."""
+    import _corpus
+
+    t = time.time()
+    results = _corpus.score(live=not args.no_live, rldoctor=not args.no_rldoctor, only=args.only)
+    print()
+    print(_corpus.table(results, rldoctor=not args.no_rldoctor))
+    print(f"\n{len(results)} corpus runs judged in {time.time() - t:.0f} s")
     if args.json:
         args.json.write_text(json.dumps(results, indent=1, default=str))
 

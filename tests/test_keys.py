@@ -54,7 +54,7 @@ def rlwatch_jsonl(tmp_path: Path) -> Path:
         }
         for s in range(500)
     ]
-    return _jsonl(tmp_path / "steps.jsonl", rows)
+    return _jsonl(tmp_path / "metrics.jsonl", rows)
 
 
 RLWATCH_NAMES = {
@@ -83,6 +83,17 @@ def test_check_judges_the_rlwatch_file_instead_of_too_early(rlwatch_jsonl, capsy
     assert code == 0, err
     report = json.loads(out)
     assert "too early" not in json.dumps(report).lower()
+
+
+def test_someone_elses_steps_jsonl_is_refused_with_the_way_out(rlwatch_jsonl, tmp_path, capsys):
+    d = tmp_path / "theirs"
+    d.mkdir()
+    (d / "steps.jsonl").write_bytes(rlwatch_jsonl.read_bytes())  # looks like our run directory
+    code, _, err = cli(capsys, "check", str(d))
+    assert code == 2 and "--from jsonl" in err and "reward_mean" in err
+    code, out, err = cli(capsys, "metrics", str(d / "steps.jsonl"), "--from", "jsonl", "--json")
+    assert code == 0, err
+    assert len(json.loads(out)["metrics"]["reward/mean"]) == 500
 
 
 def test_rl_doctor_jsonl_with_a_config_first_line_reads(tmp_path: Path) -> None:
@@ -469,3 +480,56 @@ def test_every_canonical_name_is_in_the_docs() -> None:
         assert f"`{name}`" in page
     for _, spec in PATTERNS:
         assert f"`{spec.name}`" in page
+
+
+def test_the_views_take_their_names_from_the_schema() -> None:
+    from rlvitals.schema import key_metrics, label
+    from rlvitals.views.dashboard import PLOTS
+    from rlvitals.views.watch import KEY_METRICS
+
+    assert key_metrics() == KEY_METRICS
+    assert ("reward/mean", "reward") in KEY_METRICS
+    ids = {p.id for p in PLOTS}
+    for spec in [*METRICS.values(), *(s for _, s in PATTERNS)]:
+        assert spec.plot in ids, spec.name
+    assert all(p.metrics for p in PLOTS)
+    assert label("train/mismatch_kl") == "mismatch KL" and label("not/a/metric") == "not/a/metric"
+
+
+def test_tensorboard_tags_go_through_the_same_chain(tmp_path: Path) -> None:
+    from test_readers_tensorboard import _event, _record, _simple
+
+    data = b"".join(
+        _record(
+            _event(
+                s,
+                [
+                    _simple("charts/reward_mean", 0.1 * s),
+                    _simple("charts/kl", 0.01),
+                    *([_simple("charts/entropy", 0.5)] if s < 5 else []),
+                ],
+            )
+        )
+        for s in range(10)
+    )
+    (tmp_path / "events.out.tfevents.1").write_bytes(data)
+    run = read(tmp_path)
+    assert run.series("reward/mean").at(3) == pytest.approx(0.3)
+    assert run.resolved["charts/reward_mean"][:2] == ("reward/mean", "tokens")
+    assert "which KL" in run.unmapped["charts/kl"]
+    assert run.missing["charts/entropy"] == 5  # TensorBoard drops None: vanished from step 5
+
+
+def test_presence_counts_blocks_of_records_with_the_same_keys() -> None:
+    from rlvitals.model import Presence
+
+    p = Presence()
+    for s in range(10):
+        keys = ["a", *(["b"] if s <= 5 else []), *(["c"] if s % 2 == 0 else [])]
+        p.record(s, keys, "a")
+        p.record(s, ["x", "y"], "x")  # another stream at the same steps
+    assert p.vanished() == {"b": 6}
+    assert p.keys["a"][1:] == [0, 9, 10] and p.keys["c"][3] == 5
+    for s in range(10, 13):
+        p.record(s, ["x"], "x")
+    assert p.vanished() == {"b": 6, "y": 10}

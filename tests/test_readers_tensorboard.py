@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import gzip
+import math
 import struct
+import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from rlvitals.readers import open_reader, read
@@ -118,3 +122,163 @@ def test_unknown_framework_keeps_tags_and_takes_canonical_names(tmp_path: Path) 
     run = read(tmp_path)
     assert run.info["framework"] is None
     assert run.is_canonical("reward/mean") and not run.is_canonical("my/thing")
+
+
+# -- the real writers, every point, damaged files (issues 11 and 15) --------------------------
+
+
+def _values(i: int) -> dict[str, float]:
+    return {
+        "train/reward": 0.25 + i * 1e-5,
+        "train/kl": math.nan if i % 1000 == 7 else 0.001,
+        "train/grad_norm": math.inf if i == 11 else 1.5,
+    }
+
+
+def _tb_run(logdir: Path, n: int) -> None:
+    """n steps of three scalars, one event per step, with TensorBoard's own writer."""
+    writer_mod = pytest.importorskip("tensorboard.summary.writer.event_file_writer")
+    from tensorboard.compat.proto import event_pb2, summary_pb2
+
+    logdir.mkdir(parents=True)
+    w = writer_mod.EventFileWriter(str(logdir))
+    for i in range(n):
+        values = [summary_pb2.Summary.Value(tag=k, simple_value=v) for k, v in _values(i).items()]
+        w.add_event(
+            event_pb2.Event(step=i, wall_time=1.7e9 + i, summary=summary_pb2.Summary(value=values))
+        )
+    w.close()
+
+
+def _torch_run(logdir: Path, n: int) -> None:
+    """n steps as HF's TensorBoardCallback writes them: torch's SummaryWriter, one scalar each."""
+    torch_tb = pytest.importorskip("torch.utils.tensorboard")
+    w = torch_tb.SummaryWriter(str(logdir))
+    for i in range(n):
+        for k, v in _values(i).items():
+            w.add_scalar(k, v, i)
+    w.close()
+
+
+@pytest.fixture(scope="module")
+def torch_logdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    d = tmp_path_factory.mktemp("tb") / "runs"
+    _tb_run(d, 20_000)
+    return d
+
+
+@pytest.fixture(scope="module")
+def small_torch_run(tmp_path_factory: pytest.TempPathFactory) -> bytes:
+    d = tmp_path_factory.mktemp("tbsmall") / "runs"
+    _torch_run(d, 200)
+    return next(d.glob("*tfevents*")).read_bytes()
+
+
+def test_every_one_of_20000_points_per_tag_is_kept(torch_logdir: Path) -> None:
+    run = read(torch_logdir)
+    assert run.warnings == []
+    want = np.arange(20_000)
+    for tag in ("train/reward", "train/kl", "train/grad_norm"):
+        s = run.series(tag)
+        assert s.steps.tolist() == want.tolist(), tag
+    # float32 on disk (simple_value): equal to the logged values rounded to float32
+    got = run.series("train/reward").values
+    assert np.array_equal(got, (0.25 + want * 1e-5).astype(np.float32).astype(np.float64))
+    kl = run.series("train/kl").values
+    assert np.flatnonzero(np.isnan(kl)).tolist() == list(range(7, 20_000, 1000))
+    assert math.isinf(run.series("train/grad_norm").at(11))
+    assert run.series("reward/mean") is not None  # mapped by meaning (HF's train/ prefix)
+    # TensorBoard's own default reader keeps a 10,000-point sample of the same file.
+    acc_mod = pytest.importorskip("tensorboard.backend.event_processing.event_accumulator")
+    acc = acc_mod.EventAccumulator(str(torch_logdir))
+    acc.Reload()
+    assert len(acc.Scalars("train/reward")) == 10_000
+
+
+def _file(d: Path) -> Path:
+    return next(d.glob("*tfevents*"))
+
+
+def _offsets(data: bytes) -> list[int]:
+    out, i = [], 0
+    while i + 12 <= len(data):
+        (n,) = struct.unpack("<Q", data[i : i + 8])
+        out.append(i)
+        i += 12 + n + 4
+    return out
+
+
+def _small(tmp_path: Path, data: bytes) -> tuple[Path, bytes]:
+    p = tmp_path / "small" / "events.out.tfevents.1.host"
+    p.parent.mkdir()
+    p.write_bytes(data)
+    return p, data
+
+
+def test_a_flipped_bit_drops_that_record_with_a_warning(
+    tmp_path: Path, small_torch_run: bytes
+) -> None:
+    p, data = _small(tmp_path, small_torch_run)
+    offs = _offsets(data)
+    at = offs[101]  # one record: train/reward at some step
+    (n,) = struct.unpack("<Q", data[at : at + 8])
+    bad = bytearray(data)
+    bad[at + 12 + n - 2] ^= 0x04  # a bit inside the float value
+    p.write_bytes(bytes(bad))
+    run = read(p)
+    assert len(run.warnings) == 1, run.warnings
+    w = run.warnings[0]
+    assert str(p) in w and f"byte {at}" in w and "data checksum" in w
+    reward = run.series("train/reward")
+    kl = run.series("train/kl")
+    assert len(reward) + len(kl) + len(run.series("train/grad_norm")) == 3 * 200 - 1
+    ok = (0.25 + reward.steps * 1e-5).astype(np.float32)
+    assert np.array_equal(reward.values, ok)  # no wrong value anywhere
+
+
+def test_a_record_claiming_a_terabyte_is_a_warning_and_the_rest_is_read(
+    tmp_path: Path, small_torch_run: bytes
+) -> None:
+    p, data = _small(tmp_path, small_torch_run)
+    at = _offsets(data)[300]
+    header = struct.pack("<Q", 1 << 40)
+    huge = header + struct.pack("<I", masked_crc(header))  # a valid length checksum
+    p.write_bytes(data[:at] + huge + data[at:])
+    run = read(p)
+    assert len(run.warnings) == 1
+    w = run.warnings[0]
+    assert str(p) in w and f"byte {at}" in w and "1,099,511,627,776 bytes" in w
+    for tag in ("train/reward", "train/kl", "train/grad_norm"):
+        assert len(run.series(tag)) == 200  # every record after it read too
+
+
+def test_cut_empty_and_gzipped_files(tmp_path: Path, small_torch_run: bytes) -> None:
+    p, data = _small(tmp_path, small_torch_run)
+    last = _offsets(data)[-1]
+    p.write_bytes(data[: last + 20])
+    run = read(p)
+    assert len(run.warnings) == 1 and "ends inside a record" in run.warnings[0]
+    assert f"byte {last}" in run.warnings[0]
+    assert sum(len(run.series(t)) for t in run.source_keys) == 3 * 200 - 1
+    empty = tmp_path / "e" / "events.out.tfevents.0"
+    empty.parent.mkdir()
+    empty.write_bytes(b"")
+    run = read(empty)
+    assert run.warnings == [f"{empty}: empty event file (no records)"]
+    gz = tmp_path / "g" / "events.out.tfevents.1.gz"
+    gz.parent.mkdir()
+    gz.write_bytes(gzip.compress(data))
+    run = read(gz)
+    assert run.warnings == [] and len(run.series("train/reward")) == 200
+
+
+def test_megabytes_of_junk_resync_fast(tmp_path: Path, small_torch_run: bytes) -> None:
+    p, data = _small(tmp_path, small_torch_run)
+    at = _offsets(data)[300]
+    p.write_bytes(data[:at] + b"\x00" * (8 << 20) + data[at:])
+    t0 = time.perf_counter()
+    run = read(p)
+    took = time.perf_counter() - t0
+    assert len(run.warnings) == 1 and "skipped 8388608 bytes" in run.warnings[0]
+    assert len(run.series("train/reward")) == 200
+    assert took < 5.0  # was 14.8 s with a CRC per byte in Python

@@ -99,7 +99,7 @@ def test_every_canonical_metric_has_a_plot() -> None:
     placed = plot_metrics(names)
     for name in names:
         assert any(name in v for v in placed.values()), f"{name} is on no plot"
-    assert 10 <= len(PLOTS) <= 18
+    assert 10 <= len(PLOTS) <= 20
 
 
 def test_non_finite_values_travel_as_their_strings(tmp_path: Path) -> None:

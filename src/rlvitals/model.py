@@ -19,7 +19,15 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-__all__ = ["AttemptTable", "AttemptTableBuilder", "RunData", "Series", "SeriesBuilder"]
+__all__ = [
+    "EVENT_KINDS",
+    "AttemptTable",
+    "AttemptTableBuilder",
+    "Event",
+    "RunData",
+    "Series",
+    "SeriesBuilder",
+]
 
 
 class Series(NamedTuple):
@@ -304,6 +312,38 @@ class AttemptTableBuilder:
         return self._table
 
 
+# What a console line that is not a metric record can say about the run (``RunData.events``).
+EVENT_KINDS = (
+    "traceback",  # a whole ``Traceback (most recent call last):`` block, up to its exception line
+    "oom",  # CUDA / host out of memory, OutOfMemoryError, RESOURCE_EXHAUSTED, a killed process
+    "http_5xx",  # a 5xx status from a server (``503 Service Unavailable``, ``HTTP/1.1" 502``)
+    "connection_refused",  # Connection refused / ECONNREFUSED / cannot connect to a server
+    "timeout",  # a collective, request or server that timed out (NCCL watchdog, ReadTimeout)
+    "error",  # any other ERROR / CRITICAL / FATAL line, or a line naming an Error or Exception
+)
+
+
+class Event(NamedTuple):
+    """One line (or traceback block) of a console log that is not a metric record.
+
+    ``time`` is unix seconds from the line's own timestamp, else from the last timestamp seen
+    before it in the same file, else None (the log has no timestamps). Naive timestamps are read
+    as local time; a time of day without a date takes the date of the file's modification time,
+    rolled a day forward each time the clock goes back. ``kind`` is one of ``EVENT_KINDS``.
+    ``text`` is the line as written (ANSI codes removed; a traceback keeps all its lines joined
+    by newlines, at most 60 lines / 8,000 characters). ``step`` is the last update step read
+    before the event (None: before the first step record), ``source`` the file and ``line``
+    its 1-based line number (a traceback: its first line).
+    """
+
+    time: float | None
+    kind: str
+    text: str
+    step: int | None
+    source: str
+    line: int
+
+
 class Presence:
     """Which records each key appeared in, per stream of records (for ``RunData.missing``).
 
@@ -312,31 +352,56 @@ class Presence:
     trainer's metrics behind its orchestrator's) from reading as keys gone missing.
     """
 
-    __slots__ = ("keys", "streams")
+    __slots__ = ("_open", "keys", "streams")
 
     def __init__(self) -> None:
         self.streams: dict[str, list[int]] = {}  # stream -> distinct steps of its records
         self.keys: dict[str, list[Any]] = {}  # key -> [stream, first index, last index, count]
+        # stream -> [the key set of its latest records, index of the first of them not yet
+        # counted]: records with the key set of the one before cost no per-key work.
+        self._open: dict[str, list[Any]] = {}
 
     def record(self, step: int, keys: Iterable[str], stream: str) -> None:
         """Note one record of ``stream`` at ``step`` holding ``keys``."""
         st = self.streams.get(stream)
         if st is None:
             st = self.streams[stream] = []
+            self._open[stream] = [(), 0]
         if not st or st[-1] != step:
             st.append(step)
         n = len(st) - 1
+        block = self._open[stream]
+        kt = tuple(keys)
+        if kt == block[0]:
+            return
+        self._count(stream, block, n - 1)
+        block[0], block[1] = kt, n
+        if n < len(st) and kt:
+            self._count(stream, block, n)
+            block[1] = n + 1
+
+    def _count(self, stream: str, block: list[Any], end: int) -> None:
+        since = block[1]
+        if end < since:
+            return
         table = self.keys
-        for k in keys:
+        for k in block[0]:
             e = table.get(k)
             if e is None:
-                table[k] = [stream, n, n, 1]
-            elif e[0] == stream and e[2] != n:
-                e[2] = n
-                e[3] += 1
+                table[k] = [stream, since, end, end - since + 1]
+            elif e[0] == stream and e[2] < since:
+                e[2] = end
+                e[3] += end - since + 1
+            elif e[0] == stream:
+                e[3] += end - e[2]
+                e[2] = end
 
     def vanished(self) -> dict[str, int]:
         """Key -> the first step of its stream without it, for keys gone from the rest of it."""
+        for stream, block in self._open.items():
+            end = len(self.streams[stream]) - 1
+            self._count(stream, block, end)
+            block[1] = max(block[1], end + 1)
         out: dict[str, int] = {}
         for k, (stream, first, last, count) in self.keys.items():
             st = self.streams[stream]
@@ -361,6 +426,10 @@ class RunData:
         attempts: the attempts table, where the source has one.
         warnings: what the reader skipped or doubted, each naming file and line.
         source_keys: the source's own keys kept under their own names (other formats).
+        events: errors, tracebacks, out-of-memory, 5xx and connection-refused lines read from
+            console logs, in file order (see ``Event``); empty for sources without a console.
+
+
         resolved: source key -> (canonical name, the step of the chain that mapped it: ``user
             mapping``, ``table``, ``synonym``, ``tokens`` or ``canonical``, the rule's source
             or note). ``rlvitals formats --explain`` prints it.
@@ -370,6 +439,8 @@ class RunData:
         missing: (property) metric -> first step N from which it is missing: it had values,
             then turned null (``nulls``) or vanished from every later record. The checks
             report it; see the property's docstring.
+        transcripts: a transcript store other than the run directory's ``transcripts/``
+            (a framework's sample dump, ``readers.samples``), or None.
     """
 
     source: str
@@ -382,10 +453,13 @@ class RunData:
     attempts: AttemptTable | None = None
     warnings: list[str] = field(default_factory=list)
     source_keys: set[str] = field(default_factory=set)
+    events: list[Event] = field(default_factory=list)
+
     resolved: dict[str, tuple[str, str, str]] = field(default_factory=dict)
     unmapped: dict[str, str] = field(default_factory=dict)
     nulls: dict[str, int] = field(default_factory=dict)
     presence: Presence | None = None
+    transcripts: Any = None
 
     @property
     def missing(self) -> dict[str, int]:
@@ -458,7 +532,9 @@ class RunData:
         out.resolved = dict(self.resolved)
         out.unmapped = dict(self.unmapped)
         out.nulls = {k: v for k, v in self.nulls.items() if v <= step}
+        out.transcripts = self.transcripts
         out.evals = [e for e in self.evals if isinstance(e.get("step"), int) and e["step"] <= step]
+        out.events = [e for e in self.events if e.step is None or e.step <= step]
         t = self.metrics.get("time")
         cut = t.at(step) if t is not None else None
         if cut is not None:

@@ -27,6 +27,7 @@ __all__ = [
     "key_metrics",
     "label",
     "metrics_markdown",
+    "plot_members",
 ]
 
 FORMAT_ID = "rlvitals-run/1"
@@ -68,7 +69,8 @@ class MetricSpec:
     """One canonical metric: name, family (the check that reads it), meaning, and synonyms.
 
     ``label`` is the short name views show; ``key`` marks the numbers ``rlvitals watch`` shows
-    for every update. ``aliases`` are the keys other frameworks and peers log it under.
+    for every update. ``aliases`` are the keys other frameworks and peers log it under;
+    ``plot`` names the dashboard plot that draws it.
     """
 
     name: str
@@ -77,6 +79,11 @@ class MetricSpec:
     label: str = ""
     key: bool = False
     aliases: tuple[Alias, ...] = field(default=(), compare=False)
+    plot: str = ""  # the dashboard plot that draws it (views/dashboard.py PLOTS)
+    glob: str = ""  # for a family: the names it covers as a glob (default: <...> -> *)
+
+
+_Row = tuple[str, str, str, bool, tuple[Alias, ...], str]
 
 
 def _m(
@@ -85,15 +92,17 @@ def _m(
     *aliases: str | Alias,
     label: str = "",
     key: bool = False,
-) -> tuple[str, str, str, bool, tuple[Alias, ...]]:
+    plot: str = "",
+) -> _Row:
     al = tuple(a if isinstance(a, Alias) else Alias(a) for a in aliases)
-    return (name, description, label, key, al)
+    return (name, description, label, key, al, plot)
 
 
-def _specs(
-    family: str, rows: list[tuple[str, str, str, bool, tuple[Alias, ...]]]
-) -> list[MetricSpec]:
-    return [MetricSpec(n, family, d, lb or n.rsplit("/", 1)[-1], k, al) for n, d, lb, k, al in rows]
+def _specs(family: str, rows: list[_Row]) -> list[MetricSpec]:
+    return [
+        MetricSpec(n, family, d, lb or n.rsplit("/", 1)[-1], k, al, plot=pl)
+        for n, d, lb, k, al, pl in rows
+    ]
 
 
 def _not(source: str, note: str) -> Alias:
@@ -162,14 +171,20 @@ _ALL = [
                 "task_reward",
                 "episode_reward_mean",
                 "env/reward_mean",
+                Alias("objective/scores", note="TRL PPOTrainer: reward-model score"),
+                Alias("reward_score", note="DeepSpeed-Chat 'Average reward score'"),
+                Alias("filtered_reward", note="NeMo-RL 'Avg Filtered Reward' (trained groups)"),
+                Alias("total_rewards", note="mlx-lm-lora GRPO 'Total rewards mean'"),
                 label="reward",
                 key=True,
+                plot="reward",
             ),
             _m(
                 "reward/mean_with_unusable",
                 "mean reward of trained attempts plus the graded attempts of rejected groups",
                 label="reward incl. rejected",
                 key=True,
+                plot="reward",
             ),
             _m(
                 "reward/group_std_mean",
@@ -179,8 +194,10 @@ _ALL = [
                 Alias("reward_std_dev", note="OpenPipe ART: mean over groups of np.std"),
                 Alias("reward/std_dev", note="OpenPipe ART (newer)"),
                 "within_group_reward_std",
+                Alias("group_rewards_std", note="mlx-lm-lora GRPO 'Group rewards std'"),
                 label="group std",
                 key=True,
+                plot="signal",
             ),
             _m(
                 "reward/std",
@@ -190,24 +207,38 @@ _ALL = [
                 "std_reward",
                 "critic/score/std",
                 "rollout/reward_std",
+                Alias("total_rewards_std", note="mlx-lm-lora GRPO 'Total rewards std'"),
                 label="batch reward std",
+                plot="signal",
             ),
         ],
     ),
     *_specs(
         "groups",
         [
-            _m("groups/trained", "groups trained on this update", label="trained groups"),
-            _m("groups/rejected", "groups rejected this update", label="rejected groups"),
+            _m(
+                "groups/trained",
+                "groups trained on this update",
+                label="trained groups",
+                plot="groups",
+            ),
+            _m(
+                "groups/rejected",
+                "groups rejected this update",
+                label="rejected groups",
+                plot="groups",
+            ),
             _m(
                 "groups/all_solved",
                 "completed groups whose every attempt scored the run's top reward",
                 label="all solved",
+                plot="groups",
             ),
             _m(
                 "groups/none_solved",
                 "completed groups whose every attempt scored the run's bottom reward",
                 label="none solved",
+                plot="groups",
             ),
             _m(
                 "groups/signal_fraction",
@@ -218,23 +249,26 @@ _ALL = [
                 _not("zero_std_frac", "share of groups with zero reward std"),
                 label="signal groups",
                 key=True,
+                plot="signal",
             ),
             _m(
                 "discard/groups/no_variance",
                 "groups rejected because every attempt scored the same",
                 label="no-variance groups",
+                plot="groups",
             ),
             _m(
                 "discard/groups/group_too_small",
                 "groups rejected because more than max_group_losses attempts failed",
                 label="groups too small",
+                plot="groups",
             ),
         ],
     ),
     *_specs(
         "failures",
         [
-            _m("rollouts/retries", "attempt retries this update", label="retries"),
+            _m("rollouts/retries", "attempt retries this update", label="retries", plot="failures"),
         ],
     ),
     *_specs(
@@ -254,8 +288,11 @@ _ALL = [
                 "gen_len",
                 "generate/avg_num_tokens",
                 "rollout/response_length_mean",
+                Alias("mean_gen_tokens_per_sample", note="NeMo-RL"),
+                Alias("generation_length", note="NeMo-RL 'Mean Generation Length'"),
                 label="length",
                 key=True,
+                plot="length",
             ),
             _m(
                 "response/truncated_rate",
@@ -270,6 +307,7 @@ _ALL = [
                 "no_eos_ratio",
                 label="truncated",
                 key=True,
+                plot="truncation",
             ),
         ],
     ),
@@ -286,8 +324,11 @@ _ALL = [
                 "inference_kl",
                 "train_inference_kl",
                 "rollout_train_kl",
+                Alias("gen_kl_error", note="NeMo-RL: KL(P_gen || P_train), kl_type estimator"),
+                Alias("generation_kl_error", note="NeMo-RL console 'Generation KL Error'"),
                 label="mismatch KL",
                 key=True,
+                plot="mismatch",
             ),
             _m(
                 "train/mismatch_k1",
@@ -296,6 +337,7 @@ _ALL = [
                 "rollout_corr/kl",
                 "mismatch_k1",
                 label="mismatch k1",
+                plot="mismatch",
             ),
             _m(
                 "train/logprob_abs_diff",
@@ -305,6 +347,7 @@ _ALL = [
                 "sampling/sampling_logp_difference/mean",
                 "logp_abs_diff",
                 label="|Δ logp|",
+                plot="mismatch",
             ),
             _m(
                 "train/mismatch_ess",
@@ -312,12 +355,14 @@ _ALL = [
                 "mismatch_ess",
                 label="ESS",
                 key=True,
+                plot="ess",
             ),
             _m(
                 "train/mismatch_ess_seq",
                 "sequence-level ESS with one weight per attempt, w = exp(ΣΔ)",
                 "mismatch_ess_seq",
                 label="ESS per attempt",
+                plot="ess",
             ),
             _m(
                 "freshness/lag_mean",
@@ -329,8 +374,14 @@ _ALL = [
                 "policy_lag_mean",
                 label="lag",
                 key=True,
+                plot="freshness",
             ),
-            _m("freshness/lag_p90", "90th percentile of the same lag", label="lag p90"),
+            _m(
+                "freshness/lag_p90",
+                "90th percentile of the same lag",
+                label="lag p90",
+                plot="freshness",
+            ),
             _m(
                 "freshness/lag_max",
                 "largest lag of a trained attempt",
@@ -338,6 +389,7 @@ _ALL = [
                 "max_staleness",
                 "off_policy/max",
                 label="lag max",
+                plot="freshness",
             ),
         ],
     ),
@@ -350,6 +402,7 @@ _ALL = [
                 "entropy_estimate",
                 label="entropy",
                 key=True,
+                plot="entropy",
             ),
             _m(
                 "train/entropy",
@@ -361,8 +414,11 @@ _ALL = [
                 "policy/entropy",
                 "token_entropy",
                 "mean_entropy",
+                Alias("approx_entropy", note="NeMo-RL, rlwatch: approximate token entropy"),
+                Alias("objective/entropy", note="TRL PPOTrainer"),
                 label="trainer entropy",
                 key=True,
+                plot="entropy",
             ),
             _m(
                 "train/loss",
@@ -373,7 +429,10 @@ _ALL = [
                 "pg_loss",
                 "total_loss",
                 "actor/pg_loss",
+                Alias("act_loss", note="DeepSpeed-Chat, OpenRLHF progress bar: actor loss"),
+                Alias("loss/policy_avg", note="TRL PPOTrainer"),
                 label="loss",
+                plot="loss",
             ),
             _m(
                 "train/grad_norm",
@@ -385,6 +444,7 @@ _ALL = [
                 "global_grad_norm",
                 label="grad norm",
                 key=True,
+                plot="grad",
             ),
             _m(
                 "train/lr",
@@ -394,6 +454,7 @@ _ALL = [
                 "actor_lr",
                 "policy_lr",
                 label="lr",
+                plot="loss",
             ),
             _m(
                 "train/clip_frac",
@@ -407,6 +468,7 @@ _ALL = [
                 "ppo_clip_ratio",
                 "clipped_fraction",
                 label="clip fraction",
+                plot="trust",
             ),
             _m(
                 "train/ppo_kl",
@@ -418,6 +480,7 @@ _ALL = [
                 "kl_old_new",
                 "old_new_kl",
                 label="PPO KL",
+                plot="trust",
             ),
             _m(
                 "train/ref_kl",
@@ -431,7 +494,9 @@ _ALL = [
                 Alias("kl_loss", note="verl actor/kl_loss, Miles train/kl_loss (KL-loss term)"),
                 Alias("kl_divergence", note="rlwatch: KL from the reference model"),
                 Alias("objective/kl", note="TRL PPOTrainer: KL to the reference"),
+                Alias("kl_penalty", note="NeMo-RL: the KL term divided by its coefficient"),
                 label="KL to reference",
+                plot="trust",
             ),
             _m(
                 "train/advantage_std",
@@ -443,6 +508,7 @@ _ALL = [
                 "advantage/std",
                 "critic/advantages/std",
                 label="advantage std",
+                plot="grad",
             ),
         ],
     ),
@@ -458,9 +524,11 @@ _ALL = [
                 "step_time_s",
                 "time/step",
                 "timing_s/step",
+                Alias("time/step_wall_s", note="OpenPipe ART"),
                 "perf/time_per_step",
                 label="s/step",
                 key=True,
+                plot="timing",
             ),
             _m(
                 "perf/sampling_seconds",
@@ -471,12 +539,14 @@ _ALL = [
                 "timing/generation",
                 "perf/rollout_time",
                 label="sampling s",
+                plot="timing",
             ),
             _m(
                 "perf/grading_seconds",
                 "seconds spent grading",
                 "timing_s/reward",
                 label="grading s",
+                plot="timing",
             ),
             _m(
                 "perf/training_seconds",
@@ -485,6 +555,7 @@ _ALL = [
                 "training_time",
                 "timing_s/update_actor",
                 label="training s",
+                plot="timing",
             ),
             _m(
                 "perf/tokens_per_second",
@@ -492,10 +563,26 @@ _ALL = [
                 "tokens_per_second",
                 "tokens_per_sec",
                 label="tokens/s",
+                plot="throughput",
             ),
-            _m("perf/attempt_seconds_p50", "median attempt duration (start to end)", label="p50 s"),
-            _m("perf/attempt_seconds_p90", "90th percentile attempt duration", label="p90 s"),
-            _m("perf/attempt_seconds_p99", "99th percentile attempt duration", label="p99 s"),
+            _m(
+                "perf/attempt_seconds_p50",
+                "median attempt duration (start to end)",
+                label="p50 s",
+                plot="timing",
+            ),
+            _m(
+                "perf/attempt_seconds_p90",
+                "90th percentile attempt duration",
+                label="p90 s",
+                plot="timing",
+            ),
+            _m(
+                "perf/attempt_seconds_p99",
+                "99th percentile attempt duration",
+                label="p99 s",
+                plot="timing",
+            ),
         ],
     ),
 ]
@@ -531,6 +618,8 @@ PATTERNS: list[tuple[re.Pattern[str], MetricSpec]] = [
                     note="prime-rl (orchestrator metrics.py: <prefix>/rewards/<fn>)",
                 ),
             ),
+            plot="components",
+            glob="reward/component/*",
         ),
     ),
     (
@@ -562,11 +651,18 @@ PATTERNS: list[tuple[re.Pattern[str], MetricSpec]] = [
                     r"reward/source/\g<name>/mean",
                 ),
             ),
+            plot="components",
+            glob="reward/source/*",
         ),
     ),
     (
         re.compile(r"^discard/groups/[^/]+$"),
-        MetricSpec("discard/groups/<reason>", "groups", "rejected groups this update by reason"),
+        MetricSpec(
+            "discard/groups/<reason>",
+            "groups",
+            "rejected groups this update by reason",
+            plot="groups",
+        ),
     ),
     (
         re.compile(r"^discard/rollouts/.+$"),
@@ -575,6 +671,7 @@ PATTERNS: list[tuple[re.Pattern[str], MetricSpec]] = [
             "failures",
             "attempts that never reached training, by reason (rollout_failed/<Exc>, "
             "grading_failed/<Exc>, unversioned, ungraded, stale, or the loop's own reason)",
+            plot="failures",
         ),
     ),
     (
@@ -584,11 +681,17 @@ PATTERNS: list[tuple[re.Pattern[str], MetricSpec]] = [
             "episodes",
             "episode metadata: numbers averaged, labels counted as rollout/<key>/<label>, "
             "booleans as rates",
+            plot="episodes",
         ),
     ),
     (
         re.compile(r"^eval/.+/score$"),
-        MetricSpec("eval/<suite>/score", "heldout", "held-out score of a sampler checkpoint"),
+        MetricSpec(
+            "eval/<suite>/score",
+            "heldout",
+            "held-out score of a sampler checkpoint",
+            plot="reward",
+        ),
     ),
     (
         re.compile(r"^eval/.+/component/[^/]+$"),
@@ -603,11 +706,17 @@ PATTERNS: list[tuple[re.Pattern[str], MetricSpec]] = [
                     note="verl _val_metrics_update: reward extra infos per data source",
                 ),
             ),
+            plot="components",
         ),
     ),
     (
         re.compile(r"^perf/.+$"),
-        MetricSpec("perf/<name>", "perf", "other time, throughput or utilisation figures"),
+        MetricSpec(
+            "perf/<name>",
+            "perf",
+            "other time, throughput or utilisation figures",
+            plot="system",
+        ),
     ),
     (
         re.compile(r"^transcripts/[a-z0-9_]+$"),
@@ -617,9 +726,20 @@ PATTERNS: list[tuple[re.Pattern[str], MetricSpec]] = [
             "share of the step's attempts raising a transcript flag (docs/transcripts.md), "
             "derived when a run is checked; also flagged_rate, repetition_rate and "
             "reward_length_spearman",
+            plot="transcripts",
+            glob="transcripts/*",
         ),
     ),
 ]
+
+
+def plot_members(plot: str) -> tuple[str, ...]:
+    """The names (and ``*`` globs of families) a dashboard plot draws, in declaration order."""
+    fixed = [m.name for m in METRICS.values() if m.plot == plot]
+    globs = [
+        spec.glob or re.sub(r"<[^>]+>", "*", spec.name) for _, spec in PATTERNS if spec.plot == plot
+    ]
+    return tuple(dict.fromkeys([*fixed, *globs]))
 
 
 def describe(name: str) -> MetricSpec | None:

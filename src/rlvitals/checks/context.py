@@ -275,6 +275,8 @@ class Context:
     def transcript_store(self) -> TranscriptStore | None:
         from ..transcripts.store import TranscriptStore
 
+        if self.data.transcripts is not None:  # a framework's sample dump (readers.samples)
+            return self.data.transcripts
         if self.run_dir is None:
             return None
         store = TranscriptStore(self.run_dir, warn=self.data.warnings.append)

@@ -24,7 +24,6 @@ run read is never written to.
 
 from __future__ import annotations
 
-import itertools
 import math
 from typing import Any
 
@@ -188,27 +187,51 @@ def spearman(x: np.ndarray, y: np.ndarray) -> float:
     return float((rx * ry).sum() / d) if d > 0 else math.nan
 
 
+def _grouped_ranks(g: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """Ranks of ``x`` within each group of ``g``, ties averaged (``_ranks`` per group, all
+    groups in one sort)."""
+    n = len(x)
+    order = np.lexsort((x, g))
+    gs, xs = g[order], x[order]
+    at = np.arange(n)
+    new_group = np.concatenate(([True], gs[1:] != gs[:-1]))
+    start = np.maximum.accumulate(np.where(new_group, at, 0))
+    tie = np.cumsum(new_group | np.concatenate(([True], xs[1:] != xs[:-1]))) - 1
+    avg = np.bincount(tie, weights=at.astype(float)) / np.bincount(tie)
+    ranks = np.empty(n)
+    ranks[order] = avg[tie] - start
+    return ranks
+
+
 def reward_length_series(data: RunData) -> Series | None:
     """Per step, Spearman's rho between reward and response tokens over its graded attempts
     (steps with fewer than 8 of them, or a constant side, left out); None with fewer than ten
-    such steps."""
+    such steps. All steps at once: ranks within each step from one sort, then each step's
+    Pearson correlation of the ranks from per-step sums."""
     a = data.attempts
     if a is None or not len(a):
         return None
     ok = ~a.reward_missing & np.isfinite(a.reward) & (a.response_tokens > 0)
-    steps, rhos = [], []
-    bounds = np.flatnonzero(np.concatenate(([True], a.step[1:] != a.step[:-1], [True])))
-    for lo, hi in itertools.pairwise(bounds.tolist()):
-        m = ok[lo:hi]
-        if m.sum() < 8:
-            continue
-        rho = spearman(a.reward[lo:hi][m], a.response_tokens[lo:hi][m].astype(float))
-        if math.isfinite(rho):
-            steps.append(int(a.step[lo]))
-            rhos.append(rho)
-    if len(steps) < 2 * MIN_WINDOW:
+    step = a.step[ok]
+    if not len(step):
         return None
-    return Series(np.asarray(steps, dtype=np.int64), np.asarray(rhos))
+    steps, gid, cnt = np.unique(step, return_inverse=True, return_counts=True)
+    rx = _grouped_ranks(gid, a.reward[ok])
+    ry = _grouped_ranks(gid, a.response_tokens[ok].astype(float))
+
+    def total(w: np.ndarray) -> np.ndarray:
+        return np.bincount(gid, weights=w, minlength=len(steps))
+
+    sx, sy = total(rx), total(ry)
+    cov = total(rx * ry) - sx * sy / cnt
+    vx = total(rx * rx) - sx * sx / cnt
+    vy = total(ry * ry) - sy * sy / cnt
+    d = np.sqrt(np.clip(vx, 0.0, None) * np.clip(vy, 0.0, None))
+    keep = (cnt >= 8) & (d > 1e-9 * np.maximum(cnt, 1) ** 2)
+    rho = np.clip(cov[keep] / d[keep], -1.0, 1.0)
+    if len(rho) < 2 * MIN_WINDOW:
+        return None
+    return Series(steps[keep].astype(np.int64), rho)
 
 
 def _length(ctx: Context) -> list[Finding]:

@@ -38,13 +38,19 @@ EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 
 
 def read_run(
-    path: str, source_format: str | None = None, *, mapping: str | None = None, shown: int = 20
+    path: str,
+    source_format: str | None = None,
+    *,
+    mapping: str | None = None,
+    shown: int = 20,
+    samples: str | None = None,
+    run: str | None = None,
 ) -> RunData:
     """Read a run for a command: the reader's warnings (file and line each) go to stderr, the
-    first ``shown`` of them and a count of the rest."""
+    first ``shown`` of them and a count of the rest. ``run`` picks a run of a tracker store."""
     from ..readers import read
 
-    data = read(path, source_format, mapping=mapping)
+    data = read(path, source_format, mapping=mapping, samples=samples, run=run)
     for w in data.warnings[:shown]:
         print(f"warning: {w}", file=sys.stderr)
     if len(data.warnings) > shown:

@@ -26,7 +26,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="N",
         help="how many first steps make the early range (default 10)",
     )
-    add_source_args(p)
+    add_source_args(p, samples=False)
     p.set_defaults(func=run)
 
 

@@ -139,8 +139,12 @@ def run(args: argparse.Namespace) -> int:
         "transcript_rules": args.rules,
         "source_format": args.source_format,
         "mapping": getattr(args, "mapping", None),
+        "samples": args.samples,
+        "run": getattr(args, "store_run", None),
     }
     runs, skipped, outcomes = _expand(args.paths)
+    if args.samples and len(runs) > 1:
+        raise UsageError("--samples: expected one RUN (the dump belongs to one run)")
     if not runs and len(outcomes) == 1:
         raise UsageError(str(outcomes[0].error))  # nothing to judge: one error line, exit 2
     fmt = "json" if args.json else args.format

@@ -47,6 +47,8 @@ def run(args: argparse.Namespace) -> int:
     if not args.json and not args.output:
         raise UsageError("-o: expected a file name")
     baseline = load(args.baseline) if args.baseline else None
+    if args.samples and len(args.paths) > 1:
+        raise UsageError("--samples: expected one RUN (the dump belongs to one run)")
     runs = []
     for path in args.paths:
         data = read_source(path, args, shown=5)

@@ -45,7 +45,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="how often to look for new records (default 0.1)",
     )
     p.add_argument("--verbose", action="store_true", help="log every request")
-    add_source_args(p)
+    add_source_args(p, samples=False)
     p.set_defaults(func=run)
 
 

@@ -24,7 +24,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "raised on it (tampering with tests or the grader, hard-coded outputs, answer "
         "formats, repetition). Text is shown escaped; nothing in it is ever run.",
     )
-    p.add_argument("path", metavar="RUN", help="run directory")
+    p.add_argument("path", metavar="RUN", help="run directory or log file")
     p.add_argument("--top", type=int, default=3, metavar="K", help="attempts per step (3)")
     p.add_argument(
         "--every",
@@ -72,11 +72,13 @@ def _rules(args: argparse.Namespace, run_dir: Path) -> Rules:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..readers.remote import is_url
+
     path = Path(args.path)
-    if not path.exists():
+    if not is_url(args.path) and not path.exists():
         raise UsageError(f"{path}: no such run directory")
-    data = read_source(str(path), args, require=False)
-    store = TranscriptStore(path)
+    data = read_source(args.path, args, require=False)
+    store = data.transcripts if data.transcripts is not None else TranscriptStore(path)
     payload = browse(
         store,
         _rules(args, store.run_dir),

@@ -71,6 +71,10 @@ def run(args: argparse.Namespace) -> int:
             notifier=notifier,
             min_alert=args.alert_on,
         )
+        if args.samples:
+            from ..readers.samples import attach
+
+            watcher.reader = attach(watcher.reader, args.samples)
     except BaseException:
         if notifier is not None:
             notifier.close(0)

@@ -91,6 +91,8 @@ def _walk(d: Path, found: Discovery, depth: int) -> None:
         except OSError:
             continue
         if is_dir:
+            if e.is_symlink() and Path(os.path.realpath(p)).parent == Path(os.path.realpath(d)):
+                continue  # an alias of a sibling (W&B's latest-run): the run once, by name
             subdirs.append(p)
         elif _SAMPLE_DUMP.match(e.name):
             continue
@@ -113,6 +115,12 @@ def find_runs(path: str | os.PathLike[str]) -> Discovery:
     other folder is searched. Raises ``UnknownFormatError`` when ``path`` does not exist or
     a folder holds no run at all (naming what was passed over).
     """
+    from ..readers.remote import is_url
+
+    if is_url(path):
+        from ..readers.remote import remote_runs
+
+        return Discovery(runs=remote_runs(os.fspath(path)))
     p = Path(path)
     if not p.exists():
         raise UnknownFormatError("no such file or directory", path=str(p))

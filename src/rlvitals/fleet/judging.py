@@ -55,7 +55,13 @@ def _read_and_check(path: str, options: dict[str, Any]) -> tuple[Any, Any, str |
     from ..readers.keys import require_metrics
 
     try:
-        data = read(path, options.get("source_format"), mapping=options.get("mapping"))
+        data = read(
+            path,
+            options.get("source_format"),
+            mapping=options.get("mapping"),
+            samples=options.get("samples"),
+            run=options.get("run"),
+        )
         require_metrics(data, path)  # keys but no canonical metric: an error, not "too early"
         report = run_checks(
             data,
@@ -101,7 +107,7 @@ def judge_iter(paths: Sequence[str], *, jobs: int = 1, **options: Any) -> Iterat
     """Outcomes in the order of ``paths``, each as soon as it (and those before it) is ready.
 
     ``options`` are ``run_checks``'s keywords (baseline, thresholds, stall_after, only,
-    transcript_rules) and the reader's (source_format, mapping).
+    transcript_rules) and the reader's (source_format, mapping, run).
     """
     if jobs <= 0:
         jobs = os.cpu_count() or 1

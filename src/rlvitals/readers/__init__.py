@@ -82,16 +82,20 @@ def _load_all() -> None:
     # Import reader modules so they register themselves; kept lazy so `import rlvitals` is light.
     from . import (  # noqa: F401
         areal,
+        console,
         generic,
         miles,
+        mlflow,
         native,
         openrlhf,
         primerl,
         skyrl,
         tensorboard,
         tinker,
+        trackio,
         trl,
         verl,
+        wandb,
     )
 
 
@@ -101,10 +105,19 @@ def formats() -> list[Format]:
     return sorted(FORMATS.values(), key=lambda f: f.priority)
 
 
+def _local(path: str | os.PathLike[str]) -> Path:
+    # A tracking URI (``sqlite:///mlflow.db``, ``file:///.../mlruns``) names a local path.
+    text = os.fspath(path)
+    for prefix in ("sqlite:///", "file://"):
+        if text.startswith(prefix):
+            return Path(text[len(prefix) :])
+    return Path(text)
+
+
 def sniff(path: str | os.PathLike[str]) -> str:
     """The name of the format of ``path`` (a file or a directory)."""
     _load_all()
-    p = Path(path)
+    p = _local(path)
     if not p.exists():
         raise UnknownFormatError("no such file or directory", path=str(p))
     for fmt in sorted(FORMATS.values(), key=lambda f: f.priority):
@@ -122,14 +135,30 @@ def open_reader(
     format: str | None = None,
     *,
     mapping: str | os.PathLike[str] | None = None,
+    samples: str | os.PathLike[str] | None = None,
+    run: str | None = None,
 ) -> Reader:
     """An incremental reader for ``path``; ``format`` overrides sniffing.
 
     ``mapping`` names a TOML or JSON file of ``canonical name = "source key"`` rules that take
     precedence over the format's own table (for the generic formats, the only table).
+    ``samples`` names a framework's sample dump (``readers.samples``) read as the run's
+    attempts and transcripts; without it, a dump where the framework puts it by default
+    beside the log is read too.
+    ``run`` picks one run of a store that holds several (W&B folder, trackio, MLflow).
+    A URL (``s3://``, ``gs://``, ``az://``) is read through a local mirror fetched by byte
+    ranges (``readers.remote``).
     """
+    from .remote import is_url
+
+    if is_url(path):
+        from .remote import open_remote
+
+        return open_remote(
+            os.fspath(path), open_reader, format=format, mapping=mapping, samples=samples, run=run
+        )
     _load_all()
-    p = Path(path)
+    p = _local(path)
     if format is None:
         format = sniff(p)
     elif format not in FORMATS:
@@ -144,7 +173,29 @@ def open_reader(
         from .mapping import load_user_mapping
 
         kwargs["extra_rules"] = tuple(load_user_mapping(mapping))
-    return FORMATS[format].factory(p, **kwargs)
+    if run is not None:
+        import inspect
+
+        if "run" not in inspect.signature(FORMATS[format].factory).parameters:
+            raise UnknownFormatError(
+                f"--run picks a run of a tracker store; a {format} source holds one run",
+                path=str(p),
+            )
+        kwargs["run"] = run
+    return _with_samples(FORMATS[format].factory(p, **kwargs), p, samples)
+
+
+def _with_samples(reader: Reader, path: Path, samples: str | os.PathLike[str] | None) -> Reader:
+    """The hook that attaches a sample dump after reading (``readers.samples.attach``)."""
+    from .samples import attach
+
+    if samples is not None:
+        return attach(reader, samples)  # a bad --samples is the user's error: it raises
+    try:
+        return attach(reader, path=path)
+    except (OSError, ValueError) as exc:  # looking for a default dump must never stop a read
+        reader.run.warnings.append(f"{path}: sample dump not read ({exc})")
+        return reader
 
 
 def read(
@@ -152,13 +203,16 @@ def read(
     format: str | None = None,
     *,
     mapping: str | os.PathLike[str] | None = None,
+    samples: str | os.PathLike[str] | None = None,
+    run: str | None = None,
 ) -> RunData:
-    """Read a whole run (any known format) into the canonical model.
+    """Read a whole run (any known format) into the canonical model (``samples``, ``run``: see
+    ``open_reader``).
 
     The files are taken as complete: a record still open at the end of a file is read as far
     as it goes, with a warning (a live reader would wait for the rest instead).
     """
-    reader = open_reader(path, format, mapping=mapping)
+    reader = open_reader(path, format, mapping=mapping, samples=samples, run=run)
     reader.poll()
     finish = getattr(reader, "finish", None)
     if finish is not None:

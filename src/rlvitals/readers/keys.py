@@ -207,6 +207,8 @@ def unmapped_reason(key: str) -> str:
     last = normalise(key).rsplit("_", 1)[-1]
     if last in _STATS:
         return f"a {last} of a metric, not its mean; map it with --mapping"
+    if is_kl_like(key) and any(w in normalise(key) for w in ("coef", "beta", "target")):
+        return "a KL coefficient or target, not a KL; map it with --mapping"
     if is_kl_like(key):
         return (
             "KL-like, but which KL (to the reference, PPO old-vs-new, sampler/trainer "
@@ -288,13 +290,17 @@ def require_metrics(data: Any, path: str) -> None:
     """
     from ..errors import ReadError
 
-    if data.canonical_names() or not data.source_keys:
+    if data.canonical_names():
         return
-    keys = sorted(data.unmapped) or sorted(data.source_keys)
+    names = [n for n in data.names() if n not in ("time", "step", "policy_version")]
+    if not names:
+        return
+    keys = sorted(data.unmapped) or sorted(data.source_keys) or names
     shown = ", ".join(keys[:8]) + (f", ... ({len(keys)} in all)" if len(keys) > 8 else "")
+    hint = " or read it as generic JSONL with --from jsonl" if data.format == "rlvitals" else ""
     raise ReadError(
         f"no canonical metric could be read (format {data.format}); keys left unmapped: "
-        f"{shown}. Map them with --mapping FILE (`rlvitals formats --explain {path}` shows "
-        "each key and its rule)",
+        f"{shown}. Map them with --mapping FILE{hint} (`rlvitals formats --explain {path}` "
+        "shows each key and its rule)",
         path=path,
     )

@@ -143,19 +143,25 @@ class Mapper:
                 run.presence = Presence()
             run.presence.record(step, record, next(iter(record)))
         chosen: dict[str, tuple[int, float, str]] = {}
-        values: dict[str, float] = {}
+        # Fast path (no null in the record and none pending): the record is the values.
+        slow = bool(nulls) or None in record.values()
+        values: Mapping[str, float] = record if not slow else {}  # type: ignore[assignment]
+        best_of = self._best.get
         for key, raw in record.items():
-            if raw is None:
-                value = math.nan
-                if key not in nulls and key in run.metrics:
-                    nulls[key] = step
+            if slow:
+                if raw is None:
+                    value = math.nan
+                    if key not in nulls and key in run.metrics:
+                        nulls[key] = step
+                else:
+                    value = raw
+                    if key in nulls and value == value:
+                        del nulls[key]
+                values[key] = value  # type: ignore[index]
             else:
-                value = raw
-                if nulls and key in nulls and value == value:
-                    del nulls[key]
-            values[key] = value
+                value = raw  # type: ignore[assignment]
             for target, prio, rule in self._resolve(key):
-                best = self._best.get(target)
+                best = best_of(target)
                 if best is not None and prio > best:
                     continue
                 cur = chosen.get(target)
@@ -170,15 +176,16 @@ class Mapper:
             run.source_keys.add(name)
             add(step, name, value)
         for target, (prio, value, key) in chosen.items():
-            best = self._best.get(target)
+            best = best_of(target)
             if best is None or prio < best:
                 self._best[target] = prio
                 run.original[target] = key
-            if record.get(key, 0.0) is None:
-                if target not in nulls and target in run.metrics:
-                    nulls[target] = step
-            elif nulls and target in nulls and value == value:
-                del nulls[target]
+            if slow:
+                if record.get(key, 0.0) is None:
+                    if target not in nulls and target in run.metrics:
+                        nulls[target] = step
+                elif target in nulls and value == value:
+                    del nulls[target]
             add(step, target, value)
 
 

@@ -69,28 +69,7 @@ class _Tail:
 def _is_run_dir(p: Path) -> bool:
     if p.is_file():
         p = p.parent if p.name in (RUN_JSON, STEPS) else p
-    if not p.is_dir():
-        return False
-    if (p / RUN_JSON).is_file():
-        return True
-    return (p / STEPS).is_file() and _canonical_steps(p / STEPS)
-
-
-def _canonical_steps(path: Path) -> bool:
-    """Whether a steps.jsonl with no run.json is ours: its first record holds a canonical name
-    (someone else's ``steps.jsonl`` of ``reward_mean``... is read as generic JSONL instead)."""
-    from ..schema import is_canonical
-
-    try:
-        with open(path, "rb") as f:
-            line = f.readline(1 << 20)
-        rec = decode_line(line) if line.strip() else None
-    except (OSError, ValueError):
-        return True
-    if not isinstance(rec, dict):
-        return True
-    keys = [k for k in rec if k not in RESERVED_STEP_KEYS]
-    return not keys or any(is_canonical(k) for k in keys)
+    return p.is_dir() and ((p / RUN_JSON).is_file() or (p / STEPS).is_file())
 
 
 def _shards(d: Path, base: str) -> list[Path]:

@@ -6,9 +6,14 @@ fields that carry scalars by hand: ``Event.step`` and ``Event.summary.value[]`` 
 ``simple_value`` (TF1, tensorboardX, torch) or a scalar ``tensor`` (TF2 ``tf.summary.scalar``:
 float, double, half, bfloat16 or integer, in ``*_val`` or ``tensor_content``).
 
-Reading is incremental: a record whose bytes are not all there yet is read on the next pass.
-A corrupt record (bad length CRC, truncated protobuf) becomes one warning naming the file and
-the byte offset, and reading resumes at the next valid record.
+Every point is kept: no reservoir sampling (TensorBoard's own ``EventAccumulator`` keeps
+10,000 scalars per tag unless told otherwise). Reading is incremental: a record whose bytes are
+not all there yet is read on the next pass. Both checksums are verified: a record whose data
+CRC fails (a flipped bit) is dropped with a warning rather than read as a wrong value; a bad
+length CRC, a length over 1 GiB (a damaged header claiming a terabyte) or a truncated protobuf
+becomes one warning naming the file and the byte offset, and reading resumes at the next valid
+record (found with a vectorised CRC scan). A gzip'd event file is read through gzip; at the end
+of ``read()`` a cut last record and an empty file are each a warning.
 
 The framework is recognised from the tag names (Miles, verl, TRL's ``train/`` prefix, ...)
 and its mapping table applied to whole series after each read.
@@ -17,13 +22,16 @@ and its mapping table applied to whole series after each read.
 from __future__ import annotations
 
 import struct
+import zlib
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from ..model import RunData
-from ..schema import is_canonical
 from . import Format, register
-from .mapping import MappingTable, Rule, apply_table
+from ._trackers import map_by_keys
+from .mapping import Rule
 
 __all__ = ["TensorBoardReader", "crc32c", "iter_scalars"]
 
@@ -224,6 +232,8 @@ def _event_files(path: Path) -> list[Path]:
 
 
 class TensorBoardReader:
+    """Every scalar of every event file under a path, read incrementally, none sampled away."""
+
     name = "tensorboard"
 
     def __init__(self, path: Path, *, extra_rules: tuple[Rule, ...] = ()) -> None:
@@ -231,116 +241,138 @@ class TensorBoardReader:
         self.run = RunData(source=str(path), format=self.name)
         self.extra_rules = extra_rules
         self._offsets: dict[Path, int] = {}
-        self._raw: dict[str, tuple[list[int], list[float]]] = {}
+        self._tail: dict[Path, tuple[int, int]] = {}  # file -> (record offset, bytes it claims)
 
     def poll(self) -> bool:
+        """Read the records written since the last call; True if any were."""
         changed = False
         for p in _event_files(self.path):
             changed |= self._read_file(p, self._add)
         if changed:
-            self._map()
+            map_by_keys(self.run, self.extra_rules)
         return changed
+
+    def finish(self) -> None:
+        """The files are complete: say what could not be read (a cut record, an empty file)."""
+        for p in _event_files(self.path):
+            tail = self._tail.get(p)
+            if tail is not None:
+                at, claimed = tail
+                self.run.warnings.append(
+                    f"{p}: byte {at}: the file ends inside a record ({claimed} bytes "
+                    "claimed); that record is lost"
+                )
+            elif self._offsets.get(p, 0) == 0:
+                self.run.warnings.append(f"{p}: empty event file (no records)")
 
     def _add(self, step: int, tag: str, value: float) -> None:
         self.run.metrics.add(step, tag, value)
         self.run.source_keys.add(tag)
 
-    def _read_file(self, p: Path, add: Any) -> bool:
-        offset = self._offsets.get(p, 0)
+    def _load(self, p: Path, offset: int) -> bytes | None:
         try:
             with open(p, "rb") as f:
-                f.seek(offset)
-                data = f.read()
+                if f.read(2) != b"\x1f\x8b":  # not gzip'd: only the new bytes
+                    f.seek(offset)
+                    return f.read()
+                raw = b"\x1f\x8b" + f.read()
         except OSError as exc:
             self.run.warnings.append(f"{p}: cannot read ({exc.strerror})")
+            return None
+        try:  # a gzip'd event file: what decompresses so far, from the last record read
+            return zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(raw)[offset:]
+        except zlib.error as exc:
+            self.run.warnings.append(f"{p}: gzip'd but not readable ({exc})")
+            return None
+
+    def _read_file(self, p: Path, add: Any) -> bool:
+        offset = self._offsets.get(p, 0)
+        data = self._load(p, offset)
+        if data is None:
             return False
+        warn = self.run.warnings.append
         i, n = 0, len(data)
         changed = False
+        self._tail.pop(p, None)
         while i + 12 <= n:
             header = data[i : i + 8]
             (length,) = struct.unpack("<Q", header)
             (hcrc,) = struct.unpack("<I", data[i + 8 : i + 12])
             if hcrc != masked_crc(header):
-                j = self._resync(data, i + 1)
-                self.run.warnings.append(
+                j = _resync(data, i + 1)
+                warn(
                     f"{p}: byte {offset + i}: not a TFRecord (bad length checksum); "
                     f"skipped {j - i} bytes"
                 )
                 i = j
                 changed = True
                 continue
+            if length > MAX_RECORD:
+                j = _resync(data, i + 1)
+                warn(
+                    f"{p}: byte {offset + i}: a record claims {length:,} bytes (more than "
+                    f"the {MAX_RECORD >> 20} MiB a record may hold); skipped {j - i} bytes to "
+                    "the next valid record"
+                )
+                i = j
+                changed = True
+                continue
             end = i + 12 + length + 4
             if end > n:
+                self._tail[p] = (offset + i, length)
                 break  # the rest of this record is still being written
             body = data[i + 12 : i + 12 + length]
+            i_at, i = i, end
+            changed = True
+            (dcrc,) = struct.unpack("<I", data[end - 4 : end])
+            if dcrc != masked_crc(body):
+                warn(
+                    f"{p}: byte {offset + i_at}: the record's data checksum does not match "
+                    "(damaged bytes); record skipped"
+                )
+                continue
             try:
                 step, _wall, scalars = _event_scalars(body)
             except (_Bad, struct.error, UnicodeDecodeError) as exc:
-                self.run.warnings.append(f"{p}: byte {offset + i}: bad event ({exc}); skipped")
-                step, scalars = None, []
+                warn(f"{p}: byte {offset + i_at}: bad event ({exc}); skipped")
+                continue
             for tag, v in scalars:
                 add(int(step or 0), tag, v)
-            i = end
-            changed = True
         self._offsets[p] = offset + i
         return changed
 
-    @staticmethod
-    def _resync(data: bytes, start: int) -> int:
-        n = len(data)
-        for j in range(start, n - 11):
-            if struct.unpack("<I", data[j + 8 : j + 12])[0] == masked_crc(data[j : j + 8]):
-                return j
-        return max(start, n - 11)  # wait for more bytes
 
-    def _map(self) -> None:
-        from . import FORMATS
-
-        tags = set(self.run.source_keys)
-        best: tuple[int, str, str] | None = None  # (score, format name, prefix)
-        seen: set[int] = set()
-        for fmt in FORMATS.values():
-            table = fmt.table
-            if table is None or id(table) in seen or table.name in ("generic", "rlvitals"):
-                continue
-            seen.add(id(table))
-            for prefix in ("", "train/"):
-                stripped = {t[len(prefix) :] for t in tags if t.startswith(prefix)}
-                score = _score(table, stripped)
-                if score >= 2 and (best is None or score > best[0]):
-                    best = (score, fmt.name, prefix)
-        if best is None:
-            rules: tuple[Rule, ...] = tuple(
-                Rule(t, t, "canonical name") for t in sorted(tags) if is_canonical(t)
-            )
-            table = MappingTable("generic", rules)
-            prefix = ""
-            self.run.info["framework"] = None
-        else:
-            _, fname, prefix = best
-            # The reader's own table (rules computed by derive() left out), then its derive.
-            factory = FORMATS[fname].factory
-            table = getattr(factory, "table", None) or FORMATS[fname].table
-            assert table is not None
-            self.run.info["framework"] = fname
-        apply_table(self.run, table, prefix=prefix, extra=self.extra_rules)
-        if best is not None and best[1] in ("miles", "slime"):
-            from .miles import derive_miles
-
-            derive_miles(self.run, placeholder=best[1] == "miles")
+MAX_RECORD = 1 << 30  # a TFRecord claiming more than this is damage, not data
+_NP_TABLE = np.array(_TABLE, dtype=np.uint32)
 
 
-def _score(table: MappingTable, tags: set[str]) -> int:
-    import re
+def _resync(data: bytes, start: int) -> int:
+    """The first offset from ``start`` where a valid TFRecord header (length + its CRC) sits;
+    where none is found yet, the last 11 bytes are kept for the next pass.
 
-    score = 0
-    for r in table.rules:
-        if r.is_pattern:
-            pat = re.compile(r.source)
-            score += any(pat.match(t) for t in tags)
-        else:
-            score += r.source in tags
-    return score
+    Every candidate offset is tried at once with numpy (a CRC32C of 8 bytes per offset), so
+    megabytes of junk cost milliseconds, not a Python loop per byte.
+    """
+    n = len(data)
+    pos = start
+    chunk = 1 << 20
+    while pos + 12 <= n:
+        end = min(n, pos + chunk + 11)
+        buf = np.frombuffer(data, dtype=np.uint8, count=end - pos, offset=pos)
+        m = len(buf) - 11
+        crc = np.full(m, 0xFFFFFFFF, dtype=np.uint32)
+        for k in range(8):
+            crc = _NP_TABLE[(crc ^ buf[k : k + m]) & 0xFF] ^ (crc >> 8)
+        crc ^= np.uint32(0xFFFFFFFF)
+        masked = ((crc >> 15) | (crc << 17)) + np.uint32(0xA282EAD8)
+        stored = buf[8 : 8 + m].astype(np.uint32)
+        for k in (1, 2, 3):
+            stored |= buf[8 + k : 8 + k + m].astype(np.uint32) << (8 * k)
+        hits = np.flatnonzero(masked == stored)
+        if len(hits):
+            return pos + int(hits[0])
+        pos += m
+    return max(start, n - 11)  # wait for more bytes
 
 
 def _sniff(path: Path) -> bool:

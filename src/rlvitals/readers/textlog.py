@@ -21,14 +21,27 @@ from .mapping import Mapper, MappingTable, Rule
 
 __all__ = [
     "TextLogReader",
+    "brace_balance",
     "clean_line",
     "parse_number",
     "parse_pairs",
     "split_prefix",
 ]
 
-ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
-RAY_PREFIX = re.compile(r"^\s*\((?:[\w.<>-]+)(?: pid=\d+)?(?:, ip=[\d.]+)?\)\s?")
+ANSI = re.compile(
+    r"\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"  # OSC (hyperlinks, titles)
+    r"|\x1b\[[0-9;?]*[ -/]*[@-~]"  # CSI (colours, cursor moves)
+    r"|\x1b[@-Z\\-_]"  # other two-byte escapes
+    r"|\x1b"  # a stray ESC
+)
+# Colour codes whose ESC was lost on the way (pasted into an issue, `^[` caret notation).
+BROKEN_ANSI = re.compile(r"\^\[\[[0-9;]*[A-Za-z]|(?<!\[)\[(?:\d{1,3};)*\d{1,3}m")
+RAY_PREFIX = re.compile(
+    r"^\s*\((?:[\w.<>:-]+(?: pid=\d+)?|pid=\d+)(?:, ip=[\d.]+)?(?:, actor_id=\w+)?\)\s?"
+)
+RAY_REPEATED = re.compile(r"\s*\[repeated \d+x across cluster\]\s*$")
+QUOTE_PREFIX = re.compile(r"^(?:[ \t]{0,3}>(?: |$))+")  # markdown quotes: "> ", "> > "
+_BAR = re.compile(r"\d%\|[^|]*\|\s*\d+/\d+|\d+(?:\.\d+)?(?:it|s)/s\]?\s*$")
 _WRAPPER = re.compile(
     r"^(?:np|numpy|torch|jnp)\.\w+\((.*)\)$|^(?:tensor|array|float|int|Decimal)\((.*)\)$", re.S
 )
@@ -45,11 +58,29 @@ _CONSTS = {"true": 1.0, "false": 0.0}
 
 
 def clean_line(text: str) -> str:
-    """A log line without ANSI codes, carriage returns and a Ray actor prefix."""
+    """A log line without ANSI codes (also ones whose ESC was lost), markdown quote marks and a
+    Ray actor prefix; of a line rewritten with carriage returns (tqdm), the last segment that
+    is not blank, preferring a record over a progress bar drawn after it."""
     if "\x1b" in text:
         text = ANSI.sub("", text)
+    if "[" in text and ("m" in text or "^" in text):
+        text = BROKEN_ANSI.sub("", text)
     if "\r" in text:
-        text = text.rsplit("\r", 1)[-1] if not text.endswith("\r") else text.rstrip("\r")
+        parts = [t for t in text.split("\r") if t.strip()]
+        if not parts:
+            text = ""
+        else:
+            text = parts[-1]
+            if _BAR.search(text):
+                # A bar redrawn after a record on the same line: the record is what counts.
+                for t in reversed(parts[:-1]):
+                    if not _BAR.search(t):
+                        text = t
+                        break
+    if text[:4].lstrip(" \t").startswith(">"):
+        text = QUOTE_PREFIX.sub("", text, count=1)
+    if text.endswith("]") and "repeated" in text:
+        text = RAY_REPEATED.sub("", text)
     return RAY_PREFIX.sub("", text, count=1)
 
 

@@ -36,7 +36,7 @@ from ..checks.base import VERDICTS, Report
 from ..errors import ReadError
 from ..jsonio import clean
 from ..model import RunData
-from ..schema import TRANSCRIPTS, is_canonical
+from ..schema import TRANSCRIPTS, is_canonical, plot_members
 
 __all__ = [
     "PLOTS",
@@ -82,7 +82,7 @@ PLOTS: tuple[Plot, ...] = (
     Plot(
         "reward",
         "Reward and held-out score",
-        ("reward/mean", "reward/mean_with_unusable", "eval/*/score"),
+        plot_members("reward"),
         "reward/mean: attempts the update trained on; mean_with_unusable adds rejected groups "
         "(the full picture once whole groups are solved or failed). Held-out scores are dots: "
         "train reward rising while held-out stays flat is the exploit signature.",
@@ -90,20 +90,22 @@ PLOTS: tuple[Plot, ...] = (
     Plot(
         "signal",
         "Learning signal",
-        ("reward/group_std_mean", "groups/signal_fraction", "reward/std"),
+        plot_members("signal"),
         "GRPO learns only from spread within a group (group_std_mean) and from groups whose "
         "attempts disagree (signal_fraction). reward/std is batch spread, not learning signal.",
     ),
     Plot(
+        "components",
+        "Reward components and sources",
+        plot_members("components"),
+        "Each reward function's mean (TRL rewards/<f>/mean, ...) and the reward per data "
+        "source or environment: a total can stay flat while one part rises and another "
+        "falls, or one source collapses under a healthy mix.",
+    ),
+    Plot(
         "groups",
         "Rejected groups",
-        (
-            "groups/all_solved",
-            "groups/none_solved",
-            "discard/groups/*",
-            "groups/rejected",
-            "groups/trained",
-        ),
+        plot_members("groups"),
         "Groups per update. Many rejected at the start: tasks too easy (all solved) or too hard "
         "(none solved). Rising later: mastered or collapsed; read it with "
         "reward/mean_with_unusable.",
@@ -111,35 +113,35 @@ PLOTS: tuple[Plot, ...] = (
     Plot(
         "failures",
         "Failed attempts",
-        ("discard/rollouts/*", "rollouts/retries"),
+        plot_members("failures"),
         "Attempts that never reached training, by reason. A trickle is normal; a burst means "
         "the environment or grader is broken.",
     ),
     Plot(
         "episodes",
         "Episodes (agent and grader metadata)",
-        ("rollout/*",),
+        plot_members("episodes"),
         "Why episodes end and every reward component. max_turns or truncated rising with a "
         "flat reward: the agent is running out of room, not learning.",
     ),
     Plot(
         "length",
         "Response length",
-        ("response/length_mean",),
+        plot_members("length"),
         "Mean generated tokens per attempt. A sudden drop with falling entropy is collapse; "
         "steady growth with flat held-out score can be length exploitation.",
     ),
     Plot(
         "truncation",
         "Truncation",
-        ("response/truncated_rate",),
+        plot_members("truncation"),
         "Share of attempts that hit the token limit.",
         refs=((0.05, "5%"), (0.15, "15%")),
     ),
     Plot(
         "mismatch",
         "Sampler/trainer mismatch",
-        ("train/mismatch_kl", "train/logprob_abs_diff", "train/mismatch_k1"),
+        plot_members("mismatch"),
         "KL(sampler ‖ trainer) should stay near 0 and flat; a rising KL means stale weights "
         "or a numerics mismatch (log scale; values ≤ 0 are not drawn).",
         log=True,
@@ -148,7 +150,7 @@ PLOTS: tuple[Plot, ...] = (
     Plot(
         "ess",
         "Importance weights (ESS)",
-        ("train/mismatch_ess", "train/mismatch_ess_seq"),
+        plot_members("ess"),
         "Effective sample size of the sampler→trainer weights: 1 means identical. The "
         "sequence-level ESS is far more sensitive than the token-level one.",
         refs=((0.5, "0.5"), (0.3, "0.3")),
@@ -156,13 +158,13 @@ PLOTS: tuple[Plot, ...] = (
     Plot(
         "freshness",
         "Freshness (lag in updates)",
-        ("freshness/lag_mean", "freshness/lag_p90", "freshness/lag_max"),
+        plot_members("freshness"),
         "How many updates behind the trainer each trained attempt's sampler was (async mode).",
     ),
     Plot(
         "entropy",
         "Entropy",
-        ("sampling/entropy_estimate", "train/entropy"),
+        plot_members("entropy"),
         "Judged relative to the run's own start, never against an absolute threshold. Falling "
         "sharply with repetitive transcripts means collapse (log scale).",
         log=True,
@@ -170,21 +172,21 @@ PLOTS: tuple[Plot, ...] = (
     Plot(
         "trust",
         "Trust region",
-        ("train/clip_frac", "train/ppo_kl", "train/ref_kl"),
+        plot_members("trust"),
         "Share of clipped tokens and the old-vs-new policy KL within each update; ref_kl is "
         "the KL to the reference policy.",
     ),
     Plot(
         "transcripts",
         "Transcript flags",
-        ("transcripts/*",),
+        plot_members("transcripts"),
         "Share of each update's episodes whose transcripts raise a flag (rewarded empty "
         "answers, one reply to many tasks...): read the flagged attempts below.",
     ),
     Plot(
         "grad",
         "Gradient norm",
-        ("train/grad_norm", "train/advantage_std"),
+        plot_members("grad"),
         "Gradient norm before clipping (log scale). Collapses often arrive as grad-norm "
         "explosions together with a rising mismatch.",
         log=True,
@@ -192,34 +194,26 @@ PLOTS: tuple[Plot, ...] = (
     Plot(
         "loss",
         "Loss and learning rate",
-        ("train/loss", "train/lr"),
+        plot_members("loss"),
         "As logged by the trainer.",
     ),
     Plot(
         "timing",
         "Time per update and per attempt",
-        (
-            "perf/step_seconds",
-            "perf/sampling_seconds",
-            "perf/grading_seconds",
-            "perf/training_seconds",
-            "perf/attempt_seconds_p50",
-            "perf/attempt_seconds_p90",
-            "perf/attempt_seconds_p99",
-        ),
+        plot_members("timing"),
         "Seconds per update by phase, and the attempt latency distribution, so a system "
         "regression is not mistaken for a learning problem.",
     ),
     Plot(
         "throughput",
         "Throughput",
-        ("perf/tokens_per_second",),
+        plot_members("throughput"),
         "Generated tokens per wall second of the update.",
     ),
     Plot(
         "system",
         "Other system metrics",
-        ("perf/*",),
+        plot_members("system"),
         "Utilisation and other figures a framework logs under perf/ (MFU, GPU memory...).",
     ),
 )

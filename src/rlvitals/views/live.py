@@ -23,6 +23,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
+from ..schema import label
+
 __all__ = ["LiveView", "RunTally", "summary"]
 
 
@@ -171,34 +173,39 @@ def numbers(t: RunTally) -> Table:
     )
     rows = [
         (
-            "reward",
+            label("reward/mean"),
             _fmt(_num(rec, "reward/mean")),
             "reward, last 5",
             _fmt(t.last5() if t.done >= 5 else None),
         ),
-        ("group spread", _fmt(_num(rec, "reward/group_std_mean")), "held-out", held),
         (
-            "mismatch KL",
+            label("reward/group_std_mean"),
+            _fmt(_num(rec, "reward/group_std_mean")),
+            "held-out",
+            held,
+        ),
+        (
+            label("train/mismatch_kl"),
             _fmt(_num(rec, "train/mismatch_kl"), ".1e"),
-            "lag",
+            label("freshness/lag_mean"),
             _fmt(_num(rec, "freshness/lag_mean"), ".1f"),
         ),
         (
-            "entropy",
+            label("sampling/entropy_estimate"),
             _fmt(_num(rec, "sampling/entropy_estimate")),
-            "truncated",
+            label("response/truncated_rate"),
             _fmt(_num(rec, "response/truncated_rate"), ".2f"),
         ),
         (
-            "no-variance groups",
+            label("discard/groups/no_variance"),
             _fmt(_num(rec, "discard/groups/no_variance"), ".0f"),
             "failed attempts",
             f"{failed:.0f}",
         ),
         (
-            "loss",
+            label("train/loss"),
             _fmt(_num(rec, "train/loss"), ".4f"),
-            "update seconds",
+            label("perf/step_seconds"),
             _fmt(_num(rec, "perf/step_seconds"), ".2f"),
         ),
     ]

@@ -124,6 +124,7 @@ class Hub:
         source_format: the format of the runs given directly (``--from``), not of those
             discovered under folders.
         mapping: a user mapping file (``--mapping``) for every run.
+        run: the run (``--run``) of the tracker stores given directly.
     """
 
     def __init__(
@@ -139,8 +140,10 @@ class Hub:
         judge: Callable[[RunData], Report] | None = None,
         source_format: str | None = None,
         mapping: str | os.PathLike[str] | None = None,
+        run: str | None = None,
     ) -> None:
         self.source_format = source_format  # for the runs given directly
+        self.store_run = run  # likewise
         self.mapping = mapping  # for every run
         self.roots: list[Path] = []
         self.explicit: list[Path] = []
@@ -191,7 +194,9 @@ class Hub:
             return False
         try:
             fmt = self.source_format if must else None
-            reader = open_reader(path, fmt, mapping=self.mapping)
+            reader = open_reader(
+                path, fmt, mapping=self.mapping, run=self.store_run if must else None
+            )
         except UnknownFormatError:
             if must:
                 raise
@@ -805,8 +810,10 @@ def serve(
     on_ready: Callable[[str, Hub], None] | None = None,
     source_format: str | None = None,
     mapping: str | os.PathLike[str] | None = None,
+    run: str | None = None,
 ) -> None:
-    """Serve in the foreground until interrupted (``source_format``, ``mapping``: see Hub)."""
+    """Serve in the foreground until interrupted (``source_format``, ``mapping``, ``run``:
+    see Hub)."""
     hub = Hub(
         paths,
         baseline=baseline,
@@ -814,6 +821,7 @@ def serve(
         stall_after=stall_after,
         source_format=source_format,
         mapping=mapping,
+        run=run,
     )
     server = make_server(hub, host, port, verbose=verbose)
     poller = threading.Thread(target=hub.run_forever, args=(poll_interval,), daemon=True)

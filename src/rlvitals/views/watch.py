@@ -22,27 +22,15 @@ import numpy as np
 from ..checks.base import VERDICTS, Finding, Report, severity_rank
 from ..jsonio import dumps
 from ..model import RunData
+from ..schema import key_metrics
 from .alerts import AlertTracker, WebhookNotifier, alert_for, finding_key
 from .series import fmt_value
 
 __all__ = ["KEY_METRICS", "Watcher", "watch"]
 
-# The numbers the live view shows, in the seeds' reading order, with short labels.
-KEY_METRICS: tuple[tuple[str, str], ...] = (
-    ("reward/mean", "reward"),
-    ("reward/mean_with_unusable", "reward incl. rejected"),
-    ("reward/group_std_mean", "group std"),
-    ("groups/signal_fraction", "signal groups"),
-    ("response/length_mean", "length"),
-    ("response/truncated_rate", "truncated"),
-    ("train/mismatch_kl", "mismatch KL"),
-    ("train/mismatch_ess", "ESS"),
-    ("freshness/lag_mean", "lag"),
-    ("sampling/entropy_estimate", "entropy"),
-    ("train/entropy", "trainer entropy"),
-    ("train/grad_norm", "grad norm"),
-    ("perf/step_seconds", "s/step"),
-)
+# The numbers the live view shows, in the seeds' reading order, with short labels: the
+# metrics schema.py marks ``key=True``.
+KEY_METRICS: tuple[tuple[str, str], ...] = key_metrics()
 
 SEV_STYLE = {"ok": "green", "info": "blue", "warn": "yellow", "fail": "bold red"}
 
@@ -62,6 +50,7 @@ class Watcher:
         path: the run (any format rlvitals reads).
         source_format: overrides sniffing.
         mapping: a user mapping file (``--mapping``), ahead of the format's own table.
+        run: the run of a tracker store holding several (``--run``).
         stall_after: seconds without a step record or progress that make the run stalled
             (default: the checks' own, ten typical step intervals).
         baseline: healthy ranges for the checks (``rlvitals.baseline.load``).
@@ -78,6 +67,7 @@ class Watcher:
         *,
         source_format: str | None = None,
         mapping: str | os.PathLike[str] | None = None,
+        run: str | None = None,
         stall_after: float | None = None,
         baseline: dict[str, Any] | None = None,
         notifier: WebhookNotifier | None = None,
@@ -89,7 +79,7 @@ class Watcher:
     ) -> None:
         from ..readers import open_reader
 
-        self.reader = open_reader(path, source_format, mapping=mapping)
+        self.reader = open_reader(path, source_format, mapping=mapping, run=run)
         self.path = os.fspath(path)
         self.stall_after = stall_after
         self.baseline = baseline

@@ -1,0 +1,155 @@
+"""The frameworks' per-sample dumps, read as the run's attempts and transcripts.
+
+One module per dump format:
+
+| format | files | module |
+|---|---|---|
+| verl | ``trainer.rollout_data_dir``: ``DIR/<global_step>.jsonl`` | ``verl`` |
+| TRL | ``log_completions``: ``<output_dir>/completions/completions_{step:05d}.parquet`` | ``trl`` |
+| prime-rl | ``<output_dir>/rollouts/step_N/train/{all,effective}/traces.jsonl`` | ``primerl`` |
+| NeMo-RL | ``<log_dir>/train_data_step{N}.jsonl`` | ``nemorl`` |
+| tinker-cookbook | ``<log_path>/iteration_NNNNNN/train_rollout_summaries.jsonl`` | ``tinker`` |
+| Miles / slime | ``--save-debug-rollout-data``: ``<dir>/{rollout_id}.pt`` | ``miles`` |
+
+``attach(reader, samples)`` wraps any reader so each ``poll`` also reads the dump's settled
+steps (``base.SampleSource``): the run gets its attempts table, the per-step aggregates its
+step records lack, and ``run.transcripts``, a lazy store over the dump's own files. Without
+``samples``, the dump is looked for where the framework puts it by default beside the log
+(``find``); verl has no default place, so it needs ``--samples DIR``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from ...errors import UnknownFormatError
+from ...model import RunData
+from .base import DumpFormat, SampleSource, SampleTranscripts
+
+__all__ = [
+    "DUMPS",
+    "SampleSource",
+    "SampleTranscripts",
+    "SampledReader",
+    "attach",
+    "dump_formats",
+    "find",
+    "open_samples",
+]
+
+
+def dump_formats() -> list[DumpFormat]:
+    """A fresh instance of every dump format, in sniffing order."""
+    from .miles import MilesRolloutData
+    from .nemorl import NemoRlTrainData
+    from .primerl import PrimeRlTraces
+    from .tinker import TinkerRollouts
+    from .trl import TrlCompletions
+    from .verl import VerlDump
+
+    return [
+        TrlCompletions(),
+        PrimeRlTraces(),
+        TinkerRollouts(),
+        NemoRlTrainData(),
+        MilesRolloutData(),
+        VerlDump(),
+    ]
+
+
+DUMPS = ("trl", "prime-rl", "tinker", "nemo-rl", "miles", "verl")
+
+
+def _sniff(d: Path, fmt: DumpFormat) -> Path | None:
+    """The dump directory of ``fmt`` at ``d`` (itself, or its default sub-folder)."""
+    if fmt.sniff(d):
+        return d
+    if fmt.default_subdir:
+        sub = d / fmt.default_subdir
+        if sub.is_dir() and fmt.sniff(sub):
+            return sub
+    return None
+
+
+def open_samples(
+    directory: str | os.PathLike[str], run: RunData, format: str | None = None
+) -> SampleSource:
+    """The sample dump at ``directory`` (sniffed, or ``format``: one of ``DUMPS``)."""
+    d = Path(directory)
+    if not d.is_dir():
+        raise UnknownFormatError("--samples: expected a directory of sample files", path=str(d))
+    for fmt in dump_formats():
+        if format is not None and fmt.name != format:
+            continue
+        got = _sniff(d, fmt)
+        if got is not None:
+            return SampleSource(got, fmt, run)
+    raise UnknownFormatError(
+        "--samples: no sample dump found here; expected one of: "
+        + "; ".join(f.description for f in dump_formats()),
+        path=str(d),
+    )
+
+
+def find(path: str | os.PathLike[str]) -> tuple[Path, DumpFormat] | None:
+    """The dump the framework wrote by default beside the log at ``path``, if any: TRL's
+    ``completions/`` in its output directory (a TensorBoard folder ``runs/<x>`` is two below
+    it), prime-rl's ``rollouts/``, NeMo-RL's ``train_data_step*.jsonl`` (its TensorBoard is
+    ``<log_dir>/tensorboard``), tinker's ``iteration_*/``, Miles' ``rollout_data/``."""
+    p = Path(path)
+    d = p if p.is_dir() else p.parent
+    places = [d, d.parent, d.parent.parent]
+    for place in places:
+        if not place.is_dir():
+            continue
+        for fmt in dump_formats():
+            if fmt.name == "verl":
+                continue  # no default place: a numbered JSONL folder could be anything
+            got = fmt.step_files(place / fmt.default_subdir) if fmt.default_subdir else None
+            if got:
+                return place / (fmt.default_subdir or ""), fmt
+            if fmt.default_subdir is None and fmt.step_files(place):
+                return place, fmt
+    return None
+
+
+class SampledReader:
+    """A reader whose run also gets a sample dump's attempts, aggregates and transcripts."""
+
+    def __init__(self, inner: Any, source: SampleSource) -> None:
+        self.inner = inner
+        self.source = source
+        self.name = inner.name
+        self.run: RunData = inner.run
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def poll(self) -> bool:
+        changed = bool(self.inner.poll())
+        # The step records first: the aggregates fill only what they lack.
+        return self.source.poll() or changed
+
+    def finish(self) -> None:
+        finish = getattr(self.inner, "finish", None)
+        if finish is not None:
+            finish()
+        self.source.poll(final=True)
+
+
+def attach(reader: Any, samples: str | os.PathLike[str] | None = None, *, path: Any = None) -> Any:
+    """``reader`` with the sample dump at ``samples`` attached, or the one found beside
+    ``path`` by default; the reader itself when there is none (or the run is a run directory
+    of ours, which has its attempts already)."""
+    run = reader.run
+    if samples is not None:
+        return SampledReader(reader, open_samples(samples, run))
+    if path is None or reader.name == "rlvitals":
+        return reader
+    got = find(path)
+    if got is None:
+        return reader
+    d, fmt = got
+    return SampledReader(reader, SampleSource(d, fmt, run))

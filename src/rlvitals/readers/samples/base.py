@@ -1,0 +1,502 @@
+"""What every sample-dump reader shares: one sample per attempt, one step at a time.
+
+A dump format (one module per framework) lists its step files and turns one step's files into
+``Sample`` rows, streaming; it also yields the same rows again as transcripts, text and all,
+when a view or a check asks for them. ``SampleSource`` does the rest for every format:
+
+- the attempts table (``model.AttemptTable``), one row per sample, grown step by step;
+- per-step aggregates from ``metrics.decide`` and ``metrics.step_metrics`` (group std, the
+  no-variance share, all/none solved, mean with unusable, mismatch from both logprob arrays),
+  added only where the run's own step records lack them, so the framework's numbers win;
+- a transcript store over the dump files (``SampleTranscripts``), read lazily per step.
+
+Memory is bounded by one step: a step's rows are aggregated and dropped, text is never held
+(a row keeps its file and byte offset or row index), and a step's files are read again only
+when a view asks for its transcripts.
+
+A step is read once it is settled: a later step has files, the files have not changed for
+``SETTLE_SECONDS``, or the run is read whole (``finish``). A step file that changes after it
+was read is not read again (the frameworks write each step's file once).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import math
+import os
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import numpy as np
+
+from ...jsonio import MAX_LINE_BYTES, decode_line
+from ...metrics import Attempt, RunState, decide, step_metrics
+from ...model import AttemptTableBuilder, RunData
+from ...transcripts.store import Generation, TranscriptAttempt, TranscriptStore
+
+__all__ = [
+    "DumpFormat",
+    "Sample",
+    "SampleSource",
+    "SampleTranscripts",
+    "digest",
+    "jsonl_records",
+    "number",
+]
+
+SETTLE_SECONDS = 3.0
+# Frameworks decide what trains themselves: no group is rejected for lost attempts here.
+_NO_LIMIT = 1 << 30
+# Computed metrics that would be made up where the dump has no sampler version / no tokens.
+_NEEDS_VERSIONS = ("freshness/",)
+_NEEDS_TOKENS = ("response/", "perf/tokens")
+# Counts no dump records (retries are the writer's own): left out, never a made-up 0.
+_NEVER = ("rollouts/retries",)
+_LINES = msgspec.json.Decoder()
+
+
+@dataclass
+class Sample:
+    """One attempt as a framework dumped it (no text: that is read again on demand)."""
+
+    step: int
+    group: str  # the group key within the step (a GRPO group: same prompt, sampled together)
+    task_id: str
+    reward: float | None
+    policy_version: int | None = None  # None: the dump does not say
+    response_tokens: int = 0
+    truncated: bool = False
+    discard_reason: str | None = None  # the framework's own decision, where it records one
+    trained: bool | None = None  # the framework's own decision (None: decided by the rules)
+    metadata: dict[str, Any] = field(default_factory=dict)
+    sampler_logprobs: Any = None  # per generated token, from the sampler
+    trainer_logprobs: Any = None  # the trainer's logprobs of the same tokens
+    file: int = 0  # index into the source's files
+    offset: int = -1  # byte offset of its line (JSON Lines) or its row (Parquet, .pt)
+    time: float = math.nan
+    error: str | None = None  # "rollout_failed/<Type>" when the framework says it failed
+
+
+def digest(value: Any) -> str:
+    """A short stable key for a prompt (text or chat messages), without holding the text."""
+    if isinstance(value, bytes):
+        data = value
+    elif isinstance(value, str):
+        data = value.encode("utf-8", "surrogatepass")
+    else:
+        data = repr(value).encode("utf-8", "surrogatepass")
+    return hashlib.blake2b(data, digest_size=8).hexdigest()
+
+
+def number(value: Any) -> float | None:
+    """A reward or score as a float: numbers, numpy scalars, NaN spelled as text; else None."""
+    if isinstance(value, bool):
+        return float(value)
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str):
+        if value in ("NaN", "nan"):
+            return math.nan
+        if value in ("Infinity", "inf"):
+            return math.inf
+        if value in ("-Infinity", "-inf"):
+            return -math.inf
+        return None
+    item = getattr(value, "item", None)
+    if callable(item):
+        try:
+            v = item()
+        except (TypeError, ValueError, RuntimeError):
+            return None
+        return float(v) if isinstance(v, (int, float)) else None
+    return None
+
+
+class DumpFormat:
+    """One framework's sample dump. Subclasses fill in the layout and the record shape."""
+
+    name = ""
+    description = ""
+    #: the default place of the dump relative to the directory of the run's log, if any
+    default_subdir: str | None = None
+    #: whether the dump records the sampler's weight version of each sample
+    versioned = False
+    #: whether the dump records each sample's generated tokens (and so truncation)
+    has_tokens = False
+
+    def bind(self, run: RunData) -> None:
+        """Called before each poll with the run the samples join (its step records can tell
+        a dump what its columns mean, as TRL's ``rewards/<func>/mean`` names reward columns)."""
+
+    def sniff(self, d: Path) -> bool:
+        """Whether ``d`` is a directory holding this dump."""
+        return bool(self.step_files(d))
+
+    def step_files(self, d: Path) -> dict[int, list[Path]]:
+        """Step -> its files, in reading order."""
+        raise NotImplementedError
+
+    def read_step(
+        self,
+        step: int,
+        files: list[Path],
+        index: Callable[[Path], int],
+        warn: Callable[[str], None],
+    ) -> Iterator[Sample]:
+        """The samples of one step, in file order (``index`` gives a file's number)."""
+        raise NotImplementedError
+
+    def transcripts(
+        self, step: int, files: list[Path], warn: Callable[[str], None]
+    ) -> Iterator[TranscriptAttempt]:
+        """The same samples as transcripts (text included), in the same order."""
+        raise NotImplementedError
+
+
+def transcript(
+    step: int,
+    index: int,
+    *,
+    group: str | None,
+    task_id: str | None,
+    reward: float | None,
+    trained: bool | None,
+    prompt: Any,
+    completion: Any,
+    policy_version: int | None = None,
+    prompt_tokens: int | None = None,
+    completion_tokens: int | None = None,
+    finish_reason: str | None = None,
+) -> TranscriptAttempt:
+    """A transcript attempt with one generation; its id is the sample's attempt id."""
+    return TranscriptAttempt(
+        step=step,
+        index=index,
+        attempt_id=f"{step}-{index}",
+        group_id=f"{step}/{group}" if group is not None else None,
+        task_id=task_id,
+        reward=reward,
+        trained=trained,
+        generations=[
+            Generation(
+                prompt=prompt,
+                completion=completion,
+                policy_version=policy_version,
+                prompt_tokens=prompt_tokens,
+                completion_tokens=completion_tokens,
+                finish_reason=finish_reason,
+                trains=trained,
+            )
+        ],
+    )
+
+
+class SampleSource:
+    """A framework's sample dump read into a run: attempts, step aggregates, transcripts."""
+
+    def __init__(self, directory: Path, fmt: DumpFormat, run: RunData) -> None:
+        self.dir = directory
+        self.format = fmt
+        self.run = run
+        self._builder = AttemptTableBuilder()
+        self._file_index: dict[str, int] = {}
+        self._done: set[int] = set()
+        self._mine: set[str] = set()  # metric names this source added
+        self._state = RunState()
+        self._listing: dict[int, list[Path]] = {}
+        self.transcripts = SampleTranscripts(self)
+        run.transcripts = self.transcripts
+        run.info.setdefault("samples", {"format": fmt.name, "path": str(directory)})
+
+    # -- reading -------------------------------------------------------------------------
+
+    def _index(self, p: Path) -> int:
+        key = str(p)
+        i = self._file_index.get(key)
+        if i is None:
+            i = self._file_index[key] = len(self._builder.files)
+            self._builder.files.append(key)
+        return i
+
+    def poll(self, final: bool = False) -> bool:
+        """Read the steps that settled since the last call; True if any was read."""
+        self.format.bind(self.run)
+        try:
+            listing = self.format.step_files(self.dir)
+        except OSError as exc:
+            self._warn(f"{self.dir}: cannot list the sample dump ({exc.strerror or exc})")
+            return False
+        self._listing = listing
+        todo = sorted(s for s in listing if s not in self._done)
+        if not todo:
+            return False
+        last = max(listing)
+        now = time.time()
+        changed = False
+        for step in todo:
+            files = listing[step]
+            if not final and step == last and not self._settled(files, now):
+                continue  # the newest step may still be being written
+            self._done.add(step)
+            self._ingest(step, files)
+            changed = True
+        if changed and len(self._builder):
+            self.run.attempts = self._builder.table()
+        return changed
+
+    @staticmethod
+    def _settled(files: list[Path], now: float) -> bool:
+        try:
+            newest = max(p.stat().st_mtime for p in files)
+        except (OSError, ValueError):
+            return False
+        return now - newest >= SETTLE_SECONDS
+
+    def _warn(self, message: str) -> None:
+        self.run.warnings.append(message)
+
+    def _ingest(self, step: int, files: list[Path]) -> None:
+        samples = list(self.format.read_step(step, files, self._index, self._warn))
+        if not samples:
+            return
+        versioned = self.format.versioned and all(s.policy_version is not None for s in samples)
+        attempts: list[Attempt] = []
+        trainer: dict[str, Any] = {}
+        for i, s in enumerate(samples):
+            aid = f"{step}-{i}"
+            # A dump without versions comes from a synchronous trainer: sampled with the
+            # weights being trained (lag 0) for the decision; the table keeps "unknown".
+            pv = s.policy_version if s.policy_version is not None else step
+            a = Attempt(
+                step,
+                aid,
+                f"{step}/{s.group}",
+                s.task_id,
+                pv,
+                s.reward,
+                False,
+                None,
+                int(s.response_tokens),
+                bool(s.truncated),
+                None,
+                s.time,
+                None,
+                s.metadata,
+                0,
+                None,
+                s.error,
+                s.sampler_logprobs,
+            )
+            attempts.append(a)
+            if s.trainer_logprobs is not None and s.sampler_logprobs is not None:
+                trainer[aid] = s.trainer_logprobs
+        kw: dict[str, Any] = {"max_steps_off_policy": _NO_LIMIT, "max_group_losses": _NO_LIMIT}
+        decision = decide(attempts, step, **kw)
+        # The framework's own "not trained" (filtered, masked, removed) where the rules would
+        # train it; a group the framework trains with zero advantage stays no_variance here.
+        explicit = {
+            a.attempt_id: s.discard_reason or "filtered"
+            for a, s in zip(attempts, samples)
+            if s.trained is False and a.trained
+        }
+        if explicit:
+            decision = decide(attempts, step, explicit=explicit, **kw)
+        problems: list[str] = []
+        m = step_metrics(decision, attempts, self._state, trainer or None, problems)
+        for p in problems[:1]:
+            self._warn(f"{self.dir}: step {step}: {p}")
+        self._add_metrics(step, m, versioned, self.format.has_tokens)
+        self._add_rows(step, samples, attempts, versioned)
+
+    def _add_metrics(
+        self, step: int, m: dict[str, float | None], versioned: bool, has_tokens: bool
+    ) -> None:
+        metrics = self.run.metrics
+        for name, value in m.items():
+            if value is None:
+                continue
+            if (
+                name in _NEVER
+                or (not versioned and name.startswith(_NEEDS_VERSIONS))
+                or (not has_tokens and name.startswith(_NEEDS_TOKENS))
+            ):
+                continue
+            if name in metrics and name not in self._mine:
+                continue  # the run's own step records measure it: theirs win
+            self._mine.add(name)
+            metrics.add(step, name, float(value))
+
+    def _add_rows(
+        self, step: int, samples: list[Sample], attempts: list[Attempt], versioned: bool
+    ) -> None:
+        b = self._builder
+        n = len(samples)
+        pv = np.array(
+            [s.policy_version if s.policy_version is not None else -1 for s in samples],
+            dtype=np.int64,
+        )
+        lag = np.where(pv >= 0, step - pv, -1)
+        rewards = [a.reward for a in attempts]
+        block = {
+            "step": np.full(n, step, dtype=np.int64),
+            "reward": np.array([math.nan if r is None else r for r in rewards], dtype=np.float64),
+            "reward_missing": np.array([r is None for r in rewards], dtype=np.bool_),
+            "policy_version": pv,
+            "trained": np.array([a.trained for a in attempts], dtype=np.bool_),
+            "discard_code": b.discards.encode([a.discard_reason for a in attempts]),
+            "task_code": b.tasks.encode([a.task_id for a in attempts]),
+            "group_code": b.groups.encode([a.group_id for a in attempts]),
+            "response_tokens": np.array([a.response_tokens for a in attempts], dtype=np.int64),
+            "truncated": np.array([a.truncated for a in attempts], dtype=np.bool_),
+            "lag": lag.astype(np.int64),
+            "time": np.array([s.time for s in samples], dtype=np.float64),
+            "duration": np.full(n, math.nan),
+            "shard": np.array([s.file for s in samples], dtype=np.int16),
+            "offset": np.array([s.offset for s in samples], dtype=np.int64),
+        }
+        b.append(block)
+
+
+class SampleTranscripts(TranscriptStore):
+    """The transcripts of a sample dump, read lazily from the dump's own files, one step at
+    a time (the interface of ``TranscriptStore``, so scans, checks and views use it as is)."""
+
+    def __init__(self, source: SampleSource) -> None:
+        super().__init__(source.dir, warn=source.run.warnings.append)
+        self.source = source
+        self.dir = source.dir
+
+    @property
+    def exists(self) -> bool:
+        return bool(self.source._done)
+
+    def steps(self, refresh: bool = False) -> list[int]:
+        return sorted(self.source._done)
+
+    def _files(self, step: int) -> list[Path]:
+        return self.source._listing.get(step, [])
+
+    def path(self, step: int) -> Path:
+        files = self._files(step)
+        return files[0] if files else self.dir / f"step-{step}"
+
+    def file_key(self, step: int) -> tuple[int, int] | None:
+        files = self._files(step)
+        if not files:
+            return None
+        size = mtime = 0
+        try:
+            for p in files:
+                st = p.stat()
+                size += st.st_size
+                mtime = max(mtime, st.st_mtime_ns)
+        except OSError:
+            return None
+        return (size, mtime)
+
+    def iter_step(self, step: int) -> Iterator[TranscriptAttempt]:
+        files = self._files(step)
+        if not files:
+            return
+        warned = []
+
+        def warn(message: str) -> None:
+            warned.append(message)
+
+        try:
+            yield from self.source.format.transcripts(step, files, warn)
+        except OSError as exc:
+            self.warn(files[0], f"cannot read ({exc.strerror or exc}); skipped")
+        for message in warned[:1]:
+            self.warn(files[0], message)
+
+
+CHUNK = 8 << 20  # bytes of a dump file decoded at once
+
+
+def jsonl_records(
+    files: list[Path], warn: Callable[[str], None]
+) -> Iterator[tuple[Path, int, dict[str, Any]]]:
+    """(file, byte offset, record) for each JSON object line of ``files``, streamed in chunks
+    of about ``CHUNK`` bytes (each decoded by msgspec in one call; a chunk it refuses is read
+    line by line, so a bad line is one warning naming file and line and the lines around it
+    are read); a last line without its newline is another warning."""
+    for p in files:
+        with open(p, "rb") as f:
+            base = 0  # file offset of buf[0]
+            lineno = 1
+            buf = b""
+            while True:
+                data = f.read(CHUNK)
+                if not data:
+                    break
+                buf = buf + data if buf else data
+                cut = buf.rfind(b"\n") + 1
+                if not cut:
+                    if len(buf) > MAX_LINE_BYTES:
+                        warn(f"{p}:{lineno}: line too long; skipped")
+                        rest = f.readline()  # the end of the long line
+                        base += len(buf) + len(rest)
+                        lineno += 1
+                        buf = b""
+                    continue
+                chunk, buf = buf[:cut], buf[cut:]
+                yield from _chunk_records(p, chunk, base, lineno, warn)
+                base += cut
+                lineno += chunk.count(b"\n")
+            if buf:
+                warn(f"{p}: the last line has no newline (cut short); skipped")
+
+
+def _chunk_records(
+    p: Path, chunk: bytes, base: int, lineno: int, warn: Callable[[str], None]
+) -> Iterator[tuple[Path, int, dict[str, Any]]]:
+    starts = [0]
+    find = chunk.find
+    i = find(b"\n")
+    while i >= 0 and i + 1 < len(chunk):
+        starts.append(i + 1)
+        i = find(b"\n", i + 1)
+    try:
+        recs = _LINES.decode_lines(chunk)
+    except msgspec.DecodeError:
+        recs = None
+    blank = [k for k, a in enumerate(starts) if chunk[a : a + 1] in (b"\n", b"\r")]
+    if recs is not None and len(recs) + len(blank) == len(starts):
+        skip = set(blank)
+        live = [a for k, a in enumerate(starts) if k not in skip] if blank else starts
+        for a, rec in zip(live, recs):
+            if isinstance(rec, dict):
+                yield p, base + a, rec
+            else:
+                warn(f"{p}: byte {base + a}: expected a JSON object; skipped")
+        return
+    for k, a in enumerate(starts):  # a line msgspec refuses: one by one, with line numbers
+        end = starts[k + 1] if k + 1 < len(starts) else len(chunk)
+        line = chunk[a:end]
+        if not line.strip():
+            continue
+        try:
+            rec = decode_line(line)  # bare NaN / Infinity tokens too
+        except ValueError as exc:
+            warn(f"{p}:{lineno + k}: not JSON ({exc}); skipped")
+            continue
+        if isinstance(rec, dict):
+            yield p, base + a, rec
+        else:
+            warn(f"{p}:{lineno + k}: expected a JSON object; skipped")
+
+
+@functools.lru_cache(maxsize=256)
+def file_time(p: Path) -> float:
+    """A file's modification time (when its samples were written), NaN if unknown; asked
+    once per file (each sample of a file carries it)."""
+    try:
+        return os.stat(p).st_mtime
+    except OSError:
+        return math.nan

@@ -1,0 +1,286 @@
+"""prime-rl ``FileMonitor`` episodes: ``rollouts/step_N/{train,eval}/{all,effective}/traces.jsonl``.
+
+``FileMonitor.log_episodes`` appends ``orjson.dumps(episode.to_record())`` lines to
+``<output_dir>/rollouts/step_{step}/{kind}/{subset}/traces.jsonl`` (prime-rl @559b4477
+``src/prime_rl/monitors/file.py:43-57``): ``all`` grows one episode at a time as they finish
+(``orchestrator.py:592``), ``effective`` is the trained cohort, written at once (:684). A
+record is a verifiers ``Episode`` (PrimeIntellect-ai/verifiers @a60a606e
+``verifiers/v1/episode.py:86-155``: ``id, env, task, group, run, ok, errors, traces``); each
+trace (``verifiers/v1/trace.py:363-407``) carries ``rewards`` (``{name: {score, weight}}``,
+its reward is the weighted sum, :413-415), ``calls`` (``finish_reason``, ``usage``),
+``nodes`` (messages, ``sampled``, sampling ``logprobs``) and ``stop_condition``.
+
+A group is ``group.id``; the sampler version is ``run.work.policy.start``; tokens are the
+calls' ``usage.completion_tokens``; truncated means a call finished for ``length``. With both
+subsets present, ``all`` is read and an episode trains when it is also in ``effective``;
+otherwise ``effective`` alone. Eval episodes are not attempts (they are held out).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from ...jsonio import MAX_LINE_BYTES
+from ...transcripts.store import Generation, TranscriptAttempt
+from .base import DumpFormat, Sample, file_time, number
+
+__all__ = ["PrimeRlTraces"]
+
+_STEP = re.compile(r"^step_(\d+)$")
+
+
+class _Node(msgspec.Struct, gc=False):
+    sampled: bool = False
+    logprobs: list[float] = []
+
+
+class _Usage(msgspec.Struct, gc=False):
+    completion_tokens: int = 0
+
+
+class _Call(msgspec.Struct, gc=False):
+    finish_reason: str | None = None
+    usage: _Usage | None = None
+
+
+class _Reward(msgspec.Struct, gc=False):
+    score: float | None = None
+    weight: float = 1.0
+
+
+class _Agent(msgspec.Struct, gc=False):
+    trainable: bool = True
+
+
+class _Trace(msgspec.Struct, gc=False):
+    rewards: dict[str, _Reward | None] = {}
+    calls: list[_Call] = []
+    nodes: list[_Node] = []
+    stop_condition: str | None = None
+    agent: _Agent | None = None
+    ok: bool = True
+
+
+class _Policy(msgspec.Struct, gc=False):
+    start: int | None = None
+
+
+class _Work(msgspec.Struct, gc=False):
+    step: int | None = None
+    policy: _Policy | None = None
+
+
+class _Run(msgspec.Struct, gc=False):
+    work: _Work | None = None
+
+
+class _Group(msgspec.Struct, gc=False):
+    id: str = ""
+
+
+class _Task(msgspec.Struct, gc=False):
+    key: str | None = None
+    hash: str | None = None
+
+
+class _Error(msgspec.Struct, gc=False):
+    type: str = "Error"
+
+
+class _Episode(msgspec.Struct, gc=False):
+    id: str = ""
+    group: _Group | None = None
+    run: _Run | None = None
+    task: _Task | None = None
+    ok: bool = True
+    errors: list[_Error] = []
+    traces: list[_Trace] = []
+
+
+class _Id(msgspec.Struct, gc=False):
+    id: str = ""
+
+
+_EPISODE = msgspec.json.Decoder(_Episode)
+_ID = msgspec.json.Decoder(_Id)
+_ANY = msgspec.json.Decoder()
+
+
+def _lines(p: Path, warn: Callable[[str], None]) -> Iterator[tuple[int, int, bytes]]:
+    """(line number, start offset, line) of each complete line; a torn last line is left."""
+    offset = 0
+    with open(p, "rb") as f:
+        for lineno, line in enumerate(f, 1):
+            start = offset
+            offset += len(line)
+            if not line.endswith(b"\n"):
+                return  # still being written
+            if len(line) > MAX_LINE_BYTES:
+                warn(f"{p}:{lineno}: line too long; skipped")
+                continue
+            if line.strip():
+                yield lineno, start, line
+
+
+def _trace_reward(t: _Trace) -> float | None:
+    got = [r.score * r.weight for r in t.rewards.values() if r is not None and r.score is not None]
+    return float(sum(got)) if got else None
+
+
+class PrimeRlTraces(DumpFormat):
+    name = "prime-rl"
+    description = "prime-rl rollouts (rollouts/step_N/{train,eval}/{all,effective}/traces.jsonl)"
+    default_subdir = "rollouts"
+    versioned = True
+    has_tokens = True
+
+    def step_files(self, d: Path) -> dict[int, list[Path]]:
+        out: dict[int, list[Path]] = {}
+        try:
+            it = os.scandir(d)
+        except (FileNotFoundError, NotADirectoryError):
+            return {}
+        with it:
+            for e in it:
+                m = _STEP.match(e.name)
+                if not m or not e.is_dir():
+                    continue
+                base = Path(e.path) / "train"
+                files = [base / s / "traces.jsonl" for s in ("all", "effective")]
+                files = [p for p in files if p.is_file()]
+                if files:
+                    out[int(m.group(1))] = files
+        return out
+
+    def _episodes(
+        self, files: list[Path], warn: Callable[[str], None], decoder: Any
+    ) -> Iterator[tuple[Path, int, Any, bool | None]]:
+        """(file, offset, decoded episode, trained) for the episodes of a step."""
+        source = files[0]
+        effective: set[str] | None = None
+        if len(files) > 1:  # all + effective: trained = in effective
+            effective = set()
+            for _n, _o, line in _lines(files[1], warn):
+                try:
+                    effective.add(_ID.decode(line).id)
+                except (msgspec.DecodeError, msgspec.ValidationError):
+                    continue
+        for lineno, offset, line in _lines(source, warn):
+            try:
+                ep = decoder.decode(line)
+            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+                warn(f"{source}:{lineno}: not an episode record ({exc}); skipped")
+                continue
+            eid = (
+                ep.id
+                if isinstance(ep, _Episode)
+                else (ep.get("id") if isinstance(ep, dict) else None)
+            )
+            trained = None if effective is None else eid in effective
+            if effective is None and source.parent.name == "effective":
+                trained = True
+            yield source, offset, ep, trained
+
+    def read_step(
+        self,
+        step: int,
+        files: list[Path],
+        index: Callable[[Path], int],
+        warn: Callable[[str], None],
+    ) -> Iterator[Sample]:
+        for p, offset, ep, trained in self._episodes(files, warn, _EPISODE):
+            traces = [t for t in ep.traces if t.agent is None or t.agent.trainable] or ep.traces
+            rewards = [r for t in traces if (r := _trace_reward(t)) is not None]
+            reward = sum(rewards) / len(rewards) if rewards else None
+            tokens = 0
+            truncated = False
+            logprobs: list[float] = []
+            for t in traces:
+                for c in t.calls:
+                    if c.usage is not None:
+                        tokens += c.usage.completion_tokens
+                    truncated |= c.finish_reason == "length"
+                truncated |= bool(t.stop_condition and "truncat" in t.stop_condition)
+                for n in t.nodes:
+                    if n.sampled:
+                        logprobs.extend(n.logprobs)
+            if not tokens:
+                tokens = len(logprobs)
+            pv = None
+            if ep.run is not None and ep.run.work is not None and ep.run.work.policy is not None:
+                pv = ep.run.work.policy.start
+            error = None
+            if not ep.ok and ep.errors:
+                error = f"rollout_failed/{ep.errors[-1].type}"
+            task = (ep.task.key or ep.task.hash) if ep.task is not None else None
+            group = ep.group.id if ep.group is not None and ep.group.id else (task or ep.id)
+            yield Sample(
+                step=step,
+                group=group,
+                task_id=str(task or group),
+                reward=reward,
+                policy_version=pv,
+                response_tokens=tokens,
+                truncated=truncated,
+                trained=trained,
+                discard_reason=None if trained is not False else "filtered",
+                sampler_logprobs=logprobs or None,
+                file=index(p),
+                offset=offset,
+                time=file_time(p),
+                error=error,
+            )
+
+    def transcripts(
+        self, step: int, files: list[Path], warn: Callable[[str], None]
+    ) -> Iterator[TranscriptAttempt]:
+        for i, (_p, _offset, ep, trained) in enumerate(self._episodes(files, warn, _ANY)):
+            if not isinstance(ep, dict):
+                continue
+            gens = []
+            rewards = []
+            for t in ep.get("traces") or []:
+                if not isinstance(t, dict):
+                    continue
+                nodes = [n for n in t.get("nodes") or [] if isinstance(n, dict)]
+                first = next((k for k, n in enumerate(nodes) if n.get("sampled")), len(nodes))
+                calls = [c for c in t.get("calls") or [] if isinstance(c, dict)]
+                finish = calls[-1].get("finish_reason") if calls else None
+                gens.append(
+                    Generation(
+                        prompt=[n.get("message") for n in nodes[:first]],
+                        completion=[n.get("message") for n in nodes[first:]],
+                        completion_tokens=sum(
+                            int(c.get("usage", {}).get("completion_tokens", 0) or 0)
+                            for c in calls
+                            if isinstance(c.get("usage"), dict)
+                        ),
+                        finish_reason=finish if isinstance(finish, str) else None,
+                        trains=trained,
+                    )
+                )
+                rs = t.get("rewards") or {}
+                got = [
+                    number(r.get("score")) * float(r.get("weight", 1.0))  # type: ignore[operator]
+                    for r in rs.values()
+                    if isinstance(r, dict) and number(r.get("score")) is not None
+                ]
+                if got:
+                    rewards.append(sum(got))
+            group = ep.get("group") or {}
+            yield TranscriptAttempt(
+                step=step,
+                index=i,
+                attempt_id=f"{step}-{i}",
+                group_id=f"{step}/{group.get('id')}" if isinstance(group, dict) else None,
+                task_id=None,
+                reward=sum(rewards) / len(rewards) if rewards else None,
+                trained=trained,
+                generations=gens,
+            )

@@ -1,0 +1,94 @@
+"""verl ``trainer.rollout_data_dir=DIR``: ``DIR/<global_step>.jsonl``, one line per sample.
+
+Written by ``RayPPOTrainer._write_generations`` (verl/trainer/ppo/ray_trainer.py:454-477, from
+a one-thread executor, :479-512), called once per step before the step's metrics are logged
+(:1722-1724, logger.log at :1802, same ``global_steps``, which start at 1). Each line holds
+``input`` and ``output`` (decoded text), ``gts`` (the ground truth), ``score`` (the summed
+token-level score, :531), ``step``, and every same-length list of ``reward_extra_infos`` (and
+``request_id``), written with ``json.dumps(..., default=str)`` (so NaN is a bare token).
+Numeric reward extra infos (``acc``, reward components) become ``rollout/<key>``; text ones
+(a parsed prediction) stay in the file.
+
+There is no group id: a GRPO group is the samples of one step with the same ``input``. No
+sampler version (verl's trainer is synchronous), no token counts, no logprobs.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from ...transcripts.store import TranscriptAttempt
+from .base import DumpFormat, Sample, digest, file_time, jsonl_records, number, transcript
+
+__all__ = ["VerlDump"]
+
+_FILE = re.compile(r"^(\d+)\.jsonl$")
+_KNOWN = frozenset({"input", "output", "gts", "score", "step", "request_id"})
+
+
+class VerlDump(DumpFormat):
+    name = "verl"
+    description = "verl trainer.rollout_data_dir (DIR/<global_step>.jsonl)"
+
+    def step_files(self, d: Path) -> dict[int, list[Path]]:
+        out: dict[int, list[Path]] = {}
+        try:
+            with os.scandir(d) as it:
+                for e in it:
+                    m = _FILE.match(e.name)
+                    if m and e.is_file():
+                        out[int(m.group(1))] = [Path(e.path)]
+        except (FileNotFoundError, NotADirectoryError):
+            return {}
+        return out
+
+    def _records(
+        self, files: list[Path], warn: Callable[[str], None]
+    ) -> Iterator[tuple[Path, int, dict[str, Any]]]:
+        return jsonl_records(files, warn)
+
+    def read_step(
+        self,
+        step: int,
+        files: list[Path],
+        index: Callable[[Path], int],
+        warn: Callable[[str], None],
+    ) -> Iterator[Sample]:
+        for p, offset, rec in self._records(files, warn):
+            prompt = rec.get("input")
+            key = digest(prompt)
+            meta = {
+                k: v
+                for k, v in rec.items()
+                if k not in _KNOWN and isinstance(v, (int, float, bool))
+            }
+            yield Sample(
+                step=step,
+                group=key,
+                task_id=key,
+                reward=number(rec.get("score")),
+                metadata=meta,
+                file=index(p),
+                offset=offset,
+                time=file_time(p),
+            )
+
+    def transcripts(
+        self, step: int, files: list[Path], warn: Callable[[str], None]
+    ) -> Iterator[TranscriptAttempt]:
+        for i, (_p, _offset, rec) in enumerate(self._records(files, warn)):
+            key = digest(rec.get("input"))
+            yield transcript(
+                step,
+                i,
+                group=key,
+                task_id=key,
+                reward=number(rec.get("score")),
+                trained=None,
+                prompt=rec.get("input"),
+                completion=rec.get("output"),
+            )

@@ -1,0 +1,792 @@
+"""Metric records by their shape, whatever the framework that printed them.
+
+A console log holds records (a step marker and key/value pairs) among lines that are not. The
+shapes read here:
+
+- pairs on a line: ``k: v``, ``k=v``, ``k:v - k:v`` (verl), ``k: v|k: v`` (DeepSpeed-Chat),
+  ``Name words 0.25, Other 1.0`` after a step marker (mlx-lm, prime-rl), bullet lines
+  ``• Avg Reward: 0.41`` under a step header (NeMo-RL), values with units (``12.3s``, ``4.1 GB``);
+- a dict: Python repr (``'k': np.float64(0.25)``, ``tensor(0.5)``, ``nan``, strings) or JSON,
+  on one line or across several (a ``pprint`` block);
+- tables: markdown (``Step | Training Loss | reward`` then ``-- | --``, as a notebook prints
+  TRL's table), HTML (``<table>`` of a notebook's output), box-drawing (rich, tabulate
+  ``fancy_grid`` / ``grid``): a table with a header row gives one record per row (its ``Step``
+  column the step), a table of key/value cells gives one record;
+- tqdm bars: the ``N/M`` position of the main bar, and postfix pairs (``loss=0.1``) read as the
+  record of that bar, one per completed bar.
+
+A step comes from a marker (``step:34``, ``Step 3/10``, ``Iter 5:``, ``Global step 2``,
+``=== METRICS STEP 2 ===``, a ``step``/``global_step``/``iteration`` key or column). Lines
+with pairs that follow a marker belong to its step until the next one. A record with no step
+anywhere takes the position of the main tqdm bar, else its order (1, 2, ...), and the reader
+says so once. Lines that are not records become events (``model.Event``): tracebacks, errors,
+out-of-memory, 5xx and refused connections; their timestamps (ISO, ``YYYY-MM-DD HH:MM:SS,mmm``,
+``MM/DD/YYYY HH:MM:SS``, ``[HH:MM:SS]``, glog ``I1201 10:00:00.123``) give step times.
+
+Values are parsed without ``eval`` (``textlog.parse_number``); keys are kept as printed (spaces
+collapsed, ``rewards / f`` as ``rewards/f``) for the mapping chain to name.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import html
+import json
+import re
+from collections.abc import Iterator
+from typing import Any, NamedTuple
+
+from ..model import Event
+from .textlog import brace_balance, parse_number, parse_pairs
+
+__all__ = ["STEP_KEYS", "Record", "ShapeParser", "parse_timestamp"]
+
+STEP_KEYS = frozenset(
+    {
+        "step",
+        "global_step",
+        "_step",
+        "iteration",
+        "iter",
+        "train/global_step",
+        "current_steps",
+        "global_step/max_steps",  # ms-swift: '12/100'
+    }
+)
+_STEP_OF = re.compile(r"^\s*(\d+)\s*/\s*\d+\s*$")
+
+_NUM = r"[-+]?(?:\d[\d_]*\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?|nan|inf(?:inity)?)"
+_WRAPPED = rf"(?:(?:np|numpy|torch|jnp)\.\w+|tensor|array|float)\((?:{_NUM})[^()]*\)"
+_VALUE = rf"(?:{_WRAPPED}|'{_NUM}'|\"{_NUM}\"|{_NUM})"
+_UNIT = r"(?:\s?(?:%|s|ms|us|min|h|GB|GiB|MB|MiB|KB|tokens?/s|tok/s|it/s|s/it|samples/s|toks?))?"
+# One ``key: value`` / ``key=value`` with a key of one token (for runs of pairs on a line).
+_PAIR = re.compile(
+    rf"(?<![\w./@-])([A-Za-z_@][\w./@\[\]-]*)\s*[:=]\s*({_VALUE}){_UNIT}(?![\w.])", re.I
+)
+# A whole segment that is one pair whose key may have spaces: ``Avg Reward: 0.41``.
+_SEG_PAIR = re.compile(
+    rf"^([A-Za-z_@][\w./@ ()\[\]-]*?)\s*[:=]\s*({_VALUE})(?:\s?[A-Za-z%][\w/%]*)?"
+    r"\s*(?:\([^)]*\))?\.?$",
+    re.I,
+)
+# ``Train loss 0.000`` / ``Peak mem 32.940 GB``: words then a number (after a step marker).
+_SEG_WORDS = re.compile(rf"^([A-Za-z][\w./ -]*?[A-Za-z)\]])\s+({_VALUE}){_UNIT}\.?$", re.I)
+_DIGIT = re.compile(r"\d")
+_NONNUM = re.compile(r"\b(?:nan|inf|infinity)\b", re.I)
+_RULE = re.compile(r"^[-=_*#~]{5,}$")  # a separator line: the step's block ends
+_SPLIT = re.compile(r"\s+-\s+|\s*\|\s*|\s*[,;]\s+|\s+•\s+|\t+|\s{3,}")
+_MARKER = re.compile(
+    r"(?<![\w/.])(global[ _]step|train[ _]step|step|iter(?:ation)?|(?:rollout|perf)(?= \d+:\s*(?:\{|$)))"
+    r"\s*[:=#]?\s*(\d+)"
+    r"(?:\s*/\s*(\d+))?(?![\w.]|:\d)",
+    re.I,
+)
+_MARKER_HINT = re.compile(r"step|iter|perf|rollout", re.I)
+_MARKER_WORDS = frozenset(
+    {"step", "iter", "iteration", "global_step", "train_step", "perf", "rollout"}
+)
+_LEAD_MARKER = re.compile(
+    _MARKER.pattern.replace("(?<![\\w/.])", r"^[^\w{]*") + r"\s*[:|,\-]?", re.I
+)
+_BAR = re.compile(
+    r"(?:^|\s)(?P<desc>[^|\r]*?):?\s*(?P<pct>\d{1,3})%\|[^|]*\|\s*(?P<n>\d+)/(?P<total>\d+)"
+    r"\s*\[(?P<inside>[^\]]*)\]"
+)
+_BORDER = re.compile(r"^\s*[-=+:|│┃║┆╎─━═┌┐└┘├┤┬┴┼┏┓┗┛┣┫┳┻╋┡┩╇╞╡╪╒╕╘╛╤╧╔╗╚╝╠╣╦╩╬\s]+$")
+_CELL_SEP = re.compile(r"\s*[|│┃║]\s*")
+_HTML_ROW = re.compile(r"<tr[^>]*>(.*?)</tr>", re.S | re.I)
+_HTML_CELL = re.compile(r"<t[hd][^>]*>(.*?)</t[hd]>", re.S | re.I)
+_TAGS = re.compile(r"<[^>]+>")
+
+# Prefixes before the message: timestamps, levels, logger names, file:line, decorations.
+_TS_ISO = re.compile(
+    r"^\[?(\d{4})[-/](\d{2})[-/](\d{2})[T ](\d{2}):(\d{2}):(\d{2})(?:[.,](\d{1,9}))?"
+    r"\s*(Z|[+-]\d{2}:?\d{2}|UTC)?\]?"
+)
+_TS_US = re.compile(r"^\[?(\d{2})/(\d{2})/(\d{4}) (\d{2}):(\d{2}):(\d{2})(?:[.,](\d{1,6}))?\]?")
+_TS_GLOG = re.compile(
+    r"^([IWEF])(\d{2})(\d{2}) (\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,6}))?\s+\d*\s*[\w./-]*:\d+\]"
+)
+_TS_CLOCK = re.compile(r"^\[?(\d{2}):(\d{2}):(\d{2})(?:[.,](\d{1,6}))?\]?(?=\s|$)")
+_LEVEL = re.compile(
+    r"^[\s|,:\-]*\[?(DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL|TRACE|SUCCESS)\]?(?:\s*\|)?"
+    r"(?::[\w.]+:)?[\s:|\-]*",
+)
+_LOGGER_AT = re.compile(
+    r"^[\s|\-]*(?:[\w.<>-]+\.py:\d+\]?|[\w.<>-]+:[\w<>.-]+:\d+|[\w.<>-]+:\d+\]|\(\w+\))\s*[-:]?\s*"
+)
+_DECOR = re.compile(r"^[\s=#*>•✨🚀📊⏱️\-]+")
+
+_TRACEBACK = "Traceback (most recent call last):"
+_EVENT_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    (
+        "oom",
+        re.compile(
+            r"out of memory|OutOfMemoryError|\bOOM\b|RESOURCE_EXHAUSTED|Killed process|"
+            r"oom-kill|MemoryError",
+            re.I,
+        ),
+    ),
+    (
+        "http_5xx",
+        re.compile(
+            r"\b5\d\d\b[ :-]*(?:Service Unavailable|Bad Gateway|Gateway Time-?out|Internal Server"
+            r" Error)|HTTP/\d(?:\.\d)?\"?\s+5\d\d\b|status(?:[_ ]code)?[=: ]+5\d\d\b|"
+            r"\b5\d\d Server Error",
+            re.I,
+        ),
+    ),
+    (
+        "connection_refused",
+        re.compile(
+            r"Connection refused|ConnectionRefusedError|ECONNREFUSED|Failed to establish a new "
+            r"connection|Cannot connect to host|ConnectError",
+            re.I,
+        ),
+    ),
+    (
+        "timeout",
+        re.compile(
+            r"Watchdog caught collective operation timeout|\bTimeoutError\b|ReadTimeout|"
+            r"timed out after|Connection timed out|DeadlineExceeded|GetTimeoutError",
+            re.I,
+        ),
+    ),
+    (
+        "error",
+        re.compile(
+            r"\b(?:[A-Z]\w*(?:Error|Exception)|Error|Exception)\b(?::|\s*\(|$)|\bFAILED\b|"
+            r"\bfatal error\b|Segmentation fault|core dumped",
+        ),
+    ),
+)
+_MAX_TB_LINES = 60
+_MAX_TB_CHARS = 8000
+MAX_EVENTS = 20000
+
+
+class Record(NamedTuple):
+    """A metric record read from a log: its step and how it was found, values, line, time."""
+
+    step: int
+    values: dict[str, float]
+    line: int
+    time: float | None
+    how: str  # "marker", "column", "bar", "block", "order"
+
+
+def parse_timestamp(text: str, date: _dt.date | None = None) -> tuple[float | None, str, str]:
+    """``(unix seconds or None, level letter or word, text after the stamp)`` of a log line.
+
+    ``date`` is used for stamps without one (a time of day: ``[10:00:01]``; glog's month/day
+    takes its year). Naive stamps are local time.
+    """
+    m = _TS_ISO.match(text)
+    if m:
+        y, mo, d, h, mi, s = (int(g) for g in m.groups()[:6])
+        t = _stamp(y, mo, d, h, mi, s, m.group(7), m.group(8))
+        return t, "", text[m.end() :]
+    m = _TS_US.match(text)
+    if m:
+        mo, d, y, h, mi, s = (int(g) for g in m.groups()[:6])
+        return _stamp(y, mo, d, h, mi, s, m.group(7), None), "", text[m.end() :]
+    m = _TS_GLOG.match(text)
+    if m:
+        year = (date or _dt.date.today()).year
+        mo, d, h, mi, s = (int(g) for g in m.groups()[1:6])
+        return _stamp(year, mo, d, h, mi, s, m.group(7), None), m.group(1), text[m.end() :]
+    m = _TS_CLOCK.match(text)
+    if m:
+        day = date or _dt.date.today()
+        h, mi, s = (int(g) for g in m.groups()[:3])
+        t = _stamp(day.year, day.month, day.day, h, mi, s, m.group(4), None)
+        return t, "clock", text[m.end() :]
+    return None, "", text
+
+
+def _stamp(
+    y: int, mo: int, d: int, h: int, mi: int, s: int, frac: str | None, tz: str | None
+) -> float | None:
+    try:
+        dt = _dt.datetime(y, mo, d, h, mi, min(s, 59))
+    except ValueError:
+        return None
+    if tz:
+        if tz in ("Z", "UTC"):
+            dt = dt.replace(tzinfo=_dt.UTC)
+        else:
+            sign = 1 if tz[0] == "+" else -1
+            hh, mm = int(tz[1:3]), int(tz[-2:])
+            dt = dt.replace(tzinfo=_dt.timezone(sign * _dt.timedelta(hours=hh, minutes=mm)))
+    t = dt.timestamp()
+    if frac:
+        t += int(frac) / 10 ** len(frac)
+    return t
+
+
+def clean_key(key: str) -> str:
+    """A printed key as the framework named it: quotes, bullets and extra spaces removed."""
+    k = key.strip().strip("'\"`*").strip()
+    if " " not in k and "\t" not in k:
+        return k
+    if "/" in k:
+        k = re.sub(r"\s*/\s*", "/", k)
+    return " ".join(k.split())
+
+
+def _number(raw: str) -> float | None:
+    try:
+        return float(raw)  # the common case, fast
+    except ValueError:
+        pass
+    v = parse_number(raw)
+    if v is not None:
+        return v
+    m = re.match(rf"^\s*({_NUM}){_UNIT}\s*(?:\([^)]*\))?\s*$", raw.strip(), re.I)
+    return parse_number(m.group(1)) if m else None
+
+
+def _flatten(obj: dict[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]:
+    for k, v in obj.items():
+        if isinstance(v, dict):
+            yield from _flatten(v, f"{prefix}{k}/")
+        else:
+            yield f"{prefix}{k}", v
+
+
+def _dict_values(text: str, *, complete: bool = True) -> dict[str, float]:
+    """The numeric pairs of a dict printed as JSON or as a Python repr."""
+    out: dict[str, float] = {}
+    body = text[text.find("{") :]
+    obj = None
+    if body[1:].lstrip(" \t\r\n").startswith('"'):
+        try:
+            obj = json.loads(body)
+        except ValueError:
+            obj = None
+    if isinstance(obj, dict):
+        for k, v in _flatten(obj):
+            if isinstance(v, bool) or v is None:
+                continue
+            f = float(v) if isinstance(v, int | float) else _number(str(v))
+            if f is None and k in STEP_KEYS:
+                m = _STEP_OF.match(str(v))
+                f = float(m.group(1)) if m else None
+            if f is not None:
+                out[clean_key(str(k))] = f
+        return out
+    for k, v in parse_pairs(body, complete=complete).items():
+        f = v if isinstance(v, float) else _number(str(v))
+        if f is None and k in STEP_KEYS:
+            m = _STEP_OF.match(str(v))  # "step N of M"
+            f = float(m.group(1)) if m else None
+        if f is not None:
+            out[clean_key(k)] = f
+    return out
+
+
+def line_pairs(text: str) -> tuple[dict[str, float], int]:
+    """The ``key: value`` pairs of a line of text, and how many segments had the
+    ``words number`` shape (only trusted after a step marker)."""
+    out: dict[str, float] = {}
+    loose = 0
+    if ": " not in text and "|" not in text and ", " not in text and "•" not in text:
+        # ``k:v - k:v`` (verl) or ``k=v k=v``: keys have no spaces, one scan does it.
+        many = _PAIR.findall(text)
+        if len(many) >= 2:
+            for k, v in many:
+                f = _number(v)
+                if f is not None:
+                    out[k] = f
+            return out, 0
+    for seg in _SPLIT.split(text):
+        seg = seg.strip().lstrip("-•*·▶>+ ").rstrip()
+        if not seg or not (_DIGIT.search(seg) or _NONNUM.search(seg)):
+            continue
+        many = _PAIR.findall(seg) if (":" in seg or "=" in seg) else []
+        if len(many) > 1:
+            for k, v in many:
+                f = _number(v)
+                if f is not None:
+                    out[clean_key(k)] = f
+            continue
+        m = _SEG_PAIR.match(seg) if (many or ":" in seg or "=" in seg) else None
+        if m:
+            f = _number(m.group(2))
+            if f is not None:
+                out[clean_key(m.group(1))] = f
+            continue
+        if many:
+            k, v = many[0]
+            f = _number(v)
+            if f is not None:
+                out[clean_key(k)] = f
+            continue
+        m = _SEG_WORDS.match(seg)
+        if m:
+            f = _number(m.group(2))
+            if f is not None:
+                out[clean_key(m.group(1))] = f
+                loose += 1
+    return out, loose
+
+
+def strip_prefix(text: str, date: _dt.date | None) -> tuple[float | None, str, str]:
+    """``(time, level, message)`` of a cleaned line: timestamp, level, logger and decorations
+    before the message removed."""
+    t, level, rest = parse_timestamp(text.lstrip(), date)
+    m = _LEVEL.match(rest)
+    if m and (t is not None or m.group(1)):
+        level = level or m.group(1)
+        rest = rest[m.end() :]
+        if t is None:
+            t2, _lv2, rest2 = parse_timestamp(rest.lstrip(), date)
+            if t2 is not None:
+                t, rest = t2, rest2
+    if t is not None or level:
+        m = _LOGGER_AT.match(rest)
+        if m and m.end() < len(rest):
+            rest = rest[m.end() :]
+    return t, level, rest
+
+
+class _Table:
+    __slots__ = ("header", "kind", "rows", "step_col")
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind  # "md", "box"
+        self.header: list[str] | None = None
+        self.rows = 0  # content rows seen
+        self.step_col: int | None = None
+
+
+class ShapeParser:
+    """Reads one file's lines (cleaned by ``textlog.clean_line``), in order, into records and
+    events. ``feed`` each line, then ``drain`` what is ready; ``finish`` at the end of a
+    complete file. Keeps what a record split across lines needs until the record is whole.
+
+    With ``records=False`` only events and timestamps are read: a framework's own console
+    reader can feed its lines through one to fill ``RunData.events`` too."""
+
+    def __init__(self, source: str, date: _dt.date | None = None, *, records: bool = True) -> None:
+        self.source = source
+        self.date = date
+        self.read_records = records  # False: only events and times (for any console reader)
+        self.records: list[Record] = []
+        self.events: list[Event] = []
+        self.warnings: list[str] = []
+        self.last_time: float | None = None
+        self.step: int | None = None  # the step the lines being read belong to
+        self.last_step: int | None = None  # the last step a record was emitted at
+        self.first_time: dict[int, float] = {}
+        self._clock_prev: float | None = None
+        self._day_shift = 0.0
+        self._dict: list[str] | None = None
+        self._dict_line = 0
+        self._dict_step: int | None = None
+        self._html: list[str] | None = None
+        self._html_line = 0
+        self._table: _Table | None = None
+        self._prev_cells: list[str] | None = None
+        self._tb: list[str] | None = None
+        self._tb_line = 0
+        self._tb_time: float | None = None
+        self._bar_total = 0
+        self._bar_pos: int | None = None
+        self._bar_done: dict[str, int] = {}
+        self._bar_open: dict[str, Record] = {}
+        self._order_family: str | None = None
+        self._order_n = 0
+        self._warned_order = False
+        self.events_dropped = 0
+        self._lead: tuple[dict[str, float], int, float | None] | None = None
+
+    # -- the line loop ---------------------------------------------------------------------
+
+    def feed(self, text: str, lineno: int) -> None:
+        """Read one line (without its newline)."""
+        if self._tb is not None and self._traceback_line(text, lineno):
+            return
+        if self._dict is not None:
+            self._dict.append(text)
+            if brace_balance("\n".join(self._dict)) <= 0 or len(self._dict) > 2000:
+                self._end_dict(complete=len(self._dict) <= 2000)
+            return
+        if self._html is not None or "<table" in text.lower():
+            self._html_line_in(text, lineno)
+            return
+        t, level, msg = strip_prefix(text, self.date)
+        if t is not None:
+            t = self._clock(t, level)
+            self.last_time = t
+        s = msg.strip()
+        if not s:
+            self._prev_cells = None
+            return
+        if s.startswith(_TRACEBACK):
+            self._tb, self._tb_line, self._tb_time = [text.strip()], lineno, self.last_time
+            return
+        if not self.read_records:
+            self._event(s if not level else f"{level} {s}".strip(), level, lineno, t)
+            return
+        if self._table is None and _RULE.match(s):
+            self.step = None  # a record held before it may still lead the next step
+            self._prev_cells = None
+            return
+        if self._table_line(s, lineno, t):
+            return
+        if self._bar(s, lineno, t):
+            return
+        if self._record_line(s, lineno, t, level):
+            return
+        self._event(s if not level else f"{level} {s}".strip(), level, lineno, t)
+
+    def _clock(self, t: float, level: str) -> float:
+        """Time-of-day stamps: roll the day forward when the clock goes back."""
+        if level != "clock":
+            return t
+        t += self._day_shift
+        if self._clock_prev is not None and t < self._clock_prev - 3600:
+            self._day_shift += 86400.0
+            t += 86400.0
+        self._clock_prev = t
+        return t
+
+    def drain(self) -> tuple[list[Record], list[Event]]:
+        """The records and events read since the last call."""
+        recs, evs = self.records, self.events
+        self.records, self.events = [], []
+        return recs, evs
+
+    def finish(self) -> None:
+        """The file is complete: close what is still open (a dict, a bar, a traceback)."""
+        if self._dict is not None:
+            self.warnings.append(
+                f"{self.source}:{self._dict_line}: record incomplete at end of file; read as "
+                "far as it goes"
+            )
+            self._end_dict(complete=False)
+        if self._html is not None:
+            self._end_html()
+        if self._tb is not None:
+            self._end_traceback()
+        self._lead_flush()
+        for desc, rec in list(self._bar_open.items()):
+            self._bar_done[desc] = self._bar_done.get(desc, 0) + 1
+            self._emit(rec.values, rec.line, rec.time, step=self._bar_done[desc], how="bar")
+        self._bar_open.clear()
+
+    # -- steps -----------------------------------------------------------------------------
+
+    def _emit(
+        self,
+        values: dict[str, float],
+        lineno: int,
+        t: float | None,
+        *,
+        step: int | None = None,
+        how: str = "marker",
+        family: str = "",
+    ) -> None:
+        for k in [k for k in values if k.lower() in STEP_KEYS or k == "Step"]:
+            v = values.pop(k)
+            if step is None and v == v and float(v).is_integer() and v >= 0:
+                step, how = int(v), "marker"
+        if not values:
+            if step is not None:
+                self.step = step
+            return
+        if step is None:
+            if self.step is None and self._bar_pos is None and family == "pairs":
+                if self._lead is None:
+                    self._lead = (values, lineno, t)  # may lead the next step's block
+                    return
+                self._lead_flush()
+            if self.step is not None:
+                step, how = self.step, "block"
+            elif self._bar_pos is not None:
+                step, how = self._bar_pos, "bar"
+            else:
+                fam = family or next(iter(values))
+                if self._order_family is None:
+                    self._order_family = fam
+                if fam == self._order_family or self.last_step is None:
+                    self._order_n += 1
+                    step = self._order_n
+                else:
+                    step = self.last_step
+                how = "order"
+                if not self._warned_order:
+                    self._warned_order = True
+                    self.warnings.append(
+                        f"{self.source}:{lineno}: records without a step number; numbered in "
+                        "order of appearance from 1"
+                    )
+        else:
+            self.step = step
+            if self._lead is not None:
+                lead, self._lead = self._lead, None
+                self._emit(lead[0], lead[1], lead[2], step=step, how="block")
+        self.last_step = step
+        if t is None:
+            t = self.last_time
+        if t is not None and step not in self.first_time:
+            self.first_time[step] = t
+        self.records.append(Record(step, values, lineno, t, how))
+
+    def _lead_flush(self) -> None:
+        """A stepless record held to see whether a step marker follows: none did."""
+        if self._lead is not None:
+            values, lineno, t = self._lead
+            self._lead = None
+            self._emit(values, lineno, t, family="pairs:lead")
+
+    def _marker(self, s: str) -> int | None:
+        head = s.split("{", 1)[0]
+        if not _MARKER_HINT.search(head):
+            return None
+        best: tuple[int, int] | None = None
+        for m in _MARKER.finditer(head):
+            rank = 0 if m.group(1).lower().startswith(("global", "train")) else 1
+            if best is None or rank < best[0]:
+                best = (rank, int(m.group(2)))
+        return None if best is None else best[1]
+
+    # -- shapes ----------------------------------------------------------------------------
+
+    def _record_line(self, s: str, lineno: int, t: float | None, level: str) -> bool:
+        step = self._marker(s)
+        brace = s.find("{")
+        if brace >= 0 and re.search(r"\{\s*(?:['\"]|$)", s[brace:]):
+            if step is not None:
+                self.step = step
+            body = s[brace:]
+            if brace_balance(body) > 0:
+                self._dict, self._dict_line, self._dict_step = [body], lineno, step
+                return True
+            values = _dict_values(body)
+            if values:
+                self._emit(values, lineno, t, step=step, family="{" + next(iter(values)))
+                return True
+            return step is not None
+        if level.upper() in ("ERROR", "CRITICAL", "FATAL", "E", "F"):
+            return False
+        lead = _LEAD_MARKER.match(s)
+        values, loose = line_pairs(s[lead.end() :] if lead else s)
+        if step is not None:
+            # The marker's own number is not a metric ("Step 3: ..." / "Iter 5: ...").
+            values = {
+                k: v
+                for k, v in values.items()
+                if not (
+                    k.lower().rsplit(" ", 1)[-1] in _MARKER_WORDS
+                    and (_MARKER.fullmatch(f"{k} {v:g}") or _MARKER.fullmatch(f"{k}:{v:g}"))
+                )
+            }
+            if not values:
+                self.step = step
+                self._bar_pos = None
+                return True
+            self._emit(values, lineno, t, step=step)
+            return True
+        strict = len(values) - loose
+        if strict >= 2 or (strict >= 1 and self.step is not None and len(values) <= 3):
+            if loose and strict < 2:
+                values = {k: v for k, v in values.items() if _PAIR.search(f"{k}: {v}")}
+            self._emit(values, lineno, t, family="pairs")
+            return True
+        return False
+
+    def _end_dict(self, *, complete: bool) -> None:
+        lines, line, step = self._dict or [], self._dict_line, self._dict_step
+        self._dict = None
+        values = _dict_values("\n".join(lines), complete=complete)
+        if values:
+            self._emit(values, line, self.last_time, step=step, family="{" + next(iter(values)))
+
+    def _bar(self, s: str, lineno: int, t: float | None) -> bool:
+        if "%|" not in s:
+            return False
+        m = _BAR.search(s)
+        if not m:
+            return False
+        n, total = int(m.group("n")), int(m.group("total"))
+        desc = m.group("desc").strip() or "bar"
+        post = m.group("inside").split(",", 2)
+        values: dict[str, float] = {}
+        if len(post) > 1:
+            for k, v in _PAIR.findall(",".join(post[1:])):
+                f = _number(v)
+                if f is not None:
+                    values[clean_key(k)] = f
+        if values:
+            rec = Record(0, values, lineno, t, "bar")
+            if n >= total:
+                self._bar_open.pop(desc, None)
+                self._bar_done[desc] = self._bar_done.get(desc, 0) + 1
+                self._emit(values, lineno, t, step=self._bar_done[desc], how="bar")
+            else:
+                self._bar_open[desc] = rec
+        elif total >= self._bar_total and self.step is None:
+            self._bar_total = total
+            self._bar_pos = n
+        return True
+
+    # -- tables ----------------------------------------------------------------------------
+
+    def _cells(self, s: str) -> list[str] | None:
+        if not any(c in s for c in "|│┃║"):
+            return None
+        cells = _CELL_SEP.split(s.strip())
+        if cells and cells[0] == "":
+            cells = cells[1:]
+        if cells and cells[-1] == "":
+            cells = cells[:-1]
+        return cells if len(cells) >= 2 else None
+
+    def _table_line(self, s: str, lineno: int, t: float | None) -> bool:
+        tab = self._table
+        if _BORDER.match(s) and len(s.strip()) >= 3:
+            header_sep = any(c in s for c in "=═━") or bool(re.search(r"-{2,}", s) and "|" in s)
+            if tab is None:
+                if self._prev_cells is not None and header_sep and "|" in s:
+                    tab = self._table = _Table("md")  # markdown: the line before is the header
+                    self._set_header(tab, self._prev_cells)
+                    tab.rows = 1
+                elif any(c in s for c in "┏┌╒╔+"):
+                    self._table = _Table("box")
+                else:
+                    return False
+            elif header_sep and tab.rows == 1 and tab.header is None and self._prev_cells:
+                self._set_header(tab, self._prev_cells)
+            self._prev_cells = None
+            return True
+        cells = self._cells(s)
+        if cells is None:
+            self._table = None
+            self._prev_cells = None
+            return False
+        if any(_PAIR.search(c) or _SEG_WORDS.match(c) for c in cells) or (
+            tab is None and self._marker(s) is not None
+        ):
+            self._table = None  # "k: v | k: v": pairs, not a table
+            self._prev_cells = None
+            return False
+        if tab is None and not s.lstrip().startswith(("│", "┃", "║")):
+            # A markdown row is known only from the separator line after the header.
+            self._prev_cells = cells
+            nums = [_number(c) for c in cells]
+            if self._step_cell(cells) is None and sum(v is not None for v in nums) == 0:
+                return bool(len(cells) >= 3)  # a header-looking line: held, not an event
+            return False
+        if tab is None:
+            tab = self._table = _Table("box")
+        tab.rows += 1
+        self._prev_cells = cells
+        self._table_row(tab, cells, lineno, t)
+        return True
+
+    def _step_cell(self, cells: list[str]) -> int | None:
+        for i, c in enumerate(cells):
+            if clean_key(c).lower() in STEP_KEYS or clean_key(c).lower() == "global step":
+                return i
+        return None
+
+    def _set_header(self, tab: _Table, cells: list[str]) -> None:
+        tab.header = [clean_key(c) for c in cells]
+        tab.step_col = self._step_cell(cells)
+
+    def _table_row(self, tab: _Table, cells: list[str], lineno: int, t: float | None) -> None:
+        nums = [_number(c) for c in cells]
+        if tab.header is None:
+            keys, vals, raw = cells[0::2], nums[1::2], cells[1::2]
+            alternating = (
+                len(cells) % 2 == 0
+                and all((k and _number(k) is None) or not (k or r) for k, r in zip(keys, raw))
+                and any(v is not None for v in vals)
+            )
+            if alternating:
+                values = {clean_key(k): v for k, v in zip(keys, vals) if k and v is not None}
+                self._emit(values, lineno, t)
+            return
+        if len(cells) != len(tab.header):
+            return
+        values = {}
+        step = None
+        for i, (name, v) in enumerate(zip(tab.header, nums)):
+            if i == tab.step_col:
+                if v is not None and v == v and v >= 0:
+                    step = int(v)
+                continue
+            if v is not None and name:
+                values[name] = v
+        if values:
+            if step is not None:
+                self._emit(values, lineno, t, step=step, how="column")
+            else:
+                self._emit(values, lineno, t, family="table:" + tab.header[0])
+
+    def _html_line_in(self, text: str, lineno: int) -> None:
+        if self._html is None:
+            self._html, self._html_line = [], lineno
+        self._html.append(text)
+        if "</table>" in text.lower() or len(self._html) > 100000:
+            self._end_html()
+
+    def _end_html(self) -> None:
+        lines, line = self._html or [], self._html_line
+        self._html = None
+        body = "\n".join(lines)
+        tab = _Table("html")
+        for row in _HTML_ROW.findall(body):
+            cells = [html.unescape(_TAGS.sub("", c)).strip() for c in _HTML_CELL.findall(row)]
+            if not cells:
+                continue
+            if tab.header is None and "<th" in row.lower():
+                self._set_header(tab, cells)
+                continue
+            self._table_row(tab, cells, line, self.last_time)
+
+    # -- events ----------------------------------------------------------------------------
+
+    def _traceback_line(self, text: str, lineno: int) -> bool:
+        tb = self._tb
+        assert tb is not None
+        s = text.rstrip()
+        if s.startswith((" ", "\t")) or not s or s.startswith(("During handling", "The above")):
+            tb.append(s)
+            return True
+        if s.startswith(_TRACEBACK):
+            tb.append(s)
+            return True
+        tb.append(s)  # the exception line ends the block
+        self._end_traceback()
+        return True
+
+    def _end_traceback(self) -> None:
+        tb = self._tb or []
+        self._tb = None
+        lines = [ln for ln in tb if ln.strip()]
+        if len(lines) > _MAX_TB_LINES:
+            lines = [*lines[:10], f"... ({len(lines) - _MAX_TB_LINES} lines)", *lines[-49:]]
+        text = "\n".join(lines)[-_MAX_TB_CHARS:]
+        self._add_event("traceback", text, self._tb_line, self._tb_time)
+
+    def _event(self, s: str, level: str, lineno: int, t: float | None) -> None:
+        for kind, pat in _EVENT_RULES:
+            if pat.search(s):
+                if kind == "error" and level.upper() in ("WARNING", "WARN", "W", "INFO", "I"):
+                    return  # a warning or info line that names an error is not one
+                self._add_event(kind, s, lineno, t)
+                return
+        if level.upper() in ("ERROR", "CRITICAL", "FATAL", "E", "F"):
+            self._add_event("error", s, lineno, t)
+
+    def _add_event(self, kind: str, text: str, lineno: int, t: float | None) -> None:
+        if len(self.events) >= MAX_EVENTS:
+            self.events_dropped += 1
+            return
+        time = t if t is not None else self.last_time
+        self.events.append(
+            Event(time, kind, text[:_MAX_TB_CHARS], self.last_step, self.source, lineno)
+        )

@@ -1,0 +1,393 @@
+"""W&B run directories (online or offline), read from the run's own ``.wandb`` log, live.
+
+W&B writes every run locally first, online or offline: ``wandb/run-<time>-<id>/`` (or
+``offline-run-...``) holds ``run-<id>.wandb``, a transaction log of every record the run made,
+and ``wandb/latest-run`` links to the newest. wandb 0.31 removed its Python reader of that
+file (``wandb.sdk.internal.datastore``); the supported route it left is ``wandb leet inspect
+--json [--follow]``, a command of the ``wandb-core`` Go binary.
+
+We read the file directly instead, and decode each record with the protobuf classes wandb
+ships (``wandb.proto.wandb_internal_pb2.Record``), because:
+
+- following a live run is then a byte offset: ``poll()`` reads only the records written
+  since the last call, where ``leet inspect --json`` re-reads the whole log on each call (it
+  has no offset) and ``--follow`` needs one long-lived subprocess per followed run (``serve``
+  follows many), which exits on its own after an idle timeout;
+- every record keeps its full precision and nesting (``leet`` prints JSON it re-encodes, with
+  nested keys joined and NaN as a string);
+- nothing runs but Python, and no platform binary is needed.
+
+The framing is LevelDB's log format, which W&B has used since its first release: a 7-byte
+file header (``:W&B``, magic 0xBEE1, version 0), then 32 KiB blocks of records, each with a
+7-byte header (CRC-32 of type and data, length, type FULL/FIRST/MIDDLE/LAST); a block's last
+bytes under 7 are zero padding. Each record's checksum is verified; a damaged one is one
+warning naming the file and byte, and reading resumes at the next block. The risk of the
+choice: the file format is not a public API. The header version is checked, and the protobuf
+classes come from the installed wandb, which reads the records its own version writes.
+
+Read: history rows (``_step`` or the step metric a ``define_metric`` names, every numeric key
+under its own name, nested keys joined with ``.`` as W&B shows them, ``NaN``/``Infinity``
+kept), ``_timestamp`` as the step time, the summary (``info["summary"]``), the config
+(``info["config"]``), the run's id, name and project, and its exit (``finished`` or
+``crashed``; ``running`` until then). Media (tables, histograms, images) are not metrics and
+are left out. Needs the ``wandb`` extra.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import os
+import struct
+import zlib
+from pathlib import Path
+from typing import Any
+
+from ..errors import MissingExtraError, ReadError
+from ..model import RunData
+from . import Format, register
+from ._trackers import choose_run, flatten, map_by_keys, number
+from .mapping import Rule
+
+__all__ = ["WandbReader", "find_run_file"]
+
+_BLOCK = 32768
+_HEADER = 7
+_FILE_HEADER = b":W&B" + struct.pack("<HB", 0xBEE1, 0)
+_FULL, _FIRST, _MIDDLE, _LAST = 1, 2, 3, 4
+_TYPE_CRC = [zlib.crc32(bytes([t])) for t in range(5)]
+_INTERNAL = {"_step", "_runtime"}
+
+
+def _pb() -> Any:
+    try:
+        from wandb.proto import wandb_internal_pb2
+    except ImportError:
+        raise MissingExtraError("wandb", "reading a W&B run directory") from None
+    return wandb_internal_pb2
+
+
+def _run_dirs(folder: Path) -> list[Path]:
+    return sorted(
+        p
+        for p in folder.iterdir()
+        if p.is_dir() and p.name.startswith(("run-", "offline-run-")) and any(p.glob("*.wandb"))
+    )
+
+
+def _run_id(run_dir: Path) -> str:
+    return run_dir.name.rsplit("-", 1)[-1]
+
+
+def find_run_file(path: Path, run: str | None = None) -> Path | None:
+    """The ``.wandb`` log that ``path`` stands for, or None where it is no W&B run.
+
+    ``path`` is a ``.wandb`` file, a run directory (``run-*``, ``offline-run-*``,
+    ``latest-run``) or a ``wandb/`` folder holding run directories (a project folder holding
+    ``wandb/`` is not claimed: a TRL output directory may hold it beside its own files). A folder of several runs reads ``run`` (an id or directory name), else the
+    one ``latest-run`` links to; without either, a ``ReadError`` lists the runs.
+    """
+    if path.is_file():
+        return path if path.suffix == ".wandb" else None
+    if not path.is_dir():
+        return None
+    logs = sorted(path.glob("*.wandb"))
+    if logs:
+        return max(logs, key=lambda p: p.stat().st_mtime).resolve()
+    folder = path
+    dirs = _run_dirs(folder)
+    if not dirs:
+        return None
+    if run is None and (folder / "latest-run").is_dir():
+        return find_run_file((folder / "latest-run").resolve())
+    names = [(d.name, _run_id(d)) for d in dirs]
+    chosen = choose_run(str(folder), names, run, "W&B runs")
+    return find_run_file(folder / chosen)
+
+
+def _value(raw: str) -> Any:
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return None
+
+
+class WandbReader:
+    """One W&B run, read from its ``.wandb`` log incrementally by byte offset."""
+
+    name = "wandb"
+
+    def __init__(
+        self, path: Path, *, extra_rules: tuple[Rule, ...] = (), run: str | None = None
+    ) -> None:
+        found = find_run_file(path, run)
+        if found is None:
+            raise ReadError(
+                "no W&B run here (expected run-*.wandb or wandb/run-*/)", path=str(path)
+            )
+        self.file = found
+        self.pb = _pb()
+        self.path = path
+        self.extra_rules = extra_rules
+        self._reset()
+
+    def _reset(self) -> None:
+        self.run = RunData(source=str(self.path), format=self.name)
+        self.run.info.update(
+            {"status": "running", "config": {}, "summary": {}, "run_dir": str(self.file.parent)}
+        )
+        self._offset = 0  # the byte after the last whole record read
+        self._step_metric: dict[str, str] = {}  # metric name or glob -> the key that steps it
+        self._step_cache: dict[str, str | None] = {}
+        self._unstepped: set[str] = set()
+        self._last_step = -1
+        self._broken = False
+
+    def poll(self) -> bool:
+        """Read the records written since the last call; True if any were."""
+        if self._broken:
+            return False
+        try:
+            with open(self.file, "rb") as f:
+                size = os.fstat(f.fileno()).st_size
+                if size < self._offset:  # the log was replaced: read the new one whole
+                    self._reset()
+                    self.run.warnings.append(f"{self.file}: the log shrank; read from its start")
+                f.seek(self._offset)
+                data = f.read()
+        except OSError as exc:
+            self.run.warnings.append(f"{self.file}: cannot read ({exc.strerror})")
+            return False
+        changed = self._scan(data)
+        if changed:
+            map_by_keys(self.run, self.extra_rules, time_key="_timestamp")
+        return changed
+
+    def finish(self) -> None:
+        """The log is complete: a record cut at its end is a warning."""
+        try:
+            size = self.file.stat().st_size
+        except OSError:
+            return
+        if size > self._offset and not self._broken:
+            self.run.warnings.append(
+                f"{self.file}: byte {self._offset}: the log ends inside a record "
+                f"({size - self._offset} bytes); that record is lost"
+            )
+
+    def _scan(self, data: bytes) -> bool:
+        base = self._offset
+        pos = 0
+        if base == 0:
+            if len(data) < _HEADER:
+                return False
+            if data[:_HEADER] != _FILE_HEADER:
+                what = "a W&B log of another version" if data[:4] == b":W&B" else "no W&B log"
+                self.run.warnings.append(f"{self.file}: {what} (header {data[:7]!r}); not read")
+                self._broken = True
+                return False
+            pos = _HEADER
+        n = len(data)
+        parts: list[bytes] = []
+        changed = False
+        while True:
+            at = base + pos
+            space = _BLOCK - at % _BLOCK
+            if space < _HEADER:  # zero padding to the block's end
+                if pos + space > n:
+                    break
+                pos += space
+                continue
+            if pos + _HEADER > n:
+                break
+            crc, length, kind = struct.unpack_from("<IHB", data, pos)
+            if kind == 0 and length == 0 and crc == 0:  # zeros: skip the rest of the block
+                if pos + space > n:
+                    break
+                pos += space
+                parts = []
+                continue
+            if length > space - _HEADER or kind > _LAST:
+                pos += space
+                parts = []
+                changed = True
+                self.run.warnings.append(
+                    f"{self.file}: byte {at}: not a record header; skipped to byte {at + space}"
+                )
+                continue
+            end = pos + _HEADER + length
+            if end > n:
+                break
+            body = data[pos + _HEADER : end]
+            if zlib.crc32(body, _TYPE_CRC[kind]) != crc:
+                pos += space
+                parts = []
+                changed = True
+                self.run.warnings.append(
+                    f"{self.file}: byte {at}: record checksum mismatch (damaged bytes); "
+                    f"skipped to byte {at + space}"
+                )
+                continue
+            pos = end
+            if kind == _FULL:
+                parts = [body]
+            elif kind == _FIRST:
+                parts = [body]
+                continue
+            elif kind == _MIDDLE:
+                if parts:
+                    parts.append(body)
+                continue
+            elif parts:
+                parts.append(body)
+            else:
+                continue  # the end of a record whose start was damaged
+            self._record(b"".join(parts), base + pos)
+            parts = []
+            self._offset = base + pos
+            changed = True
+        if not parts and base + pos > self._offset:
+            self._offset = base + pos  # padding and skipped bytes need not be read again
+        return changed
+
+    def _record(self, raw: bytes, at: int) -> None:
+        rec = self.pb.Record()
+        try:
+            rec.ParseFromString(raw)
+        except Exception as exc:  # protobuf's DecodeError: one record lost, not the run
+            self.run.warnings.append(f"{self.file}: byte {at}: not a W&B record ({exc})")
+            return
+        kind = rec.WhichOneof("record_type")
+        if kind == "history":
+            self._history(rec.history)
+        elif kind == "run":
+            r = rec.run
+            info = self.run.info
+            info["run_id"] = r.run_id
+            info["name"] = r.display_name or r.run_id
+            if r.project:
+                info["project"] = r.project
+            if r.entity:
+                info["entity"] = r.entity
+            if r.HasField("start_time"):
+                info["created_time"] = r.start_time.seconds + r.start_time.nanos / 1e9
+            self._items(info["config"], r.config.update, r.config.remove)
+        elif kind == "config":
+            self._items(self.run.info["config"], rec.config.update, rec.config.remove)
+        elif kind == "summary":
+            self._items(self.run.info["summary"], rec.summary.update, rec.summary.remove)
+        elif kind == "metric":
+            m = rec.metric
+            if m.step_metric and (m.name or m.glob_name):
+                self._step_metric[m.name or m.glob_name] = m.step_metric
+                self._step_cache.clear()
+        elif kind == "exit":
+            code = rec.exit.exit_code
+            self.run.info["exit_code"] = code
+            self.run.info["status"] = "finished" if code == 0 else "crashed"
+
+    @staticmethod
+    def _key(item: Any) -> str:
+        return ".".join(item.nested_key) if item.nested_key else item.key
+
+    def _items(self, into: dict[str, Any], update: Any, remove: Any) -> None:
+        for item in update:
+            keys = list(item.nested_key) or [item.key]
+            d = into
+            for k in keys[:-1]:
+                nxt = d.get(k)
+                if not isinstance(nxt, dict):
+                    nxt = d[k] = {}
+                d = nxt
+            d[keys[-1]] = _value(item.value_json)
+        for item in remove:
+            into.pop(self._key(item), None)
+
+    def _stepped_by(self, key: str) -> str | None:
+        if key in self._step_cache:
+            return self._step_cache[key]
+        found = self._step_metric.get(key)
+        if found is None:
+            for pat, metric in self._step_metric.items():
+                if fnmatch.fnmatchcase(key, pat):
+                    found = metric
+                    break
+        self._step_cache[key] = found
+        return found
+
+    def _history(self, h: Any) -> None:
+        row: dict[str, float] = {}
+        for item in h.item:
+            key = self._key(item)
+            value = _value(item.value_json)
+            if isinstance(value, dict):
+                if "_type" in value:  # a table, histogram or image: not a metric
+                    continue
+                for k, v in flatten(value, ".", key + "."):
+                    f = number(v)
+                    if f is not None:
+                        row[k] = f
+                continue
+            f = number(value)
+            if f is not None:
+                row[key] = f
+        step_value = row.get("_step")
+        if step_value is not None and step_value == step_value and abs(step_value) < 2**63:
+            step = int(step_value)
+        elif h.HasField("step"):
+            step = h.step.num
+        else:
+            step = self._last_step + 1
+        self._last_step = step
+        metrics = self.run.metrics
+        keys = self.run.source_keys
+        for key, value in row.items():
+            if key in _INTERNAL and key != "_timestamp":
+                continue
+            at = step
+            by = self._stepped_by(key) if self._step_metric else None
+            if by is not None and by != key:
+                s = row.get(by)
+                if s is not None and s == s and abs(s) < 2**63:
+                    at = int(s)
+                elif key not in self._unstepped:
+                    self._unstepped.add(key)
+                    self.run.warnings.append(
+                        f"{self.file}: {key!r} is plotted against {by!r} but a row at _step "
+                        f"{step} lacks it; such rows are placed at their _step"
+                    )
+            metrics.add(at, key, value)
+            keys.add(key)
+
+
+def _sniff(path: Path) -> bool:
+    try:
+        found = find_run_file(path)
+    except ReadError:
+        return True  # a wandb/ folder of several runs: the reader's error lists them
+    except OSError:
+        return False
+    if found is None:
+        return False
+    if found == path or found == path.resolve():
+        return True  # a .wandb file named as such: a damaged header is the reader's warning
+    try:
+        with open(found, "rb") as f:
+            return f.read(4) == b":W&B"
+    except OSError:
+        return False
+
+
+register(
+    Format(
+        "wandb",
+        "W&B run directory, online or offline (wandb/run-*, offline-run-*, latest-run, "
+        "or the wandb/ folder; --run ID): history, summary, config; live",
+        _sniff,
+        WandbReader,
+        priority=3,
+        table=None,
+        kind="run directory",
+        files="wandb/latest-run",
+    )
+)
