@@ -109,12 +109,17 @@ def _pass_rate(ctx: Context, start: int, end: int) -> float | None:
     if level is None:
         return None
     lo, hi = ctx.reward_bounds
-    configured = isinstance(ctx.config_value("rollout", "reward_range"), list)
-    if not configured and (lo < 0 or hi > 1):
-        # A reward outside [0, 1] with no configured range (summed components, shaped
-        # rewards): its observed range says nothing of a pass rate.
-        return None
     return (level - lo) / (hi - lo) if hi > lo else None
+
+
+def _rate_is_a_pass_rate(ctx: Context) -> bool:
+    """Whether the reward's level can be read as a pass rate for p^G + (1-p)^G: a configured
+    range, or rewards within [0, 1]. A reward outside it with no configured range (summed
+    components, shaped rewards) says from its observed range only which way it leans."""
+    if isinstance(ctx.config_value("rollout", "reward_range"), list):
+        return True
+    lo, hi = ctx.reward_bounds
+    return lo >= 0 and hi <= 1
 
 
 def _which(
@@ -131,7 +136,7 @@ def _which(
     }
     if a is not None and z is not None and a + z > 0:
         easy = a >= z
-    elif p is not None:
+    elif p is not None and _rate_is_a_pass_rate(ctx):
         easy = p >= 0.5
     else:
         return "no_signal", "every attempt in a group scores the same", ev
@@ -274,7 +279,11 @@ def check(ctx: Context) -> list[Finding]:
     # mixed difficulty (some always solved, some never) raise the share above what the mean
     # pass rate gives, and that breakdown tells them apart (mastered / too hard below).
     g = _group_size(ctx) or 4.0
-    expected = float(p**g + (1 - p) ** g) if p is not None and 0 <= p <= 1 else None
+    expected = (
+        float(p**g + (1 - p) ** g)
+        if p is not None and 0 <= p <= 1 and _rate_is_a_pass_rate(ctx)
+        else None
+    )
     breakdown = ev.get("all_solved_share") is not None or ev.get("none_solved_share") is not None
     if expected is not None and not breakdown and level > expected + EXCESS:
         out.append(
@@ -298,6 +307,10 @@ def check(ctx: Context) -> list[Finding]:
             )
         )
         return out
+    if verdict == "no_signal" and improved:
+        # Which groups agree is unknown, but the reward (rejected groups included) rose
+        # beyond noise: groups that stop disagreeing as the reward climbs are being solved.
+        verdict = "too_easy"
     if verdict == "too_easy" and improved is not False and task is not None and task.flat:
         out.append(
             finding(
