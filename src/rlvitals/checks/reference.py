@@ -88,24 +88,29 @@ def check(ctx: Context) -> list[Finding]:
     late = s.since(int(s.steps[n - max(MIN_WINDOW, n // 3)]))
     lt = trend(late)
     climbing = lt is not None and lt.rising
-    for line, sev in (
-        (KL_FAIL, "fail" if climbing else "warn"),
-        (KL_WARN, "warn" if climbing else "info"),
-    ):
-        idx = crossing(v, line)
-        if idx is None:
-            continue
-        step = int(s.steps[idx])
+    first = crossing(v, KL_WARN)
+    if first is not None:
+        # Dated where it first passed 0.5; as severe as the highest line it passed.
+        high = crossing(v, KL_FAIL)
+        line = KL_FAIL if high is not None else KL_WARN
+        sev = (
+            ("fail" if climbing else "warn")
+            if high is not None
+            else ("warn" if climbing else "info")
+        )
+        step = int(s.steps[first])
+        over2 = f", over {KL_FAIL:g} from step {int(s.steps[high])}" if high is not None else ""
         return [
             finding(
                 NAME,
                 sev,
                 "drift",
-                f"KL to the reference over {line:g} from step {step}: {start:.2g} at the "
-                f"start, {peak:.2g} at its highest, {now:.2g} now"
+                f"KL to the reference over {KL_WARN:g} from step {step}{over2}: {start:.2g} at "
+                f"the start, {peak:.2g} at its highest, {now:.2g} now"
                 f"{', still climbing' if climbing else ', no longer climbing'}{coef_words}",
                 metric=METRIC,
                 first_step=step,
+                steps=[int(s.steps[high])] if high is not None else None,
                 start_level=round_sig(start),
                 peak=round_sig(peak),
                 now=round_sig(now),
