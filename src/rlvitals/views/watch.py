@@ -96,6 +96,7 @@ class Watcher:
             path,
             source_format=source_format,
             mapping=mapping,
+            run=run,
             samples=samples,
             run=run,
             wait=wait,
