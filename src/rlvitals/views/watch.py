@@ -98,7 +98,6 @@ class Watcher:
             mapping=mapping,
             run=run,
             samples=samples,
-            run=run,
             wait=wait,
             baseline=baseline,
             thresholds=thresholds,
