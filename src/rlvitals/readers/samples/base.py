@@ -124,8 +124,10 @@ class DumpFormat:
     default_subdir: str | None = None
     #: whether the dump records the sampler's weight version of each sample
     versioned = False
-    #: whether the dump records each sample's generated tokens (and so truncation)
+    #: whether the dump records each sample's generated tokens
     has_tokens = False
+    #: whether the dump says which samples hit the token limit
+    has_truncation = False
 
     def bind(self, run: RunData) -> None:
         """Called before each poll with the run the samples join (its step records can tell
@@ -308,6 +310,8 @@ class SampleSource:
         m = step_metrics(decision, attempts, self._state, trainer or None, problems)
         for p in problems[:1]:
             self._warn(f"{self.dir}: step {step}: {p}")
+        if not self.format.has_truncation:
+            m.pop("response/truncated_rate", None)  # every sample "not truncated": made up
         self._add_metrics(step, m, versioned, self.format.has_tokens)
         self._add_rows(step, samples, attempts, versioned)
 
