@@ -145,10 +145,8 @@ def their_verdict(f: dict[str, Any]) -> str:
         return "out_of_room" if "trunc" in text else "exploit_suspected"
     if det in ("gradient_pathology", "grad_pathology"):
         return "non_finite" if ("nan" in text or "non-finite" in text) else "drift"
-    if det == "kl_drift":
-        return "reference_drift"  # rl-doctor's KL is to the reference policy
-    if det == "clip_saturation":
-        return "drift"
+    if det in ("kl_drift", "clip_saturation"):
+        return "drift"  # rlvitals judges the KL to the reference as drift too
     if det == "plateau":
         return "not_learning"
     return det
