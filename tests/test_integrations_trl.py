@@ -220,6 +220,19 @@ def test_completions_are_attempts_and_transcripts(healthy):
 
 
 @pytest.mark.slow
+def test_the_trainers_own_output_dir_reads_as_the_same_attempts(healthy):
+    # Without the callback: TRL's own completions parquet files, read as a dump.
+    out = read(healthy["dir"].parent.parent / "trainer_out")
+    assert out.format == "samples"
+    mine, theirs = healthy["run"].attempts, out.attempts
+    assert theirs.step.tolist() == mine.step.tolist()
+    assert theirs.reward.tolist() == pytest.approx(mine.reward.tolist())
+    assert out.series("reward/group_std_mean").values.tolist() == pytest.approx(
+        healthy["run"].series("reward/group_std_mean").values.tolist()
+    )
+
+
+@pytest.mark.slow
 def test_a_healthy_run_is_clean_of_warnings(healthy):
     report = run_checks(healthy["run"])
     bad = report.at_least("warn")

@@ -115,6 +115,7 @@ def test_nemo_rl_train_data_mismatch_per_attempt():
     assert at(run, "train/logprob_abs_diff", 1) == pytest.approx(0.25)
     assert at(run, "train/mismatch_k1", 1) == pytest.approx(0.0, abs=1e-12)
     assert a.response_tokens.tolist() == [2, 2, 2, 2]
+    assert not run.has("response/truncated_rate")  # the dump does not say
     t = next(iter(run.transcripts.iter_step(1)))
     assert t.final_text() == "4" and t.generations[0].prompt_text() == "What is 2+2?"
 
@@ -129,6 +130,7 @@ def test_tinker_rollout_summaries():
     assert at(run, "groups/none_solved", 0) == 1
     assert at(run, "response/length_mean", 0) == pytest.approx((4 + 5 + 6 + 7) / 4)
     assert a.lag.tolist() == [0] * 8  # sampling_client_step 0 at iteration 0
+    assert not run.has("response/truncated_rate")  # the summaries do not say
     assert at(run, "rollout/format", 0) == 1.0
 
 

@@ -190,3 +190,24 @@ def test_integrations_doc_has_a_section_per_framework_and_its_commands_parse():
     from rlvitals.integrations import miles
 
     assert callable(miles.log_rollout)
+
+
+def test_a_dump_alone_is_a_run(tmp_path):
+    data = HERE / "data" / "samples"
+    run = read(data / "nemo-rl" / "logs")  # no TensorBoard beside it
+    assert run.format == "samples" and len(run.attempts) == 4
+    assert run.series("train/mismatch_kl") is not None
+    # a verl rollout_data_dir is sniffed as nothing (any folder of 1.jsonl could be), but
+    # reads with --from samples
+    run = read(data / "verl" / "rollout", "samples")
+    assert len(run.attempts) == 12
+    # the dump folder inside a run is not a second run
+    from rlvitals.errors import UnknownFormatError
+    from rlvitals.readers import sniff
+
+    assert sniff(data / "trl" / "output_dir") == "trl"
+    try:
+        got = sniff(data / "trl" / "output_dir" / "completions")
+    except UnknownFormatError:
+        got = None
+    assert got != "samples"

@@ -22,8 +22,8 @@ output folder's name):
   are counted with the trainer's tokenizer, and a completion of ``max_completion_length``
   tokens counts as truncated. TRL trains on the completions it just sampled, so each is
   recorded with the policy version of its update (lag 0).
-- findings printed once each as they appear (``rlvitals.checks.run_checks`` on the run so far,
-  at most every ``check_every`` seconds), and a report at train end.
+- findings printed once each as they appear (the follow stage, ``rlvitals.follow.Follower``,
+  judging the run so far at most every ``check_every`` seconds), and a report at train end.
 
 ``halt_on="warn"`` or ``"fail"`` sets ``control.should_training_stop`` when a finding at that
 level appears; the run is closed ``stopped`` with the finding as the reason. Only the main
@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import math
 import sys
-import time
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
@@ -157,9 +156,7 @@ class RLVitalsCallback(TrainerCallback):
         self.report: Any = None  # the last Report
         self.stopped: Any = None  # the finding that halted training
         self._pending: list[tuple[int, dict[str, Any]]] = []
-        self._reader: Any = None
-        self._shown: set[tuple[str, str, str, str | None]] = set()
-        self._last_judged = -math.inf
+        self._follower: Any = None
         self._warned: set[str] = set()
         self._mapping: _Mapping | None = None
         self._trainer: Any = None
@@ -405,27 +402,29 @@ class RLVitalsCallback(TrainerCallback):
     # -- judging ---------------------------------------------------------------------------
 
     def _judge(self, control: Any, final: bool) -> None:
-        now = time.monotonic()
-        if not final and now - self._last_judged < self.check_every:
-            return
+        """Judge the run so far through the follow stage (``rlvitals.follow``: new bytes
+        read, judged when due, findings told once), print what is new, halt if asked."""
         if self.run.last_step is None:
             return
-        self._last_judged = now
-        from ..checks import run_checks, severity_rank
-        from ..readers import open_reader
+        from ..checks import severity_rank
+        from ..follow import Follower
 
-        if self._reader is None:
-            self._reader = open_reader(self.run.dir, "rlvitals")
-        self._reader.poll()
-        report = run_checks(self._reader.run)
-        self.report = report
+        if self._follower is None:
+            every = self.check_every
+            self._follower = Follower(
+                str(self.run.dir),
+                source_format="rlvitals",
+                checks_every_s=every,
+                idle_check_s=every,
+                cost_factor=0.0 if every == 0 else 5.0,
+                min_alert=self.show,
+            )
+        up = self._follower.poll(force=final)
+        if not up.judged or self._follower.report is None:
+            return
+        report = self.report = self._follower.report
         out = self._out()
-        shown = severity_rank(self.show)
-        for f in report.findings:
-            key = (f.check, f.severity, f.verdict, f.metric)  # a finding that worsens is new
-            if severity_rank(f.severity) < shown or key in self._shown:
-                continue
-            self._shown.add(key)
+        for f, _before in up.new_findings:
             print(f"rlvitals: {f.severity.upper()} {f.check}: {f.title}", file=out, flush=True)
         if self.halt_on and self.stopped is None:
             line = severity_rank(self.halt_on)
@@ -446,14 +445,12 @@ class RLVitalsCallback(TrainerCallback):
             run.close("stopped", f"halt_on={self.halt_on}: {f.check} {f.verdict}: {f.title}")
         else:
             run.close("finished")
+        if self._follower is not None:
+            self._follower.poll(force=True)  # the final status read and judged
+            self.report = self._follower.report
         if self.report is not None:
             from ..views.check import render_text
 
-            if self._reader is not None:
-                self._reader.poll()
-                from ..checks import run_checks
-
-                self.report = run_checks(self._reader.run)
             out = self._out()
             print(f"rlvitals: run written to {run.dir}", file=out)
             render_text([self.report], out)

@@ -146,10 +146,15 @@ def attach(reader: Any, samples: str | os.PathLike[str] | None = None, *, path: 
     run = reader.run
     if samples is not None:
         return SampledReader(reader, open_samples(samples, run))
-    if path is None or reader.name == "rlvitals":
+    if path is None or reader.name in ("rlvitals", "samples"):
         return reader
     got = find(path)
     if got is None:
         return reader
     d, fmt = got
     return SampledReader(reader, SampleSource(d, fmt, run))
+
+
+# A dump with no scalar log beside it is a run of its own: the ``samples`` format, registered
+# when the registry imports this package.
+from . import alone  # noqa: E402, F401

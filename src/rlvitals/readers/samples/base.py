@@ -31,10 +31,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import msgspec
 import numpy as np
 
-from ...jsonio import MAX_LINE_BYTES, decode_line
+from ...jsonio import read_json_objects
 from ...metrics import Attempt, RunState, decide, step_metrics
 from ...model import AttemptTableBuilder, RunData
 from ...transcripts.store import Generation, TranscriptAttempt, TranscriptStore
@@ -57,7 +56,6 @@ _NEEDS_VERSIONS = ("freshness/",)
 _NEEDS_TOKENS = ("response/", "perf/tokens")
 # Counts no dump records (retries are the writer's own): left out, never a made-up 0.
 _NEVER = ("rollouts/retries",)
-_LINES = msgspec.json.Decoder()
 
 
 @dataclass
@@ -126,8 +124,10 @@ class DumpFormat:
     default_subdir: str | None = None
     #: whether the dump records the sampler's weight version of each sample
     versioned = False
-    #: whether the dump records each sample's generated tokens (and so truncation)
+    #: whether the dump records each sample's generated tokens
     has_tokens = False
+    #: whether the dump says which samples hit the token limit
+    has_truncation = False
 
     def bind(self, run: RunData) -> None:
         """Called before each poll with the run the samples join (its step records can tell
@@ -310,6 +310,8 @@ class SampleSource:
         m = step_metrics(decision, attempts, self._state, trainer or None, problems)
         for p in problems[:1]:
             self._warn(f"{self.dir}: step {step}: {p}")
+        if not self.format.has_truncation:
+            m.pop("response/truncated_rate", None)  # every sample "not truncated": made up
         self._add_metrics(step, m, versioned, self.format.has_tokens)
         self._add_rows(step, samples, attempts, versioned)
 
@@ -416,80 +418,26 @@ class SampleTranscripts(TranscriptStore):
             self.warn(files[0], message)
 
 
-CHUNK = 8 << 20  # bytes of a dump file decoded at once
-
-
 def jsonl_records(
     files: list[Path], warn: Callable[[str], None]
 ) -> Iterator[tuple[Path, int, dict[str, Any]]]:
-    """(file, byte offset, record) for each JSON object line of ``files``, streamed in chunks
-    of about ``CHUNK`` bytes (each decoded by msgspec in one call; a chunk it refuses is read
-    line by line, so a bad line is one warning naming file and line and the lines around it
-    are read); a last line without its newline is another warning."""
+    """(file, byte offset, record) for each JSON object line of ``files``, streamed one line
+    at a time (a step file of any size costs one record's memory); a bad line is one warning
+    naming file and line, a last line without its newline another. (Decoding big chunks at
+    once is no faster here, the per-sample work dominates, and holds a chunk's records:
+    benchmarks/samples.py.)"""
     for p in files:
-        with open(p, "rb") as f:
-            base = 0  # file offset of buf[0]
-            lineno = 1
-            buf = b""
-            while True:
-                data = f.read(CHUNK)
-                if not data:
-                    break
-                buf = buf + data if buf else data
-                cut = buf.rfind(b"\n") + 1
-                if not cut:
-                    if len(buf) > MAX_LINE_BYTES:
-                        warn(f"{p}:{lineno}: line too long; skipped")
-                        rest = f.readline()  # the end of the long line
-                        base += len(buf) + len(rest)
-                        lineno += 1
-                        buf = b""
-                    continue
-                chunk, buf = buf[:cut], buf[cut:]
-                yield from _chunk_records(p, chunk, base, lineno, warn)
-                base += cut
-                lineno += chunk.count(b"\n")
-            if buf:
-                warn(f"{p}: the last line has no newline (cut short); skipped")
-
-
-def _chunk_records(
-    p: Path, chunk: bytes, base: int, lineno: int, warn: Callable[[str], None]
-) -> Iterator[tuple[Path, int, dict[str, Any]]]:
-    starts = [0]
-    find = chunk.find
-    i = find(b"\n")
-    while i >= 0 and i + 1 < len(chunk):
-        starts.append(i + 1)
-        i = find(b"\n", i + 1)
-    try:
-        recs = _LINES.decode_lines(chunk)
-    except msgspec.DecodeError:
-        recs = None
-    blank = [k for k, a in enumerate(starts) if chunk[a : a + 1] in (b"\n", b"\r")]
-    if recs is not None and len(recs) + len(blank) == len(starts):
-        skip = set(blank)
-        live = [a for k, a in enumerate(starts) if k not in skip] if blank else starts
-        for a, rec in zip(live, recs):
-            if isinstance(rec, dict):
-                yield p, base + a, rec
-            else:
-                warn(f"{p}: byte {base + a}: expected a JSON object; skipped")
-        return
-    for k, a in enumerate(starts):  # a line msgspec refuses: one by one, with line numbers
-        end = starts[k + 1] if k + 1 < len(starts) else len(chunk)
-        line = chunk[a:end]
-        if not line.strip():
-            continue
+        start = 0
+        for _lineno, end, rec in read_json_objects(p, 0, 1, warn):
+            if rec is not None:
+                yield p, start, rec
+            start = end
         try:
-            rec = decode_line(line)  # bare NaN / Infinity tokens too
-        except ValueError as exc:
-            warn(f"{p}:{lineno + k}: not JSON ({exc}); skipped")
+            size = p.stat().st_size
+        except OSError:
             continue
-        if isinstance(rec, dict):
-            yield p, base + a, rec
-        else:
-            warn(f"{p}:{lineno + k}: expected a JSON object; skipped")
+        if size > start:
+            warn(f"{p}: the last line has no newline (cut short); skipped")
 
 
 @functools.lru_cache(maxsize=256)

@@ -111,6 +111,7 @@ class MilesRolloutData(DumpFormat):
     default_subdir = "rollout_data"
     versioned = True
     has_tokens = True
+    has_truncation = True
 
     def __init__(self, reward_key: str | None = None) -> None:
         self.reward_key = reward_key

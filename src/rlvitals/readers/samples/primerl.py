@@ -139,6 +139,7 @@ class PrimeRlTraces(DumpFormat):
     default_subdir = "rollouts"
     versioned = True
     has_tokens = True
+    has_truncation = True
 
     def step_files(self, d: Path) -> dict[int, list[Path]]:
         out: dict[int, list[Path]] = {}
