@@ -146,7 +146,7 @@ def their_verdict(f: dict[str, Any]) -> str:
     if det in ("gradient_pathology", "grad_pathology"):
         return "non_finite" if ("nan" in text or "non-finite" in text) else "drift"
     if det in ("kl_drift", "clip_saturation"):
-        return "drift"
+        return "drift"  # rlvitals judges the KL to the reference as drift too
     if det == "plateau":
         return "not_learning"
     return det

@@ -63,7 +63,7 @@ def alarms(rep: Report) -> list[str]:
     [
         (2, "completions/clipped_ratio", 1.0, "out_of_room", "episodes"),
         (3, "frac_reward_zero_std", 1.0, "too_hard", "groups"),
-        (1, "kl", 0.63, "reference_drift", "reference"),
+        (1, "kl", 0.63, "drift", "reference"),
         (2, "clip_ratio/region_mean", 0.45, "drift", "policy"),
     ],
 )
@@ -160,7 +160,8 @@ def test_a_dominating_auxiliary_reward_is_an_exploit_not_mastered(tmp_path):
     # Entropy under a tenth of its start with collapsing replies is an alarm, not sharpening.
     ent = next(f for f in rep.findings if f.check == "policy" and f.metric == "train/entropy")
     assert ent.severity in ("warn", "fail") and "not sharpening" in ent.title
-    assert next(f for f in rep.findings if f.check == "reference").severity == "fail"
+    assert ent.verdict == "exploit_suspected"
+    assert next(f for f in rep.findings if f.check == "reference").severity in ("warn", "fail")
     # The evidence for the verdict first; nothing reassuring before an alarm.
     ranks = [severity_rank(f.severity) for f in rep.findings]
     assert ranks == sorted(ranks, reverse=True)
@@ -252,7 +253,7 @@ def test_kl_to_the_reference_over_its_line_with_the_coefficient(tmp_path):
     rep = run_checks(data)
     f = next(f for f in rep.findings if f.check == "reference")
     # 0.02 x 1.12^i passes 0.5 at i = 29 (TRL step 30) and ends at 1.7, under the 2 line.
-    assert f.verdict == "reference_drift" and f.severity == "warn"
+    assert f.verdict == "drift" and f.severity == "warn"
     assert 30 <= f.first_step <= 32 and f.evidence["line"] == 0.5
     assert "coefficient 0.04" in f.title and f.evidence["kl_coef"] == 0.04
 

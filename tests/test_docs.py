@@ -70,7 +70,18 @@ def test_the_cheap_documented_commands_run(
 
 def test_every_sample_run_path_is_made_by_a_documented_command() -> None:
     """A concrete ``runs/NAME`` a command reads is one a documented command writes."""
-    placeholders = {"RUN", "my-run", "<name>", "new", "seed0", "seed1", "seed2", "a", "b"}
+    placeholders = {
+        "RUN",
+        "my-run",
+        "next-run",
+        "<name>",
+        "new",
+        "seed0",
+        "seed1",
+        "seed2",
+        "a",
+        "b",
+    }
     text = "\n".join(c for _, c in COMMANDS)
     for _, command in COMMANDS:
         for name in re.findall(r"\bruns/([\w.-]+)", command):

@@ -81,6 +81,14 @@ def test_nan_inf_and_strings_are_values_not_dropped() -> None:
     assert "e" not in v
 
 
+def test_a_server_line_between_steps_keeps_its_names() -> None:
+    line = (
+        "INFO 12-01 10:00:00 metrics.py:345] Avg prompt throughput: 0.0 tokens/s, Running: 8 reqs"
+    )
+    recs = _records("step:1 - a:1 - b:2\n" + line)
+    assert recs[1] == {"a": 1.0, "b": 2.0, "Avg prompt throughput": 0.0, "Running": 8.0}
+
+
 def test_keys_are_kept_as_printed_for_the_mapping_chain() -> None:
     (pairs, _) = line_pairs(
         "Avg Reward: 0.41 | rewards / format: 1.0 | Total step time: 12.3s (40.1%)"
@@ -231,6 +239,10 @@ def test_warnings_and_info_naming_errors_are_not_events() -> None:
         ("2026-12-01 10:00:01,250 - INFO - x", dt.datetime(2026, 12, 1, 10, 0, 1, 250000)),
         ("12/01/2026 10:00:01 - INFO - x", dt.datetime(2026, 12, 1, 10, 0, 1)),
         ("[10:00:01] x", dt.datetime(2026, 12, 1, 10, 0, 1)),
+        (
+            "12-01 10:00:01 metrics.py:345] Avg prompt throughput: 0.0",
+            dt.datetime(2026, 12, 1, 10, 0, 1),
+        ),
         ("I1201 10:00:01.000250 77 trainer.py:12] x", dt.datetime(2026, 12, 1, 10, 0, 1, 250)),
     ],
 )
@@ -264,6 +276,7 @@ def test_console_is_the_last_resort_so_framework_readers_win() -> None:
 def test_a_framework_table_refines_the_names() -> None:
     run = read(DATA / "trl-notebook" / "unsloth_issue2291_table.md")
     assert run.info["key_table"] in ("trl", "trl-console")
+    assert run.info["records_by_step_source"] == {"column": 11}
     assert run.original["reward/mean"] == "reward"
 
 

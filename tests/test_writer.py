@@ -698,9 +698,18 @@ def test_a_file_cut_anywhere_reads_back_every_whole_record(tmp_path_factory, cut
     n = int(len(raw) * cut)
     path.write_bytes(raw[:n])
     whole = raw[:n].count(b"\n")
+    tail = raw[:n][raw[:n].rfind(b"\n") + 1 :]
     data = read(run.dir)
-    assert not data.warnings
+    # The run is finished: a last record cut short is one warning naming its line, and one
+    # whose closing brace made it (only its newline missing) is read.
     s = data.series("train/loss")
+    if tail.endswith(b"}"):
+        assert not data.warnings and len(s) == whole + 1
+        return
+    if tail:
+        assert len(data.warnings) == 1 and f"steps.jsonl:{whole + 1}: not JSON" in data.warnings[0]
+    else:
+        assert not data.warnings
     assert (0 if s is None else len(s)) == whole
 
 

@@ -67,7 +67,7 @@ RLPROBE_STEPS = 200
 RLPROBE_LABELS: dict[str | None, tuple[str, tuple[str, ...]]] = {
     None: ("healthy", ()),
     "entropy_collapse": ("collapse", ()),
-    "kl_blowup": ("drift", ()),
+    "kl_blowup": ("drift", ()),  # main judges the KL to the reference as drift
     "format_gaming": ("exploit_suspected", ()),
     "degenerate_groups": ("no_signal", ("too_easy", "too_hard")),
     # grad-norm spikes x50 plus NaN gradients reported as counts (nan_count, events.jsonl),
@@ -76,8 +76,7 @@ RLPROBE_LABELS: dict[str | None, tuple[str, tuple[str, ...]]] = {
     "truncation_starve": ("out_of_room", ()),
     "reward_std_death": ("no_signal", ("too_easy", "too_hard")),
     "reward_hack_length": ("exploit_suspected", ()),
-    # No verdict class names a slowing run yet; stalled is the nearest.
-    "throughput_rot": ("stalled", ("infra_failures",)),
+    "throughput_rot": ("slowing", ()),
 }
 RLPROBE_SEED = 5
 
@@ -91,7 +90,7 @@ RLDOCTOR_LABELS: dict[str, tuple[str, tuple[str, ...]]] = {
     "reward_hacking": ("exploit_suspected", ()),
     "length_hacking": ("exploit_suspected", ()),
     "truncation": ("out_of_room", ()),
-    "kl_blowup": ("drift", ()),
+    "kl_blowup": ("drift", ()),  # main judges the KL to the reference as drift
     "clip_saturation": ("drift", ("collapse",)),
     "grad_spikes": ("drift", ()),
     "plateau": ("not_learning", ()),

@@ -7,6 +7,7 @@ Messages say what was expected and what came.
     ├── ConfigError            a config section or key is unknown, mistyped or out of range
     ├── ReadError              a file or record could not be read (names file and line)
     │   ├── UnknownFormatError no reader recognises the path
+    │   │   └── RunFolderError a folder of several runs was given where one run is read
     │   └── RecordError        one record is malformed
     ├── UsageError             the library was used wrongly (logging after close, step backwards)
     ├── RunStopped             a guard stopped the run (carries the stop reason)
@@ -21,6 +22,7 @@ __all__ = [
     "ReadError",
     "RecordError",
     "RlvitalsError",
+    "RunFolderError",
     "RunStopped",
     "UnknownFormatError",
     "UsageError",
@@ -54,6 +56,14 @@ class ReadError(RlvitalsError):
 
 class UnknownFormatError(ReadError):
     """No reader recognises the file or directory."""
+
+
+class RunFolderError(UnknownFormatError):
+    """A folder holding several runs was given where one run is read; ``runs`` lists them."""
+
+    def __init__(self, message: str, *, path: str | None = None, runs: list[str] | None = None):
+        super().__init__(message, path=path)
+        self.runs = list(runs or [])
 
 
 class RecordError(ReadError):

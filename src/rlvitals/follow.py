@@ -74,6 +74,7 @@ class Follower:
             ``poll() -> bool`` and ``.run``).
         source_format: overrides sniffing.
         mapping: a user mapping file (``--mapping``), ahead of the format's own table.
+        run: which run of a source that holds several (``--run``), as ``open_reader`` takes.
         samples: a framework's sample dump read as the run's attempts (``--samples``).
         path: the run's path when ``source`` is a reader (to notice it recreated).
         wait: a path that does not exist yet is waited for instead of an error.
@@ -96,8 +97,8 @@ class Follower:
         *,
         source_format: str | None = None,
         mapping: str | os.PathLike[str] | None = None,
-        samples: str | os.PathLike[str] | None = None,
         run: str | None = None,
+        samples: str | os.PathLike[str] | None = None,
         path: str | os.PathLike[str] | None = None,
         wait: bool = False,
         baseline: dict[str, Any] | None = None,
@@ -117,8 +118,8 @@ class Follower:
 
         self.source_format = source_format
         self.mapping = mapping
-        self.samples = samples
         self.run = run
+        self.samples = samples
         self.baseline = baseline
         self.thresholds = thresholds
         self.transcript_rules = transcript_rules
@@ -133,13 +134,16 @@ class Follower:
         self._judge = judge
         self._tracker_cls = AlertTracker
         self.reader: Any = None
-        self.path: Any = None  # a Path, or a URL (``s3://...``) kept as text
+        self.path: Path | None = None  # a local path: watched for reruns, waited for
+        self._source: str | None = None
         if isinstance(source, (str, os.PathLike)):
-            from .readers.remote import is_url
-
-            remote = is_url(source)
-            self.path = os.fspath(source) if remote else Path(source)
-            if remote or self.path.exists() or not wait:
+            self._source = os.fspath(source)
+            if _is_url(self._source):  # read through a mirror: opened now, never waited for
+                self.reader = self._open()
+            else:
+                self.path = Path(source)
+        if self.path is not None and self.reader is None:
+            if self.path.exists() or not wait:
                 try:
                     self.reader = self._open()
                 except UnknownFormatError:
@@ -147,10 +151,10 @@ class Follower:
                     # a file that is not a run is an error now.
                     if not (wait and self.path.is_dir()):
                         raise
-        else:
+        elif self._source is None:
             self.reader = source
             self.path = Path(path) if path is not None else None
-        self._empty = RunData(source=os.fspath(self.path) if self.path else "", format="")
+        self._empty = RunData(source=self._source or os.fspath(self.path or ""), format="")
         self.resets = 0
         self._reset_state()
 
@@ -159,10 +163,14 @@ class Follower:
     def _open(self) -> Any:
         from .readers import open_reader
 
-        assert self.path is not None
-        return open_reader(
-            self.path, self.source_format, mapping=self.mapping, samples=self.samples, run=self.run
-        )
+        target = self._source if self._source is not None else self.path
+        assert target is not None
+        kw: dict[str, Any] = {"mapping": self.mapping}
+        if self.run is not None:
+            kw["run"] = self.run
+        if self.samples is not None:
+            kw["samples"] = self.samples
+        return open_reader(target, self.source_format, **kw)
 
     def _reset_state(self) -> None:
         self.tracker = self._tracker_cls(self.min_alert)
@@ -181,8 +189,8 @@ class Follower:
         """(device, inode, first bytes) of the run's path and its record files. Inodes are
         reused after a delete, so the first bytes (a rerun's first record differs, if only in
         its time) tell a recreated file from one that grew."""
-        if not isinstance(self.path, Path):
-            return {}  # a URL: the mirror tells a replaced object by its size and tag
+        if self.path is None:
+            return {}
         out = {}
         for p in (self.path, *(self.path / f for f in _IDENTITY_FILES)):
             try:
@@ -226,11 +234,7 @@ class Follower:
         got = self.data.info.get("name")
         if got:
             return str(got)
-        if self.path is None:
-            return str(self.data.source)
-        return (
-            self.path.name if isinstance(self.path, Path) else self.path.rstrip("/").rsplit("/")[-1]
-        )
+        return self.path.name if self.path is not None else str(self.data.source)
 
     @property
     def status(self) -> str | None:
@@ -248,13 +252,13 @@ class Follower:
         """Read what is new; notice a run that appeared, vanished or was recreated."""
         up = Update()
         if self.reader is not None and self._recreated():
-            gone = isinstance(self.path, Path) and not self.path.exists()
+            gone = self.path is not None and not self.path.exists()
             self.reader = None if gone else self._try_open(up)
             self.resets += 1
             self._reset_state()
             up.reset = True
         if self.reader is None:
-            if self.path is not None and (not isinstance(self.path, Path) or self.path.exists()):
+            if self.path is not None and self.path.exists():
                 self.reader = self._try_open(up)
                 if self.reader is not None:
                     self._reset_state()
@@ -369,6 +373,14 @@ class Follower:
         for key in list(self.tracker.sent):
             if key[0] == "liveness" and key[1] == "stalled" and key not in current:
                 self.tracker.forget(key)
+
+
+def _is_url(source: str) -> bool:
+    try:
+        from .readers.remote import is_url
+    except ImportError:  # pragma: no cover - older readers
+        return "://" in source
+    return bool(is_url(source))
 
 
 def _warn_once(data: RunData, msg: str) -> None:

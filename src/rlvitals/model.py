@@ -441,6 +441,8 @@ class RunData:
             report it; see the property's docstring.
         transcripts: a transcript store other than the run directory's ``transcripts/``
             (a framework's sample dump, ``readers.samples``), or None.
+        notes: what the reader chose that the user may want to know (the format picked where
+            another read the file about as well, with the ``--from`` that picks the other).
     """
 
     source: str
@@ -508,6 +510,8 @@ class RunData:
         out.update(self.nulls)
         self.__dict__["_missing_cache"] = (key, out)
         return dict(out)
+
+    notes: list[str] = field(default_factory=list)
 
     def until(self, step: int) -> RunData:
         """The run as it stood when update ``step`` had just been written: every series,

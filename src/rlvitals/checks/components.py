@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from ..model import Series
+from . import groups
 from .base import Finding
 from .context import Context, finding, round_sig
 from .stats import MIN_WINDOW, noise_sigma
@@ -37,6 +38,7 @@ NAME = "components"
 _MEAN = (
     re.compile(r"^reward/components?/(?P<name>[^/]+?)(?:/mean)?$"),
     re.compile(r"^rewards/(?P<name>[^/]+)/mean$"),
+    re.compile(r"^reward_components?[./](?P<name>[^/.]+)(?:[./]mean)?$"),
 )
 _STD = (
     re.compile(r"^reward/components?/(?P<name>[^/]+)/std$"),
@@ -214,10 +216,13 @@ def check(ctx: Context) -> list[Finding]:
     if cut is not None and comps.task is not None:
         share = cut.gain / total_gain if total_gain > 0 else 1.0
         ceiling = " to its ceiling" if cut.at_ceiling else ""
+        # Tasks no attempt solves from the start leave only the other components to learn:
+        # the difficulty is the cause (the groups check says so), this is its consequence.
+        hard = groups.from_start(ctx) == "too_hard"
         out.append(
             finding(
                 NAME,
-                "fail" if share >= DOMINANT else "warn",
+                "info" if hard else "fail" if share >= DOMINANT else "warn",
                 "exploit_suspected",
                 f"exploit suspected: reward component {cut.name} rose{ceiling} "
                 f"({cut.head:.3g} -> {cut.tail:.3g}) while the task component "
@@ -228,6 +233,7 @@ def check(ctx: Context) -> list[Finding]:
                 component=cut.name,
                 gain_share=round_sig(share),
                 at_ceiling=cut.at_ceiling,
+                tasks_too_hard=hard,
                 action=f"The policy is buying reward through {cut.name}, not the task: read "
                 "the top-reward transcripts, then lower that component's weight, cap it, or "
                 "pay it only on correct answers (gate it on the task reward), and restart.",

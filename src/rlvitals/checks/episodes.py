@@ -142,12 +142,14 @@ def check(ctx: Context) -> list[Finding]:
             rise = crossing(s.values, line, points=True)
             most = crossing(s.values, th.room_level, points=True)
             if most is None:
-                # A smaller rise counts only while reward stays flat: longer answers that pay
-                # off are learning, not a budget problem.
+                # A smaller rise counts while reward stays flat (longer answers that pay off
+                # are learning, not a budget problem), or while the share cut off is still
+                # climbing over the last third of the run: the budget binds more every update.
                 if rise is None:
                     continue
                 flat, rname, slope = _reward_flat_since(ctx, int(s.steps[rise]))
-                if not flat:
+                late = trend(s.since(int(s.steps[n - max(2 * MIN_WINDOW, n // 3)])))
+                if not flat and (late is None or not late.rising):
                     continue
                 idx = rise
             else:

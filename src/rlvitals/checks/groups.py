@@ -18,6 +18,9 @@ from .context import Context, finding, round_sig
 from .stats import MIN_WINDOW, crossing, noise_sigma, read_words, rolling_mean, short_level
 
 NAME = "groups"
+# The share of no-variance groups above the one the pass rate gives that says the rewards are
+# not what the pass rate implies.
+EXCESS = 0.3
 
 
 def _shares(ctx: Context) -> tuple[Series, Series | None, Series | None, str] | None:
@@ -109,6 +112,16 @@ def _pass_rate(ctx: Context, start: int, end: int) -> float | None:
     return (level - lo) / (hi - lo) if hi > lo else None
 
 
+def _rate_is_a_pass_rate(ctx: Context) -> bool:
+    """Whether the reward's level can be read as a pass rate for p^G + (1-p)^G: a configured
+    range, or rewards within [0, 1]. A reward outside it with no configured range (summed
+    components, shaped rewards) says from its observed range only which way it leans."""
+    if isinstance(ctx.config_value("rollout", "reward_range"), list):
+        return True
+    lo, hi = ctx.reward_bounds
+    return lo >= 0 and hi <= 1
+
+
 def _which(
     ctx: Context, all_s: Series | None, none_s: Series | None, start: int, end: int
 ) -> tuple[str, str, dict[str, Any]]:
@@ -123,7 +136,7 @@ def _which(
     }
     if a is not None and z is not None and a + z > 0:
         easy = a >= z
-    elif p is not None:
+    elif p is not None and _rate_is_a_pass_rate(ctx):
         easy = p >= 0.5
     else:
         return "no_signal", "every attempt in a group scores the same", ev
@@ -163,6 +176,30 @@ def cause(ctx: Context, verdict: str, what: str, *, later: bool) -> tuple[str, s
             return "collapse", "no attempt solved its task any more"
         return "too_hard", "no attempt solved its task"
     return verdict, what
+
+
+def from_start(ctx: Context) -> str | None:
+    """``too_easy`` / ``too_hard`` when most groups are rejected from the start (what this
+    check says first), else None. For the components check: with no task solved, any other
+    component is the only thing left to learn, and difficulty is the cause."""
+    memo = ctx.__dict__.setdefault("_groups_from_start", [])
+    if memo:
+        return memo[0]
+    got = None
+    for f in check(ctx):
+        if (
+            f.first_step is not None
+            and f.evidence.get("window")
+            and f.verdict
+            in (
+                "too_easy",
+                "too_hard",
+            )
+        ):
+            got = f.verdict
+            break
+    memo.append(got)
+    return got
 
 
 def check(ctx: Context) -> list[Finding]:
@@ -233,6 +270,47 @@ def check(ctx: Context) -> list[Finding]:
     # groups stop disagreeing because easy tasks are now always solved (reward up), or because
     # the policy stopped exploring (reward not up).
     task = ctx.components.task
+    # Far more groups without variance than the pass rate gives (p^G + (1-p)^G; G from the
+    # attempts, else 4, the smallest GRPO group, which gives the largest share): rewards are
+    # more deterministic than the pass rate implies (science.md 3: a format gate, a grader
+    # giving one value per prompt, a policy that stopped exploring). Not mastered: mastering
+    # drives the pass rate, and so the expected share, up with it.
+    # Only where the run does not say which groups were all solved or none solved: tasks of
+    # mixed difficulty (some always solved, some never) raise the share above what the mean
+    # pass rate gives, and that breakdown tells them apart (mastered / too hard below).
+    g = _group_size(ctx) or 4.0
+    expected = (
+        float(p**g + (1 - p) ** g)
+        if p is not None and 0 <= p <= 1 and _rate_is_a_pass_rate(ctx)
+        else None
+    )
+    breakdown = ev.get("all_solved_share") is not None or ev.get("none_solved_share") is not None
+    if expected is not None and not breakdown and level > expected + EXCESS:
+        out.append(
+            finding(
+                NAME,
+                "warn",
+                "no_signal",
+                f"no learning signal: from step {step}, {level:.0%} of groups give every "
+                f"attempt the same reward, where a pass rate of {p:.0%} gives {expected:.0%} "
+                f"(p^G + (1-p)^G, G={g:g})",
+                metric=metric,
+                first_step=step,
+                share=round_sig(level),
+                expected_share=round_sig(expected),
+                group_size=g,
+                excess_line=EXCESS,
+                action="Rewards are more deterministic than the pass rate implies: look for a "
+                "grader that gives one value per prompt or a format gate, and at entropy (a "
+                "policy that stopped exploring); dynamic sampling (DAPO) only hides it.",
+                **ev,
+            )
+        )
+        return out
+    if verdict == "no_signal" and improved:
+        # Which groups agree is unknown, but the reward (rejected groups included) rose
+        # beyond noise: groups that stop disagreeing as the reward climbs are being solved.
+        verdict = "too_easy"
     if verdict == "too_easy" and improved is not False and task is not None and task.flat:
         out.append(
             finding(

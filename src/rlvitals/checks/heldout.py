@@ -20,6 +20,7 @@ step. Train reward is ``reward/mean_with_unusable`` where the run logs it: rejec
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 import numpy as np
@@ -31,6 +32,12 @@ from .stats import MIN_WINDOW, noise_sigma, trend
 
 NAME = "heldout"
 
+# A train gain of at least this share of the reward's range that held-out follows by under
+# LAG_SHARE of it is divergence too.
+LAG_GAIN = 0.3
+# A train rise under this share of the reward's range is not held against held-out.
+MIN_GAIN = 0.05
+LAG_SHARE = 0.25
 # Spans tried as divergence candidates (the earliest evaluations), to stay linear in time.
 MAX_CANDIDATES = 64
 
@@ -55,8 +62,21 @@ def _eval_se(ctx: Context, suite: str, e: Series) -> np.ndarray:
     return se
 
 
+# A framework's own held-out key kept under its own name (TRL/rl-doctor ``eval/accuracy``,
+# ``eval/pass@1``): one segment under ``eval/`` that names a score.
+_EVAL_SCORE = re.compile(r"^eval/[^/]*(?:acc|score|pass|correct|success|solve)[^/]*$", re.I)
+
+
 def _suites(ctx: Context) -> list[str]:
-    return [n for n in ctx.data.names("eval/") if n.endswith("/score")]
+    names = ctx.data.names("eval/")
+    out = [n for n in names if n.endswith("/score")]
+    return out or [n for n in names if _EVAL_SCORE.match(n) and "loss" not in n]
+
+
+def suite_name(metric: str) -> str:
+    """``eval/<suite>/score`` -> suite; ``eval/accuracy`` -> accuracy."""
+    inner = metric[len("eval/") :]
+    return inner[: -len("/score")] if inner.endswith("/score") else inner
 
 
 def _span_change(e: Series, se: np.ndarray, i: int) -> tuple[float, float, float, float]:
@@ -91,7 +111,7 @@ def heldout_change(ctx: Context, since: int) -> dict[str, Any] | None:
         e = ctx.finite(metric)
         if e is None:
             continue
-        suite = metric[len("eval/") : -len("/score")]
+        suite = suite_name(metric)
         i = int(np.searchsorted(e.steps, since))
         i = max(0, min(i, len(e) - ctx.thresholds.heldout_min_evals))
         if len(e) - i < ctx.thresholds.heldout_min_evals:
@@ -120,7 +140,7 @@ def check(ctx: Context) -> list[Finding]:
     span = hi - lo if hi > lo else 1.0
     out: list[Finding] = []
     for metric in suites:
-        suite = metric[len("eval/") : -len("/score")]
+        suite = suite_name(metric)
         e = ctx.finite(metric)
         if e is None:
             continue
@@ -163,7 +183,17 @@ def check(ctx: Context) -> list[Finding]:
             # held-out score that stops rising late in a healthy run is common (it
             # saturates), and trying every start would find a flat stretch in noise.
             gain = (train["last"] - train["first"]) / span
-            if (change <= err and change + 2 * err < gain) if i == 0 else change < -2 * err:
+            if gain < MIN_GAIN:
+                continue  # a rise too small to call the train reward rising
+            # Or, over the whole run, a big train gain (a third of the reward's range or
+            # more) that held-out follows by under a quarter (rl-doctor's length-hacking
+            # test: eval gain under 25% of the gain): the rise is mostly not skill.
+            lagging = gain >= LAG_GAIN and change < LAG_SHARE * gain
+            if (
+                ((change <= err and change + 2 * err < gain) or lagging)
+                if i == 0
+                else change < -2 * err
+            ):
                 diverged = (i, train, first, last, change, err)
                 break
         if diverged is not None:
@@ -182,7 +212,7 @@ def check(ctx: Context) -> list[Finding]:
                     "exploit_suspected",
                     f"exploit suspected: train {rname} rose {train['first']:.3g} -> "
                     f"{train['last']:.3g} while held-out {suite} went {e_first:.3g} -> "
-                    f"{e_last:.3g} ({'falling' if falling else 'flat'}), diverging from step "
+                    f"{e_last:.3g} ({'falling' if falling else 'flat' if e_change <= e_se else 'far behind'}), diverging from step "
                     f"{divergence}",
                     metric=metric,
                     first_step=divergence,

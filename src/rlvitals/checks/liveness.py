@@ -223,13 +223,16 @@ def check(ctx: Context) -> list[Finding]:
             )
         )
 
-    out.extend(_events(ctx, crashed=status == "crashed"))
+    events = _events(ctx, crashed=status == "crashed")
+    out.extend(events)
+    # A crash or a dead engine read from the log ends the question of a stall.
+    ended = any(f.verdict in ("crashed", "stalled") and f.severity == "fail" for f in events)
     times = _step_times(ctx)
     hb_times = np.array(
         [t for t in (to_float(h.get("time")) for h in ctx.data.heartbeats) if t is not None]
     )
     now = ctx.current_time()
-    running = status in (None, "running")
+    running = status in (None, "running") and not ended
 
     if times is None:
         created = ctx.data.info.get("created_time")

@@ -11,6 +11,8 @@ non-finite values, never read as a flat or hard run.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from .base import Finding
@@ -28,9 +30,13 @@ CRITICAL = (
     "train/lr",
 )
 SOURCE_CRITICAL = ("reward", "loss", "grad_norm")
+# Counts of non-finite values a trainer logs itself.
+_COUNTED = re.compile(r"(?:^|[/_.])(?:nan|inf|nonfinite|non_finite)_?(?:count|num|values)$", re.I)
 
 
 def _critical(ctx: Context, name: str) -> bool:
+    if _COUNTED.search(name):
+        return True
     if any(name == c or (c.endswith("/") and name.startswith(c)) for c in CRITICAL):
         return True
     # A source key kept under its own name that a canonical critical metric was mapped from.
@@ -100,6 +106,23 @@ def check(ctx: Context) -> list[Finding]:
         s = ctx.data.series(name)
         n = len(s) if s is not None else 0
         bad_rows.append((step, name, "missing", [], n))
+    # Trainers that count the NaN and inf values they met (rlprobe nan_count / inf_count).
+    for name in ctx.data.names():
+        if not _COUNTED.search(name):
+            continue
+        s = ctx.finite(name)
+        if s is None or not (s.values > 0).any():
+            continue
+        hit = s.values > 0
+        bad_rows.append(
+            (
+                int(s.steps[int(np.argmax(hit))]),
+                name,
+                "counted",
+                [int(x) for x in s.steps[hit]],
+                len(s),
+            )
+        )
     crit = [r for r in bad_rows if _critical(ctx, r[1])]
     others = sorted(r for r in bad_rows if not _critical(ctx, r[1]))
     out: list[Finding] = []
@@ -110,7 +133,12 @@ def check(ctx: Context) -> list[Finding]:
         rows = sorted(by_step[first], key=lambda r: _priority(ctx, r[1]))
         _f, name, kind, steps_bad, measured = rows[0]
         also = [r[1] for r in rows[1:]]
-        if kind == "missing":
+        if kind == "counted":
+            title = (
+                f"the trainer counted non-finite values from step {first}: {name} > 0 at "
+                f"{len(steps_bad)} of {measured} steps"
+            )
+        elif kind == "missing":
             s = ctx.data.series(name)
             last = int(s.steps[-1]) if s is not None and len(s) else None
             title = (

@@ -72,6 +72,25 @@ def _entropy(ctx: Context) -> list[Finding]:
     lo, hi = ctx.reward_bounds
     high = since is not None and len(since) and float(since.values.mean()) >= lo + 0.8 * (hi - lo)
     paying = (rtr is not None and rtr.rising) or bool(high)
+    plateau = None
+    late_n = max(PLATEAU_STEPS, len(r) // 3) if r is not None else 0
+    if (
+        paying
+        and severe
+        and r is not None
+        and not high
+        and since is not None
+        and len(since) >= late_n
+    ):
+        # Under a tenth of its start, entropy has little left to give (science.md 2b, the
+        # entropy-bound plateau): what counts then is whether the reward still rises now,
+        # over the last third of the run, not since the fall began. Stopped below the top of
+        # its range, exploration is spent.
+        late = r.since(int(r.steps[len(r) - late_n]))
+        lt = trend(late)
+        if lt is None or not lt.rising:
+            plateau = float(late.values.mean())
+            paying = False
     evidence: dict[str, Any] = dict(
         metric=name,
         first_step=step,
@@ -110,9 +129,10 @@ def _entropy(ctx: Context) -> list[Finding]:
             finding(
                 NAME,
                 "fail" if severe else "warn",
-                "collapse",
-                f"entropy collapse: {name} at {low:.0%} of its start from step {step} while "
-                f"{rname} rises, but {' and '.join(disagree)}: a shortcut, not sharpening",
+                "exploit_suspected",
+                f"entropy collapse onto a shortcut: {name} at {low:.0%} of its start from "
+                f"step {step} while {rname} rises, but {' and '.join(disagree)}: not "
+                "sharpening",
                 action="The policy narrowed onto something the reward pays for that is not "
                 "the task: read the top-reward transcripts from this step, check the reward's "
                 "components, and restart from before it with the shortcut closed.",
@@ -139,7 +159,11 @@ def _entropy(ctx: Context) -> list[Finding]:
             "collapse",
             f"entropy collapse: {name} at {low:.0%} of its start from step {step} "
             f"({h0:.3g} -> {float(s.values[-MIN_WINDOW:].mean()):.3g}) while "
-            f"{rname or 'reward'} does not improve",
+            + (
+                f"{rname} has stopped rising at {plateau:.3g}, below the top of its range"
+                if plateau is not None
+                else f"{rname or 'reward'} does not improve"
+            ),
             action="The policy is collapsing onto one response per prompt: read the transcripts "
             "for repetition; use clip-higher (DAPO ε_high 0.28), an entropy bonus, KL-Cov or "
             "Clip-Cov, a higher sampling temperature, or restart from before this step.",
@@ -252,10 +276,33 @@ def _clip(ctx: Context) -> list[Finding]:
         ]
     if len(s) < MIN_WINDOW:
         return []
+    # With several optimiser passes per batch (TRL num_iterations > 1) the first pass has a
+    # ratio of exactly 1, so every other value is an exact 0 that measures nothing: only the
+    # passes that can clip are read.
+    zero = s.values == 0
+    if 0.3 <= zero.mean() <= 0.7 and (~zero).sum() >= MIN_WINDOW:
+        s = Series(s.steps[~zero], s.values[~zero])
     roll = rolling_mean(s.values)
     idx = crossing(s.values, ctx.thresholds.clip_frac_warn)
     if idx is None:
         return []
+    if float(s.values[-MIN_WINDOW:].mean()) < ctx.thresholds.clip_frac_warn:
+        # Judged by its course: saturated early, within the region now.
+        return [
+            finding(
+                NAME,
+                "info",
+                "drift",
+                f"the trust region saturated early ({float(np.nanmax(roll)):.0%} of tokens "
+                f"clipped from step {int(s.steps[idx])}), {float(s.values[-MIN_WINDOW:].mean()):.0%}"
+                f" over the last {MIN_WINDOW} updates",
+                metric="train/clip_frac",
+                first_step=int(s.steps[idx]),
+                peak=round_sig(float(np.nanmax(roll))),
+                line=ctx.thresholds.clip_frac_warn,
+                action="Nothing to do now; if it comes back, lower the learning rate.",
+            )
+        ]
     return [
         finding(
             NAME,
@@ -273,6 +320,12 @@ def _clip(ctx: Context) -> list[Finding]:
     ]
 
 
+SPIKE_RATE = 0.01
+# The reward read for a plateau under collapsed entropy: its last third, at least this many
+# updates after the entropy fell (science.md 2b: Mann-Kendall over the last 50 steps).
+PLATEAU_STEPS = 50
+
+
 def _grad_spikes(ctx: Context) -> list[Finding]:
     s = ctx.finite("train/grad_norm")
     if s is None or len(s) < 4 * MIN_WINDOW:
@@ -285,10 +338,13 @@ def _grad_spikes(ctx: Context) -> list[Finding]:
     spikes = np.flatnonzero((v > med + 8 * mad) & (v > 3 * med))
     if len(spikes) < 3:
         return []
+    # Three or more such spikes are worth a look; at 1% of updates or more they are a
+    # pattern, not bad luck (8 robust sigmas never happen in a healthy run that often).
+    frequent = len(v) >= 100 and len(spikes) >= SPIKE_RATE * len(v)
     return [
         finding(
             NAME,
-            "info",
+            "warn" if frequent else "info",
             "drift",
             f"{len(spikes)} gradient-norm spikes (over 8 robust σ and 3x the median), first at "
             f"step {int(s.steps[spikes[0]])}",
@@ -296,6 +352,7 @@ def _grad_spikes(ctx: Context) -> list[Finding]:
             first_step=int(s.steps[spikes[0]]),
             median=round_sig(med),
             spikes=[int(x) for x in s.steps[spikes][:20]],
+            spike_rate=round_sig(len(spikes) / len(v)),
             action="Spikes that cluster with a rising sampler/trainer mismatch precede "
             "collapses; otherwise watch them.",
         )

@@ -5,8 +5,11 @@ never the old-vs-new KL within an update (``train/ppo_kl``) nor the sampler/trai
 which measure other things at other scales. It is judged against absolute lines, the peers'
 0.5 and 2 (token-mean nats: a policy that far from its reference has left the region where the
 reward model or grader was trustworthy, Gao et al.), from the first update read, and against
-its own course: a significant rising trend is named before a line is crossed, with the update
-where it would cross. The KL coefficient, where the run's config gives it, is shown beside it:
+its own course: past a line it is a step more severe while still climbing (its last third
+rising significantly: 0.5 info, or warn while climbing; 2 warn, or fail while climbing); below
+the lines a significant rising trend is named, with the update where it would cross 0.5. A
+short log (under five updates) every one of them past 0.5 warns: the policy got that far in a
+few updates. The KL coefficient, where the run's config gives it, is shown beside it:
 at β the penalty costs β·KL of reward per token.
 """
 
@@ -62,7 +65,7 @@ def check(ctx: Context) -> list[Finding]:
             finding(
                 NAME,
                 "fail" if short_level(v, KL_FAIL) else "warn",
-                "reference_drift",
+                "drift",
                 f"{read_words(n)}: KL to the reference at {level:.2g}, over the "
                 f"{KL_FAIL if level >= KL_FAIL else KL_WARN:g} line{coef_words}",
                 metric=METRIC,
@@ -79,24 +82,41 @@ def check(ctx: Context) -> list[Finding]:
     now = float(roll[-1])
     peak = float(np.nanmax(roll))
     start = float(np.median(v[:MIN_WINDOW]))
-    for line, sev in ((KL_FAIL, "fail"), (KL_WARN, "warn")):
-        idx = crossing(v, line)
-        if idx is None:
-            continue
-        step = int(s.steps[idx])
+    # Past a line, the severity says whether it is still climbing (the last third of the run
+    # rising significantly): a KL that settled after its rise is reported a step lower (the
+    # peers: 0.5 is worth a look, 2 or 0.5 while accelerating a warning).
+    late = s.since(int(s.steps[n - max(MIN_WINDOW, n // 3)]))
+    lt = trend(late)
+    climbing = lt is not None and lt.rising
+    first = crossing(v, KL_WARN)
+    if first is not None:
+        # Dated where it first passed 0.5; as severe as the highest line it passed.
+        high = crossing(v, KL_FAIL)
+        line = KL_FAIL if high is not None else KL_WARN
+        sev = (
+            ("fail" if climbing else "warn")
+            if high is not None
+            else ("warn" if climbing else "info")
+        )
+        step = int(s.steps[first])
+        over2 = f", over {KL_FAIL:g} from step {int(s.steps[high])}" if high is not None else ""
         return [
             finding(
                 NAME,
                 sev,
-                "reference_drift",
-                f"KL to the reference over {line:g} from step {step}: {start:.2g} at the "
-                f"start, {peak:.2g} at its highest, {now:.2g} now{coef_words}",
+                "drift",
+                f"KL to the reference over {KL_WARN:g} from step {step}{over2}: {start:.2g} at "
+                f"the start, {peak:.2g} at its highest, {now:.2g} now"
+                f"{', still climbing' if climbing else ', no longer climbing'}{coef_words}",
                 metric=METRIC,
                 first_step=step,
+                steps=[int(s.steps[high])] if high is not None else None,
                 start_level=round_sig(start),
                 peak=round_sig(peak),
                 now=round_sig(now),
                 line=line,
+                climbing=climbing,
+                late_trend_z=round_sig(lt.z) if lt is not None else None,
                 kl_coef=coef,
                 penalty_per_token=None if coef is None else round_sig(coef * now),
                 action=action,
@@ -116,7 +136,7 @@ def check(ctx: Context) -> list[Finding]:
         finding(
             NAME,
             "info",
-            "reference_drift",
+            "drift",
             f"KL to the reference rising: {start:.2g} at the start, {now:.2g} now, "
             f"{tr.slope:.2g} per update; at this rate over {KL_WARN:g} by step {eta}"
             f"{coef_words}",

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from ..model import Series
 from .base import Finding
 from .context import Context, finding, round_sig
 from .stats import MIN_WINDOW, crossing, noise_sigma, rolling_mean, start_level, trend
@@ -29,6 +30,68 @@ def _learning_signal(ctx: Context) -> float | None:
         lo, hi = ctx.reward_bounds
         return 1.0 if float(g.values.mean()) > 0.05 * (hi - lo) else 0.0
     return None
+
+
+# A plateau: the last PLATEAU_SHARE of the run (at least PLATEAU_MIN updates) without a
+# trend (|z| < 2), no higher than the level reached before it, below the top of the reward's
+# range, while groups still carry signal (rl-doctor's plateau: Mann-Kendall flat over the last
+# 35% of the run; science.md 2b reads the last 50 steps).
+PLATEAU_SHARE = 0.35
+PLATEAU_MIN = 50
+
+
+def _plateau(ctx: Context, name: str, s: Any) -> Finding | None:
+    """Reward that rose, then stopped improving for the last third of a long run although
+    groups still disagree: not learning any more (not a mastered run: its reward is at the
+    top of its range, and its groups stop disagreeing)."""
+    n = len(s)
+    k = max(PLATEAU_MIN, int(PLATEAU_SHARE * n))
+    if n < 2 * k:
+        return None
+    cached = ctx.__dict__.setdefault("_plateau", {})
+    if name in cached:
+        return cached[name]
+    out = None
+    tail = Series(s.steps[-k:], s.values[-k:])
+    tr = trend(tail)
+    signal = _learning_signal(ctx)
+    _ln, level_s = ctx.series("reward/mean_with_unusable", "reward/mean")
+    lo, hi = ctx.reward_bounds
+    level = float(level_s.values[-k:].mean()) if level_s is not None else float(tail.values.mean())
+    before = rolling_mean(s.values[:-k])
+    best = float(np.nanmax(before)) if np.isfinite(before).any() else -math.inf
+    now = float(tail.values.mean())
+    margin = ctx.reward_margin(noise_sigma(s.values))
+    if (
+        tr is not None
+        and abs(tr.z) < 2.0
+        and now <= best + margin / 2
+        and level < lo + 0.8 * (hi - lo)
+        and signal is not None
+        and signal >= 0.3
+    ):
+        since = int(tail.steps[0])
+        out = finding(
+            NAME,
+            "warn",
+            "not_learning",
+            f"stopped improving: {name} flat at {now:.3g} over the last {k} updates (from "
+            f"step {since}; best {best:.3g} before), although {signal:.0%} of groups carry "
+            "signal",
+            metric=name,
+            first_step=since,
+            plateau_mean=round_sig(now),
+            best_before=round_sig(best),
+            trend_z=round_sig(tr.z),
+            signal_fraction=round_sig(signal),
+            window=[since, int(tail.steps[-1])],
+            action="The reward stopped rising well below the top of its range while groups "
+            "still disagree: look at entropy (spent exploration), the learning rate schedule, "
+            "and whether the tasks left are beyond the model; a curriculum or a higher "
+            "temperature may restart it.",
+        )
+    cached[name] = out
+    return out
 
 
 def _task_flat(ctx: Context) -> Any:
@@ -61,7 +124,7 @@ def check(ctx: Context) -> list[Finding]:
                 NAME,
                 "info",
                 "too_early",
-                f"too early to tell: {n} step(s) of {name}; a trend needs at least {MIN_WINDOW}",
+                f"{n} step(s) of {name}: too few for a trend (it needs {MIN_WINDOW})",
                 metric=name,
                 steps_seen=n,
                 action="Wait for more updates; one step's reward says little.",
@@ -123,6 +186,8 @@ def check(ctx: Context) -> list[Finding]:
                 **evidence,
             )
         )
+    elif learning and _plateau(ctx, name, s) is not None:
+        out.append(_plateau(ctx, name, s))  # type: ignore[arg-type]
     elif learning:
         first = int(s.steps[rose_idx]) if rose_idx is not None else None
         if tail > head or first is None:

@@ -28,6 +28,7 @@ SIGNALS = (
     ("perf/attempt_seconds_p90", "p90 attempt seconds", True),
 )
 SLOWER_INFO = 1.5
+MIN_SECONDS = 0.05
 SLOWER_WARN = 2.0
 
 
@@ -39,8 +40,8 @@ def check(ctx: Context) -> list[Finding]:
             continue
         v = s.values if up_is_slow else 1.0 / np.maximum(s.values, 1e-12)
         start = start_level(v, MIN_WINDOW)
-        if not start > 0:
-            continue
+        if not start > 0 or (up_is_slow and start < MIN_SECONDS):
+            continue  # updates of a few milliseconds: timer noise, not a system
         now = float(np.median(v[-MIN_WINDOW:]))
         factor = now / start
         tr = trend(s)

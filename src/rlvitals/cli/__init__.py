@@ -52,6 +52,8 @@ def read_run(
     from ..views.safe import line
 
     data = read(path, source_format, mapping=mapping, samples=samples, run=run)
+    for n in data.notes:
+        print(f"note: {n}", file=sys.stderr)
     for w in data.warnings[:shown]:
         print(f"warning: {line(w)}", file=sys.stderr)
     if len(data.warnings) > shown:

@@ -9,20 +9,20 @@ new. ``read(path)`` is one poll of a sniffed reader.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any
 
 from ..errors import UnknownFormatError
 from ..model import RunData
-
-if TYPE_CHECKING:
-    from .mapping import MappingTable
+from .base import local_path
+from .registry import FORMATS, Format, Reader, detect, discover, formats, register
 
 __all__ = [
     "FORMATS",
     "Format",
     "Reader",
+    "detect",
+    "discover",
     "find_attempt",
     "formats",
     "load_attempt_record",
@@ -33,102 +33,9 @@ __all__ = [
 ]
 
 
-class Reader(Protocol):
-    """An incremental reader of one run."""
-
-    name: str
-    run: RunData
-
-    def poll(self) -> bool:
-        """Read what is new since the last call; True if anything was."""
-        ...
-
-
-class Format:
-    """A registered source format: its name, how to recognise it, how to read it."""
-
-    def __init__(
-        self,
-        name: str,
-        description: str,
-        sniff: Callable[[Path], bool],
-        factory: Callable[..., Reader],
-        priority: int = 50,
-        *,
-        table: MappingTable | None = None,
-        kind: str = "",
-        files: str = "",
-    ) -> None:
-        self.name = name
-        self.description = description
-        self.sniff = sniff
-        self.factory = factory
-        self.priority = priority
-        self.table = table  # the mapping table shown by `rlvitals formats` and docs/formats.md
-        self.kind = kind  # "run directory", "console log", "JSONL", "event files", ...
-        self.files = files  # what to point it at
-
-
-FORMATS: dict[str, Format] = {}
-
-
-def register(fmt: Format) -> Format:
-    """Add a format to the registry (reader modules call this at import)."""
-    FORMATS[fmt.name] = fmt
-    return fmt
-
-
-def _load_all() -> None:
-    # Import reader modules so they register themselves; kept lazy so `import rlvitals` is light.
-    from . import (  # noqa: F401
-        areal,
-        console,
-        generic,
-        miles,
-        mlflow,
-        native,
-        openrlhf,
-        primerl,
-        skyrl,
-        tensorboard,
-        tinker,
-        trackio,
-        trl,
-        verl,
-        wandb,
-    )
-    from .samples import alone  # noqa: F401
-
-
-def formats() -> list[Format]:
-    """Every registered format, in sniffing order."""
-    _load_all()
-    return sorted(FORMATS.values(), key=lambda f: f.priority)
-
-
-def _local(path: str | os.PathLike[str]) -> Path:
-    # A tracking URI (``sqlite:///mlflow.db``, ``file:///.../mlruns``) names a local path.
-    text = os.fspath(path)
-    for prefix in ("sqlite:///", "file://"):
-        if text.startswith(prefix):
-            return Path(text[len(prefix) :])
-    return Path(text)
-
-
 def sniff(path: str | os.PathLike[str]) -> str:
-    """The name of the format of ``path`` (a file or a directory)."""
-    _load_all()
-    p = _local(path)
-    if not p.exists():
-        raise UnknownFormatError("no such file or directory", path=str(p))
-    for fmt in sorted(FORMATS.values(), key=lambda f: f.priority):
-        if fmt.sniff(p):
-            return fmt.name
-    names = ", ".join(sorted(FORMATS))
-    raise UnknownFormatError(
-        f"not a run this version can read; known formats: {names} (use --format to choose)",
-        path=str(p),
-    )
+    """The name of the format that reads ``path`` (a file or a directory) best."""
+    return detect(path).format
 
 
 def open_reader(
@@ -158,10 +65,11 @@ def open_reader(
         return open_remote(
             os.fspath(path), open_reader, format=format, mapping=mapping, samples=samples, run=run
         )
-    _load_all()
-    p = _local(path)
+    formats()  # every reader module imported (and registered)
+    p = local_path(path)
+    note = None
     if format is None:
-        format = sniff(p)
+        format, note = detect(p)
     elif format not in FORMATS:
         raise UnknownFormatError(
             f"unknown format {format!r}; expected one of: {', '.join(sorted(FORMATS))}",
@@ -183,7 +91,10 @@ def open_reader(
                 path=str(p),
             )
         kwargs["run"] = run
-    return _with_samples(FORMATS[format].factory(p, **kwargs), p, samples)
+    reader = _with_samples(FORMATS[format].factory(p, **kwargs), p, samples)
+    if note:
+        reader.run.notes.append(note)
+    return reader
 
 
 def _with_samples(reader: Reader, path: Path, samples: str | os.PathLike[str] | None) -> Reader:
@@ -210,11 +121,15 @@ def read(
     """Read a whole run (any known format) into the canonical model (``samples``, ``run``: see
     ``open_reader``).
 
-    The files are taken as complete: a record still open at the end of a file is read as far
-    as it goes, with a warning (a live reader would wait for the rest instead).
+    The files are taken as complete: a last line without its newline is read, and a record
+    still open at the end of a file is read as far as it goes, with a warning (a live reader
+    would wait for the rest instead).
     """
     reader = open_reader(path, format, mapping=mapping, samples=samples, run=run)
     reader.poll()
+    rest = getattr(reader, "read_rest", None)
+    if rest is not None:
+        rest()  # last lines without a newline, before a reader closes its records in finish
     finish = getattr(reader, "finish", None)
     if finish is not None:
         finish()

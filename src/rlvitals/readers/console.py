@@ -8,7 +8,9 @@ keys at least), then by canonical name; the rest are kept under their own names.
 
 Lines that are not records become ``RunData.events`` (tracebacks, errors, OOM, 5xx, refused
 connections) for the liveness check; log timestamps give each step its ``time`` and
-``info["log_last_time"]`` the last time any line was stamped.
+``info["log_last_time"]`` the last time any line was stamped. ``info["key_table"]`` names the
+table chosen, ``info["records_by_step_source"]`` counts records by where their step came from
+(``marker``, ``block``, ``column``, ``bar``, ``order``).
 """
 
 from __future__ import annotations
@@ -288,6 +290,8 @@ class ConsoleReader(TextLogReader):
             self.mapper = Mapper(table, self.run, extra=self._extra)
 
     def _record(self, rec: Record) -> None:
+        counts = self.run.info.setdefault("records_by_step_source", {})
+        counts[rec.how] = counts.get(rec.how, 0) + 1
         self.mapper.add(rec.step, rec.values)
         if rec.time is not None and rec.step not in self._timed and "time" not in rec.values:
             self._timed.add(rec.step)

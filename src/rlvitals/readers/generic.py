@@ -12,20 +12,16 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Iterator
+import math
+import re
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from ..jsonio import (
-    MAX_LINE_BYTES,
-    decode_line,
-    read_complete_lines,
-    read_json_objects,
-    to_float,
-)
-from ..model import RunData
+from ..jsonio import to_float
 from ..schema import is_canonical
 from . import Format, register
+from .base import FileReader, FileState, decode_json, decode_text, valid_step
 from .keys import header_keys
 from .mapping import Mapper, MappingTable, Rule
 from .textlog import head, parse_number
@@ -81,46 +77,40 @@ def _step_of(rec: dict[str, Any]) -> int | None:
     return None
 
 
-class JsonlMetricsReader:
+class JsonlMetricsReader(FileReader):
     """Rows of per-step metrics in JSON Lines files, read incrementally by byte offset."""
 
     name = "jsonl"
     table = GENERIC
-    glob: tuple[str, ...] = ("*.jsonl",)
-    max_line = MAX_LINE_BYTES  # a longer line is skipped with a warning, never held
+    patterns: tuple[str, ...] = ("*.jsonl",)
 
-    def __init__(self, path: Path, *, extra_rules: tuple[Rule, ...] = ()) -> None:
-        self.path = path
-        self.run = RunData(source=str(path), format=self.name)
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "glob" in cls.__dict__:  # the older spelling of ``patterns``
+            cls.patterns = cls.__dict__["glob"]
+
+    def reset(self) -> None:
         mapper = _CanonicalOnly if self.table is GENERIC else Mapper
-        self.mapper = mapper(self.table, self.run, extra=extra_rules)
-        self._offsets: dict[Path, tuple[int, int]] = {}
-
-    def files(self) -> list[Path]:
-        if self.path.is_file():
-            return [self.path]
-        out: list[Path] = []
-        for g in self.glob:
-            out.extend(p for p in sorted(self.path.glob(g)) if p.is_file() and self.accept(p))
-        return out
+        self.mapper = mapper(self.table, self.run, extra=self.extra_rules)
 
     def accept(self, p: Path) -> bool:
         return _jsonl_has_step(p)
 
-    def poll(self) -> bool:
-        changed = False
-        for p in self.files():
-            offset, line = self._offsets.get(p, (0, 1))
-            for lineno, end, rec in read_json_objects(
-                p, offset, line, self.run.warnings.append, max_line=self.max_line
-            ):
-                self._offsets[p] = (end, lineno + 1)
-                changed = True
-                if rec is not None:
-                    self.row(rec, p, lineno)
-        if changed:
-            self.derive()
-        return changed
+    def line(self, st: FileState, raw: bytes, lineno: int) -> None:
+        if not raw.strip():
+            return
+        p = st.path
+        try:
+            rec, note = decode_json(raw)
+        except ValueError as exc:
+            self.run.warnings.append(f"{p}:{lineno}: not JSON ({exc}); skipped")
+            return
+        if note:
+            self.run.warnings.append(f"{p}:{lineno}: {note}")
+        if not isinstance(rec, dict):
+            self.run.warnings.append(f"{p}:{lineno}: expected a JSON object; skipped")
+            return
+        self.row(rec, p, lineno)
 
     def row(self, rec: dict[str, Any], p: Path, lineno: int) -> None:
         step = _step_of(rec)
@@ -139,64 +129,57 @@ class JsonlMetricsReader:
             f = _as_number(v)
             if f is not None or v is None:
                 values[k] = f  # None (null) reads as NaN in the Mapper
-        self.mapper.add(step, values)
+        self.add(step, values, p, lineno)
 
-    def derive(self) -> None:
-        """Metrics computed from whole series after each read (none here)."""
+    def add(self, step: int, values: Mapping[str, float | None], p: Path, lineno: int) -> None:
+        """Map one row's values at ``step`` (a step outside 0..2**63-1 is one warning)."""
+        if valid_step(step) is None:
+            self.run.warnings.append(
+                f"{p}:{lineno}: step {step} out of range (0..2**63-1); skipped"
+            )
+            return
+        self.mapper.add(step, values)
 
 
 class CsvReader(JsonlMetricsReader):
     """A CSV file with a header row and a step column; re-read from the last complete line."""
 
     name = "csv"
-    glob = ("*.csv",)
-
-    def __init__(self, path: Path, *, extra_rules: tuple[Rule, ...] = ()) -> None:
-        super().__init__(path, extra_rules=extra_rules)
-        self._header: dict[Path, list[str]] = {}
+    patterns = ("*.csv",)
 
     def accept(self, p: Path) -> bool:
         return _csv_has_step(p)
 
-    def poll(self) -> bool:
-        changed = False
-        for p in self.files():
-            offset, line = self._offsets.get(p, (0, 1))
-            for lineno, end, raw in read_complete_lines(
-                p, offset, first_line=line, max_line=self.max_line
-            ):
-                self._offsets[p] = (end, lineno + 1)
-                changed = True
-                if raw is None:
-                    self.run.warnings.append(f"{p}:{lineno}: line too long; skipped")
-                    continue
-                text = raw.decode("utf-8", errors="replace").rstrip("\r")
-                if not text.strip():
-                    continue
-                try:
-                    cells = next(csv.reader(io.StringIO(text)))
-                except (csv.Error, StopIteration) as exc:
-                    self.run.warnings.append(f"{p}:{lineno}: not CSV ({exc}); skipped")
-                    continue
-                header = self._header.get(p)
-                if header is None:
-                    self._header[p] = header_keys([c.strip() for c in cells], self.run)
-                    continue
-                if len(cells) != len(header):
-                    self.run.warnings.append(
-                        f"{p}:{lineno}: {len(cells)} cells for {len(header)} columns; skipped"
-                    )
-                    continue
-                rec: dict[str, Any] = {}
-                for k, c in zip(header, cells):
-                    c = c.strip()
-                    if k in STEP_KEYS:
-                        f = parse_number(c)
-                        rec[k] = int(f) if f is not None and f == f and f.is_integer() else c
-                    elif c:
-                        rec[k] = c
-                self.row(rec, p, lineno)
-        return changed
+    def line(self, st: FileState, raw: bytes, lineno: int) -> None:
+        p = st.path
+        text = decode_text(raw)
+        if not text.strip():
+            return
+        try:
+            cells = next(csv.reader(io.StringIO(text)))
+        except (csv.Error, StopIteration) as exc:
+            self.run.warnings.append(f"{p}:{lineno}: not CSV ({exc}); skipped")
+            return
+        header = st.extra.get("header")
+        if header is None:
+            st.extra["header"] = header_keys([c.strip() for c in cells], self.run)
+            return
+        if len(cells) != len(header):
+            self.run.warnings.append(
+                f"{p}:{lineno}: {len(cells)} cells for {len(header)} columns; skipped"
+            )
+            return
+        rec: dict[str, Any] = {}
+        for k, c in zip(header, cells):
+            c = c.strip()
+            if k in STEP_KEYS and c.isdigit():
+                rec[k] = int(c)
+            elif k in STEP_KEYS:
+                f = parse_number(c)
+                rec[k] = int(f) if f is not None and math.isfinite(f) and f.is_integer() else c
+            elif c:
+                rec[k] = c
+        self.row(rec, p, lineno)
 
 
 def _is_config_line(rec: dict[str, Any]) -> bool:
@@ -204,17 +187,30 @@ def _is_config_line(rec: dict[str, Any]) -> bool:
 
 
 def _jsonl_has_step(p: Path) -> bool:
-    for line in head(p, 64 << 10).splitlines()[:5]:
+    """Whether one of the first lines of ``p`` is a JSON object with a step (a line of junk
+    before it is passed over)."""
+    n = 0
+    for line in head(p, 64 << 10).splitlines():
         if not line.strip():
             continue
+        n += 1
+        if n > 5:
+            break
         try:
-            rec = decode_line(line)
+            rec, _ = decode_json(line)
         except ValueError:
-            return False
+            # Cut by the sample's end (a very long line): a step key near its start will do.
+            if _STEP_START.match(line):
+                return True
+            continue
         if isinstance(rec, dict) and _is_config_line(rec):
             continue  # rl-doctor's {"config": {...}} first line
-        return isinstance(rec, dict) and _step_of(rec) is not None
+        if isinstance(rec, dict) and _step_of(rec) is not None:
+            return True
     return False
+
+
+_STEP_START = re.compile(r'\s*\{\s*"(?:step|global_step|_step|iteration)"\s*:\s*\d')
 
 
 def _csv_has_step(p: Path) -> bool:

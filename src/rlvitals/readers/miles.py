@@ -206,6 +206,7 @@ register(
         priority=30,
         table=MILES,
         kind="console log",
+        over=("slime",),
     )
 )
 register(

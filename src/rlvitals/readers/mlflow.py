@@ -24,10 +24,10 @@ import sqlite3
 from pathlib import Path
 
 from ..errors import ReadError
-from ..jsonio import read_complete_lines
 from ..model import RunData
 from . import Format, register
 from ._trackers import choose_run, connect, map_by_keys, query, tables
+from .base import FileState, check_state, read_lines
 from .mapping import Rule
 
 __all__ = ["MlflowReader", "local_path"]
@@ -119,7 +119,7 @@ class MlflowReader:
         self.extra_rules = extra_rules
         self.run = RunData(source=str(path), format=self.name)
         self._last_rowid = 0
-        self._offsets: dict[Path, tuple[int, int]] = {}
+        self._states: dict[Path, FileState] = {}
         if self.kind == "sql":
             names = [
                 (str(r), str(n or r))
@@ -156,23 +156,7 @@ class MlflowReader:
 
     def finish(self) -> None:
         """The store is complete: a metric file's last line without its newline is read."""
-        if self.run_dir is None:
-            return
-        metrics = self.run_dir / "metrics"
-        added = False
-        for p in sorted(metrics.rglob("*")):
-            if not p.is_file():
-                continue
-            offset, line = self._offsets.get(p, (0, 1))
-            try:
-                with open(p, "rb") as f:
-                    f.seek(offset)
-                    rest = f.read(4096)
-            except OSError:
-                continue
-            if rest.strip():
-                added |= self._point(p, p.relative_to(metrics).as_posix(), rest, line)
-        if added:
+        if self.run_dir is not None and self._poll_files(final=True):
             map_by_keys(self.run, self.extra_rules, time_key="_timestamp")
 
     # -- SQLite store ------------------------------------------------------------------------
@@ -221,7 +205,7 @@ class MlflowReader:
 
     # -- file store --------------------------------------------------------------------------
 
-    def _poll_files(self) -> bool:
+    def _poll_files(self, *, final: bool = False) -> bool:
         run_dir = self.run_dir
         assert run_dir is not None
         meta = _meta(run_dir / "meta.yaml")
@@ -245,18 +229,22 @@ class MlflowReader:
         metrics = run_dir / "metrics"
         for p in sorted(metrics.rglob("*")):
             if p.is_file():
-                changed |= self._metric_file(p, p.relative_to(metrics).as_posix())
+                changed |= self._metric_file(p, p.relative_to(metrics).as_posix(), final)
         return changed
 
-    def _metric_file(self, p: Path, key: str) -> bool:
-        offset, line = self._offsets.get(p, (0, 1))
+    def _metric_file(self, p: Path, key: str, final: bool) -> bool:
+        st = self._states.get(p)
+        if st is None:
+            st = self._states[p] = FileState(p)
+        why = check_state(st)
+        if why is not None:  # MLflow only appends: a rewritten file is read again whole
+            self.run.warnings.append(f"{p}: {why}; read again from its start")
+            self.run.metrics.discard(key)
+            st = self._states[p] = FileState(p)
         changed = False
-        for lineno, end, raw in read_complete_lines(p, offset, first_line=line):
-            self._offsets[p] = (end, lineno + 1)
+        for lineno, raw in read_lines(st, warn=self.run.warnings.append, final=final):
             changed = True
-            if raw is None:
-                self.run.warnings.append(f"{p}:{lineno}: line too long; skipped")
-            elif raw.strip():
+            if raw.strip():
                 self._point(p, key, raw, lineno)
         return changed
 

@@ -24,10 +24,20 @@ import msgspec
 import numpy as np
 
 from ..errors import ReadError, UsageError
-from ..jsonio import MAX_LINE_BYTES, decode_line, read_json_objects, to_float
+from ..jsonio import MAX_LINE_BYTES, to_float
 from ..model import AttemptTableBuilder, RunData
 from ..schema import EVALS, PROGRESS, RESERVED_STEP_KEYS, ROLLOUTS, RUN_JSON, STEPS
 from . import Format, register
+from .base import (
+    MAX_STEP,
+    FileState,
+    check_state,
+    clear_run,
+    decode_json,
+    open_binary,
+    read_chunks,
+    read_lines,
+)
 
 __all__ = ["NativeReader", "find_attempt", "load_attempt_record"]
 
@@ -55,17 +65,6 @@ _DECODER = msgspec.json.Decoder(_Attempt, strict=False)
 _GENERIC = msgspec.json.Decoder()
 
 
-class _Tail:
-    """Where one JSON Lines file was read up to."""
-
-    __slots__ = ("line", "offset", "path")
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.offset = 0
-        self.line = 1
-
-
 def _is_run_dir(p: Path) -> bool:
     if p.is_file():
         p = p.parent if p.name in (RUN_JSON, STEPS) else p
@@ -85,7 +84,12 @@ def _shards(d: Path, base: str) -> list[Path]:
 
 
 class NativeReader:
-    """Reads an rlvitals run directory incrementally."""
+    """Reads an rlvitals run directory incrementally.
+
+    Each file keeps a ``base.FileState``; a file that shrank or was replaced (the run deleted
+    and written again under the same name) makes the reader start over, so records of the old
+    run never mix with the new one's.
+    """
 
     name = "rlvitals"
 
@@ -94,72 +98,132 @@ class NativeReader:
             path = path.parent
         self.dir = path
         self.run = RunData(source=str(path), format=self.name)
-        self._tails: dict[Path, _Tail] = {}
-        self._run_json_mtime: float | None = None
+        del extra_rules  # our files already use the canonical names
+        self._reset()
+
+    def _reset(self) -> None:
+        self._tails: dict[Path, FileState] = {}
+        self._run_json_key: tuple[int, int, int] | None = None
         self._attempts = AttemptTableBuilder()
         self._shard_index: dict[Path, int] = {}
-        del extra_rules  # our files already use the canonical names
+        self._odd: set[Path] = set()  # run files that are not files (said once)
+
+    def files(self) -> list[Path]:
+        """Every JSON Lines file of the run that exists now."""
+        out = [*_shards(self.dir, STEPS), *_shards(self.dir, ROLLOUTS)]
+        out.extend(p for p in (self.dir / EVALS, self.dir / PROGRESS) if p.is_file())
+        return out
 
     def poll(self) -> bool:
+        """Read what is new since the last call; True if anything was."""
+        return self._pass(final=False)
+
+    def finish(self) -> None:
+        """The files are complete: a last line without its newline is read too (unless the
+        run says it is still running: then that line is being written)."""
+        status = self.run.info.get("status")
+        self._pass(final=status != "running")
+
+    def _pass(self, *, final: bool) -> bool:
+        files = self.files()
+        for p in files:
+            why = check_state(self._tail(p), content=False)
+            if why:
+                self._restart(f"{p}: {why}; the run is read again from the start")
+                files = self.files()
+                break
+        run_id = self.run.info.get("run_id")
         changed = self._read_run_json()
+        new_id = self.run.info.get("run_id")
+        if changed and run_id is not None and new_id != run_id:
+            # The run was deleted and started again under the same name.
+            self._restart(f"{self.dir / RUN_JSON}: a new run ({new_id}); read from the start")
+            changed = self._read_run_json()
+            files = self.files()
+        for p in files:
+            check_state(self._tail(p), content=False)
+        for name in (STEPS, ROLLOUTS, EVALS, PROGRESS):
+            q = self.dir / name
+            if q.exists() and not q.is_file() and q not in self._odd:
+                self._odd.add(q)
+                self.run.warnings.append(f"{q}: not a file; skipped")
         for p in _shards(self.dir, STEPS):
-            changed |= self._read_chunks(p, self._decode_steps_chunk)
+            changed |= self._read_chunks(p, self._decode_steps_chunk, final)
         for p in _shards(self.dir, ROLLOUTS):
-            changed |= self._read_rollouts(p)
-        changed |= self._read_lines(self.dir / EVALS, self._on_eval)
-        changed |= self._read_lines(self.dir / PROGRESS, self._on_progress)
+            changed |= self._read_rollouts(p, final)
+        changed |= self._read_lines(self.dir / EVALS, self._on_eval, final)
+        changed |= self._read_lines(self.dir / PROGRESS, self._on_progress, final)
         if len(self._attempts):
             self.run.attempts = self._attempts.table()
         return changed
 
+    def _restart(self, why: str) -> None:
+        clear_run(self.run, why)
+        self._reset()
+
     def _read_run_json(self) -> bool:
         p = self.dir / RUN_JSON
         try:
-            mtime = p.stat().st_mtime
-        except FileNotFoundError:
+            st = p.stat()
+        except OSError:
             return False
-        if mtime == self._run_json_mtime:
+        key = (st.st_ino, st.st_mtime_ns, st.st_size)
+        if key == self._run_json_key:
             return False
+        self._run_json_key = key
         try:
-            info = decode_line(p.read_bytes())
-        except (ValueError, OSError) as exc:
+            with open_binary(p) as f:
+                raw = f.read()
+            info, note = decode_json(raw)
+        except OSError as exc:
+            self.run.warnings.append(f"{p}: cannot read ({exc.strerror or exc}); run info skipped")
+            return False
+        except ValueError as exc:
             # run.json is rewritten atomically; a bad one is a real problem, but not fatal.
             self.run.warnings.append(f"{p}: not valid JSON ({exc}); run info skipped")
-            self._run_json_mtime = mtime
             return False
+        if note:
+            self.run.warnings.append(f"{p}: {note}")
         if not isinstance(info, dict):
             self.run.warnings.append(f"{p}: expected a JSON object; run info skipped")
-        else:
-            self.run.info = info
-        self._run_json_mtime = mtime
+            return False
+        self.run.info = info
         return True
 
-    def _tail(self, p: Path) -> _Tail:
+    def _tail(self, p: Path) -> FileState:
         tail = self._tails.get(p)
         if tail is None:
-            tail = self._tails[p] = _Tail(p)
+            tail = self._tails[p] = FileState(p)
         return tail
 
-    def _read_lines(self, p: Path, handle: Any) -> bool:
+    def _read_lines(self, p: Path, handle: Any, final: bool) -> bool:
         if not p.is_file():
             return False
         tail = self._tail(p)
         changed = False
-        for lineno, end, rec in read_json_objects(
-            p, tail.offset, tail.line, self.run.warnings.append
-        ):
-            tail.offset, tail.line = end, lineno + 1
-            if rec is None:
+        warn = self.run.warnings.append
+        for lineno, raw in read_lines(tail, warn=warn, final=final, max_line=MAX_LINE_BYTES):
+            if not raw.strip():
+                continue
+            try:
+                rec, note = decode_json(raw)
+            except ValueError as exc:
+                warn(f"{p}:{lineno}: not JSON ({exc}); skipped")
+                continue
+            if note:
+                warn(f"{p}:{lineno}: {note}")
+            if not isinstance(rec, dict):
+                warn(f"{p}:{lineno}: expected a JSON object; skipped")
                 continue
             try:
                 handle(rec, p, lineno)
             except ReadError as exc:
-                self.run.warnings.append(str(exc))
+                warn(str(exc))
                 continue
             changed = True
         return changed
 
-    def _decode_steps_chunk(self, chunk: bytes, p: Path, tail: _Tail) -> None:
+    def _decode_steps_chunk(self, chunk: bytes, p: Path, first_line: int, base: int) -> None:
         """Step records of one chunk, column by column: the common case (every value a
         number) goes to numpy in bulk; anything else is converted value by value, warning
         with the line number."""
@@ -171,18 +235,17 @@ class NativeReader:
         lines_idx = np.flatnonzero(nl > starts)  # non-blank lines
         try:
             recs = _GENERIC.decode_lines(chunk)
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, RecursionError):
             recs = None
-        first_line = tail.line
-        tail.offset += len(chunk)
-        tail.line += len(nl)
         if recs is None or len(recs) != len(lines_idx):
             recs, lines_idx = self._steps_one_by_one(chunk, starts, nl, p, first_line)
         good, steps = [], []
         for i, rec in enumerate(recs):
             step = rec.get("step") if type(rec) is dict else None
-            if type(step) is not int or step < 0:
+            if type(step) is not int or step < 0 or step > MAX_STEP:
                 what = "a JSON object" if type(rec) is not dict else "an integer 'step' >= 0"
+                if type(step) is int and step > MAX_STEP:
+                    what = "a 'step' below 2**63"
                 got = "" if type(rec) is not dict else f" (not {step!r})"
                 lineno = first_line + int(lines_idx[i])
                 self.run.warnings.append(f"{p}:{lineno}: expected {what}{got}; skipped")
@@ -281,18 +344,28 @@ class NativeReader:
             if not line.strip():
                 continue
             try:
-                recs.append(decode_line(line))
+                rec, note = decode_json(line)
             except ValueError as exc:
                 self.run.warnings.append(f"{p}:{first_line + i}: not JSON ({exc}); skipped")
                 continue
+            if note:
+                self.run.warnings.append(f"{p}:{first_line + i}: {note}")
+            recs.append(rec)
             idx.append(i)
         return recs, np.array(idx, dtype=np.int64)
 
     def _on_eval(self, rec: dict[str, Any], p: Path, lineno: int) -> None:
         step, suite, score = rec.get("step"), rec.get("suite"), to_float(rec.get("score"))
-        if not isinstance(step, int) or not isinstance(suite, str) or score is None:
+        if (
+            type(step) is not int
+            or not 0 <= step <= MAX_STEP
+            or not isinstance(suite, str)
+            or score is None
+        ):
             raise ReadError(
-                "expected 'step', 'suite' and a numeric 'score'; skipped", path=str(p), line=lineno
+                "expected 'step' (0..2**63-1), 'suite' and a numeric 'score'; skipped",
+                path=str(p),
+                line=lineno,
             )
         self.run.evals.append(rec)
         self.run.metrics.add(step, f"eval/{suite}/score", score)
@@ -305,67 +378,34 @@ class NativeReader:
 
     # -- rollouts ----------------------------------------------------------------------------
 
-    def _read_rollouts(self, p: Path) -> bool:
+    def _read_rollouts(self, p: Path, final: bool) -> bool:
         shard = self._shard_index.get(p)
         if shard is None:
             shard = self._shard_index[p] = len(self._attempts.files)
             self._attempts.files.append(str(p))
         return self._read_chunks(
-            p, lambda chunk, p, tail: self._decode_chunk(chunk, p, tail, shard)
+            p, lambda chunk, p, line, base: self._decode_chunk(chunk, p, line, base, shard), final
         )
 
-    def _read_chunks(self, p: Path, decode: Any) -> bool:
+    def _read_chunks(self, p: Path, decode: Any, final: bool) -> bool:
         """Feed the complete lines of ``p`` from where the last pass stopped to ``decode``, in
-        big chunks; a last line still being written waits for the next pass."""
+        big chunks (``base.read_chunks``); a last line still being written waits for the next
+        pass unless ``final``."""
         if not p.is_file():
             return False
-        tail = self._tail(p)
         changed = False
-        try:
-            f = open(p, "rb")  # noqa: SIM115 - closed by the with below
-        except OSError as exc:
-            self.run.warnings.append(f"{p}: cannot read ({exc.strerror})")
-            return False
-        with f:
-            f.seek(tail.offset)
-            carry = b""
-            while True:
-                data = f.read(CHUNK)
-                if not data:
-                    break
-                buf = carry + data if carry else data
-                last = buf.rfind(b"\n")
-                if last < 0:
-                    if len(buf) > MAX_LINE_BYTES:
-                        # One absurdly long line: skip to its end without holding it.
-                        self._skip_long_line(f, p, tail, len(buf))
-                        carry = b""
-                        continue
-                    carry = buf
-                    continue
-                carry = buf[last + 1 :]
-                decode(buf[: last + 1], p, tail)
-                changed = True
+        for first, start, chunk in read_chunks(
+            self._tail(p),
+            warn=self.run.warnings.append,
+            final=final,
+            chunk=CHUNK,
+            max_line=MAX_LINE_BYTES,
+        ):
+            decode(chunk, p, first, start)
+            changed = True
         return changed
 
-    def _skip_long_line(self, f: Any, p: Path, tail: _Tail, have: int) -> None:
-        skipped = have
-        while True:
-            data = f.read(CHUNK)
-            if not data:
-                return  # still being written: wait, and re-read it next pass
-            nl = data.find(b"\n")
-            if nl >= 0:
-                skipped += nl + 1
-                self.run.warnings.append(f"{p}:{tail.line}: line too long; skipped")
-                tail.offset += skipped
-                tail.line += 1
-                f.seek(tail.offset)
-                return
-            skipped += len(data)
-
-    def _decode_chunk(self, chunk: bytes, p: Path, tail: _Tail, shard: int) -> None:
-        base = tail.offset
+    def _decode_chunk(self, chunk: bytes, p: Path, first_line: int, base: int, shard: int) -> None:
         arr = np.frombuffer(chunk, dtype=np.uint8)
         nl = np.flatnonzero(arr == 10)
         starts = np.empty(len(nl), dtype=np.int64)
@@ -374,17 +414,26 @@ class NativeReader:
         nonblank = nl > starts
         try:
             recs = _DECODER.decode_lines(chunk)
-        except (msgspec.DecodeError, msgspec.ValidationError):
+        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
             recs = None
-        if recs is not None and len(recs) == int(nonblank.sum()):
+        if (
+            recs is not None
+            and len(recs) == int(nonblank.sum())
+            and all(0 <= r.step <= MAX_STEP for r in recs)
+        ):
             self._add_rows(recs, starts[nonblank] + base, shard)
         else:
-            self._decode_lines_one_by_one(chunk, starts, nl, p, tail, shard)
-        tail.offset = base + len(chunk)
-        tail.line += len(nl)
+            self._decode_lines_one_by_one(chunk, starts, nl, p, first_line, base, shard)
 
     def _decode_lines_one_by_one(
-        self, chunk: bytes, starts: np.ndarray, nl: np.ndarray, p: Path, tail: _Tail, shard: int
+        self,
+        chunk: bytes,
+        starts: np.ndarray,
+        nl: np.ndarray,
+        p: Path,
+        first_line: int,
+        base: int,
+        shard: int,
     ) -> None:
         recs: list[_Attempt] = []
         offs: list[int] = []
@@ -392,28 +441,39 @@ class NativeReader:
             line = chunk[a:b]
             if not line.strip():
                 continue
-            lineno = tail.line + i
+            lineno = first_line + i
             if len(line) > MAX_LINE_BYTES:
                 self.run.warnings.append(f"{p}:{lineno}: line too long; skipped")
                 continue
             rec: _Attempt | None
             try:
                 rec = _DECODER.decode(line)
-            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            except (msgspec.DecodeError, msgspec.ValidationError, RecursionError) as exc:
                 rec = self._lenient(line, p, lineno, exc)
                 if rec is None:
                     continue
+            if not 0 <= rec.step <= MAX_STEP:
+                self.run.warnings.append(
+                    f"{p}:{lineno}: expected a 'step' in 0..2**63-1 (not {rec.step}); skipped"
+                )
+                continue
             recs.append(rec)
-            offs.append(tail.offset + a)
+            offs.append(base + a)
         if recs:
             self._add_rows(recs, np.array(offs, dtype=np.int64), shard)
 
     def _lenient(self, line: bytes, p: Path, lineno: int, exc: Exception) -> _Attempt | None:
+        # Bare NaN / Infinity tokens, bytes that are not UTF-8, metadata nested too deeply:
+        # the attempt is kept and what was replaced is noted.
         try:
-            obj = decode_line(line)  # bare NaN / Infinity tokens
-            return msgspec.convert(obj, _Attempt, strict=False)
+            obj, note = decode_json(line)
+            rec = msgspec.convert(obj, _Attempt, strict=False)
         except (ValueError, msgspec.ValidationError, TypeError):
             pass
+        else:
+            if note:
+                self.run.warnings.append(f"{p}:{lineno}: {note}")
+            return rec
         msg = str(exc).replace("$[0].", "").replace("$.", "")
         self.run.warnings.append(f"{p}:{lineno}: not a valid attempt record ({msg}); skipped")
         return None
@@ -467,11 +527,14 @@ def load_attempt_record(run: RunData, index: int) -> dict[str, Any]:
         raise UsageError(f"attempt row {index} out of range (the run has {len(t)})")
     path = t.files[int(t.shard[index])]
     offset = int(t.offset[index])
-    with open(path, "rb") as f:
-        f.seek(offset)
-        line = f.readline(MAX_LINE_BYTES + 1)
     try:
-        rec = decode_line(line)
+        with open_binary(path) as f:
+            f.seek(offset)
+            line = f.readline(MAX_LINE_BYTES + 1)
+    except OSError as exc:
+        raise ReadError(f"cannot read ({exc.strerror or exc})", path=path) from None
+    try:
+        rec, _ = decode_json(line)
     except ValueError as exc:
         raise ReadError(f"byte {offset}: not JSON ({exc})", path=path) from None
     if not isinstance(rec, dict):

@@ -24,7 +24,8 @@ out-of-memory, 5xx and refused connections; their timestamps (ISO, ``YYYY-MM-DD 
 ``MM/DD/YYYY HH:MM:SS``, ``[HH:MM:SS]``, glog ``I1201 10:00:00.123``) give step times.
 
 Values are parsed without ``eval`` (``textlog.parse_number``); keys are kept as printed (spaces
-collapsed, ``rewards / f`` as ``rewards/f``) for the mapping chain to name.
+collapsed, ``rewards / f`` as ``rewards/f``) for the mapping chain to name. Timestamps, level
+prefixes and the kinds of event are in ``logevents.py``.
 """
 
 from __future__ import annotations
@@ -37,9 +38,18 @@ from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 from ..model import Event
+from .logevents import (
+    _MAX_TB_CHARS,
+    _MAX_TB_LINES,
+    _TRACEBACK,
+    MAX_EVENTS,
+    classify,
+    parse_timestamp,
+    strip_prefix,
+)
 from .textlog import brace_balance, parse_number, parse_pairs
 
-__all__ = ["STEP_KEYS", "Record", "ShapeParser", "parse_timestamp"]
+__all__ = ["MAX_EVENTS", "STEP_KEYS", "Record", "ShapeParser", "parse_timestamp"]
 
 STEP_KEYS = frozenset(
     {
@@ -98,72 +108,6 @@ _HTML_ROW = re.compile(r"<tr[^>]*>(.*?)</tr>", re.S | re.I)
 _HTML_CELL = re.compile(r"<t[hd][^>]*>(.*?)</t[hd]>", re.S | re.I)
 _TAGS = re.compile(r"<[^>]+>")
 
-# Prefixes before the message: timestamps, levels, logger names, file:line, decorations.
-_TS_ISO = re.compile(
-    r"^\[?(\d{4})[-/](\d{2})[-/](\d{2})[T ](\d{2}):(\d{2}):(\d{2})(?:[.,](\d{1,9}))?"
-    r"\s*(Z|[+-]\d{2}:?\d{2}|UTC)?\]?"
-)
-_TS_US = re.compile(r"^\[?(\d{2})/(\d{2})/(\d{4}) (\d{2}):(\d{2}):(\d{2})(?:[.,](\d{1,6}))?\]?")
-_TS_GLOG = re.compile(
-    r"^([IWEF])(\d{2})(\d{2}) (\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,6}))?\s+\d*\s*[\w./-]*:\d+\]"
-)
-_TS_CLOCK = re.compile(r"^\[?(\d{2}):(\d{2}):(\d{2})(?:[.,](\d{1,6}))?\]?(?=\s|$)")
-_LEVEL = re.compile(
-    r"^[\s|,:\-]*\[?(DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL|TRACE|SUCCESS)\]?(?:\s*\|)?"
-    r"(?::[\w.]+:)?[\s:|\-]*",
-)
-_LOGGER_AT = re.compile(
-    r"^[\s|\-]*(?:[\w.<>-]+\.py:\d+\]?|[\w.<>-]+:[\w<>.-]+:\d+|[\w.<>-]+:\d+\]|\(\w+\))\s*[-:]?\s*"
-)
-_DECOR = re.compile(r"^[\s=#*>•✨🚀📊⏱️\-]+")
-
-_TRACEBACK = "Traceback (most recent call last):"
-_EVENT_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
-    (
-        "oom",
-        re.compile(
-            r"out of memory|OutOfMemoryError|\bOOM\b|RESOURCE_EXHAUSTED|Killed process|"
-            r"oom-kill|MemoryError",
-            re.I,
-        ),
-    ),
-    (
-        "http_5xx",
-        re.compile(
-            r"\b5\d\d\b[ :-]*(?:Service Unavailable|Bad Gateway|Gateway Time-?out|Internal Server"
-            r" Error)|HTTP/\d(?:\.\d)?\"?\s+5\d\d\b|status(?:[_ ]code)?[=: ]+5\d\d\b|"
-            r"\b5\d\d Server Error",
-            re.I,
-        ),
-    ),
-    (
-        "connection_refused",
-        re.compile(
-            r"Connection refused|ConnectionRefusedError|ECONNREFUSED|Failed to establish a new "
-            r"connection|Cannot connect to host|ConnectError",
-            re.I,
-        ),
-    ),
-    (
-        "timeout",
-        re.compile(
-            r"Watchdog caught collective operation timeout|\bTimeoutError\b|ReadTimeout|"
-            r"timed out after|Connection timed out|DeadlineExceeded|GetTimeoutError",
-            re.I,
-        ),
-    ),
-    (
-        "error",
-        re.compile(
-            r"\b(?:[A-Z]\w*(?:Error|Exception)|Error|Exception)\b(?::|\s*\(|$)|\bFAILED\b|"
-            r"\bfatal error\b|Segmentation fault|core dumped",
-        ),
-    ),
-)
-_MAX_TB_LINES = 60
-_MAX_TB_CHARS = 8000
-MAX_EVENTS = 20000
-
 
 class Record(NamedTuple):
     """A metric record read from a log: its step and how it was found, values, line, time."""
@@ -173,55 +117,6 @@ class Record(NamedTuple):
     line: int
     time: float | None
     how: str  # "marker", "column", "bar", "block", "order"
-
-
-def parse_timestamp(text: str, date: _dt.date | None = None) -> tuple[float | None, str, str]:
-    """``(unix seconds or None, level letter or word, text after the stamp)`` of a log line.
-
-    ``date`` is used for stamps without one (a time of day: ``[10:00:01]``; glog's month/day
-    takes its year). Naive stamps are local time.
-    """
-    m = _TS_ISO.match(text)
-    if m:
-        y, mo, d, h, mi, s = (int(g) for g in m.groups()[:6])
-        t = _stamp(y, mo, d, h, mi, s, m.group(7), m.group(8))
-        return t, "", text[m.end() :]
-    m = _TS_US.match(text)
-    if m:
-        mo, d, y, h, mi, s = (int(g) for g in m.groups()[:6])
-        return _stamp(y, mo, d, h, mi, s, m.group(7), None), "", text[m.end() :]
-    m = _TS_GLOG.match(text)
-    if m:
-        year = (date or _dt.date.today()).year
-        mo, d, h, mi, s = (int(g) for g in m.groups()[1:6])
-        return _stamp(year, mo, d, h, mi, s, m.group(7), None), m.group(1), text[m.end() :]
-    m = _TS_CLOCK.match(text)
-    if m:
-        day = date or _dt.date.today()
-        h, mi, s = (int(g) for g in m.groups()[:3])
-        t = _stamp(day.year, day.month, day.day, h, mi, s, m.group(4), None)
-        return t, "clock", text[m.end() :]
-    return None, "", text
-
-
-def _stamp(
-    y: int, mo: int, d: int, h: int, mi: int, s: int, frac: str | None, tz: str | None
-) -> float | None:
-    try:
-        dt = _dt.datetime(y, mo, d, h, mi, min(s, 59))
-    except ValueError:
-        return None
-    if tz:
-        if tz in ("Z", "UTC"):
-            dt = dt.replace(tzinfo=_dt.UTC)
-        else:
-            sign = 1 if tz[0] == "+" else -1
-            hh, mm = int(tz[1:3]), int(tz[-2:])
-            dt = dt.replace(tzinfo=_dt.timezone(sign * _dt.timedelta(hours=hh, minutes=mm)))
-    t = dt.timestamp()
-    if frac:
-        t += int(frac) / 10 ** len(frac)
-    return t
 
 
 def clean_key(key: str) -> str:
@@ -329,25 +224,6 @@ def line_pairs(text: str) -> tuple[dict[str, float], int]:
                 out[clean_key(m.group(1))] = f
                 loose += 1
     return out, loose
-
-
-def strip_prefix(text: str, date: _dt.date | None) -> tuple[float | None, str, str]:
-    """``(time, level, message)`` of a cleaned line: timestamp, level, logger and decorations
-    before the message removed."""
-    t, level, rest = parse_timestamp(text.lstrip(), date)
-    m = _LEVEL.match(rest)
-    if m and (t is not None or m.group(1)):
-        level = level or m.group(1)
-        rest = rest[m.end() :]
-        if t is None:
-            t2, _lv2, rest2 = parse_timestamp(rest.lstrip(), date)
-            if t2 is not None:
-                t, rest = t2, rest2
-    if t is not None or level:
-        m = _LOGGER_AT.match(rest)
-        if m and m.end() < len(rest):
-            rest = rest[m.end() :]
-    return t, level, rest
 
 
 class _Table:
@@ -773,14 +649,9 @@ class ShapeParser:
         self._add_event("traceback", text, self._tb_line, self._tb_time)
 
     def _event(self, s: str, level: str, lineno: int, t: float | None) -> None:
-        for kind, pat in _EVENT_RULES:
-            if pat.search(s):
-                if kind == "error" and level.upper() in ("WARNING", "WARN", "W", "INFO", "I"):
-                    return  # a warning or info line that names an error is not one
-                self._add_event(kind, s, lineno, t)
-                return
-        if level.upper() in ("ERROR", "CRITICAL", "FATAL", "E", "F"):
-            self._add_event("error", s, lineno, t)
+        kind = classify(s, level)
+        if kind is not None:
+            self._add_event(kind, s, lineno, t)
 
     def _add_event(self, kind: str, text: str, lineno: int, t: float | None) -> None:
         if len(self.events) >= MAX_EVENTS:

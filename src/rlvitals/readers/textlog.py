@@ -10,14 +10,13 @@ live file stops growing is shown as far as it goes and read again when the rest 
 from __future__ import annotations
 
 import math
+import os
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ..jsonio import MAX_LINE_BYTES, read_complete_lines
-from ..model import RunData
-from .mapping import Mapper, MappingTable, Rule
+from .base import FileReader, FileState, decode_text, head_bytes, valid_step
+from .mapping import Mapper, MappingTable
 
 __all__ = [
     "TextLogReader",
@@ -243,127 +242,70 @@ def brace_balance(text: str) -> int:
     return depth
 
 
-class _FileState:
-    __slots__ = ("extra", "line", "offset", "pending", "pending_line", "pending_step")
-
-    def __init__(self) -> None:
-        self.offset = 0
-        self.line = 1
-        self.pending: str | None = None  # text of a record not yet complete
-        self.pending_line = 0
-        self.pending_step: int | None = None
-        self.extra: dict[str, Any] = {}
+# The one incremental-file state (readers/base.py); the old private name stays importable.
+_FileState = FileState
 
 
-class TextLogReader:
+class TextLogReader(FileReader):
     """Base of the console-log readers: files found, read incrementally, lines fed to ``feed``.
 
     A subclass sets ``name``, ``table`` and ``patterns`` (file globs searched in a directory)
     and implements ``feed(state, text, path, lineno)``, calling ``self.emit(step, values)``.
+    Lines arrive cleaned (``clean_line``) and decoded leniently (``base.decode_text``).
     """
 
     name = "text"
     table: MappingTable
     patterns: tuple[str, ...] = ("*.log", "*.txt", "*.out", "*.err")
     max_pending_lines = 2000
-    max_line = MAX_LINE_BYTES  # longer lines are skipped with a warning
 
-    def __init__(self, path: Path, *, extra_rules: tuple[Rule, ...] = ()) -> None:
-        self.path = path
-        self.run = RunData(source=str(path), format=self.name)
-        self.mapper = Mapper(self.table, self.run, extra=extra_rules)
-        self._states: dict[Path, _FileState] = {}
+    def reset(self) -> None:
+        self.mapper = Mapper(self.table, self.run, extra=self.extra_rules)
 
-    # -- files ---------------------------------------------------------------------------
+    def line(self, st: FileState, raw: bytes, lineno: int) -> None:
+        self.feed(st, clean_line(decode_text(raw)), st.path, lineno)
 
-    def files(self) -> list[Path]:
-        if self.path.is_file():
-            return [self.path]
-        found: list[Path] = []
-        for pat in self.patterns:
-            for p in sorted(self.path.glob(pat)):
-                if p.is_file() and p not in found and self.accept(p):
-                    found.append(p)
-        return found
-
-    def accept(self, p: Path) -> bool:
-        """Whether a file found in a directory is one of this format's (content sniffing)."""
-        return True
-
-    # -- reading -------------------------------------------------------------------------
-
-    def poll(self) -> bool:
-        changed = False
-        for p in self.files():
-            st = self._states.get(p)
-            if st is None:
-                st = self._states[p] = _FileState()
-            try:
-                size = p.stat().st_size
-            except OSError:
-                continue
-            if size < st.offset:  # truncated or replaced: start over
-                self.run.warnings.append(f"{p}: file shrank; read again from the start")
-                st = self._states[p] = _FileState()
-            if size == st.offset:
-                continue
-            lines = read_complete_lines(p, st.offset, first_line=st.line, max_line=self.max_line)
-            for lineno, end, raw in lines:
-                st.offset, st.line = end, lineno + 1
-                changed = True
-                if raw is None:
-                    self.run.warnings.append(f"{p}:{lineno}: line too long; skipped")
-                    continue
-                text = clean_line(raw.decode("utf-8", errors="replace"))
-                try:
-                    self.feed(st, text, p, lineno)
-                except (ValueError, TypeError, KeyError, IndexError, OverflowError) as exc:
-                    self.run.warnings.append(f"{p}:{lineno}: could not read ({exc}); skipped")
-            if st.pending is not None:
-                self.flush(st, p, final=False)
-        if changed:
-            self.derive()
+    def read_file(self, st: FileState, *, final: bool) -> bool:
+        changed = super().read_file(st, final=final)
+        if changed and st.pending is not None:
+            self.flush(st, st.path, final=False)  # shown as far as it goes; re-read when done
         return changed
 
-    def finish(self) -> None:
-        """The files are complete: close records still open (with a warning)."""
-        for p, st in self._states.items():
-            if st.pending is not None:
-                self.run.warnings.append(
-                    f"{p}:{st.pending_line}: record incomplete at end of file; read as far as "
-                    "it goes"
-                )
-                self.flush(st, p, final=True)
-                st.pending = None
-        self.derive()
-
-    def lines(self, p: Path) -> Iterator[str]:  # pragma: no cover - convenience for debugging
-        for _, _, raw in read_complete_lines(p):
-            if raw is not None:
-                yield clean_line(raw.decode("utf-8", errors="replace"))
+    def end_file(self, st: FileState) -> None:
+        """The file is complete: close a record still open (with a warning)."""
+        if st.pending is not None:
+            self.run.warnings.append(
+                f"{st.path}:{st.pending_line}: record incomplete at end of file; read as far "
+                "as it goes"
+            )
+            self.flush(st, st.path, final=True)
+            st.pending = None
 
     # -- to override ---------------------------------------------------------------------
 
-    def feed(self, st: _FileState, text: str, p: Path, lineno: int) -> None:
+    def feed(self, st: FileState, text: str, p: Path, lineno: int) -> None:
         raise NotImplementedError
 
-    def flush(self, st: _FileState, p: Path, *, final: bool) -> None:
+    def flush(self, st: FileState, p: Path, *, final: bool) -> None:
         """Emit the pending record of ``st`` (complete when ``final``); default: dict text."""
         if st.pending is None or st.pending_step is None:
             return
         self.emit(st.pending_step, parse_pairs(st.pending, complete=final))
 
-    def derive(self) -> None:
-        """Recompute metrics derived from whole series (after each poll)."""
-
     # -- helpers -------------------------------------------------------------------------
 
     def emit(self, step: int, values: dict[str, Any]) -> None:
+        """Record the numeric values of one record at ``step`` (a step past int64 is one
+        warning, not a crash)."""
         nums = {k: v for k, v in values.items() if isinstance(v, float)}
-        if nums:
-            self.mapper.add(step, nums)
+        if not nums:
+            return
+        if valid_step(step) is None:
+            self.run.warnings.append(f"{self.path}: step {step} out of range (0..2**63-1); skipped")
+            return
+        self.mapper.add(step, nums)
 
-    def start_dict(self, st: _FileState, step: int, text: str, p: Path, lineno: int) -> None:
+    def start_dict(self, st: FileState, step: int, text: str, p: Path, lineno: int) -> None:
         """Begin a dict record at ``text`` (from its ``{``); emits it at once if complete."""
         self.interrupt_pending(st, p)
         if brace_balance(text) <= 0:
@@ -372,7 +314,7 @@ class TextLogReader:
         st.pending, st.pending_step, st.pending_line = text, step, lineno
         st.extra["lines"] = 1
 
-    def continue_dict(self, st: _FileState, text: str, p: Path) -> bool:
+    def continue_dict(self, st: FileState, text: str, p: Path) -> bool:
         """Append a line to an open dict record; True if the line was taken."""
         if st.pending is None:
             return False
@@ -388,7 +330,7 @@ class TextLogReader:
             self.end_pending(st, p)
         return True
 
-    def interrupt_pending(self, st: _FileState, p: Path) -> None:
+    def interrupt_pending(self, st: FileState, p: Path) -> None:
         """A new record starts while one is still open: read the open one as far as it goes."""
         if st.pending is None:
             return
@@ -399,24 +341,36 @@ class TextLogReader:
         st.pending = None
         st.pending_step = None
 
-    def end_pending(self, st: _FileState, p: Path) -> None:
+    def end_pending(self, st: FileState, p: Path) -> None:
         if st.pending is not None:
             self.flush(st, p, final=True)
             st.pending = None
             st.pending_step = None
 
 
+_HEADS: dict[tuple[str, int, int, int], str] = {}
+
+
 def head(p: Path, size: int = 256 << 10) -> str:
-    """The first ``size`` bytes of a file as cleaned text lines joined (for sniffing)."""
+    """The first ``size`` bytes of a file as cleaned text lines joined (for sniffing).
+
+    A BOM is skipped, NULs are dropped and bytes that are not UTF-8 replaced: one odd byte
+    never hides a log. Cached per file version, since every console sniffer asks.
+    """
     try:
-        with open(p, "rb") as f:
-            data = f.read(size)
+        stt = os.stat(p)
     except OSError:
         return ""
-    if b"\x00" in data[:4096]:
-        return ""  # binary
-    text = data.decode("utf-8", errors="replace")
-    return "\n".join(clean_line(line) for line in text.splitlines())
+    key = (str(p), size, stt.st_mtime_ns, stt.st_size)
+    hit = _HEADS.get(key)
+    if hit is not None:
+        return hit
+    text = decode_text(head_bytes(p, size))
+    out = "\n".join(clean_line(line) for line in text.splitlines())
+    if len(_HEADS) > 64:
+        _HEADS.clear()
+    _HEADS[key] = out
+    return out
 
 
 def sniff_files(path: Path, patterns: tuple[str, ...], test: Any) -> bool:

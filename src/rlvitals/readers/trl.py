@@ -17,9 +17,10 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ..jsonio import decode_line, to_float
+from ..jsonio import to_float
 from ..model import RunData
 from . import Format, register
+from .base import decode_json, open_binary, valid_step
 from .mapping import Mapper, MappingTable, Rule
 from .textlog import TextLogReader, _FileState, brace_balance, head, parse_pairs, sniff_files
 
@@ -83,6 +84,10 @@ def _entry_values(entry: dict[str, Any]) -> dict[str, float]:
 
 
 class TrlStateReader:
+    """``trainer_state.json``: the root file, else the newest checkpoint's that can be read
+    (a newest one cut short by a job killed while saving falls back to the one before, with a
+    warning)."""
+
     name = "trl"
 
     def __init__(self, path: Path, *, extra_rules: tuple[Rule, ...] = ()) -> None:
@@ -90,47 +95,84 @@ class TrlStateReader:
         self.run = RunData(source=str(path), format=self.name)
         self.extra_rules = extra_rules
         self.mapper = Mapper(TRL, self.run, extra=extra_rules)
-        self._seen: tuple[Path, float, int] | None = None
+        self._seen: tuple[tuple[Path, int, int], ...] | None = None
 
-    def file(self) -> Path | None:
+    def candidates(self) -> list[Path]:
+        """The state files to try, best first."""
         if self.path.is_file():
-            return self.path
+            return [self.path]
+        out = []
         root = self.path / "trainer_state.json"
         if root.is_file():
-            return root
-        best: tuple[int, Path] | None = None
+            out.append(root)
+        found: list[tuple[int, Path]] = []
         for p in self.path.glob("checkpoint-*/trainer_state.json"):
-            m = re.search(r"checkpoint-(\d+)", str(p.parent.name))
-            if m and (best is None or int(m.group(1)) > best[0]):
-                best = (int(m.group(1)), p)
-        return best[1] if best else None
+            m = re.fullmatch(r"checkpoint-(\d+)", p.parent.name)
+            if m:
+                found.append((int(m.group(1)), p))
+        out.extend(p for _, p in sorted(found, reverse=True))
+        return out
+
+    def file(self) -> Path | None:
+        """The state file read (the first candidate)."""
+        c = self.candidates()
+        return c[0] if c else None
 
     def poll(self) -> bool:
-        p = self.file()
-        if p is None:
+        cands = self.candidates()
+        key = []
+        for p in cands:
+            try:
+                st = p.stat()
+            except OSError:
+                continue
+            key.append((p, st.st_mtime_ns, st.st_size))
+        if tuple(key) == self._seen:
             return False
+        self._seen = tuple(key)
+        problems: list[str] = []
+        for p in cands:
+            state = self._load(p, problems)
+            if state is None:
+                continue
+            if problems:
+                problems.append(f"{p}: read instead (an older checkpoint)")
+            self._warn(problems)
+            self._take(p, state)
+            return True
+        self._warn(problems)
+        return False
+
+    def _warn(self, problems: list[str]) -> None:
+        # The file is read again whole each time it changes: say each problem once.
+        self.run.warnings.extend(w for w in problems if w not in self.run.warnings)
+
+    def _load(self, p: Path, problems: list[str]) -> dict[str, Any] | None:
         try:
-            st = p.stat()
-        except OSError:
-            return False
-        key = (p, st.st_mtime, st.st_size)
-        if key == self._seen:
-            return False
-        self._seen = key
+            with open_binary(p) as f:
+                raw = f.read()
+        except OSError as exc:
+            problems.append(f"{p}: cannot read ({exc.strerror or exc}); skipped")
+            return None
         try:
-            state = decode_line(p.read_bytes())
-        except (ValueError, OSError) as exc:
-            self.run.warnings.append(f"{p}: not valid JSON ({exc}); skipped")
-            return False
+            state, note = decode_json(raw)
+        except ValueError as exc:
+            problems.append(f"{p}: not valid JSON ({exc}); skipped")
+            return None
+        if note:
+            problems.append(f"{p}: {note}")
         history = state.get("log_history") if isinstance(state, dict) else None
         if not isinstance(history, list):
-            self.run.warnings.append(f"{p}: expected a 'log_history' list; skipped")
-            return False
-        for i, entry in enumerate(history):
+            problems.append(f"{p}: expected a 'log_history' list; skipped")
+            return None
+        return state
+
+    def _take(self, p: Path, state: dict[str, Any]) -> None:
+        for i, entry in enumerate(state["log_history"]):
             step = entry.get("step") if isinstance(entry, dict) else None
-            if isinstance(step, bool) or not isinstance(step, int):
+            if isinstance(step, bool) or not isinstance(step, int) or valid_step(step) is None:
                 self.run.warnings.append(
-                    f"{p}: log_history[{i}]: expected an integer 'step'; skipped"
+                    f"{p}: log_history[{i}]: expected an integer 'step' in 0..2**63-1; skipped"
                 )
                 continue
             if any(k in entry for k in _SUMMARY_KEYS):
@@ -138,9 +180,8 @@ class TrlStateReader:
                 continue
             self.mapper.add(step, _entry_values(entry))
         for k in ("global_step", "max_steps", "logging_steps", "best_model_checkpoint"):
-            if isinstance(state, dict) and k in state:
+            if k in state:
                 self.run.info[k] = state[k]
-        return True
 
 
 DICT_START = re.compile(r"\{\s*['\"](?:loss|reward|grad_norm|learning_rate|train_runtime)['\"]")
@@ -150,8 +191,8 @@ class TrlConsoleReader(TextLogReader):
     name = "trl-console"
     table = TRL
 
-    def __init__(self, path: Path, *, extra_rules: tuple[Rule, ...] = ()) -> None:
-        super().__init__(path, extra_rules=extra_rules)
+    def reset(self) -> None:
+        super().reset()
         self._count = 0
 
     def accept(self, p: Path) -> bool:

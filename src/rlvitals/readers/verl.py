@@ -11,10 +11,10 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ..jsonio import MAX_LINE_BYTES, read_json_objects, to_float
-from ..model import RunData
+from ..jsonio import to_float
 from . import Format, register
-from .mapping import Mapper, MappingTable, Rule
+from .generic import JsonlMetricsReader
+from .mapping import MappingTable, Rule
 from .textlog import TextLogReader, _FileState, head, parse_number, sniff_files
 
 __all__ = ["VERL", "VerlConsoleReader", "VerlJsonlReader"]
@@ -110,60 +110,40 @@ class VerlConsoleReader(TextLogReader):
             return
         self.emit(st.pending_step, _verl_pairs(st.pending, complete=True))
 
-    def finish(self) -> None:
+    def end_file(self, st: _FileState) -> None:
         # A verl record ends with its line; one open at the end of a file is complete.
-        for p, st in self._states.items():
-            self.end_pending(st, p)
+        self.end_pending(st, st.path)
 
 
-class VerlJsonlReader:
-    """verl's file logger: ``{"step": N, "data": {...}}`` per line."""
+class VerlJsonlReader(JsonlMetricsReader):
+    """verl's file logger: ``{"step": N, "data": {...}}`` per line.
+
+    The logger opens its file with mode "w", so a resumed run truncates it: the file shrinks
+    and is read again from its start (``base.FileReader``), never as garbage.
+    """
 
     name = "verl-jsonl"
-    max_line = MAX_LINE_BYTES  # a longer line is skipped with a warning, never held
+    table = VERL
 
-    def __init__(self, path: Path, *, extra_rules: tuple[Rule, ...] = ()) -> None:
-        self.path = path
-        self.run = RunData(source=str(path), format=self.name)
-        self.mapper = Mapper(VERL, self.run, extra=extra_rules)
-        self._offsets: dict[Path, tuple[int, int]] = {}
+    def accept(self, p: Path) -> bool:
+        return _is_verl_jsonl(p)
 
-    def files(self) -> list[Path]:
-        if self.path.is_file():
-            return [self.path]
-        return [p for p in sorted(self.path.glob("*.jsonl")) if _is_verl_jsonl(p)]
-
-    def poll(self) -> bool:
-        changed = False
-        for p in self.files():
-            offset, line = self._offsets.get(p, (0, 1))
-            for lineno, end, rec in read_json_objects(
-                p, offset, line, self.run.warnings.append, max_line=self.max_line
-            ):
-                self._offsets[p] = (end, lineno + 1)
-                changed = True
-                if rec is None:
-                    continue
-                step = rec.get("step")
-                data = rec.get("data")
-                if (
-                    isinstance(step, bool)
-                    or not isinstance(step, int)
-                    or not isinstance(data, dict)
-                ):
-                    self.run.warnings.append(
-                        f'{p}:{lineno}: expected {{"step": int, "data": {{...}}}}; skipped'
-                    )
-                    continue
-                values = {}
-                for k, v in data.items():
-                    f = to_float(v)
-                    if f is None and isinstance(v, str):
-                        f = parse_number(v)
-                    if f is not None:
-                        values[str(k)] = f
-                self.mapper.add(step, values)
-        return changed
+    def row(self, rec: dict[str, Any], p: Path, lineno: int) -> None:
+        step = rec.get("step")
+        data = rec.get("data")
+        if isinstance(step, bool) or not isinstance(step, int) or not isinstance(data, dict):
+            self.run.warnings.append(
+                f'{p}:{lineno}: expected {{"step": int, "data": {{...}}}}; skipped'
+            )
+            return
+        values = {}
+        for k, v in data.items():
+            f = to_float(v)
+            if f is None and isinstance(v, str):
+                f = parse_number(v)
+            if f is not None:
+                values[str(k)] = f
+        self.add(step, values, p, lineno)
 
 
 def _is_verl_jsonl(p: Path) -> bool:

@@ -105,6 +105,20 @@ def find_run_file(path: Path, run: str | None = None) -> Path | None:
     return find_run_file(folder / chosen)
 
 
+def _valid_at(data: bytes, pos: int, base: int) -> bool:
+    """Whether a whole record with a matching checksum (or a block's zero tail) is at
+    ``pos`` of ``data`` (``base``: the file offset of ``data[0]``)."""
+    space = _BLOCK - (base + pos) % _BLOCK
+    if space < _HEADER:
+        return data[pos : pos + space] == bytes(space)
+    if pos + _HEADER > len(data):
+        return False
+    crc, length, kind = struct.unpack_from("<IHB", data, pos)
+    if not 1 <= kind <= _LAST or length > space - _HEADER or pos + _HEADER + length > len(data):
+        return False
+    return zlib.crc32(data[pos + _HEADER : pos + _HEADER + length], _TYPE_CRC[kind]) == crc
+
+
 def _value(raw: str) -> Any:
     try:
         return json.loads(raw)
@@ -220,12 +234,15 @@ class WandbReader:
                 break
             body = data[pos + _HEADER : end]
             if zlib.crc32(body, _TYPE_CRC[kind]) != crc:
-                pos += space
+                # Damaged data under an intact length: the next record starts right after
+                # it (checked); otherwise the rest of the block is skipped, as LevelDB does.
+                skip = end - pos if _valid_at(data, end, base) else space
+                pos += skip
                 parts = []
                 changed = True
                 self.run.warnings.append(
                     f"{self.file}: byte {at}: record checksum mismatch (damaged bytes); "
-                    f"skipped to byte {at + space}"
+                    f"skipped to byte {at + skip}"
                 )
                 continue
             pos = end

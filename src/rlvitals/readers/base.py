@@ -1,0 +1,524 @@
+"""The one way file-based readers read their files: incremental state, lines, lenient decoding.
+
+Every reader of line-oriented files (console logs, JSON Lines, CSV, the native run directory)
+keeps one ``FileState`` per file and reads it through ``read_chunks``/``read_lines``:
+
+- only the bytes after the last pass are read; a last line without its ``\\n`` waits for the
+  next pass while the file is live, and is read as a line when the file is taken as finished
+  (``final=True``: ``read()``, ``finish()``);
+- a BOM is skipped; bytes that are not UTF-8 cost one replaced character each, never a
+  record; NUL bytes are dropped from text (so UTF-16 text of ASCII reads too);
+- a file that shrank or was replaced (another inode, other bytes where the last pass stopped)
+  makes the reader start over: ``FileReader`` clears its run in place and reads every file again
+  from its start, so records of a deleted run never mix with those of its successor (verl's
+  file logger truncates its file when a run resumes);
+- a line longer than the reader's limit is skipped with one warning naming file and line,
+  without ever being held in memory.
+
+``open_binary`` is the one function that opens a file for reading.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import IO, Any
+
+from ..jsonio import MAX_LINE_BYTES, decode_line
+from ..model import RunData
+
+__all__ = [
+    "MAX_STEP",
+    "FileReader",
+    "FileState",
+    "check_state",
+    "clear_run",
+    "decode_json",
+    "decode_text",
+    "head_bytes",
+    "local_path",
+    "open_binary",
+    "read_chunks",
+    "read_lines",
+    "valid_step",
+]
+
+MAX_STEP = 2**63 - 1  # steps are stored as int64
+BOM = b"\xef\xbb\xbf"
+BOMS = (BOM, b"\xff\xfe", b"\xfe\xff")  # UTF-16 text of ASCII reads once its NULs are dropped
+MAX_JSON_DEPTH = 64  # deeper values in a record are replaced by null (a note says so)
+_MARK = 32  # bytes kept from where the last pass stopped, to notice a rewritten file
+
+Warn = Callable[[str], None]
+
+
+def local_path(path: str | os.PathLike[str]) -> Path:
+    """``path`` as a local path: a tracking URI (``sqlite:///mlflow.db``, ``file:///x/mlruns``)
+    names one."""
+    text = os.fspath(path)
+    for prefix in ("sqlite:///", "file://"):
+        if text.startswith(prefix):
+            return Path(text[len(prefix) :])
+    return Path(text)
+
+
+def open_binary(path: str | os.PathLike[str]) -> IO[bytes]:
+    """Open ``path`` for reading bytes: the one place readers open a file."""
+    return open(path, "rb")
+
+
+def valid_step(value: Any) -> int | None:
+    """``value`` as a step number (an int in 0..2**63-1, or a float holding one), else None."""
+    if type(value) is int:
+        return value if 0 <= value <= MAX_STEP else None
+    if type(value) is float and value.is_integer() and 0 <= value <= MAX_STEP:
+        return int(value)
+    return None
+
+
+class FileState:
+    """Where one file was read up to, and what a parser holds between passes.
+
+    ``offset``/``line`` locate the first byte not yet read; ``ident`` (device, inode) and
+    ``mark`` (the bytes just before ``offset``) tell a file replaced or rewritten since. The
+    ``pending*`` fields and ``extra`` belong to record parsers (a record spanning lines).
+    """
+
+    __slots__ = (
+        "extra",
+        "ident",
+        "line",
+        "mark",
+        "offset",
+        "path",
+        "pending",
+        "pending_line",
+        "pending_step",
+        "warned",
+    )
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.offset = 0
+        self.line = 1
+        self.ident: tuple[int, int] | None = None
+        self.mark = b""
+        self.warned = False  # "cannot read" said once, not every pass
+        self.pending: str | None = None  # text of a record not yet complete
+        self.pending_line = 0
+        self.pending_step: int | None = None
+        self.extra: dict[str, Any] = {}
+
+
+def check_state(st: FileState, *, content: bool = True) -> str | None:
+    """Why ``st``'s file must be read again from its start (it shrank or was replaced), or
+    None. Also records the file's identity for the next check. With ``content`` the bytes just
+    before where the last pass stopped are compared too (a file rewritten in place, or deleted
+    and written again on a file system that gave the new file the old inode number)."""
+    try:
+        s = os.stat(st.path)
+    except OSError:
+        return None
+    ident = (s.st_dev, s.st_ino)
+    old, st.ident = st.ident, ident
+    if st.offset == 0:
+        return None
+    if s.st_size < st.offset:
+        return "the file shrank (truncated or rewritten)"
+    if old is not None and old != ident:
+        return "the file was replaced"
+    if content and st.mark:
+        try:
+            with open_binary(st.path) as f:
+                f.seek(st.offset - len(st.mark))
+                now = f.read(len(st.mark))
+        except OSError:
+            return None
+        if now != st.mark:
+            return "the file was rewritten"
+    return None
+
+
+def _cannot_read(st: FileState, warn: Warn, exc: OSError) -> None:
+    if not st.warned:
+        st.warned = True
+        warn(f"{st.path}: cannot read ({exc.strerror or exc}); skipped")
+
+
+def read_chunks(
+    st: FileState,
+    *,
+    warn: Warn,
+    final: bool = False,
+    chunk: int = 1 << 20,
+    max_line: int = MAX_LINE_BYTES,
+    limit: int | None = None,
+) -> Iterator[tuple[int, int, bytes]]:
+    """Yield ``(first_line, start_offset, data)``: the complete lines of ``st``'s file from
+    where the last pass stopped, in chunks of about ``chunk`` bytes, each ending in ``\\n``.
+
+    ``st`` moves past each chunk before it is yielded. With ``final`` a last line without its
+    newline is yielded too (with one added). A line over ``max_line`` bytes is skipped with one
+    warning. ``limit`` caps the bytes read in this pass (for sampling a file).
+    """
+    try:
+        f = open_binary(st.path)
+    except OSError as exc:
+        _cannot_read(st, warn, exc)
+        return
+    with f:
+        try:
+            f.seek(st.offset)
+        except OSError as exc:
+            _cannot_read(st, warn, exc)
+            return
+        budget = limit
+        parts: list[bytes] = []  # bytes of the line in progress (no newline among them)
+        held = 0  # their length (while skipping: the length of the overlong line so far)
+        skipping = False  # inside an overlong line: drop bytes until its newline
+        eof = False
+        while True:
+            want = chunk if budget is None else min(chunk, budget)
+            if want <= 0:
+                break
+            try:
+                data = f.read(want)
+            except OSError as exc:
+                _cannot_read(st, warn, exc)
+                return
+            if not data:
+                eof = True
+                break
+            if budget is not None:
+                budget -= len(data)
+            if st.offset == 0 and not held and not skipping:
+                bom = _bom(data)
+                st.offset = len(bom)
+                data = data[len(bom) :]
+            if skipping:
+                nl = data.find(b"\n")
+                if nl < 0:
+                    held += len(data)
+                    continue
+                warn(f"{st.path}:{st.line}: line too long ({held + nl} bytes); skipped")
+                st.offset += held + nl + 1
+                st.line += 1
+                st.mark = b""
+                skipping, held, parts = False, 0, []
+                data = data[nl + 1 :]
+            last = data.rfind(b"\n")
+            if last < 0:
+                parts.append(data)
+                held += len(data)
+                if held > max_line:
+                    parts, skipping = [], True
+                continue
+            out = b"".join((*parts, data[: last + 1])) if parts else data[: last + 1]
+            rest = data[last + 1 :]
+            parts, held = ([rest] if rest else []), len(rest)
+            yield _advance(st, out, len(out))
+            if held > max_line:
+                parts, skipping = [], True
+        if not (eof and final):
+            return
+        if skipping:
+            warn(f"{st.path}:{st.line}: line too long ({held} bytes); skipped")
+            st.offset += held
+            st.line += 1
+            return
+        rest = b"".join(parts)
+        if rest.strip(b" \t\r\x00"):
+            yield _advance(st, rest + b"\n", len(rest))
+        elif rest:
+            st.offset += len(rest)
+            st.mark = (st.mark + rest)[-_MARK:]
+
+
+def _advance(st: FileState, out: bytes, consumed: int) -> tuple[int, int, bytes]:
+    first, start = st.line, st.offset
+    st.offset += consumed
+    st.line += out.count(b"\n")
+    st.mark = out[max(0, consumed - _MARK) : consumed]
+    return first, start, out
+
+
+def read_lines(
+    st: FileState,
+    *,
+    warn: Warn,
+    final: bool = False,
+    max_line: int = MAX_LINE_BYTES,
+    limit: int | None = None,
+) -> Iterator[tuple[int, bytes]]:
+    """Yield ``(line_number, line)`` for each new complete line of ``st``'s file (see
+    ``read_chunks``); lines come without ``\\n`` or ``\\r\\n``, overlong ones are skipped."""
+    for first, _, data in read_chunks(st, warn=warn, final=final, max_line=max_line, limit=limit):
+        lineno = first
+        start = 0
+        while True:
+            nl = data.find(b"\n", start)
+            if nl < 0:
+                break
+            line = data[start : nl - 1 if nl > start and data[nl - 1] == 13 else nl]
+            if len(line) > max_line:
+                warn(f"{st.path}:{lineno}: line too long ({len(line)} bytes); skipped")
+            else:
+                yield lineno, line
+            lineno += 1
+            start = nl + 1
+
+
+def decode_text(raw: bytes) -> str:
+    """Text of a line: UTF-8, a byte that is not costing one replacement character; NULs
+    dropped (logs of a crashed job and ``copytruncate`` leave runs of them)."""
+    text = raw.decode("utf-8", errors="replace")
+    return text.replace("\x00", "") if "\x00" in text else text
+
+
+def decode_json(raw: bytes | str) -> tuple[Any, str | None]:
+    """One JSON value, leniently: ``(value, note)``.
+
+    Bare ``NaN``/``Infinity`` are accepted; bytes that are not UTF-8 become replacement
+    characters and raw control characters inside strings are kept, so one odd byte never costs
+    the record. Values nested deeper than 64 levels are replaced by null, and ``note`` says so.
+    Raises ``ValueError`` (with the decoder's message) when the line is not JSON at all.
+    """
+    try:
+        return decode_line(raw), None
+    except RecursionError:
+        return _decode_shallow(raw)
+    except ValueError as exc:
+        first = exc
+    text = raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else raw
+    if "\x00" in text:
+        text = text.replace("\x00", "")
+    try:
+        return json.loads(text, strict=False), None
+    except RecursionError:
+        return _decode_shallow(raw)
+    except ValueError:
+        raise first from None
+
+
+def _decode_shallow(raw: bytes | str) -> tuple[Any, str | None]:
+    data = raw.encode("utf-8", "surrogatepass") if isinstance(raw, str) else raw
+    flat = _flatten_deep(data, MAX_JSON_DEPTH)
+    try:
+        value = decode_line(flat)
+    except (ValueError, RecursionError):
+        text = flat.decode("utf-8", errors="replace").replace("\x00", "")
+        try:
+            value = json.loads(text, strict=False)
+        except (ValueError, RecursionError) as exc:
+            raise ValueError(f"nested too deeply to read ({exc})") from None
+    return value, f"values nested deeper than {MAX_JSON_DEPTH} levels replaced by null"
+
+
+def _flatten_deep(data: bytes, depth_limit: int) -> bytes:
+    """``data`` with every array or object deeper than ``depth_limit`` replaced by ``null``."""
+    out = bytearray()
+    depth = 0
+    i, n = 0, len(data)
+    start = 0
+    in_str = False
+    while i < n:
+        c = data[i]
+        if in_str:
+            if c == 0x5C:  # backslash
+                i += 2
+                continue
+            if c == 0x22:
+                in_str = False
+        elif c == 0x22:
+            in_str = True
+        elif c in (0x5B, 0x7B):  # [ {
+            depth += 1
+            if depth > depth_limit:
+                out += data[start:i] + b"null"
+                i = _skip_value(data, i)
+                start = i
+                depth -= 1
+                continue
+        elif c in (0x5D, 0x7D):
+            depth -= 1
+        i += 1
+    out += data[start:]
+    return bytes(out)
+
+
+def _skip_value(data: bytes, i: int) -> int:
+    """The index just past the array or object opening at ``i`` (or the end of ``data``)."""
+    depth = 0
+    in_str = False
+    n = len(data)
+    while i < n:
+        c = data[i]
+        if in_str:
+            if c == 0x5C:
+                i += 2
+                continue
+            if c == 0x22:
+                in_str = False
+        elif c == 0x22:
+            in_str = True
+        elif c in (0x5B, 0x7B):
+            depth += 1
+        elif c in (0x5D, 0x7D):
+            depth -= 1
+            if depth == 0:
+                return i + 1
+        i += 1
+    return n
+
+
+def head_bytes(p: Path, size: int) -> bytes:
+    """The first ``size`` bytes of a file, a BOM skipped; empty if it cannot be read."""
+    try:
+        with open_binary(p) as f:
+            data = f.read(size)
+    except OSError:
+        return b""
+    return data[len(_bom(data)) :]
+
+
+def _bom(data: bytes) -> bytes:
+    return next((b for b in BOMS if data.startswith(b)), b"")
+
+
+def clear_run(run: RunData, why: str) -> None:
+    """Empty ``run`` in place (the object views hold stays the same), keeping ``why``, and
+    a transcript store attached from outside (a sample dump)."""
+    for f in dataclasses.fields(run):
+        if f.name in ("source", "format", "transcripts"):
+            continue
+        if f.default_factory is not dataclasses.MISSING:
+            setattr(run, f.name, f.default_factory())
+        else:
+            setattr(run, f.name, f.default)
+    run.warnings.append(why)
+    for k in [k for k in run.__dict__ if k.startswith("_") and k.endswith("_cache")]:
+        del run.__dict__[k]
+
+
+class FileReader:
+    """Base of the readers of line-oriented files: one ``FileState`` per file, every new line
+    handed to ``line``.
+
+    A subclass sets ``name`` and ``patterns`` (globs searched when the path is a folder),
+    and implements ``line(st, raw, lineno)``; ``reset`` builds what depends on the records read
+    (a mapper, counters), ``end_file`` closes a record still open at the end of a finished file,
+    and ``derive`` recomputes metrics from whole series after each pass.
+    ``sample_bytes`` (set for sniffing) caps the bytes read per file and pass.
+    """
+
+    name = "file"
+    patterns: tuple[str, ...] = ()
+    max_line = MAX_LINE_BYTES  # longer lines are skipped with a warning
+    sample_bytes: int | None = None
+    scored = True  # sniffing compares this format's reading with others' (see registry)
+
+    def __init__(self, path: Path, *, extra_rules: tuple[Any, ...] = ()) -> None:
+        self.path = Path(path)
+        self.extra_rules = tuple(extra_rules)
+        self.run = RunData(source=str(path), format=self.name)
+        self._states: dict[Path, FileState] = {}
+        self.reset()
+
+    # -- files ---------------------------------------------------------------------------
+
+    def files(self) -> list[Path]:
+        """The files this reader reads: the path itself, or a folder's files that match
+        ``patterns`` and ``accept``."""
+        if not self.path.is_dir():
+            return [self.path]
+        found: list[Path] = []
+        for pat in self.patterns:
+            for p in sorted(self.path.glob(pat)):
+                if p not in found and p.is_file() and self.accept(p):
+                    found.append(p)
+        return found
+
+    def accept(self, p: Path) -> bool:
+        """Whether a file found in a folder is one of this format's (content sniffing)."""
+        return True
+
+    def state(self, p: Path) -> FileState:
+        st = self._states.get(p)
+        if st is None:
+            st = self._states[p] = FileState(p)
+        return st
+
+    # -- passes --------------------------------------------------------------------------
+
+    def poll(self) -> bool:
+        """Read what is new since the last call; True if anything was."""
+        return self._pass(final=False)
+
+    def read_rest(self) -> bool:
+        """The files are complete: read what is new, a last line without its newline too."""
+        return self._pass(final=True)
+
+    def finish(self) -> None:
+        """The files are complete: read last lines without a newline (``read_rest``), then
+        close records still open."""
+        self._pass(final=True)
+        for st in self._states.values():
+            self.end_file(st)
+        self.derive()
+
+    def _pass(self, *, final: bool) -> bool:
+        files = self.files()
+        for p in files:
+            why = check_state(self.state(p))
+            if why:
+                self.restart(f"{p}: {why}; read again from the start")
+                for q in files:
+                    check_state(self.state(q))
+                break
+        changed = False
+        for p in files:
+            changed |= self.read_file(self.state(p), final=final)
+        if changed:
+            self.derive()
+        return changed
+
+    def restart(self, why: str) -> None:
+        """Forget everything read (a file was replaced) and read every file again."""
+        clear_run(self.run, why)
+        self._states.clear()
+        self.reset()
+
+    def read_file(self, st: FileState, *, final: bool) -> bool:
+        """Feed the new lines of one file to ``line``; True if there were any."""
+        changed = False
+        for lineno, raw in read_lines(
+            st,
+            warn=self.run.warnings.append,
+            final=final,
+            max_line=self.max_line,
+            limit=self.sample_bytes,
+        ):
+            changed = True
+            try:
+                self.line(st, raw, lineno)
+            except (ValueError, TypeError, KeyError, IndexError, OverflowError) as exc:
+                self.run.warnings.append(f"{st.path}:{lineno}: could not read ({exc}); skipped")
+        return changed
+
+    # -- to override ---------------------------------------------------------------------
+
+    def reset(self) -> None:
+        """Build the state that depends on records read (called at start and on restart)."""
+
+    def line(self, st: FileState, raw: bytes, lineno: int) -> None:
+        """Handle one line (bytes, without its newline)."""
+        raise NotImplementedError
+
+    def end_file(self, st: FileState) -> None:
+        """The file is complete: close a record still open in ``st``."""
+
+    def derive(self) -> None:
+        """Recompute metrics derived from whole series (after each pass)."""

@@ -1,0 +1,144 @@
+"""Each class of miss of issue 12 on a real run of the development corpus (benchmarks/corpus/:
+runs made by other tools, labelled in manifest.toml), and console logs read by the real
+console reader for the events between step lines."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rlvitals import read
+from rlvitals.checks import run_checks, severity_rank
+
+CORPUS = Path(__file__).resolve().parents[1] / "benchmarks" / "corpus"
+
+pytestmark = pytest.mark.skipif(not CORPUS.is_dir(), reason="benchmarks/corpus/ not here")
+
+
+def judge(rel: str, **kw):
+    return run_checks(read(str(CORPUS / rel), **kw))
+
+
+def alarms(rep):
+    return [f"{f.check}: {f.title}" for f in rep.at_least("warn")]
+
+
+def test_a_dominating_auxiliary_reward_is_an_exploit_led_by_its_evidence():
+    # TRL 1.16 GRPO: exact match plus a 'stop early' bonus weighted 2x; the policy emits EOS.
+    rep = judge("trl/grpo-short-bonus")
+    assert rep.verdict == "exploit_suspected", alarms(rep)
+    top = rep.findings[0]
+    assert top.check == "components" and top.evidence["component"] == "short_bonus"
+    assert "exact" in top.title and top.severity == "fail"
+    assert not [f for f in rep.findings if f.verdict in ("learning", "mastered")]
+    ranks = [severity_rank(f.severity) for f in rep.findings]
+    assert ranks == sorted(ranks, reverse=True)  # no reassurance before an alarm
+    ent = next(f for f in rep.findings if f.metric == "train/entropy")
+    assert ent.severity == "fail" and "not sharpening" in ent.title
+
+
+def test_a_grader_loophole_shows_as_replies_collapsing_while_reward_rises():
+    rep = judge("trl/grpo-loophole")
+    assert rep.verdict in ("exploit_suspected", "collapse"), alarms(rep)
+    assert any("stopping early" in f.title for f in rep.at_least("warn"))
+
+
+@pytest.mark.parametrize(
+    "rel, verdicts",
+    [
+        ("public/trl-3857-zero-std.log", {"no_signal"}),
+        ("public/msswift-5890-truncation.log", {"out_of_room", "too_easy"}),
+    ],
+)
+def test_a_short_pasted_log_is_judged_on_its_levels(rel, verdicts):
+    rep = judge(rel)
+    assert rep.verdict in verdicts, alarms(rep)
+    assert all("update" in f.title and " read" in f.title for f in rep.at_least("warn"))
+
+
+def test_a_null_reward_from_the_sink_is_named_non_finite():
+    # TRL logs the reward function's NaN as null rewards (frac_reward_zero_std 0).
+    rep = judge("trl/grpo-nan-reward/trainer_state.json")
+    assert rep.verdict == "non_finite", alarms(rep)
+    f = rep.findings[0]
+    assert f.metric.startswith("reward") and f.first_step == 20
+    assert not [g for g in rep.at_least("warn") if g.verdict in ("too_hard", "no_signal")]
+
+
+@pytest.mark.parametrize(
+    "rel",
+    [
+        "trl/grpo-healthy",
+        "trl/dr_grpo-healthy-iter2",
+        "trl/rloo-healthy",
+        "peers/rldoctor/healthy-s3/records.jsonl",
+        "peers/rlwatch/healthy-phase-s0/metrics.jsonl",
+    ],
+)
+def test_healthy_runs_from_other_tools_raise_nothing(rel):
+    # The TRL ones truncate most replies at first (a random-init model) and stop soon after.
+    rep = judge(rel)
+    assert not rep.at_least("warn"), alarms(rep)
+
+
+def test_a_transient_truncated_start_is_not_out_of_room():
+    rep = judge("trl/grpo-healthy")
+    f = next(f for f in rep.findings if f.check == "episodes")
+    assert f.severity == "info" and "transient" in f.title
+
+
+def test_a_plateau_and_an_entropy_bound_plateau_are_told_apart():
+    assert judge("peers/rldoctor/plateau-s3/records.jsonl").verdict == "not_learning"
+    rep = judge("peers/rldoctor/entropy_collapse-s3/records.jsonl")
+    assert rep.verdict == "collapse" and rep.findings[0].check == "policy"
+
+
+def test_tasks_too_hard_are_the_cause_not_the_format_component_they_leave():
+    rep = judge("peers/rldoctor/too_hard-s3/records.jsonl")
+    assert rep.verdict == "too_hard", alarms(rep)
+    f = next(f for f in rep.findings if f.check == "components")
+    assert f.severity == "info" and f.evidence["tasks_too_hard"] is True
+
+
+# -- events between the step lines, read by the console reader -----------------------------
+
+
+def _log(tmp_path: Path, name: str, lines: list[str]) -> Path:
+    p = tmp_path / name
+    p.write_text("\n".join(lines) + "\n")
+    return p
+
+
+def _steps(n: int, t0: int = 0) -> list[str]:
+    return [
+        f"2026-12-01 10:{(t0 + i) // 6:02d}:{(t0 + i) % 6 * 10:02d} "
+        f"{{'loss': 0.01, 'reward': {0.3 + 0.01 * i}, 'frac_reward_zero_std': 0.1}}"
+        for i in range(n)
+    ]
+
+
+def test_a_traceback_after_the_last_step_line_is_a_crash(tmp_path):
+    lines = [*_steps(6), "2026-12-01 10:01:00 Traceback (most recent call last):",
+             '  File "train.py", line 10, in <module>', "torch.OutOfMemoryError: CUDA out of memory"]  # fmt: skip
+    rep = run_checks(read(str(_log(tmp_path, "crash.log", lines)), format="console"))
+    assert rep.verdict == "crashed"
+    assert "out of memory" in rep.findings[0].title.lower()
+    assert not [f for f in rep.findings if f.verdict == "stalled"]
+
+
+def test_503s_for_minutes_after_the_last_step_mean_the_engine_died(tmp_path):
+    err = [
+        f"2026-12-01 10:{1 + k // 4:02d}:{k % 4 * 15:02d} ERROR 503 Service Unavailable"
+        for k in range(16)
+    ]
+    rep = run_checks(read(str(_log(tmp_path, "dead.log", [*_steps(6), *err])), format="console"))
+    f = rep.findings[0]
+    assert f.check == "liveness" and "engine died" in f.title, [g.title for g in rep.findings]
+
+
+def test_a_burst_of_503s_is_healthy(tmp_path):
+    burst = [f"2026-12-01 10:00:{31 + k:02d} ERROR 503 Service Unavailable" for k in range(8)]
+    lines = [*_steps(4), *burst, *_steps(4, t0=4)]
+    rep = run_checks(read(str(_log(tmp_path, "burst.log", lines)), format="console"))
+    assert not [f for f in rep.findings if "engine" in f.title]
