@@ -314,3 +314,33 @@ def test_only_the_main_process_writes(tmp_path):
     cb.on_train_begin(Args(), State(), object())
     cb.on_log(Args(), State(), object(), logs={"loss": 1.0})
     assert cb.run is None and not (tmp_path / "runs").exists()
+
+
+def test_a_missing_completions_file_does_not_hold_steps_back(tmp_path):
+    cb = RLVitalsCallback(output_dir=str(tmp_path / "runs"), check_every=0, stream=io.StringIO())
+
+    class Args:
+        output_dir = str(tmp_path / "out")
+        log_completions = True
+        max_completion_length = 8
+
+    class State:
+        is_world_process_zero = True
+        global_step = 1
+
+    class Control:
+        should_training_stop = False
+
+    state, control = State(), Control()
+    cb.on_train_begin(Args(), state, control)
+    cb.on_log(Args(), state, control, logs={"loss": 1.0, "reward": 0.5})
+    assert cb.run.last_step is None  # waits one tick for the parquet of step 1
+    state.global_step = 2
+    cb.on_log(Args(), state, control, logs={"loss": 0.9, "reward": None})
+    assert cb.run.last_step == 1  # written without attempts: no parquet came
+    run_dir = cb.run.dir
+    cb.on_train_end(Args(), state, control)
+    run = read(run_dir)
+    assert run.series("loss").steps.tolist() == [1, 2]
+    assert math.isnan(run.series("reward").at(2))  # TRL's None: NaN at every sample
+    assert run.info["status"] == "finished"

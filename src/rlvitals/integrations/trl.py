@@ -264,7 +264,10 @@ class RLVitalsCallback(TrainerCallback):
         if any(str(k).startswith("eval_") for k in logs):
             self._on_eval(step, logs)
             return
-        self._flush(args, False)
+        if self._pending and self._pending[-1][0] != step:
+            # An earlier step's parquet is written right after its on_log: by now it is there,
+            # or it will never be (the step is recorded without attempts, not held back).
+            self._flush(args, True)
         if self._pending and self._pending[-1][0] == step:
             self._pending[-1][1].update(logs)
         else:
