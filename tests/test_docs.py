@@ -42,7 +42,7 @@ def _command_lines() -> list[tuple[str, str]]:
 
 
 COMMANDS = _command_lines()
-OTHERS = {"formats.md", "metrics.md", "checks.md", "integrations.md", "fleet.md"}
+OTHERS = {"formats.md", "metrics.md", "checks.md"}
 
 
 def test_the_docs_show_commands_at_all() -> None:

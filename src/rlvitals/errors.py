@@ -87,5 +87,8 @@ class MissingExtraError(RlvitalsError, ImportError):
     """An optional dependency is missing; the message names the extra to install."""
 
     def __init__(self, extra: str, what: str):
-        super().__init__(f"{what} needs the '{extra}' extra: pip install 'rlvitals[{extra}]'")
+        super().__init__(
+            f"{what} needs the '{extra}' extra: pip install 'rlvitals[{extra}]' "
+            f"(from a checkout: pip install -e '.[{extra}]')"
+        )
         self.extra = extra

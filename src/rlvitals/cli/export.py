@@ -15,7 +15,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="write runs as Parquet tables (runs, steps, attempts, findings)",
         description="Read and judge runs (folders of runs are searched) and write OUT/runs, "
         "OUT/steps, OUT/attempts and OUT/findings as Parquet, one file per run in each, every "
-        "row carrying its run. Needs pip install 'rlvitals[fleet]'.",
+        "row carrying its run. Needs the fleet extra (pyarrow, duckdb).",
     )
     p.add_argument("paths", nargs="+", metavar="RUN", help="runs or folders of runs")
     p.add_argument("-o", "--output", required=True, metavar="OUT", help="folder to write")

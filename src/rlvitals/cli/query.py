@@ -16,7 +16,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         description="Run an SQL query (DuckDB, embedded) over runs: a folder `rlvitals export` "
         "wrote, or runs and folders of runs (exported to a temporary folder first). Tables: "
         'runs, steps (one column per metric; quote names with a slash: "reward/mean"), '
-        "attempts, findings. Needs pip install 'rlvitals[fleet]'.",
+        "attempts, findings. Needs the fleet extra (pyarrow, duckdb).",
     )
     p.add_argument("items", nargs="+", metavar="RUN... SQL", help="runs, then the SQL statement")
     p.add_argument("--json", action="store_true", help="rows as JSON objects")
