@@ -48,7 +48,7 @@ def _cases() -> list[tuple[str, str]]:
 
 # Readers that still let a damaged file's own exception out (found by this test; the reader
 # belongs to the trackers' part): run below as an expected failure until fixed.
-KNOWN = {"trackio": "a damaged database raises sqlite3.DatabaseError (readers/trackio.py)"}
+KNOWN: dict[str, str] = {}  # format -> a known failure (none left: trackio fixed)
 ALL_CASES = _cases()
 CASES = [c for c in ALL_CASES if c[1] not in KNOWN]
 KNOWN_CASES = [c for c in ALL_CASES if c[1] in KNOWN]

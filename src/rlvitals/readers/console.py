@@ -15,7 +15,6 @@ table chosen, ``info["records_by_step_source"]`` counts records by where their s
 
 from __future__ import annotations
 
-import datetime as _dt
 import functools
 import json
 import re
@@ -25,8 +24,8 @@ from typing import Any
 
 from . import Format, register
 from .mapping import Mapper, MappingTable, Rule
-from .shapes import MAX_EVENTS, Record, ShapeParser
-from .textlog import TextLogReader, _FileState, clean_line, head, sniff_files
+from .shapes import Record, ShapeParser, add_events
+from .textlog import TextLogReader, _file_date, _FileState, clean_line, head, sniff_files
 
 __all__ = ["CONSOLE", "ConsoleReader", "looks_like_records"]
 
@@ -189,6 +188,7 @@ class ConsoleReader(TextLogReader):
 
     name = "console"
     table = CONSOLE
+    events_from_lines = False  # its own parser reads the events with the records
     patterns = ("*.log", "*.txt", "*.out", "*.err", "*.md", "*.html", "*.ipynb")
 
     def __init__(self, path: Path, *, extra_rules: tuple[Rule, ...] = ()) -> None:
@@ -254,13 +254,7 @@ class ConsoleReader(TextLogReader):
                 steps = {r.step for r in self._held}
                 if len(steps) >= 2 or sum(len(r.values) for r in self._held) >= 40:
                     self._release()
-        room = MAX_EVENTS - len(self.run.events)
-        if len(events) > room:
-            self.run.info["events_dropped"] = (
-                self.run.info.get("events_dropped", 0) + len(events) - max(room, 0)
-            )
-            events = events[: max(room, 0)]
-        self.run.events.extend(events)
+        add_events(self.run, events)
         if parser.last_time is not None:
             last = self.run.info.get("log_last_time")
             if last is None or parser.last_time > last:
@@ -330,13 +324,6 @@ def _load_notebook(p: Path) -> Any:
             return None
         return json.loads(p.read_bytes())
     except (OSError, ValueError):
-        return None
-
-
-def _file_date(p: Path) -> _dt.date | None:
-    try:
-        return _dt.date.fromtimestamp(p.stat().st_mtime)
-    except (OSError, ValueError, OverflowError):
         return None
 
 

@@ -236,6 +236,18 @@ class _Table:
         self.step_col: int | None = None
 
 
+def add_events(run: Any, events: list[Event]) -> None:
+    """Append ``events`` to ``run.events``, at most ``MAX_EVENTS`` in all (the rest counted in
+    ``run.info["events_dropped"]``)."""
+    if not events:
+        return
+    room = MAX_EVENTS - len(run.events)
+    if len(events) > room:
+        run.info["events_dropped"] = run.info.get("events_dropped", 0) + len(events) - max(room, 0)
+        events = events[: max(room, 0)]
+    run.events.extend(events)
+
+
 class ShapeParser:
     """Reads one file's lines (cleaned by ``textlog.clean_line``), in order, into records and
     events. ``feed`` each line, then ``drain`` what is ready; ``finish`` at the end of a

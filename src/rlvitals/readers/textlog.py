@@ -246,6 +246,16 @@ def brace_balance(text: str) -> int:
 _FileState = FileState
 
 
+def _file_date(p: Path) -> Any:
+    """The date a log's time-of-day stamps belong to (its modification day), or None."""
+    import datetime as _dt
+
+    try:
+        return _dt.date.fromtimestamp(p.stat().st_mtime)
+    except (OSError, ValueError, OverflowError):
+        return None
+
+
 class TextLogReader(FileReader):
     """Base of the console-log readers: files found, read incrementally, lines fed to ``feed``.
 
@@ -258,21 +268,51 @@ class TextLogReader(FileReader):
     table: MappingTable
     patterns: tuple[str, ...] = ("*.log", "*.txt", "*.out", "*.err")
     max_pending_lines = 2000
+    # Lines that are not records (errors, tracebacks, 5xx, OOM) become RunData.events, with
+    # the times of the log's own stamps, for the liveness check (readers/shapes.py).
+    events_from_lines = True
 
     def reset(self) -> None:
         self.mapper = Mapper(self.table, self.run, extra=self.extra_rules)
+        self._last_step: int | None = None
 
     def line(self, st: FileState, raw: bytes, lineno: int) -> None:
-        self.feed(st, clean_line(decode_text(raw)), st.path, lineno)
+        text = clean_line(decode_text(raw))
+        if self.events_from_lines:
+            ev = st.extra.get("events")
+            if ev is None:
+                from .shapes import ShapeParser
+
+                ev = st.extra["events"] = ShapeParser(
+                    str(st.path), _file_date(st.path), records=False
+                )
+            held = st.pending_step if st.pending is not None else None
+            ev.last_step = held if held is not None else getattr(self, "_last_step", None)
+            ev.feed(text, lineno)
+        self.feed(st, text, st.path, lineno)
+
+    def _take_events(self, st: FileState, *, final: bool) -> None:
+        ev = st.extra.get("events")
+        if ev is None:
+            return
+        from .shapes import add_events
+
+        if final:
+            ev.finish()
+        _records, events = ev.drain()
+        add_events(self.run, events)
 
     def read_file(self, st: FileState, *, final: bool) -> bool:
         changed = super().read_file(st, final=final)
         if changed and st.pending is not None:
             self.flush(st, st.path, final=False)  # shown as far as it goes; re-read when done
+        if changed:
+            self._take_events(st, final=False)
         return changed
 
     def end_file(self, st: FileState) -> None:
         """The file is complete: close a record still open (with a warning)."""
+        self._take_events(st, final=True)
         if st.pending is not None:
             self.run.warnings.append(
                 f"{st.path}:{st.pending_line}: record incomplete at end of file; read as far "
@@ -303,6 +343,7 @@ class TextLogReader(FileReader):
         if valid_step(step) is None:
             self.run.warnings.append(f"{self.path}: step {step} out of range (0..2**63-1); skipped")
             return
+        self._last_step = step
         self.mapper.add(step, nums)
 
     def start_dict(self, st: FileState, step: int, text: str, p: Path, lineno: int) -> None:

@@ -113,6 +113,7 @@ class VerlConsoleReader(TextLogReader):
     def end_file(self, st: _FileState) -> None:
         # A verl record ends with its line; one open at the end of a file is complete.
         self.end_pending(st, st.path)
+        super().end_file(st)  # the events still open (a traceback at the end)
 
 
 class VerlJsonlReader(JsonlMetricsReader):
