@@ -205,10 +205,19 @@ def check(ctx: Context) -> list[Finding]:
             smooth = [float(v[max(0, j - 1) : j + 2].mean()) for j in range(len(v))]
             peak = i + int(np.argmax(smooth[: max(1, len(v) - 2)]))
             divergence = int(e.steps[peak])
+            # Most replies cut at the token limit over the span explain a falling held-out
+            # score (it is graded under the same budget): the budget is the cause, reported by
+            # the episodes check; this is its consequence, not an exploit's proof.
+            t = ctx.finite("response/truncated_rate")
+            cut = (
+                t is not None
+                and len(t.since(divergence))
+                and float(t.since(divergence).values.mean()) >= th.room_level
+            )
             out.append(
                 finding(
                     NAME,
-                    "fail" if falling else "warn",
+                    "fail" if falling and not cut else "warn",
                     "exploit_suspected",
                     f"exploit suspected: train {rname} rose {train['first']:.3g} -> "
                     f"{train['last']:.3g} while held-out {suite} went {e_first:.3g} -> "
@@ -224,6 +233,7 @@ def check(ctx: Context) -> list[Finding]:
                     heldout_last=round_sig(e_last),
                     heldout_change=round_sig(e_change),
                     heldout_se=round_sig(e_se),
+                    replies_cut=bool(cut),
                     action="Read the transcripts of the highest-reward attempts since that step "
                     f"(`rlvitals transcripts RUN --step {divergence}`): the policy found a way "
                     "to satisfy the grader without doing the task. Fix the grader or "
