@@ -231,7 +231,11 @@ def test_entropy_collapse_sharpens_the_policy_onto_repeated_replies(
             replies.setdefault(a["group_id"], set()).add(a["generations"][-1]["completion"])
         return sum(len(r) == 1 for r in replies.values())
 
-    assert identical_groups(11) > identical_groups(0) + 5
+    # A fast collapse can trip the unusable-groups guard before the 12th update (how fast
+    # depends on the CPU's math kernels): judge the last update the run wrote.
+    last = len(steps(d)) - 1
+    assert last >= 5
+    assert identical_groups(last) > identical_groups(0) + 5
 
 
 def test_stall_stops_step_records_and_leaves_the_run_running(tmp_path: Path, cache: Path) -> None:
