@@ -25,6 +25,7 @@ import functools
 import hashlib
 import math
 import os
+import re
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -137,9 +138,25 @@ class DumpFormat:
         """Whether ``d`` is a directory holding this dump."""
         return bool(self.step_files(d))
 
+    #: a dump of one file per step named by this pattern (its first group the step), read by
+    #: the default ``step_files``; layouts of another shape override ``step_files``
+    file_pattern: re.Pattern[str] | None = None
+
     def step_files(self, d: Path) -> dict[int, list[Path]]:
-        """Step -> its files, in reading order."""
-        raise NotImplementedError
+        """Step -> its files, in reading order (default: the files of ``d`` matching
+        ``file_pattern``, one per step)."""
+        if self.file_pattern is None:
+            raise NotImplementedError
+        out: dict[int, list[Path]] = {}
+        try:
+            with os.scandir(d) as it:
+                for e in it:
+                    m = self.file_pattern.match(e.name)
+                    if m and e.is_file():
+                        out[int(m.group(1))] = [Path(e.path)]
+        except (FileNotFoundError, NotADirectoryError):
+            return {}
+        return out
 
     def read_step(
         self,

@@ -21,7 +21,6 @@ that is a dict is read at ``reward_key`` (Miles' ``--reward-key``; default: its 
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -116,17 +115,7 @@ class MilesRolloutData(DumpFormat):
     def __init__(self, reward_key: str | None = None) -> None:
         self.reward_key = reward_key
 
-    def step_files(self, d: Path) -> dict[int, list[Path]]:
-        out: dict[int, list[Path]] = {}
-        try:
-            with os.scandir(d) as it:
-                for e in it:
-                    m = _FILE.match(e.name)
-                    if m and e.is_file():
-                        out[int(m.group(1))] = [Path(e.path)]
-        except (FileNotFoundError, NotADirectoryError):
-            return {}
-        return out
+    file_pattern = _FILE
 
     def _samples(
         self, files: list[Path], warn: Callable[[str], None]

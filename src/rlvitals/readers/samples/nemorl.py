@@ -21,7 +21,6 @@ vLLM) with ``prev_logprobs`` (the trainer's, before the update) over them. ``sam
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -60,17 +59,7 @@ class NemoRlTrainData(DumpFormat):
     description = "NeMo-RL train_data_step{N}.jsonl (GRPO training data, on by default)"
     has_tokens = True
 
-    def step_files(self, d: Path) -> dict[int, list[Path]]:
-        out: dict[int, list[Path]] = {}
-        try:
-            with os.scandir(d) as it:
-                for e in it:
-                    m = _FILE.match(e.name)
-                    if m and e.is_file():
-                        out[int(m.group(1))] = [Path(e.path)]
-        except (FileNotFoundError, NotADirectoryError):
-            return {}
-        return out
+    file_pattern = _FILE
 
     def _records(
         self, files: list[Path], warn: Callable[[str], None]

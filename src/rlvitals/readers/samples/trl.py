@@ -20,7 +20,6 @@ one before is counted once.
 from __future__ import annotations
 
 import math
-import os
 import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -84,17 +83,7 @@ class TrlCompletions(DumpFormat):
             if m:
                 self.known_rewards.add(m.group(1))
 
-    def step_files(self, d: Path) -> dict[int, list[Path]]:
-        out: dict[int, list[Path]] = {}
-        try:
-            with os.scandir(d) as it:
-                for e in it:
-                    m = _FILE.match(e.name)
-                    if m and e.is_file():
-                        out[int(m.group(1))] = [Path(e.path)]
-        except (FileNotFoundError, NotADirectoryError):
-            return {}
-        return out
+    file_pattern = _FILE
 
     def reward_columns(self, columns: dict[str, list[Any]]) -> list[str]:
         """The reward-function columns of a file, in file order."""

@@ -15,7 +15,6 @@ sampler version (verl's trainer is synchronous), no token counts, no logprobs.
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -34,17 +33,7 @@ class VerlDump(DumpFormat):
     name = "verl"
     description = "verl trainer.rollout_data_dir (DIR/<global_step>.jsonl)"
 
-    def step_files(self, d: Path) -> dict[int, list[Path]]:
-        out: dict[int, list[Path]] = {}
-        try:
-            with os.scandir(d) as it:
-                for e in it:
-                    m = _FILE.match(e.name)
-                    if m and e.is_file():
-                        out[int(m.group(1))] = [Path(e.path)]
-        except (FileNotFoundError, NotADirectoryError):
-            return {}
-        return out
+    file_pattern = _FILE
 
     def _records(
         self, files: list[Path], warn: Callable[[str], None]
