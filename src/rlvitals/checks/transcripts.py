@@ -188,8 +188,18 @@ def spearman(x: np.ndarray, y: np.ndarray) -> float:
 
 
 def _grouped_ranks(g: np.ndarray, x: np.ndarray) -> np.ndarray:
-    """Ranks of ``x`` within each group of ``g``, ties averaged (``_ranks`` per group, all
-    groups in one sort)."""
+    """Ranks of ``x`` within each group of ``g`` (codes 0..G-1), ties averaged (``_ranks``
+    per group): for a few distinct values (rewards) by counting, else in one sort."""
+    groups = int(g.max()) + 1 if len(g) else 0
+    few = len(np.unique(x[:4096])) <= 32  # a look at the start before a full pass
+    values, code = np.unique(x, return_inverse=True) if few else (x, None)
+    k = len(values)
+    if code is not None and k <= 64 and groups * k <= 4_000_000:
+        # Per group, how many of each value: a value's rank is the count of smaller ones
+        # plus the middle of its own run of ties (0-based, as the sort gives).
+        hist = np.bincount(g * k + code, minlength=groups * k).reshape(groups, k)
+        below = np.cumsum(hist, axis=1) - hist
+        return (below + (hist - 1) / 2.0)[g, code]
     n = len(x)
     order = np.lexsort((x, g))
     gs, xs = g[order], x[order]
