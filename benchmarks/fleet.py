@@ -66,6 +66,7 @@ import json, sys, time, duckdb
 from rlvitals.fleet.sql import connect
 con = connect({str(out)!r})
 glob = {str(fleet / "*" / "steps.jsonl")!r}.replace("'", "''")
+duckdb.sql("SET enable_progress_bar = false")
 raw = {SQL!r}.replace("FROM steps", f"FROM read_json_auto('{{glob}}', format = 'newline_delimited')")
 def best(run):
     times = []
@@ -78,7 +79,7 @@ assert ra[0][0] == rb[0][0], (ra, rb)
 print(json.dumps([a, b, ra[0][0]]))
 """
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    a, b, n = json.loads(res.stdout)
+    a, b, n = json.loads(res.stdout.strip().splitlines()[-1])
     return a, b, n
 
 

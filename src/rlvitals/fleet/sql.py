@@ -61,6 +61,7 @@ def connect(folder: str | os.PathLike[str]) -> Any:
     """A DuckDB connection with the four tables of an export folder as views."""
     duckdb = _duckdb()
     con = duckdb.connect()
+    con.execute("SET enable_progress_bar = false")  # its bar would land in --json output
     for t in TABLES:
         d = Path(folder, t)
         if any(d.glob("*.parquet")):
