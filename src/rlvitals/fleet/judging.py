@@ -103,24 +103,29 @@ def _context() -> Any:
     return multiprocessing.get_context()
 
 
+def ordered_map(fn: Callable[[Any], Any], items: Sequence[Any], jobs: int = 1) -> Iterator[Any]:
+    """``fn`` of each item, in the items' order, in ``jobs`` processes (0: one per core); each
+    result as soon as it (and those before it) is ready. Judging and exporting share it."""
+    if jobs <= 0:
+        jobs = os.cpu_count() or 1
+    jobs = max(1, min(int(jobs), len(items)))
+    if jobs == 1:
+        yield from map(fn, items)
+        return
+    # Small chunks keep the order-preserving stream flowing; several per worker keep
+    # inter-process overhead low on fleets of short runs.
+    chunk = max(1, min(16, len(items) // (jobs * 8)))
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=_context()) as pool:
+        yield from pool.map(fn, items, chunksize=chunk)
+
+
 def judge_iter(paths: Sequence[str], *, jobs: int = 1, **options: Any) -> Iterator[Outcome]:
     """Outcomes in the order of ``paths``, each as soon as it (and those before it) is ready.
 
     ``options`` are ``run_checks``'s keywords (baseline, thresholds, stall_after, only,
     transcript_rules) and the reader's (source_format, mapping, run).
     """
-    if jobs <= 0:
-        jobs = os.cpu_count() or 1
-    jobs = max(1, min(int(jobs), len(paths)))
-    if jobs == 1 or len(paths) < 2:
-        for p in paths:
-            yield _one(p, options)
-        return
-    # Small chunks keep the order-preserving stream flowing; several per worker keep
-    # inter-process overhead low on fleets of short runs.
-    chunk = max(1, min(16, len(paths) // (jobs * 8)))
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=_context()) as pool:
-        yield from pool.map(_one_star, ((p, options) for p in paths), chunksize=chunk)
+    yield from ordered_map(_one_star, [(p, options) for p in paths], jobs)
 
 
 def judge(

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import MissingExtraError, UsageError
-from .judging import _context
+from .judging import ordered_map
 
 __all__ = ["TABLES", "export", "is_export"]
 
@@ -209,17 +209,7 @@ def export(
     _pa()
     outp = Path(out)
     _prepare(outp)
-    work = [(p, str(outp), options) for p in paths]
-    if jobs <= 0:
-        jobs = os.cpu_count() or 1
-    jobs = max(1, min(jobs, len(work)))
-    if jobs == 1:
-        rows = [_export_one(w) for w in work]
-    else:
-        from concurrent.futures import ProcessPoolExecutor
-
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=_context()) as pool:
-            rows = list(pool.map(_export_one, work, chunksize=max(1, len(work) // (jobs * 8))))
+    rows = list(ordered_map(_export_one, [(p, str(outp), options) for p in paths], jobs))
     (outp / MARKER).write_text(
         json.dumps({"format": "rlvitals-export/1", "tables": list(TABLES), "runs": len(rows)})
         + "\n"

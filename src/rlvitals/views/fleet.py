@@ -16,12 +16,6 @@ _MARK = {"ok": "ok", "info": "info", "warn": "WARN", "fail": "FAIL", "error": "E
 _STYLE = {"ok": "green", "info": "cyan", "warn": "yellow", "fail": "bold red", "error": "red"}
 
 
-def _safe(text: Any) -> str:
-    """Run text for the terminal: control and bidi characters shown as escapes, one line
-    (the one sanitiser, ``safe.line``)."""
-    return safe.line(text)
-
-
 def _headline(report: dict[str, Any]) -> str:
     """The worst finding's check and title (the reason for the verdict)."""
     worst = report.get("worst", "ok")
@@ -34,13 +28,13 @@ def _headline(report: dict[str, Any]) -> str:
 
 def _line(o: Any, width: int) -> tuple[str, str, str, str]:
     if o.report is None:
-        return ("ERROR", _safe(o.path), "unreadable", _safe(o.error))
+        return ("ERROR", safe.line(o.path), "unreadable", safe.line(o.error))
     r = o.report
     verdict = VERDICTS.get(r["verdict"], r["verdict"]).upper()
     steps = r.get("info", {}).get("steps", 0)
     why = _headline(r)
     text = f"{steps} steps" + (f"  {why}" if why else "")
-    return (_MARK[o.worst], _safe(o.path), verdict, _safe(text)[: max(20, width)])
+    return (_MARK[o.worst], safe.line(o.path), verdict, safe.line(text)[: max(20, width)])
 
 
 def render_outcome_line(
@@ -83,7 +77,7 @@ def render_summary(outcomes: list[Any], file: IO[str], *, color: bool | None = N
     grid.add_column(overflow="fold")
     for (_rank, worst, verdict), n in sorted(by.items(), key=lambda kv: (-kv[0][0], -kv[1])):
         names = [
-            _safe(o.path)
+            safe.line(o.path)
             for o in outcomes
             if o.worst == worst and (o.report["verdict"] if o.report else "unreadable") == verdict
         ]
@@ -109,9 +103,9 @@ def render_query(result: Any, file: IO[str], *, color: bool | None = None) -> No
     console = plain_console(file, width=None if file.isatty() else 200, color=color)
     table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
     for c in result.columns:
-        table.add_column(_safe(c), overflow="fold")
+        table.add_column(safe.line(c), overflow="fold")
     for row in result.rows:
-        table.add_row(*("" if v is None else _safe(_fmt(v)) for v in row))
+        table.add_row(*("" if v is None else safe.line(_fmt(v)) for v in row))
     console.print(table)
     console.print(f"{len(result.rows)} rows", style="dim")
 
