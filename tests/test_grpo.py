@@ -141,6 +141,22 @@ def test_bfloat16_sampler_disagrees_with_the_float32_trainer_a_little() -> None:
     assert 1e-4 < gaps[torch.bfloat16] < 0.1
 
 
+def test_bfloat16_sampler_holds_rounded_weights_and_saves_them_in_bfloat16() -> None:
+    torch.manual_seed(0)
+    model = GPT(len(VOCAB), 1, 2, 32)
+    sampler = Sampler(model, torch.bfloat16)
+    for p in sampler.model.parameters():  # float32 arithmetic on bfloat16 numbers
+        assert p.dtype == torch.float32 and torch.equal(p, p.to(torch.bfloat16).float())
+    with torch.no_grad():
+        next(model.parameters()).add_(0.123)
+    sampler.load(model, 3)
+    first = next(sampler.model.parameters())
+    assert torch.equal(first, next(model.parameters()).to(torch.bfloat16).float())
+    saved = sampler.state_dict()
+    assert all(v.dtype == torch.bfloat16 for v in saved.values())
+    assert sampler.version == 3
+
+
 def test_advantages_are_relative_to_the_group() -> None:
     adv = group_advantages([1.0, 0.0, 1.0, 1.0, 1.0, 0.0], ["a", "a", "b", "b", "c", "c"])
     assert adv[0] == pytest.approx(1.0, abs=1e-3) and adv[1] == pytest.approx(-1.0, abs=1e-3)

@@ -14,6 +14,13 @@ Two ways to run it:
   recomputation and the warm start.
 - ``prefill`` then ``decode_one`` with a ``KVCache``: the sampler, one new token per row at a
   time, in whatever dtype its weight copy holds.
+
+``round_to(dtype)`` makes a float32 copy compute as a reduced-precision engine does: weights
+and every activation between operations (projections, attention output, MLP, residual stream,
+cache entries, logits) rounded to ``dtype``, products accumulated in float32, as bfloat16
+matrix units accumulate. On a CPU without bfloat16 units this is about ten times faster than
+bfloat16 arithmetic (measured: a 3072x128 by 128x384 product 5 ms in float32, 44 ms in
+bfloat16 on two cores), and the disagreement with the float32 trainer stays real and small.
 """
 
 from __future__ import annotations
@@ -59,7 +66,14 @@ class KVCache:
         self.v = [v[rows] for v in self.v]
 
 
+def _round(x: torch.Tensor, dtype: torch.dtype | None) -> torch.Tensor:
+    """``x`` rounded to ``dtype`` and back (``None``: unchanged)."""
+    return x if dtype is None else x.to(dtype).to(x.dtype)
+
+
 class Block(nn.Module):
+    rounding: torch.dtype | None = None  # see GPT.round_to
+
     def __init__(self, d_model: int, n_head: int) -> None:
         super().__init__()
         self.n_head = n_head
@@ -78,10 +92,11 @@ class Block(nn.Module):
     ) -> torch.Tensor:
         B, T, C = x.shape
         hd = C // self.n_head
-        qkv = self.qkv(F.rms_norm(x, (C,)))  # (B, T, 3C)
+        r = self.rounding
+        qkv = _round(self.qkv(_round(F.rms_norm(x, (C,)), r)), r)  # (B, T, 3C)
         # Queries and keys rotated in one pass (half the elementwise ops of two): (B, 2H, T, hd).
         qk = _rotate(qkv[..., : 2 * C].view(B, T, 2 * self.n_head, hd).transpose(1, 2), cos, sin)
-        q, k = qk.split(self.n_head, dim=1)  # (B, H, T, hd) each
+        q, k = _round(qk, r).split(self.n_head, dim=1)  # (B, H, T, hd) each
         v = qkv[..., 2 * C :].view(B, T, self.n_head, hd).transpose(1, 2)
         if cache is None:
             y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
@@ -93,9 +108,10 @@ class Block(nn.Module):
             values = cache.v[layer][:, :, : start + T]
             # A prefill (T > 1, start 0) is causal; a single new token sees every cached key.
             y = F.scaled_dot_product_attention(q, keys, values, is_causal=T > 1)
-        y = y.transpose(1, 2).reshape(B, T, C)
-        x = x + self.proj(y)
-        return x + self.out(F.gelu(self.fc(F.rms_norm(x, (C,)))))
+        y = _round(y.transpose(1, 2).reshape(B, T, C), r)
+        x = _round(x + _round(self.proj(y), r), r)
+        h = _round(F.gelu(self.fc(_round(F.rms_norm(x, (C,)), r))), r)
+        return _round(x + _round(self.out(h), r), r)
 
 
 class GPT(nn.Module):
@@ -130,16 +146,34 @@ class GPT(nn.Module):
                 std = 0.02 / (2 * self.n_layer) ** 0.5
             nn.init.normal_(p, mean=0.0, std=std)
 
-    def _run(self, idx: torch.Tensor, start: int, cache: KVCache | None) -> torch.Tensor:
+    def round_to(self, dtype: torch.dtype | None) -> None:
+        """Round weights now, and activations from now on, to ``dtype`` (module docstring);
+        ``None`` stops rounding activations."""
+        self.rounding = dtype
+        for block in self.blocks:
+            cast(Block, block).rounding = dtype
+        if dtype is not None:
+            with torch.no_grad():
+                for p in self.parameters():
+                    p.copy_(p.to(dtype))
+
+    rounding: torch.dtype | None = None
+
+    def _run(
+        self, idx: torch.Tensor, start: int, cache: KVCache | None, last: bool = False
+    ) -> torch.Tensor:
         T = idx.shape[1]
         cos, sin = self.cos[start : start + T], self.sin[start : start + T]
-        x = self.wte(idx) + self.wpe.weight[start : start + T]  # (B, T, C)
+        r = self.rounding
+        x = _round(self.wte(idx) + self.wpe.weight[start : start + T], r)  # (B, T, C)
         for i, block in enumerate(self.blocks):
             x = cast(Block, block).attend(x, cos, sin, cache, i)
-        x = F.rms_norm(x, (self.d_model,))
+        if last:  # only the last position's logits are wanted
+            x = x[:, -1:]
+        x = _round(F.rms_norm(x, (self.d_model,)), r)
         if cache is not None:
             cache.length = start + T
-        return self.lm_head(x)  # (B, T, V)
+        return _round(self.lm_head(x), r)  # (B, T, V)
 
     def forward(self, idx: torch.Tensor) -> torch.Tensor:
         """Logits for every position of whole sequences: (B, T) -> (B, T, V)."""
@@ -153,7 +187,7 @@ class GPT(nn.Module):
 
     def prefill(self, idx: torch.Tensor, cache: KVCache) -> torch.Tensor:
         """Run the prompts (B, P) into an empty cache; logits of the last position (B, V)."""
-        return self._run(idx, 0, cache)[:, -1]
+        return self._run(idx, 0, cache, last=True)[:, -1]
 
     def decode_one(self, token: torch.Tensor, cache: KVCache) -> torch.Tensor:
         """Feed one token per row (B,) at the next position; its logits (B, V)."""

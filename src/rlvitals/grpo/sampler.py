@@ -1,7 +1,8 @@
 """The sampler: its own copy of the weights, its own numerics, and the agent's episodes.
 
-The sampler holds a separate copy of the policy in ``sampler_dtype`` (bfloat16 by default), as
-an inference engine does, and a weight version: the trainer pushes new weights after each
+The sampler holds a separate copy of the policy in ``sampler_dtype`` (bfloat16 by default:
+weights and activations rounded to it, products accumulated in float32), as an inference
+engine does, and a weight version: the trainer pushes new weights after each
 update with ``load(model, version)``. Generation runs on a KV cache, one position per loop turn
 for the whole batch, and records the log-probability the sampler gave each token it sampled.
 Because the trainer recomputes those log-probabilities in float32, the two disagree a little
@@ -75,20 +76,26 @@ class Sampler:
 
     def __init__(self, model: GPT, dtype: torch.dtype) -> None:
         self.dtype = dtype
-        self.model = copy.deepcopy(model).to(dtype).eval()
+        # The copy computes in float32 with weights and activations rounded to ``dtype``
+        # (GPT.round_to): the numbers of a bfloat16 engine that accumulates in float32, at
+        # float32 speed on a CPU without bfloat16 units.
+        self.model = copy.deepcopy(model).eval()
+        if dtype != torch.float32:
+            self.model.round_to(dtype)
         for p in self.model.parameters():
             p.requires_grad_(False)
         self.version = 0
 
     @torch.no_grad()
     def load(self, model: GPT, version: int) -> None:
-        """Receive the trainer's weights (cast to the sampler's dtype) as ``version``."""
+        """Receive the trainer's weights (rounded to the sampler's dtype) as ``version``."""
         for dst, src in zip(self.model.parameters(), model.parameters()):
             dst.copy_(src.detach().to(self.dtype))
         self.version = version
 
     def state_dict(self) -> dict[str, torch.Tensor]:
-        return self.model.state_dict()
+        """The weights as the sampler holds them, in its dtype (exactly: they are rounded)."""
+        return {k: v.to(self.dtype) for k, v in self.model.state_dict().items()}
 
     @torch.no_grad()
     def rollout(
