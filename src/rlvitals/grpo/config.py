@@ -64,6 +64,9 @@ class OptimConfig:
         2, "torch CPU threads; a seed reproduces a run only at a fixed thread count", minimum=1
     )
     lr: float = option(3e-4, "GRPO learning rate (AdamW)", minimum=0.0)
+    lr_warmup: int = option(
+        0, "updates over which the GRPO learning rate rises linearly to lr (0: none)", minimum=0
+    )
     clip_eps: float = option(0.2, "PPO clip range of the importance ratio", minimum=0.0)
     minibatches: int = option(
         2,

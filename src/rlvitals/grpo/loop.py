@@ -163,6 +163,7 @@ def train(
         weight_decay=ocfg.weight_decay,
         temperature=tcfg.temperature,
         seed=ocfg.seed,
+        warmup=ocfg.lr_warmup,
     )
     task_rng = np.random.default_rng([ocfg.seed, 10])
     fail_rng = np.random.default_rng([ocfg.seed, 11])

@@ -45,13 +45,18 @@ class AdamW:
         b1, b2 = self.betas
         bias1 = 1.0 - b1**self.t
         bias2_sqrt = (1.0 - b2**self.t) ** 0.5
-        for p, m, v in zip(self.params, self.m, self.v):
-            g = p.grad
-            if g is None:
-                continue
-            if self.weight_decay:
-                p.mul_(1.0 - self.lr * self.weight_decay)
-            m.lerp_(g, 1.0 - b1)
-            v.mul_(b2).addcmul_(g, g, value=1.0 - b2)
-            denom = (v.sqrt() / bias2_sqrt).add_(self.eps)
-            p.addcdiv_(m, denom, value=-self.lr / bias1)
+        live = [(p, m, v) for p, m, v in zip(self.params, self.m, self.v) if p.grad is not None]
+        if not live:
+            return
+        params, ms, vs = (list(x) for x in zip(*live))
+        grads = [p.grad for p in params]
+        # The same arithmetic as one loop over the tensors, in one kernel call per operation.
+        if self.weight_decay:
+            torch._foreach_mul_(params, 1.0 - self.lr * self.weight_decay)
+        torch._foreach_lerp_(ms, grads, 1.0 - b1)
+        torch._foreach_mul_(vs, b2)
+        torch._foreach_addcmul_(vs, grads, grads, value=1.0 - b2)
+        denom = torch._foreach_sqrt(vs)
+        torch._foreach_div_(denom, bias2_sqrt)
+        torch._foreach_add_(denom, self.eps)
+        torch._foreach_addcdiv_(params, ms, denom, value=-self.lr / bias1)

@@ -99,9 +99,15 @@ class Trainer:
         weight_decay: float,
         temperature: float,
         seed: int,
+        warmup: int = 0,
     ) -> None:
         self.model = model
         self.lr = self.base_lr = lr
+        # The learning rate rises linearly over the first ``warmup`` updates: a fresh Adam's
+        # first steps move every weight by the full rate (m / sqrt(v) = sign(g) at t = 1),
+        # several times what later, noisier steps move it.
+        self.warmup = warmup
+        self.updates = 0
         self.clip_eps = clip_eps
         self.minibatches = minibatches
         self.grad_clip = grad_clip
@@ -114,8 +120,12 @@ class Trainer:
         self.entropy_coef = 0.0
 
     def set_lr(self, lr: float) -> None:
-        """Change the learning rate from the next optimizer step on."""
-        self.lr = self.opt.lr = lr
+        """Change the learning rate from the next optimizer step on (scaled while warming up)."""
+        self.lr = lr
+        self.opt.lr = lr * self._warmup_scale()
+
+    def _warmup_scale(self) -> float:
+        return min(1.0, (self.updates + 1) / self.warmup) if self.warmup > 0 else 1.0
 
     def _logits(self, tokens: torch.Tensor) -> torch.Tensor:
         # (B, T) -> (B, T-1, V): position t predicts token t+1, at the sampling temperature so
@@ -153,6 +163,8 @@ class Trainer:
             advantages: one advantage per row of ``rows``.
         """
         eps = self.clip_eps
+        self.opt.lr = self.lr * self._warmup_scale()
+        self.updates += 1
         B, T = ep.tokens.shape
         idx = torch.as_tensor(list(rows), dtype=torch.long)
         adv = torch.as_tensor(list(advantages), dtype=torch.float32)  # (N,)
@@ -234,7 +246,7 @@ class Trainer:
             metrics={
                 "train/loss": sums["loss"] / n,
                 "train/grad_norm": sums["grad_norm"] / n,
-                "train/lr": self.lr,
+                "train/lr": self.opt.lr,
                 "train/clip_frac": sums["clipped"] / n,
                 "train/entropy": sums["entropy"] / n,
                 "train/ppo_kl": sums["ppo_kl"] / n,
