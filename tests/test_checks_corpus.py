@@ -66,6 +66,23 @@ def test_a_null_reward_from_the_sink_is_named_non_finite():
     assert not [g for g in rep.at_least("warn") if g.verdict in ("too_hard", "no_signal")]
 
 
+def test_a_flaky_nan_reward_seen_only_in_the_completions_is_named_non_finite():
+    # A grader returning NaN for ~30% of replies from step 15: TRL's nanmean keeps every
+    # logged scalar finite; only the completions parquet holds the NaN.
+    rep = judge("trl/grpo-flaky-nan")
+    assert rep.verdict == "non_finite", alarms(rep)
+    f = rep.findings[0]
+    assert f.metric == "reward/nonfinite_count" and f.first_step == 15
+    assert "sample dump" in f.title
+
+
+def test_a_healthy_dump_counts_no_non_finite_reward():
+    d = read(str(CORPUS / "trl/grpo-healthy"))
+    s = d.series("reward/nonfinite_count")
+    assert s is not None and len(s) and not s.values.any()
+    assert not [f for f in run_checks(d).findings if f.check == "nonfinite"]
+
+
 @pytest.mark.parametrize(
     "rel",
     [
