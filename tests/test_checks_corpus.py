@@ -91,6 +91,22 @@ def test_components_that_rise_together_raise_no_exploit(rel):
     assert not [f for f in rep.at_least("warn") if f.check == "components"], alarms(rep)
 
 
+def test_a_kl_no_larger_than_the_entropy_fall_is_sharpening_not_drift():
+    # TRL, two weighted rewards, healthy: a random-init (near-uniform) reference, so the KL of
+    # ~0.97 is the entropy's fall (3.78 -> 2.78) and nothing more.
+    rep = judge("trl/grpo-two-weighted")
+    f = next(f for f in rep.findings if f.check == "reference")
+    assert f.severity == "info" and "entropy's fall" in f.title, alarms(rep)
+    assert not rep.at_least("warn")
+
+
+def test_a_kl_beyond_the_entropy_fall_is_still_drift():
+    # rlprobe kl_blowup: KL to 3.5 while the entropy hardly moves.
+    rep = judge("peers/rlprobe/kl_blowup-s5")
+    f = next(f for f in rep.findings if f.check == "reference")
+    assert f.severity == "fail" and f.verdict == "drift" and "entropy" not in f.title
+
+
 def test_a_flaky_nan_reward_seen_only_in_the_completions_is_named_non_finite():
     # A grader returning NaN for ~30% of replies from step 15: TRL's nanmean keeps every
     # logged scalar finite; only the completions parquet holds the NaN.
