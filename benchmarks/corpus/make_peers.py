@@ -318,13 +318,36 @@ def rlprobe_runs(out: Path, force: bool = False) -> list[Path]:
                 "tool": "rlprobe 0.1.0 testing.synth.generate_run",
                 "label": label,
                 "accept": list(accept),
-                "onset": None if p is None else RLPROBE_STEPS // 2,
+                "onset": None if p is None else rlprobe_onset(d, p),
                 "notes": f"rlprobe pathology {p or 'none'!r}, seed {RLPROBE_SEED}, "
-                f"{RLPROBE_STEPS} steps, onset_frac 0.5",
+                f"{RLPROBE_STEPS} steps, onset_frac 0.5"
+                + (
+                    "; onset: the first NaN count or grad-norm spike"
+                    if p == "grad_pathology"
+                    else ""
+                ),
             }
         )
         made.append(d)
     return made
+
+
+def rlprobe_onset(d: Path, pathology: str) -> int:
+    """The step the problem first shows in the recording: the generator's onset (50%), where
+    its ramps start; for grad_pathology, whose spikes and NaN counts fall on random steps
+    after it, the first of them (a NaN count, or a grad norm over 10x the run's median)."""
+    onset = RLPROBE_STEPS // 2
+    if pathology != "grad_pathology":
+        return onset
+    import pyarrow.parquet as pq
+
+    cols = pq.read_table(d / "steps.parquet").to_pydict()
+    med = sorted(cols["grad_norm"])[len(cols["grad_norm"]) // 2]
+    for i, step in enumerate(cols["step"]):
+        bad = (cols["nan_count"][i] or 0) + (cols["inf_count"][i] or 0) > 0
+        if step >= onset and (bad or cols["grad_norm"][i] > 10 * med):
+            return int(step)
+    return onset
 
 
 def main() -> None:
