@@ -88,3 +88,11 @@ def test_bad_peer_input_is_one_error_line(tmp_path):
 
     with pytest.raises(ReadError, match="not an rlwatch store"):
         RlwatchReader(tmp_path)
+
+
+def test_a_folder_of_rlprobe_recordings_is_found_run_by_run():
+    from rlvitals.fleet import find_runs
+
+    found = find_runs(PEERS / "rlprobe")
+    assert len(found.runs) == 10 and all(Path(r).parent.name == "rlprobe" for r in found.runs)
+    assert not found.skipped
