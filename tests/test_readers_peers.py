@@ -96,3 +96,14 @@ def test_a_folder_of_rlprobe_recordings_is_found_run_by_run():
     found = find_runs(PEERS / "rlprobe")
     assert len(found.runs) == 10 and all(Path(r).parent.name == "rlprobe" for r in found.runs)
     assert not found.skipped
+
+
+def test_an_older_rlwatch_store_without_some_columns_reads(tmp_path):
+    db = tmp_path / "metrics.db"
+    shutil.copy(PEERS / "rlwatch" / "healthy-phase-s0" / "metrics.db", db)
+    con = sqlite3.connect(db)
+    con.execute("ALTER TABLE metrics DROP COLUMN grad_norm")
+    con.commit()
+    con.close()
+    run = read(db)
+    assert len(run.steps()) == 280 and "train/entropy" in run.names()

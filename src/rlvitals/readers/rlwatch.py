@@ -100,6 +100,9 @@ class RlwatchReader:
         self._last_id = 0
         self._alert_id = 0
         self._seen: set[str] = set()
+        # Older stores lack some columns (schema_version 1 has no grad_norm): read those there.
+        have = tables(db).get("metrics", set())
+        self._columns = [c for c in _FIXED if c in have]
 
     def poll(self) -> bool:
         """Read the rows logged since the last call; True if any were."""
@@ -135,9 +138,9 @@ class RlwatchReader:
         self._seen.add(key)
 
     def _read(self, conn: sqlite3.Connection) -> bool:
-        cols = ", ".join(_FIXED)
+        cols = "".join(f"{c}, " for c in self._columns)
         cur = conn.execute(
-            f"SELECT id, step, timestamp, {cols}, extra_json FROM metrics "
+            f"SELECT id, step, timestamp, {cols}extra_json FROM metrics "
             "WHERE run_id = ? AND id > ? ORDER BY id",
             (self.run_id, self._last_id),
         )
@@ -151,7 +154,7 @@ class RlwatchReader:
                 continue
             if isinstance(stamp, (int, float)):
                 self.run.metrics.add(step, "time", float(stamp))
-            for k, v in zip(_FIXED, row[3:-1]):
+            for k, v in zip(self._columns, row[3:-1]):
                 self._add(step, k, v)
             blob = row[-1]
             if blob:
