@@ -136,8 +136,8 @@ def check(ctx: Context) -> list[Finding]:
         _f, name, kind, steps_bad, measured = rows[0]
         also = [r[1] for r in rows[1:]]
         if kind == "counted" and name == DUMP_COUNT:
-            n = ctx.finite(name)
-            at = int(n.at(first)) if n is not None else 0
+            counts = ctx.finite(name)
+            at = int(counts.at(first) or 0) if counts is not None else 0
             title = (
                 f"rewards NaN or missing in the sample dump from step {first} ({at} there; at "
                 f"{len(steps_bad)} of {measured} steps): a reward function returned NaN or "

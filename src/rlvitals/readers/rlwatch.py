@@ -128,11 +128,12 @@ class RlwatchReader:
             if key not in self._seen:
                 return
             run.nulls.setdefault(key, step)  # had values, now null: a NaN stored as NULL
-            f: float | None = math.nan
+            f = math.nan
         else:
-            f = number(value)
-            if f is None:
+            got = number(value)
+            if got is None:
                 return
+            f = got
         run.metrics.add(step, key, f)
         run.source_keys.add(key)
         self._seen.add(key)
