@@ -66,6 +66,64 @@ def test_a_null_reward_from_the_sink_is_named_non_finite():
     assert not [g for g in rep.at_least("warn") if g.verdict in ("too_hard", "no_signal")]
 
 
+def test_a_component_rising_after_the_task_plateaued_is_an_exploit():
+    # rlprobe format_gaming: correctness learned, then flat from step 100 while the format
+    # component ramps to its ceiling.
+    rep = judge("peers/rlprobe/format_gaming-s5")
+    assert rep.verdict == "exploit_suspected", alarms(rep)
+    f = rep.findings[0]
+    assert f.check == "components" and f.evidence["component"] == "format"
+    assert 90 <= f.first_step <= 110 and "stopped rising" in f.title
+
+
+def test_a_reward_leaving_its_components_with_length_is_an_exploit():
+    # rlprobe reward_hack_length: from step 100 the reward tracks reply length, not the
+    # correctness and format components that explained it before.
+    rep = judge("peers/rlprobe/reward_hack_length-s5")
+    assert rep.verdict == "exploit_suspected", alarms(rep)
+    f = next(f for f in rep.findings if f.check == "components")
+    assert f.severity == "fail" and "no logged component" in f.title and "grew" in f.title
+
+
+@pytest.mark.parametrize("rel", ["peers/rlprobe/healthy-s5", "trl/grpo-two-weighted"])
+def test_components_that_rise_together_raise_no_exploit(rel):
+    rep = judge(rel)
+    assert not [f for f in rep.at_least("warn") if f.check == "components"], alarms(rep)
+
+
+def test_a_kl_no_larger_than_the_entropy_fall_is_sharpening_not_drift():
+    # TRL, two weighted rewards, healthy: a random-init (near-uniform) reference, so the KL of
+    # ~0.97 is the entropy's fall (3.78 -> 2.78) and nothing more.
+    rep = judge("trl/grpo-two-weighted")
+    f = next(f for f in rep.findings if f.check == "reference")
+    assert f.severity == "info" and "entropy's fall" in f.title, alarms(rep)
+    assert not rep.at_least("warn")
+
+
+def test_a_kl_beyond_the_entropy_fall_is_still_drift():
+    # rlprobe kl_blowup: KL to 3.5 while the entropy hardly moves.
+    rep = judge("peers/rlprobe/kl_blowup-s5")
+    f = next(f for f in rep.findings if f.check == "reference")
+    assert f.severity == "fail" and f.verdict == "drift" and "entropy" not in f.title
+
+
+def test_a_flaky_nan_reward_seen_only_in_the_completions_is_named_non_finite():
+    # A grader returning NaN for ~30% of replies from step 15: TRL's nanmean keeps every
+    # logged scalar finite; only the completions parquet holds the NaN.
+    rep = judge("trl/grpo-flaky-nan")
+    assert rep.verdict == "non_finite", alarms(rep)
+    f = rep.findings[0]
+    assert f.metric == "reward/nonfinite_count" and f.first_step == 15
+    assert "sample dump" in f.title
+
+
+def test_a_healthy_dump_counts_no_non_finite_reward():
+    d = read(str(CORPUS / "trl/grpo-healthy"))
+    s = d.series("reward/nonfinite_count")
+    assert s is not None and len(s) and not s.values.any()
+    assert not [f for f in run_checks(d).findings if f.check == "nonfinite"]
+
+
 @pytest.mark.parametrize(
     "rel",
     [
@@ -73,12 +131,16 @@ def test_a_null_reward_from_the_sink_is_named_non_finite():
         "trl/dr_grpo-healthy-iter2",
         "trl/rloo-healthy",
         "peers/rldoctor/healthy-s3/records.jsonl",
-        "peers/rlwatch/healthy-phase-s0/metrics.jsonl",
+        "peers/rlwatch/healthy-phase-s0/metrics.db",
+        "peers/rlprobe/healthy-s5",
     ],
 )
 def test_healthy_runs_from_other_tools_raise_nothing(rel):
     # The TRL ones truncate most replies at first (a random-init model) and stop soon after.
-    rep = judge(rel)
+    # Judged as of their last record, as the benchmark does (rlwatch records no end state).
+    data = read(str(CORPUS / rel))
+    t = data.series("time")
+    rep = run_checks(data, now=float(t.values[-1]) if t is not None and len(t) else None)
     assert not rep.at_least("warn"), alarms(rep)
 
 

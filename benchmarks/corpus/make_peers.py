@@ -9,12 +9,11 @@
 - rlwatch (0.5.1): its example ``examples/simulate_grpo_run.py`` (not in the wheel; the
   function is copied below from varun1724/rlwatch @46e362b, unchanged but for the seed and
   storage arguments) logs a healthy phase and an entropy collapse through ``rlwatch.attach``
-  and ``monitor.log_step``; rlwatch stores them in its SQLite ``metrics.db``, kept as written.
-  Its rows are also exported to ``metrics.jsonl`` (one row a step, rlwatch's column names
-  plus ``extra_json`` flattened), since no reader here reads rlwatch's SQLite.
+  and ``monitor.log_step``; rlwatch stores them in its SQLite ``metrics.db``, kept as written
+  (its WAL checkpointed into the file) and read by rlvitals' ``rlwatch`` reader.
 - rlprobe (0.1.0): ``rlprobe.testing.synth.generate_run(dir, pathology, n_steps, onset_frac,
   seed)`` writes its recording (``manifest.json``, ``steps.parquet``, ``samples/*.parquet``,
-  ``events.jsonl``), kept as written.
+  ``events.jsonl``), kept as written and read by rlvitals' ``rlprobe`` reader.
 
 Labels and onsets are in ``manifest.toml``; the onset rules are in ``ONSETS`` below and in the
 manifest's notes.
@@ -253,7 +252,7 @@ def rlwatch_runs(out: Path, seeds: tuple[int, ...] = (0, 1), force: bool = False
     for seed in seeds:
         for name, steps, collapse in (("example", 500, 280), ("healthy-phase", 280, 10**9)):
             d = out / "rlwatch" / f"{name}-s{seed}"
-            if force or not (d / "metrics.jsonl").exists():
+            if force or not (d / "metrics.db").exists():
                 if d.exists():
                     shutil.rmtree(d)
                 d.mkdir(parents=True)
@@ -265,20 +264,15 @@ def rlwatch_runs(out: Path, seeds: tuple[int, ...] = (0, 1), force: bool = False
                     storage={"log_dir": str(d)},
                 )
                 simulate_grpo_run(monitor, total_steps=steps, collapse_start=collapse)
-                _export_rlwatch(d)
+                _checkpoint_rlwatch(d)
             healthy = collapse > steps
             ENTRIES.append(
                 {
-                    "path": f"peers/rlwatch/{name}-s{seed}/metrics.jsonl",
-                    "native": f"peers/rlwatch/{name}-s{seed}/metrics.db",
+                    "path": f"peers/rlwatch/{name}-s{seed}/metrics.db",
                     "tool": "rlwatch 0.5.1 examples/simulate_grpo_run.py",
                     "label": "healthy" if healthy else "collapse",
                     "accept": [],
                     "onset": None if healthy else collapse,
-                    "mapping": "peers/rlwatch-keys.toml",
-                    "reader_gap": "rlwatch's SQLite metrics.db is not read; scored from its rows "
-                    "exported to metrics.jsonl in rlwatch's column names, read with mapping "
-                    "rlwatch-keys.toml",
                     "notes": (
                         f"rlwatch's example, seed {seed}: its healthy phase alone ({steps} steps)"
                         if healthy
@@ -291,22 +285,15 @@ def rlwatch_runs(out: Path, seeds: tuple[int, ...] = (0, 1), force: bool = False
     return made
 
 
-def _export_rlwatch(d: Path) -> None:
+def _checkpoint_rlwatch(d: Path) -> None:
+    """rlwatch keeps its database in WAL mode: checkpoint it so the .db holds every row, and
+    leave WAL mode, so reading the corpus (even read-only) writes no -wal / -shm files."""
     dbs = list(d.glob("*.db"))
     if not dbs:
         raise SystemExit(f"{d}: rlwatch wrote no SQLite database")
     con = sqlite3.connect(str(dbs[0]))
-    con.row_factory = sqlite3.Row
-    cols = [r[1] for r in con.execute("PRAGMA table_info(metrics)")]
-    with open(d / "metrics.jsonl", "w") as f:
-        for row in con.execute("SELECT * FROM metrics ORDER BY step"):
-            rec = {c: row[c] for c in cols if c not in ("id", "run_id", "extra_json")}
-            rec = {k: v for k, v in rec.items() if v is not None}
-            if row["extra_json"]:
-                rec.update(json.loads(row["extra_json"]))
-            f.write(json.dumps(rec) + "\n")
-    # rlwatch keeps the database in WAL mode: checkpoint it so the .db holds every row.
     con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    con.execute("PRAGMA journal_mode=DELETE")
     con.close()
     for extra in d.glob("*.db-*"):
         extra.unlink()
@@ -320,42 +307,47 @@ def rlprobe_runs(out: Path, force: bool = False) -> list[Path]:
     made = []
     for p in RLPROBE_PATHOLOGIES:
         d = out / "rlprobe" / f"{p or 'healthy'}-s{RLPROBE_SEED}"
-        if force or not (d / "metrics.jsonl").exists():
+        if force or not (d / "steps.parquet").exists():
             if d.exists():
                 shutil.rmtree(d)
             generate_run(d, pathology=p, n_steps=RLPROBE_STEPS, onset_frac=0.5, seed=RLPROBE_SEED)
-            _export_rlprobe(d)
         label, accept = RLPROBE_LABELS[p]
         ENTRIES.append(
             {
-                "path": f"peers/rlprobe/{p or 'healthy'}-s{RLPROBE_SEED}/metrics.jsonl",
-                "native": f"peers/rlprobe/{p or 'healthy'}-s{RLPROBE_SEED}",
-                "mapping": "peers/rlprobe-keys.toml",
+                "path": f"peers/rlprobe/{p or 'healthy'}-s{RLPROBE_SEED}",
                 "tool": "rlprobe 0.1.0 testing.synth.generate_run",
                 "label": label,
                 "accept": list(accept),
-                "onset": None if p is None else RLPROBE_STEPS // 2,
-                "reader_gap": "rlprobe's recording (steps.parquet, samples/*.parquet, "
-                "events.jsonl) is not read (the jsonl reader takes events.jsonl for steps); "
-                "scored from steps.parquet exported to metrics.jsonl, read with mapping "
-                "rlprobe-keys.toml",
+                "onset": None if p is None else rlprobe_onset(d, p),
                 "notes": f"rlprobe pathology {p or 'none'!r}, seed {RLPROBE_SEED}, "
-                f"{RLPROBE_STEPS} steps, onset_frac 0.5",
+                f"{RLPROBE_STEPS} steps, onset_frac 0.5"
+                + (
+                    "; onset: the first NaN count or grad-norm spike"
+                    if p == "grad_pathology"
+                    else ""
+                ),
             }
         )
         made.append(d)
     return made
 
 
-def _export_rlprobe(d: Path) -> None:
-    """steps.parquet as one JSON object a line, rlprobe's column names (lists left out)."""
+def rlprobe_onset(d: Path, pathology: str) -> int:
+    """The step the problem first shows in the recording: the generator's onset (50%), where
+    its ramps start; for grad_pathology, whose spikes and NaN counts fall on random steps
+    after it, the first of them (a NaN count, or a grad norm over 10x the run's median)."""
+    onset = RLPROBE_STEPS // 2
+    if pathology != "grad_pathology":
+        return onset
     import pyarrow.parquet as pq
 
-    rows = pq.read_table(d / "steps.parquet").to_pylist()
-    with open(d / "metrics.jsonl", "w") as f:
-        for row in rows:
-            rec = {k: v for k, v in row.items() if v is not None and not isinstance(v, list)}
-            f.write(json.dumps(rec) + "\n")
+    cols = pq.read_table(d / "steps.parquet").to_pydict()
+    med = sorted(cols["grad_norm"])[len(cols["grad_norm"]) // 2]
+    for i, step in enumerate(cols["step"]):
+        bad = (cols["nan_count"][i] or 0) + (cols["inf_count"][i] or 0) > 0
+        if step >= onset and (bad or cols["grad_norm"][i] > 10 * med):
+            return int(step)
+    return onset
 
 
 def main() -> None:

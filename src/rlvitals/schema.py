@@ -211,6 +211,13 @@ _ALL = [
                 label="batch reward std",
                 plot="signal",
             ),
+            _m(
+                "reward/nonfinite_count",
+                "attempts of a sample dump whose reward is NaN or inf, or missing where the "
+                "framework stores a NaN as missing (TRL); the logged means average them away",
+                label="non-finite rewards",
+                plot="failures",
+            ),
         ],
     ),
     *_specs(

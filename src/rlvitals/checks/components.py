@@ -10,6 +10,17 @@ them unweighted), else 1.
 - A component other than the task's at its ceiling, or rising beyond its noise, while the
   task component stays flat: exploit suspected, naming the component (fail when it accounts
   for most of the reward's rise).
+- The same after the task component stopped rising: a run that learned the task for a while,
+  then bought the rest of its reward through another component (most of that component's
+  rise, to its ceiling, comes after the task's plateau began). The proxy rising after the
+  true objective has peaked is the signature of over-optimisation (Gao et al. 2022,
+  research/science.md §4).
+- The reward leaving its components behind: where the components explain the reward over
+  the first half of the run (a least-squares fit, R² ≥ 0.98) and the reward then rises beyond
+  that fit by more than its noise, a part of the reward no logged component accounts for is
+  rising: an unlogged term (a length bonus, a judge's quirk). With reply length growing by
+  half or more alongside it, it is the length exploit Singhal et al. (2023) found behind most
+  of PPO's reward gain (research/science.md §4): exploit suspected.
 - A component holding most of the reward's rise, or of its spread (what the advantages are
   made of), is reported (info), as is a dead component (constant: it adds nothing).
 
@@ -110,6 +121,100 @@ class Components:
         if not rising:
             return None
         return max(rising, key=lambda c: (c.at_ceiling, c.gain))
+
+
+@dataclass
+class Late:
+    """A component that rose to its ceiling after the task component's plateau began."""
+
+    component: Component
+    since: int  # the step the task component reached its plateau
+    level: float  # the task component's level there
+    before: float  # the component's level there
+    share: float  # its share of the components' rise since then
+
+
+def late_shortcut(comps: Components) -> Late | None:
+    """The component other than the task's that made most of its rise, to its ceiling, after
+    the task component stopped rising; None if none did."""
+    task = comps.task
+    if task is None or not task.rose:
+        return None
+    v = task.mean.values
+    c5 = np.convolve(v, np.ones(MIN_WINDOW) / MIN_WINDOW, mode="valid")
+    hit = np.flatnonzero(c5 >= task.tail - task.margin)
+    if not len(hit):
+        return None
+    since = int(task.mean.steps[int(hit[0]) + MIN_WINDOW - 1])
+    if int((task.mean.steps > since).sum()) < 2 * MIN_WINDOW:
+        return None  # too little run after the plateau began to tell
+    gains: dict[str, float] = {}
+    before: dict[str, float] = {}
+    for c in comps.items:
+        s = c.mean
+        upto = s.values[s.steps <= since]
+        if len(upto) < MIN_WINDOW:
+            return None
+        before[c.name] = float(upto[-MIN_WINDOW:].mean())
+        gains[c.name] = c.weight * (c.tail - before[c.name])
+    total = sum(g for g in gains.values() if g > 0)
+    best: Late | None = None
+    for c in comps.aux:
+        after = c.tail - before[c.name]
+        if not (c.at_ceiling and after > c.margin and after >= 0.5 * (c.tail - c.head)):
+            continue
+        share = gains[c.name] / total if total > 0 else 0.0
+        if share >= DOMINANT and (best is None or share > best.share):
+            level = float(task.mean.values[task.mean.steps <= since][-MIN_WINDOW:].mean())
+            best = Late(c, since, level, before[c.name], share)
+    return best
+
+
+@dataclass
+class Hidden:
+    """A part of the reward that no logged component accounts for, rising."""
+
+    since: int  # the first step its five-update mean passed its margin
+    gain: float  # its level over the last five updates
+    share: float  # its share of the reward's rise since then
+    r2: float  # how well the components explained the reward over the first half
+
+
+def hidden_part(ctx: Context, comps: Components) -> Hidden | None:
+    """The reward's rise beyond what its components explained over the first half of the
+    run; None where they never explained it or the reward stays with them."""
+    r = ctx.finite("reward/mean")
+    if r is None or not comps.items:
+        return None
+    steps = r.steps
+    for c in comps.items:
+        steps = np.intersect1d(steps, c.mean.steps)
+    n = len(steps)
+    if n < 4 * MIN_WINDOW:
+        return None
+    X = np.column_stack([c.mean.values[np.searchsorted(c.mean.steps, steps)] for c in comps.items])
+    y = r.values[np.searchsorted(r.steps, steps)]
+    h = n // 2
+    w, *_ = np.linalg.lstsq(X[:h], y[:h], rcond=None)
+    var = float(((y[:h] - y[:h].mean()) ** 2).sum())
+    if var <= 0 or not np.all(np.isfinite(w)) or np.any(w < -1e-6):
+        return None
+    resid = y - X @ w
+    r2 = 1 - float((resid[:h] ** 2).sum()) / var
+    if r2 < 0.98:
+        return None
+    scale = max(1.0, float(np.abs(y).max()))
+    margin = max(3 * noise_sigma(resid[:h]), 0.02 * scale)
+    c5 = np.convolve(resid, np.ones(MIN_WINDOW) / MIN_WINDOW, mode="valid")
+    tail = float(resid[-MIN_WINDOW:].mean())
+    if tail <= margin:
+        return None
+    i = int(np.flatnonzero(c5 > margin)[0])
+    before = float(y[max(0, i - 1) : i + MIN_WINDOW - 1].mean()) if i else float(y[0])
+    rise = float(y[-MIN_WINDOW:].mean()) - before
+    if rise <= 0 or tail / rise < 1 / 3:
+        return None
+    return Hidden(int(steps[i + MIN_WINDOW - 1]), tail, tail / rise, r2)
 
 
 def _find(ctx: Context, patterns: tuple[re.Pattern[str], ...]) -> dict[str, str]:
@@ -240,6 +345,38 @@ def check(ctx: Context) -> list[Finding]:
                 **ev_all,
             )
         )
+    elif (late := late_shortcut(comps)) is not None and comps.task is not None:
+        c = late.component
+        hard = groups.from_start(ctx) == "too_hard"
+        v = c.mean.values[c.mean.steps > late.since]
+        c5 = np.convolve(v, np.ones(MIN_WINDOW) / MIN_WINDOW, mode="valid")
+        hit = np.flatnonzero(c5 - late.before > c.margin)
+        rise = c.mean.steps[c.mean.steps > late.since]
+        first = int(rise[int(hit[0])]) if len(hit) else int(rise[0])
+        out.append(
+            finding(
+                NAME,
+                "info" if hard else "fail",
+                "exploit_suspected",
+                f"exploit suspected: the task component {comps.task.name} stopped rising at "
+                f"step {late.since} ({late.level:.3g}, {comps.task.tail:.3g} now) while "
+                f"reward component {c.name} went on to its ceiling ({late.before:.3g} -> "
+                f"{c.tail:.3g}); {late.share:.0%} of the components' rise since then is "
+                f"{c.name}",
+                metric=c.metric,
+                first_step=first,
+                component=c.name,
+                gain_share=round_sig(late.share),
+                task_plateau_step=late.since,
+                at_ceiling=True,
+                tasks_too_hard=hard,
+                action=f"After the task stopped improving the policy kept buying reward "
+                f"through {c.name}: read the top-reward transcripts since step {late.since}, "
+                "then cap that component or pay it only on correct answers, and restart "
+                "from a checkpoint before the rise.",
+                **ev_all,
+            )
+        )
     elif total_gain > 0:
         top = max(comps.items, key=lambda c: c.gain)
         share = top.gain / total_gain
@@ -265,6 +402,7 @@ def check(ctx: Context) -> list[Finding]:
                     **ev_all,
                 )
             )
+    out.extend(_hidden(ctx, comps, ev_all))
     out.extend(_spread(comps, ev_all))
     for c in comps.items:
         v = c.mean.values
@@ -286,6 +424,41 @@ def check(ctx: Context) -> list[Finding]:
                 )
             )
     return out
+
+
+def _hidden(ctx: Context, comps: Components, ev: dict[str, Any]) -> list[Finding]:
+    part = hidden_part(ctx, comps)
+    if part is None:
+        return []
+    _lname, length = ctx.series("response/length_mean")
+    grew = None
+    if length is not None and len(length) >= 2 * MIN_WINDOW:
+        at = length.values[length.steps <= part.since]
+        if len(at):
+            l0 = float(at[-MIN_WINDOW:].mean())
+            grew = float(length.values[-MIN_WINDOW:].mean()) / l0 if l0 > 0 else None
+    longer = grew is not None and grew >= 1.5
+    with_length = f", while replies grew {grew:.1f}x" if longer else ""
+    return [
+        finding(
+            NAME,
+            "fail" if longer else "warn",
+            "exploit_suspected",
+            f"exploit suspected: the reward rose beyond its components from step {part.since}"
+            f"{with_length}: {part.gain:.3g} of it ({part.share:.0%} of the reward's rise "
+            f"since) is in no logged component ({', '.join(c.name for c in comps.items)} "
+            f"explained it until then, R² {part.r2:.2f})",
+            metric="reward/mean",
+            first_step=part.since,
+            unexplained=round_sig(part.gain),
+            unexplained_share=round_sig(part.share),
+            length_ratio=round_sig(grew) if grew is not None else None,
+            action="Something outside the logged components is paying reward"
+            + (" for length: read the longest top-reward replies" if longer else "")
+            + "; log every term of the reward, and cap or remove the one that is rising.",
+            **ev,
+        )
+    ]
 
 
 def _spread(comps: Components, ev: dict[str, Any]) -> list[Finding]:

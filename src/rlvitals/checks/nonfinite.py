@@ -30,6 +30,8 @@ CRITICAL = (
     "train/lr",
 )
 SOURCE_CRITICAL = ("reward", "loss", "grad_norm")
+# The sample-dump readers' per-step count of NaN / inf / missing rewards (readers.samples).
+DUMP_COUNT = "reward/nonfinite_count"
 # Counts of non-finite values a trainer logs itself.
 _COUNTED = re.compile(r"(?:^|[/_.])(?:nan|inf|nonfinite|non_finite)_?(?:count|num|values)$", re.I)
 
@@ -133,7 +135,15 @@ def check(ctx: Context) -> list[Finding]:
         rows = sorted(by_step[first], key=lambda r: _priority(ctx, r[1]))
         _f, name, kind, steps_bad, measured = rows[0]
         also = [r[1] for r in rows[1:]]
-        if kind == "counted":
+        if kind == "counted" and name == DUMP_COUNT:
+            counts = ctx.finite(name)
+            at = int(counts.at(first) or 0) if counts is not None else 0
+            title = (
+                f"rewards NaN or missing in the sample dump from step {first} ({at} there; at "
+                f"{len(steps_bad)} of {measured} steps): a reward function returned NaN or "
+                "None, and the logged means average it away"
+            )
+        elif kind == "counted":
             title = (
                 f"the trainer counted non-finite values from step {first}: {name} > 0 at "
                 f"{len(steps_bad)} of {measured} steps"

@@ -11,6 +11,14 @@ the lines a significant rising trend is named, with the update where it would cr
 short log (under five updates) every one of them past 0.5 warns: the policy got that far in a
 few updates. The KL coefficient, where the run's config gives it, is shown beside it:
 at β the penalty costs β·KL of reward per token.
+
+Between the lines, a KL no larger than the entropy's fall since the start is sharpening, not
+drift, and is reported a step lower: KL(π‖ref) = H(π, ref) − H(π), so with the run's first
+entropy standing for the reference's (the policy starts as the reference), KL ≤ H(ref) − H(π)
+says H(π, ref) ≤ H(ref): the policy's tokens are on average at least as likely under the
+reference as the reference's own samples. It narrowed onto what the reference already
+favoured (a near-uniform random-init reference makes every bit of learning read as KL);
+a policy that left for tokens the reference finds unlikely has a KL above the entropy's fall.
 """
 
 from __future__ import annotations
@@ -41,6 +49,17 @@ def _coef(ctx: Context) -> float | None:
         return float(got[1])
     except (TypeError, ValueError):
         return None
+
+
+def _sharpening(ctx: Context, kl_now: float) -> tuple[float, float] | None:
+    """(entropy at the start, entropy now) where the KL to the reference is no larger than
+    the entropy's fall between them (see the module docstring); else None."""
+    e = ctx.finite("train/entropy")
+    if e is None or len(e) < 2 * MIN_WINDOW:
+        return None
+    e0 = float(np.median(e.values[:MIN_WINDOW]))
+    e1 = float(rolling_mean(e.values)[-1])
+    return (e0, e1) if kl_now <= e0 - e1 else None
 
 
 def check(ctx: Context) -> list[Finding]:
@@ -98,6 +117,9 @@ def check(ctx: Context) -> list[Finding]:
             if high is not None
             else ("warn" if climbing else "info")
         )
+        sharpening = _sharpening(ctx, now) if high is None else None
+        if sharpening is not None and sev != "info":
+            sev = "info"
         step = int(s.steps[first])
         over2 = f", over {KL_FAIL:g} from step {int(s.steps[high])}" if high is not None else ""
         return [
@@ -107,9 +129,18 @@ def check(ctx: Context) -> list[Finding]:
                 "drift",
                 f"KL to the reference over {KL_WARN:g} from step {step}{over2}: {start:.2g} at "
                 f"the start, {peak:.2g} at its highest, {now:.2g} now"
-                f"{', still climbing' if climbing else ', no longer climbing'}{coef_words}",
+                f"{', still climbing' if climbing else ', no longer climbing'}{coef_words}"
+                + (
+                    f"; no more than the entropy's fall ({sharpening[0]:.3g} -> "
+                    f"{sharpening[1]:.3g}): the policy sharpened onto what its reference "
+                    "already favoured rather than drifting from it"
+                    if sharpening is not None
+                    else ""
+                ),
                 metric=METRIC,
                 first_step=step,
+                entropy_start=None if sharpening is None else round_sig(sharpening[0]),
+                entropy_now=None if sharpening is None else round_sig(sharpening[1]),
                 steps=[int(s.steps[high])] if high is not None else None,
                 start_level=round_sig(start),
                 peak=round_sig(peak),

@@ -3,7 +3,8 @@ because one stray file in it looks like a log.
 
 A directory is one run when it carries a run's own marker (an rlvitals ``run.json`` or
 ``steps.jsonl``, a TRL/HF ``trainer_state.json`` or ``checkpoint-*/trainer_state.json``,
-TensorBoard event files, a W&B ``*.wandb`` log). Otherwise its files that a reader recognises
+TensorBoard event files, a W&B ``*.wandb`` log, an rlprobe ``manifest.json`` with its
+``steps.parquet`` or ``steps/`` parts). Otherwise its files that a reader recognises
 are runs each, its sub-folders are searched the same way, and what no reader recognises
 (``launcher.log`` with no record, a ``summary.csv`` without a step column) is listed as
 skipped. Numbered sample dumps (verl's ``rollout_data_dir/<step>.jsonl``) are the samples of
@@ -48,6 +49,8 @@ def _is_run_dir(d: Path) -> bool:
         return False
     if names & {"run.json", "steps.jsonl", "trainer_state.json"}:
         return True
+    if "manifest.json" in names and names & {"steps.parquet", "steps"}:
+        return True  # an rlprobe recording (readers/rlprobe.py)
     for n in names:
         if "tfevents" in n or n.endswith(".wandb"):
             return True

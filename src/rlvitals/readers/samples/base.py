@@ -57,6 +57,11 @@ _NEEDS_VERSIONS = ("freshness/",)
 _NEEDS_TOKENS = ("response/", "perf/tokens")
 # Counts no dump records (retries are the writer's own): left out, never a made-up 0.
 _NEVER = ("rollouts/retries",)
+# Per step, the samples whose reward is NaN or inf (or, where the format says a missing reward
+# is a NaN the dump stored, missing): a count the non-finite check reads like a trainer's own
+# nan_count. Frameworks average such rewards away (TRL's nanmean), so the step records look
+# normal and only the dump shows it.
+NONFINITE_REWARDS = "reward/nonfinite_count"
 
 
 @dataclass
@@ -129,6 +134,9 @@ class DumpFormat:
     has_tokens = False
     #: whether the dump says which samples hit the token limit
     has_truncation = False
+    #: whether a sample without a reward (and without a failure of its own) is a reward
+    #: that came out NaN or None and the dump stored as missing, rather than one not graded
+    missing_reward_is_nan = False
 
     def bind(self, run: RunData) -> None:
         """Called before each poll with the run the samples join (its step records can tell
@@ -329,8 +337,18 @@ class SampleSource:
             self._warn(f"{self.dir}: step {step}: {p}")
         if not self.format.has_truncation:
             m.pop("response/truncated_rate", None)  # every sample "not truncated": made up
+        m[NONFINITE_REWARDS] = float(sum(self._nonfinite(s) for s in samples))
         self._add_metrics(step, m, versioned, self.format.has_tokens)
         self._add_rows(step, samples, attempts, versioned)
+
+    def _nonfinite(self, s: Sample) -> bool:
+        """Whether a sample's reward is NaN or inf, or missing where missing means NaN; a
+        sample that failed is counted by its failure, not here."""
+        if s.error is not None:
+            return False
+        if s.reward is None:
+            return self.format.missing_reward_is_nan
+        return not math.isfinite(s.reward)
 
     def _add_metrics(
         self, step: int, m: dict[str, float | None], versioned: bool, has_tokens: bool

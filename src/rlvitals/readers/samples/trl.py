@@ -69,6 +69,9 @@ class TrlCompletions(DumpFormat):
     name = "trl"
     description = "TRL log_completions (completions/completions_{step:05d}.parquet)"
     default_subdir = "completions"
+    # No reward from any function is NaN or None from every one (TRL warns "All reward
+    # functions returned None"); the row's advantage is then 0.
+    missing_reward_is_nan = True
 
     def __init__(self, reward_weights: dict[str, float] | None = None) -> None:
         self.known_rewards: set[str] = set()

@@ -1,0 +1,259 @@
+"""rlprobe recordings: a run directory of ``manifest.json``, ``steps.parquet`` and
+``events.jsonl`` (rlprobe 0.1 ``storage.py``), read live.
+
+rlprobe's ``RunWriter`` writes one wide row per optimiser step (``StepRecord``: reward, KL to
+the reference, entropy, clip fraction, group std, lengths, throughput, ``nan_count`` /
+``inf_count``), its dict fields flattened to ``reward_component.<name>`` and ``extra.<name>``
+columns. A live (or crashed) run has its rows in ``steps/part-NNNNN.parquet`` files, compacted
+into ``steps.parquet`` on close; we read whichever is there, each row once (by step), so a
+poll after the compaction adds nothing twice, and a compacted table means the run finished. ``events.jsonl`` (checkpoint, nan_detected,
+crash, ...) is kept in ``run.info["events"]``; ``crash`` and ``nan_detected`` become error
+events. ``samples/*.parquet`` (a sampled subset of completions, top-k / bottom-k by reward) is
+not read as the run's attempts: it is not every attempt of a step.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from ..errors import MissingExtraError, ReadError
+from ..model import Event, RunData
+from . import Format, register
+from .mapping import MappingTable, Rule, apply_table
+
+__all__ = ["RLPROBE", "RlprobeReader"]
+
+MANIFEST = "manifest.json"
+STEPS = "steps.parquet"
+PARTS = "steps"
+EVENTS = "events.jsonl"
+
+RLPROBE = MappingTable(
+    "rlprobe",
+    (
+        Rule("reward_mean", "reward/mean"),
+        Rule("reward_std", "reward/std", "whole batch"),
+        Rule("group_reward_std_mean", "reward/group_std_mean", "mean within-group std"),
+        Rule(
+            "zero_variance_group_frac",
+            "groups/signal_fraction",
+            "share of groups whose rewards are all equal",
+            scale=-1.0,
+            offset=1.0,
+        ),
+        Rule("kl_mean", "train/ref_kl", "KL to the reference"),
+        Rule("entropy_mean", "train/entropy"),
+        Rule("clip_fraction", "train/clip_frac"),
+        Rule("adv_std", "train/advantage_std"),
+        Rule("loss", "train/loss"),
+        Rule("lr", "train/lr"),
+        Rule("grad_norm", "train/grad_norm", "before clipping"),
+        Rule("completion_len_mean", "response/length_mean"),
+        Rule("truncation_rate", "response/truncated_rate"),
+        Rule("max_len_hit_frac", "response/truncated_rate", "where truncation_rate is absent"),
+        Rule("step_time_s", "perf/step_seconds"),
+        Rule("generation_time_s", "perf/sampling_seconds"),
+        Rule("optimization_time_s", "perf/training_seconds"),
+        Rule(r"^reward_component\.(.+)$", r"reward/component/\1/mean", "reward_components"),
+    ),
+    (
+        ("kl_max", "the largest per-token KL, not the mean"),
+        ("ratio_mean", "importance ratio trainer/old policy, not a KL"),
+        ("value_loss", "PPO value head (no canonical value metrics)"),
+    ),
+    (
+        "nan_count and inf_count stay under their own names; the non-finite check reads them.",
+        "timestamp (unix seconds) is the step's time.",
+    ),
+)
+
+
+def _parquet() -> Any:
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise MissingExtraError("fleet", "reading rlprobe's steps.parquet") from None
+    return pq
+
+
+def is_recording(path: Path) -> bool:
+    """Whether ``path`` is an rlprobe run directory (its manifest and step rows)."""
+    if not (path / MANIFEST).is_file():
+        return False
+    if not ((path / STEPS).is_file() or (path / PARTS).is_dir()):
+        return False
+    try:
+        with open(path / MANIFEST, "rb") as f:
+            head = f.read(4096)
+    except OSError:
+        return False
+    return b'"schema_version"' in head and b'"run_id"' in head
+
+
+class RlprobeReader:
+    """One rlprobe run directory, read incrementally (each step row once)."""
+
+    name = "rlprobe"
+    table = RLPROBE
+
+    def __init__(self, path: Path, *, extra_rules: tuple[Rule, ...] = ()) -> None:
+        path = Path(path)
+        if not is_recording(path):
+            raise ReadError(
+                f"not an rlprobe run directory (expected {MANIFEST} with {STEPS} or {PARTS}/)",
+                path=str(path),
+            )
+        self.path = path
+        self.extra_rules = extra_rules
+        self.run = RunData(source=str(path), format=self.name)
+        self._last_step: int | None = None
+        self._read: dict[Path, tuple[int, int]] = {}
+        self._event_lines = 0
+        self._events_at = 0
+        self._manifest()
+
+    def _manifest(self) -> None:
+        try:
+            doc = json.loads((self.path / MANIFEST).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            self.run.warnings.append(f"{self.path / MANIFEST}: not read ({exc})")
+            return
+        if not isinstance(doc, dict):
+            return
+        info = self.run.info
+        for k in ("run_id", "algorithm", "model_name", "created_at", "notes"):
+            if doc.get(k) is not None:
+                info["name" if k == "run_id" else k] = doc[k]
+        if isinstance(doc.get("trainer_config"), dict):
+            info["config"] = doc["trainer_config"]
+
+    def files(self) -> list[Path]:
+        """The step files to read: the compacted table, else the live parts."""
+        if (self.path / STEPS).is_file():
+            return [self.path / STEPS]
+        return sorted((self.path / PARTS).glob("part-*.parquet"))
+
+    def poll(self) -> bool:
+        """Read the step rows and events written since the last call; True if any were."""
+        pq = _parquet()
+        changed = False
+        for p in self.files():
+            try:
+                st = p.stat()
+            except OSError:
+                continue
+            key = (st.st_size, st.st_mtime_ns)
+            if self._read.get(p) == key:
+                continue  # each file is written once; rows already read are skipped by step
+            try:
+                table = pq.read_table(p)
+            except Exception as exc:  # pyarrow raises its own types for a torn file
+                self.run.warnings.append(f"{p}: not a readable parquet file ({exc}); skipped")
+                continue
+            self._read[p] = key
+            changed |= self._rows(p, table.to_pydict())
+        changed |= self._events()
+        # RunWriter.close() compacts the parts into steps.parquet: the run ended (a crash
+        # event says how).
+        crashed = any(e.get("kind") == "crash" for e in self.run.info.get("events", []))
+        if crashed:
+            self.run.info["status"] = "crashed"
+        elif (self.path / STEPS).is_file():
+            self.run.info["status"] = "finished"
+        if changed:
+            apply_table(self.run, RLPROBE, extra=self.extra_rules)
+        return changed
+
+    def _rows(self, p: Path, cols: dict[str, list[Any]]) -> bool:
+        steps = cols.get("step")
+        if not steps:
+            if steps is None:
+                self.run.warnings.append(f"{p}: no step column; skipped")
+            return False
+        run = self.run
+        add = run.metrics.add
+        keys = run.source_keys
+        seen: set[str] = set(run.metrics.names())
+        changed = False
+        ranks = cols.get("rank")
+        for i, step in enumerate(steps):
+            if not isinstance(step, int) or (ranks is not None and ranks[i] not in (0, None)):
+                continue
+            if self._last_step is not None and step <= self._last_step:
+                continue
+            self._last_step = step
+            changed = True
+            for k, col in cols.items():
+                if k in ("step", "rank"):
+                    continue
+                v = col[i]
+                if k == "timestamp":
+                    if isinstance(v, (int, float)):
+                        add(step, "time", float(v))
+                    continue
+                if isinstance(v, bool) or not isinstance(v, (int, float, type(None))):
+                    continue  # lists (kl_positional) and text are not metrics
+                if v is None:
+                    if k in seen and k not in run.nulls:
+                        run.nulls[k] = step  # had values, now null: a NaN the sink dropped
+                    if k not in seen:
+                        continue
+                    v = math.nan
+                add(step, k, float(v))
+                keys.add(k)
+                seen.add(k)
+        return changed
+
+    def _events(self) -> bool:
+        p = self.path / EVENTS
+        try:
+            with open(p, "rb") as f:
+                f.seek(self._events_at)
+                data = f.read()
+        except OSError:
+            return False
+        end = data.rfind(b"\n") + 1
+        if not end:
+            return False
+        self._events_at += end
+        for line in data[:end].splitlines():
+            self._event_lines += 1
+            lineno = self._event_lines
+            try:
+                ev = json.loads(line)
+            except ValueError:
+                self.run.warnings.append(f"{p}: a line that is not JSON; skipped")
+                continue
+            if not isinstance(ev, dict):
+                continue
+            self.run.info.setdefault("events", []).append(ev)
+            if ev.get("kind") in ("crash", "nan_detected"):
+                t = ev.get("timestamp")
+                self.run.events.append(
+                    Event(
+                        float(t) if isinstance(t, (int, float)) else None,
+                        "error",
+                        f"rlprobe {ev['kind']}: {ev.get('message', '')}".strip(),
+                        ev.get("step") if isinstance(ev.get("step"), int) else None,
+                        str(p),
+                        lineno,
+                    )
+                )
+        return True
+
+
+register(
+    Format(
+        "rlprobe",
+        "rlprobe run directory (manifest.json, steps.parquet or steps/part-*.parquet), live",
+        is_recording,
+        RlprobeReader,
+        priority=8,
+        table=RLPROBE,
+        kind="run directory",
+        files="<run_dir>/",
+    )
+)
