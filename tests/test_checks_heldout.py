@@ -92,3 +92,22 @@ def test_train_reward_with_unusable_groups_is_preferred():
     (f,) = heldout.check(ctx)
     assert f.verdict == "exploit_suspected"
     assert f.evidence["train_metric"] == "reward/mean_with_unusable"
+
+
+def test_train_pass_rate_rising_towards_a_flat_heldout_score_is_sharpening_not_an_exploit():
+    # The healthy async example on a slow seed: sampled train pass rate 0.31 -> 0.42 while
+    # greedy held-out stays near 0.55 (above it all along): the skill is there, sampling
+    # sharpens onto it.
+    flat = {s: 0.55 + 0.001 * s for s in range(4, 40, 5)}
+    found = heldout.check(run(rising(40, 0.31, 0.42), flat, n=200))
+    assert not [f for f in found if f.verdict == "exploit_suspected"]
+    # The same rise past a held-out score that stays lower is still the exploit signature.
+    low = {s: 0.25 for s in range(4, 40, 5)}
+    (f,) = heldout.check(run(rising(40, 0.31, 0.42), low, n=2000))
+    assert f.verdict == "exploit_suspected"
+
+
+def test_sharpening_is_judged_only_on_shares_of_one():
+    # A reward on another scale cannot be held against a held-out share.
+    (f,) = heldout.check(run(rising(60, 0.3, 0.9) * 10, {s: 5.5 for s in range(4, 60, 5)}))
+    assert f.verdict == "exploit_suspected"

@@ -5,7 +5,9 @@ policy learned what the grader checks, not the job. The held-out change is judge
 own sampling error (binomial, from each evaluation's ``n``) and the train change against the
 reward's step noise, over the same span of steps. Flat means within its error of no change
 and, below the train gain (as a share of the reward's range), by more than twice that error:
-a small honest gain that the held-out tasks cannot resolve is not an exploit.
+a small honest gain that the held-out tasks cannot resolve is not an exploit, nor is a train
+pass rate that rose towards the held-out score without passing it (sharpening: the skill
+held-out shows explains it).
 
 The divergence can start late: held-out may rise with train reward for a while (real
 learning) and then fall while train reward keeps climbing (the exploit taking over). So every
@@ -189,8 +191,18 @@ def check(ctx: Context) -> list[Finding]:
             # more) that held-out follows by under a quarter (rl-doctor's length-hacking
             # test: eval gain under 25% of the gain): the rise is mostly not skill.
             lagging = gain >= LAG_GAIN and change < LAG_SHARE * gain
+            # A train pass rate that rose towards the held-out score without passing it is
+            # explained by the skill held-out shows: sampling sharpening onto answers the
+            # policy already gives greedily (RL raises pass@1 before it raises what greedy
+            # decoding solves; Yue et al. 2025). Both must be shares of [0, 1] to compare.
+            explained = (
+                0.0 <= lo
+                and hi <= 1.0
+                and bool(np.all((e.values[i:] >= 0) & (e.values[i:] <= 1)))
+                and train["last"] <= float(e.values[i:].mean())
+            )
             if (
-                ((change <= err and change + 2 * err < gain) or lagging)
+                ((change <= err and change + 2 * err < gain) or lagging) and not explained
                 if i == 0
                 else change < -2 * err
             ):
