@@ -237,15 +237,28 @@ class Run:
             policy_version = as_int(policy_version, "log_attempt: policy_version", optional=True)
         if type(group_id) is not str or type(task_id) is not str:
             group_id, task_id = str(group_id), str(task_id)
-        if (reward is not None and type(reward) is not float) or (
-            duration is not None and type(duration) is not float
-        ):
-            reward = None if reward is None else as_number(reward, "reward", self._warn_once)
-            duration = (
-                None if duration is None else as_number(duration, "duration", self._warn_once)
-            )
-        err = None if error is None else error_code(error, failed_in)
-        meta = dict(metadata) if metadata else None
+        # Working data to drop, or a number to spell, when the attempt is written (fixups).
+        fixup = False
+        if reward is not None:
+            if type(reward) is not float:
+                reward = as_number(reward, "reward", self._warn_once)
+            if reward is not None and reward - reward != 0.0:
+                fixup = True
+        if duration is not None:
+            if type(duration) is not float:
+                duration = as_number(duration, "duration", self._warn_once)
+            if duration is not None and duration - duration != 0.0:
+                fixup = True
+        if error is not None:
+            err = error_code(error, failed_in)
+            fixup = True
+        else:
+            err = None
+        if sampler_logprobs is not None or transcript is not None or discard_reason is not None:
+            fixup = True
+        if truncated is not False and truncated is not True:
+            truncated = bool(truncated)
+        meta = dict(metadata) if metadata else NO_METADATA
         now = time.time()
         with self._lock:
             if self._closed:
@@ -266,6 +279,32 @@ class Run:
                 if aid in self._given_ids:
                     raise UsageError(f"log_attempt: attempt_id {aid!r} was already logged")
                 self._given_ids.add(aid)
+            if fixup:
+                a = Attempt(
+                    step,
+                    aid,
+                    group_id,
+                    task_id,
+                    policy_version,
+                    reward,
+                    False,
+                    None,
+                    response_tokens,
+                    truncated,
+                    None,
+                    now,
+                    duration,
+                    meta,
+                    retries,
+                    None,
+                    err,
+                    sampler_logprobs,
+                    transcript,
+                    discard_reason,
+                )
+                self._queue(a)
+                return aid
+            # The usual attempt, _queue inlined: nothing to fix up, not a failure.
             a = Attempt(
                 step,
                 aid,
@@ -276,19 +315,23 @@ class Run:
                 False,
                 None,
                 response_tokens,
-                bool(truncated),
+                truncated,
                 None,
                 now,
                 duration,
-                meta or NO_METADATA,
+                meta,
                 retries,
-                None,
-                err,
-                sampler_logprobs,
-                transcript,
-                discard_reason,
             )
-            self._queue(a)
+            bucket = self._pending.get(step)
+            if bucket is None:
+                self._pending[step] = [a]
+            else:
+                bucket.append(a)
+            self._n_pending += 1
+            decided = self._decided
+            if decided is not None and step <= decided.step:
+                self._decided = None
+            self._failures_in_a_row = 0
             return aid
 
     def _queue(self, a: Attempt) -> None:
