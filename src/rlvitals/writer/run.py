@@ -90,6 +90,7 @@ class Run:
         self._given_ids: set[str] = set()
         self._decided: Decision | None = None
         self._last_step: int | None = None
+        self._next_step = 0  # the first update attempts may still be logged for
         self._counter = 0
         self._started = time.time()
         self._last_step_time = self._started
@@ -260,49 +261,50 @@ class Run:
             truncated = bool(truncated)
         meta = dict(metadata) if metadata else NO_METADATA
         now = time.time()
-        with self._lock:
-            if self._closed:
+        lock = self._lock
+        lock.acquire()  # not ``with``: the context protocol costs more than the rest here
+        try:
+            if step < self._next_step or self._closed:
                 self._check_open("log_attempt")
-            last = self._last_step
-            if (last is not None and step <= last) or step < 0:
                 if step < 0:
                     raise UsageError(f"log_attempt: step must be >= 0 (not {step})")
                 raise UsageError(
-                    f"log_attempt(step={step}): update {last} is already written; "
+                    f"log_attempt(step={step}): update {self._last_step} is already written; "
                     f"attempts must be for a later update"
                 )
-            self._counter += 1
+            n = self._counter = self._counter + 1
             if attempt_id is None:
-                aid = f"{step}-{self._counter}"
+                aid = f"{step}-{n}"
             else:
                 aid = str(attempt_id)
                 if aid in self._given_ids:
                     raise UsageError(f"log_attempt: attempt_id {aid!r} was already logged")
                 self._given_ids.add(aid)
             if fixup:
-                a = Attempt(
-                    step,
-                    aid,
-                    group_id,
-                    task_id,
-                    policy_version,
-                    reward,
-                    False,
-                    None,
-                    response_tokens,
-                    truncated,
-                    None,
-                    now,
-                    duration,
-                    meta,
-                    retries,
-                    None,
-                    err,
-                    sampler_logprobs,
-                    transcript,
-                    discard_reason,
+                self._queue(
+                    Attempt(
+                        step,
+                        aid,
+                        group_id,
+                        task_id,
+                        policy_version,
+                        reward,
+                        False,
+                        None,
+                        response_tokens,
+                        truncated,
+                        None,
+                        now,
+                        duration,
+                        meta,
+                        retries,
+                        None,
+                        err,
+                        sampler_logprobs,
+                        transcript,
+                        discard_reason,
+                    )
                 )
-                self._queue(a)
                 return aid
             # The usual attempt, _queue inlined: nothing to fix up, not a failure.
             a = Attempt(
@@ -333,6 +335,8 @@ class Run:
                 self._decided = None
             self._failures_in_a_row = 0
             return aid
+        finally:
+            lock.release()
 
     def _queue(self, a: Attempt) -> None:
         """Add an attempt to its update's pending ones (the lock held)."""
@@ -454,6 +458,7 @@ class Run:
                     self._given_ids.discard(a.attempt_id)
             self._decided = None
             self._last_step = step
+            self._next_step = step + 1
             record: dict[str, Any] = {"step": step, "time": time.time()}
             try:
                 record = self._step_record(
