@@ -86,12 +86,14 @@ class Run:
         self._status = "running"
         # step -> attempts logged for that update, in arrival order
         self._pending: dict[int, list[Attempt]] = {}
-        self._n_pending = 0
+        # Attempts pending, counted when asked (``pending``): not per attempt logged.
         self._given_ids: set[str] = set()
         self._decided: Decision | None = None
+        self._decided_upto = -1  # the step of ``_decided``, -1 while there is none
         self._last_step: int | None = None
         self._next_step = 0  # the first update attempts may still be logged for
         self._counter = 0
+        self._id_step, self._id_prefix = -1, ""  # ids "<step>-<n>": the step's prefix, kept
         self._started = time.time()
         self._last_step_time = self._started
         rr = cfg.rollout.reward_range
@@ -172,7 +174,11 @@ class Run:
     @property
     def pending(self) -> int:
         """Attempts logged whose update is not written yet."""
-        return self._n_pending
+        with self._lock:
+            return self._count_pending()
+
+    def _count_pending(self) -> int:
+        return sum(map(len, self._pending.values()))
 
     # -- logging ---------------------------------------------------------------------------
 
@@ -274,7 +280,11 @@ class Run:
                 )
             n = self._counter = self._counter + 1
             if attempt_id is None:
-                aid = f"{step}-{n}"
+                if step == self._id_step:
+                    aid = self._id_prefix + str(n)
+                else:
+                    self._id_step, self._id_prefix = step, f"{step}-"
+                    aid = f"{step}-{n}"
             else:
                 aid = str(attempt_id)
                 if aid in self._given_ids:
@@ -329,10 +339,9 @@ class Run:
                 self._pending[step] = [a]
             else:
                 bucket.append(a)
-            self._n_pending += 1
-            decided = self._decided
-            if decided is not None and step <= decided.step:
+            if step <= self._decided_upto:  # it joins an update already decided: decide again
                 self._decided = None
+                self._decided_upto = -1
             self._failures_in_a_row = 0
             return aid
         finally:
@@ -347,10 +356,9 @@ class Run:
             self._pending[a.step] = [a]
         else:
             bucket.append(a)
-        self._n_pending += 1
-        decided = self._decided
-        if decided is not None and a.step <= decided.step:
+        if a.step <= self._decided_upto:
             self._decided = None
+            self._decided_upto = -1
         if a.error is not None:
             self._failures_in_a_row += 1
             limit = self._max_failures
@@ -409,6 +417,7 @@ class Run:
                 max_group_losses=self._max_losses,
                 explicit=discards,
             )
+            self._decided_upto = step
             return self._decided
 
     def _check_step(self, step: Any) -> int:
@@ -457,6 +466,7 @@ class Run:
                 for a in batch:
                     self._given_ids.discard(a.attempt_id)
             self._decided = None
+            self._decided_upto = -1
             self._last_step = step
             self._next_step = step + 1
             record: dict[str, Any] = {"step": step, "time": time.time()}
@@ -482,8 +492,6 @@ class Run:
             batch = []
             for s in sorted(steps):
                 batch.extend(pending.pop(s) if take else pending[s])
-        if take:
-            self._n_pending -= len(batch)
         return batch
 
     def _check_unusable(self, step: int, decision: Decision) -> None:
@@ -644,7 +652,7 @@ class Run:
                 "time": now,
                 "step": 0 if self._last_step is None else self._last_step + 1,
                 "phase": self._phase,
-                "attempts_done": self._n_pending,
+                "attempts_done": self._count_pending(),
                 "attempts_needed": None,
                 "seconds_since_step": now - self._last_step_time,
                 **self._progress_extra,
@@ -699,7 +707,7 @@ class Run:
             self._status = "abandoned"  # in this process only: run.json keeps "running"
             if self._heartbeat is not None:
                 self._heartbeat.stop()
-            self._pending, self._n_pending = {}, 0
+            self._pending = {}
             self._fixups = []
             files = list(self._files.values())
             if self._progress_file is not None:
@@ -731,7 +739,7 @@ class Run:
             if self._heartbeat is not None:
                 self._heartbeat.stop()
             pending = [a for s in sorted(self._pending) for a in self._pending[s]]
-            self._pending, self._n_pending = {}, 0
+            self._pending = {}
             for a in pending:
                 a.discard_reason = a.error or a.given_reason or UNFINISHED
                 a.trained = False
