@@ -31,8 +31,8 @@ import sys
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import chain
-from operator import attrgetter, itemgetter
+from itertools import chain, repeat
+from operator import attrgetter, is_not, itemgetter
 from typing import Any
 
 import msgspec
@@ -322,12 +322,12 @@ class EpisodeStats:
         # The usual case first: every attempt returned the same keys (in any order).
         keys = tuple(metas[0])
         if keys and len(set(map(len, metas))) == 1:
-            try:
-                rows = list(map(itemgetter(*keys), metas))
+            try:  # one column per key, each by one C-level pass
+                columns = [list(map(itemgetter(k), metas)) for k in keys]
             except KeyError:
                 pass
             else:
-                self._add_rows(keys, rows, range(len(metas)), metas, odd)
+                self._add_columns(keys, columns, range(len(metas)), metas, odd)
                 return odd
         by_keys: dict[tuple[Any, ...], list[int]] = {}
         for i, m in enumerate(metas):
@@ -353,6 +353,17 @@ class EpisodeStats:
     ) -> None:
         """Columns from ``rows`` (one value, or a tuple of values, per attempt)."""
         columns: list[Sequence[Any]] = list(zip(*rows)) if len(keys) > 1 else [rows]
+        self._add_columns(keys, columns, idx, group, odd)
+
+    def _add_columns(
+        self,
+        keys: tuple[Any, ...],
+        columns: list[Sequence[Any]],
+        idx: Sequence[int],
+        group: Sequence[Mapping[str, Any]],
+        odd: list[int],
+    ) -> None:
+        """Columns of values, one per key of ``keys``, of the metadata ``group``."""
         all_kinds = []
         for col in columns:
             kinds = set(map(type, col))
@@ -375,7 +386,8 @@ class EpisodeStats:
             if values:
                 mine = cols.get(key)
                 if mine is None:
-                    cols[key] = list(values)
+                    # A list of ours (a column built here) is kept; a tuple (zip's) copied.
+                    cols[key] = values if type(values) is list else list(values)
                     known[key] = kinds
                 else:
                     mine.extend(values)
@@ -461,6 +473,7 @@ _duration = attrgetter("duration")
 _truncated = attrgetter("truncated")
 _lag = attrgetter("lag")
 _metadata = attrgetter("metadata")
+_sampler_logprobs = attrgetter("sampler_logprobs")
 
 
 def _pstd(values: Sequence[float]) -> float:
@@ -642,7 +655,7 @@ def step_metrics(
     m["reward/std"] = _pstd(rewards) if rewards else None
 
     by_group = decision.members
-    if sum(len(g) for g in by_group.values()) != len(attempts):  # decided over other attempts
+    if sum(map(len, by_group.values())) != len(attempts):  # decided over other attempts
         by_group = {}
         for a in attempts:
             by_group.setdefault(a.group_id, []).append(a)
@@ -757,7 +770,12 @@ def step_metrics(
         m["perf/attempt_seconds_p90"] = _percentile(durations, 0.9)
         m["perf/attempt_seconds_p99"] = _percentile(durations, 0.99)
 
-    sampled = [a for a in attempts if a.sampler_logprobs is not None]
+    # Any sampler logprobs at all? Compared by identity (C-level), never by value: arrays.
+    sampled = (
+        [a for a in attempts if a.sampler_logprobs is not None]
+        if any(map(is_not, map(_sampler_logprobs, attempts), repeat(None)))
+        else []
+    )
     if sampled:
         m.update(_agreement(sampled, trainer_logprobs, problems))
     elif trainer_logprobs and problems is not None:

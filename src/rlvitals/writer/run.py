@@ -6,6 +6,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator, Mapping
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +51,9 @@ from .records import (
 from .shard import ShardIntake
 
 __all__ = ["Run", "WriterWarning"]
+
+_tokens = attrgetter("response_tokens")
+_now = time.time
 
 
 class Run:
@@ -249,7 +253,7 @@ class Run:
         if reward is not None:
             if type(reward) is not float:
                 reward = as_number(reward, "reward", self._warn_once)
-            if reward is not None and reward - reward != 0.0:
+            if reward is not None and reward - reward != 0.0:  # NaN or an infinity
                 fixup = True
         if duration is not None:
             if type(duration) is not float:
@@ -266,7 +270,7 @@ class Run:
         if truncated is not False and truncated is not True:
             truncated = bool(truncated)
         meta = dict(metadata) if metadata else NO_METADATA
-        now = time.time()
+        now = _now()
         lock = self._lock
         lock.acquire()  # not ``with``: the context protocol costs more than the rest here
         try:
@@ -538,7 +542,7 @@ class Run:
         self._last_step_time = now
         m["perf/step_seconds"] = step_seconds
         if step_seconds > 0:
-            m["perf/tokens_per_second"] = sum([a.response_tokens for a in batch]) / step_seconds
+            m["perf/tokens_per_second"] = sum(map(_tokens, batch)) / step_seconds
         for key, value in (metrics or {}).items():
             key = str(key)
             if key in RESERVED_STEP_KEYS:
