@@ -516,8 +516,18 @@ class NativeReader:
         b.append(block)
 
 
+_EXACT = 2**53  # integers a float64 holds exactly
+
+
 def _int_or(values: list[int | None], missing: int) -> np.ndarray:
     # None -> NaN as float, then the missing code; exact for any version or token count < 2**53.
+    try:  # the usual column, every value an integer: straight to int64
+        ints = np.array(values, dtype=np.int64)
+    except (TypeError, OverflowError):  # a None among them (or a huge value)
+        pass
+    else:
+        if not len(ints) or (-_EXACT <= int(ints.min()) and int(ints.max()) <= _EXACT):
+            return ints  # what the float route gives for these values
     f = np.array(values, dtype=np.float64)
     bad = np.isnan(f)
     if bad.any():
