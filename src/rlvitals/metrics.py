@@ -358,7 +358,7 @@ class EpisodeStats:
     def _add_columns(
         self,
         keys: tuple[Any, ...],
-        columns: list[Sequence[Any]],
+        columns: Sequence[Sequence[Any]],
         idx: Sequence[int],
         group: Sequence[Mapping[str, Any]],
         odd: list[int],
@@ -378,6 +378,7 @@ class EpisodeStats:
         cols = self.cols
         known = self.kinds
         for key, col, kinds in zip(keys, columns, all_kinds):
+            values: Sequence[Any]
             if _NONE in kinds:
                 values = [v for v in col if v is not None]
                 kinds.discard(_NONE)
@@ -387,7 +388,7 @@ class EpisodeStats:
                 mine = cols.get(key)
                 if mine is None:
                     # A list of ours (a column built here) is kept; a tuple (zip's) copied.
-                    cols[key] = values if type(values) is list else list(values)
+                    cols[key] = values if isinstance(values, list) else list(values)
                     known[key] = kinds
                 else:
                     mine.extend(values)

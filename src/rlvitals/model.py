@@ -216,10 +216,11 @@ ATTEMPT_COLUMNS: dict[str, Any] = {
 }
 
 
-class _Index(dict):  # type: ignore[type-arg]
+class _Index(dict[Any, int]):
     """name -> code; a name not seen before gets the next code (``_Codes.encode``)."""
 
     __slots__ = ("names",)
+    names: list[str]
 
     def __missing__(self, name: Any) -> int:
         code = self[name] = len(self.names)
@@ -234,8 +235,9 @@ class _Codes:
 
     def __init__(self) -> None:
         self.names: list[str] = []
-        self.index: dict[str | None, int] = _Index({None: -1})
-        self.index.names = self.names  # type: ignore[attr-defined]
+        index = _Index({None: -1})
+        index.names = self.names
+        self.index: dict[str | None, int] = index
 
     def encode(self, values: list[Any]) -> np.ndarray:
         # One C-level pass: known names are looked up, new ones get codes in order of first

@@ -424,7 +424,7 @@ class NativeReader:
                 steps = None
             if steps is not None and len(steps) and steps.min() < 0:
                 steps = None
-        if steps is not None:
+        if recs is not None and steps is not None:
             self._add_rows(recs, starts[nonblank] + base, shard, steps)
         else:
             self._decode_lines_one_by_one(chunk, starts, nl, p, first_line, base, shard)
@@ -526,7 +526,7 @@ def _int_or(values: list[int | None], missing: int) -> np.ndarray:
     except (TypeError, OverflowError):  # a None among them (or a huge value)
         pass
     else:
-        if not len(ints) or (-_EXACT <= int(ints.min()) and int(ints.max()) <= _EXACT):
+        if not len(ints) or (int(ints.min()) >= -_EXACT and int(ints.max()) <= _EXACT):
             return ints  # what the float route gives for these values
     f = np.array(values, dtype=np.float64)
     bad = np.isnan(f)
