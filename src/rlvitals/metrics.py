@@ -31,8 +31,8 @@ import sys
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import chain
-from operator import attrgetter, itemgetter
+from itertools import chain, repeat
+from operator import attrgetter, is_not, itemgetter
 from typing import Any
 
 import msgspec
@@ -190,6 +190,20 @@ def decide(
             reason = NO_VARIANCE
         else:
             reason = None
+        if not losses:  # the usual group: every member judged by the group alone
+            if reason is None:
+                for a in members:
+                    a.trained = True
+                trained.extend(members)
+                groups[gid] = None
+                continue
+            if not explicit:
+                for a in members:
+                    a.discard_reason = reason
+                    a.trained = False
+                discarded.extend(members)
+                groups[gid] = reason
+                continue
         if reason is not None:
             for a in usable:
                 if not (explicit and a.attempt_id in explicit):
@@ -262,10 +276,13 @@ class EpisodeStats:
     object), so the writer cleans only those.
     """
 
-    __slots__ = ("cols",)
+    __slots__ = ("cols", "kinds")
 
     def __init__(self) -> None:
         self.cols: dict[str, list[Any]] = {}
+        # key -> the types in its column, for columns only ``add_all`` filled (``metrics``
+        # then need not look at every value again); ``add`` and ``merge`` drop the entry.
+        self.kinds: dict[str, set[type]] = {}
 
     def add(self, meta: Mapping[str, Any], prefix: str = "") -> bool:
         """Accumulate one attempt's metadata; True if it needs ``jsonio.clean`` to encode."""
@@ -293,6 +310,8 @@ class EpisodeStats:
                 cols[key] = [v]
             else:
                 col.append(v)
+            if self.kinds:
+                self.kinds.pop(key, None)
         return odd
 
     def add_all(self, metas: Sequence[Mapping[str, Any]]) -> list[int]:
@@ -303,12 +322,12 @@ class EpisodeStats:
         # The usual case first: every attempt returned the same keys (in any order).
         keys = tuple(metas[0])
         if keys and len(set(map(len, metas))) == 1:
-            try:
-                rows = list(map(itemgetter(*keys), metas))
+            try:  # one column per key, each by one C-level pass
+                columns = [list(map(itemgetter(k), metas)) for k in keys]
             except KeyError:
                 pass
             else:
-                self._add_rows(keys, rows, range(len(metas)), metas, odd)
+                self._add_columns(keys, columns, range(len(metas)), metas, odd)
                 return odd
         by_keys: dict[tuple[Any, ...], list[int]] = {}
         for i, m in enumerate(metas):
@@ -334,6 +353,18 @@ class EpisodeStats:
     ) -> None:
         """Columns from ``rows`` (one value, or a tuple of values, per attempt)."""
         columns: list[Sequence[Any]] = list(zip(*rows)) if len(keys) > 1 else [rows]
+        self._add_columns(keys, columns, idx, group, odd)
+
+    def _add_columns(
+        self,
+        keys: tuple[Any, ...],
+        columns: Sequence[Sequence[Any]],
+        idx: Sequence[int],
+        group: Sequence[Mapping[str, Any]],
+        odd: list[int],
+    ) -> None:
+        """Columns of values, one per key of ``keys``, of the metadata ``group``."""
+        all_kinds = []
         for col in columns:
             kinds = set(map(type, col))
             plain = kinds <= _PLAIN
@@ -343,28 +374,47 @@ class EpisodeStats:
             if not plain:  # value by value, flagging the metadata to clean
                 odd.extend(i for i, m in zip(idx, group) if self.add(m))
                 return
+            all_kinds.append(kinds)
         cols = self.cols
-        for key, col in zip(keys, columns):
-            values = [v for v in col if v is not None] if None in col else col
+        known = self.kinds
+        for key, col, kinds in zip(keys, columns, all_kinds):
+            values: Sequence[Any]
+            if _NONE in kinds:
+                values = [v for v in col if v is not None]
+                kinds.discard(_NONE)
+            else:
+                values = col
             if values:
                 mine = cols.get(key)
                 if mine is None:
-                    cols[key] = list(values)
+                    # A list of ours (a column built here) is kept; a tuple (zip's) copied.
+                    cols[key] = values if isinstance(values, list) else list(values)
+                    known[key] = kinds
                 else:
                     mine.extend(values)
+                    had = known.get(key)
+                    if had is not None:
+                        had |= kinds
 
     def merge(self, other: EpisodeStats) -> None:
         for k, col in other.cols.items():
             self.cols.setdefault(k, []).extend(col)
+            self.kinds.pop(k, None)
 
     def metrics(self, state: RunState) -> dict[str, float]:
         """The ``rollout/*`` metrics: means, label counts (0 for labels seen earlier), rates."""
         out: dict[str, float] = {}
+        known = self.kinds
         for key, col in self.cols.items():
-            kinds = set(map(type, col))
+            kinds = known.get(key)
+            if kinds is None:
+                kinds = set(map(type, col))
             if str in kinds:
-                labels = Counter([v for v in col if type(v) is str])
-                numbers = [v for v in col if type(v) is not str] if len(kinds) > 1 else []
+                if len(kinds) > 1:
+                    labels = Counter([v for v in col if type(v) is str])
+                    numbers = [v for v in col if type(v) is not str]
+                else:
+                    labels, numbers = Counter(col), []
             else:
                 labels, numbers = Counter(), col
             if numbers:
@@ -390,7 +440,8 @@ class EpisodeStats:
         return out
 
 
-_PLAIN = frozenset({float, int, bool, str, type(None)})
+_NONE = type(None)
+_PLAIN = frozenset({float, int, bool, str, _NONE})
 
 
 def _scalar(v: Any) -> float | None:
@@ -420,11 +471,31 @@ def episode_stats(attempts: Iterable[Attempt]) -> EpisodeStats:
 _retries = attrgetter("retries")
 _tokens = attrgetter("response_tokens")
 _duration = attrgetter("duration")
+_truncated = attrgetter("truncated")
+_lag = attrgetter("lag")
+_metadata = attrgetter("metadata")
+_sampler_logprobs = attrgetter("sampler_logprobs")
 
 
 def _pstd(values: Sequence[float]) -> float:
     m = _fmean(values)
     return math.sqrt(_fmean([(v - m) * (v - m) for v in values]))
+
+
+# Population std of a group's rewards by the rewards themselves: groups repeat the same few
+# reward tuples (8 binary rewards have 256), and _pstd (exact sums) depends only on the values.
+_PSTD_CACHE: dict[tuple[float, ...], float] = {}
+
+
+def _pstd_of(values: list[float]) -> float:
+    key = tuple(values)
+    std = _PSTD_CACHE.get(key)
+    if std is None:
+        std = _pstd(values)
+        if len(_PSTD_CACHE) >= 4096:
+            _PSTD_CACHE.clear()
+        _PSTD_CACHE[key] = std
+    return std
 
 
 def _mean(values: Sequence[float]) -> float | None:
@@ -585,40 +656,25 @@ def step_metrics(
     m["reward/std"] = _pstd(rewards) if rewards else None
 
     by_group = decision.members
-    if sum(len(g) for g in by_group.values()) != len(attempts):  # decided over other attempts
+    if sum(map(len, by_group.values())) != len(attempts):  # decided over other attempts
         by_group = {}
         for a in attempts:
             by_group.setdefault(a.group_id, []).append(a)
     # Every group's graded rewards, their lowest and highest; they also move the run's bounds.
-    # (graded rewards, lowest, highest) per group, None for a group without any
-    summary: list[tuple[list[float], float, float] | None] = []
+    # Groups whose graded rewards are all finite are judged by their extremes, (lowest,
+    # highest) in ``ranges``; the others (NaN, infinities) value by value, from ``odd_groups``.
+    ranges: list[tuple[float, float]] = []
+    odd_groups: list[list[float]] = []
     lo, hi = state.lowest, state.highest
-    for members in by_group.values():
-        graded = [r for a in members if (r := a.reward) is not None and a.error is None]
-        if not graded:
-            summary.append(None)
-            continue
-        if sum(graded) - sum(graded) == 0.0:  # no NaN or infinity: min and max are exact
-            gmin, gmax = min(graded), max(graded)
-            lo, hi = min(lo, gmin), max(hi, gmax)
-        else:
-            gmin = gmax = math.nan  # see below: compared element by element
-            finite = [r for r in graded if r - r == 0.0]
-            if finite:
-                lo, hi = min(lo, *finite), max(hi, *finite)
-        summary.append((graded, gmin, gmax))
-    state.lowest, state.highest = lo, hi
-    bottom, top = state.bounds()
-
     group_stds = []
     with_unusable = list(rewards)
-    all_solved = none_solved = signal = 0
-    for (gid, members), g in zip(by_group.items(), summary):
-        reason = decision.groups.get(gid)
+    reasons = decision.groups
+    for gid, members in by_group.items():
+        reason = reasons.get(gid)
         if reason is None:
             trained_rewards = [r for a in members if a.trained and (r := a.reward) is not None]
             if trained_rewards:
-                group_stds.append(_pstd(trained_rewards))
+                group_stds.append(_pstd_of(trained_rewards))
         else:
             with_unusable.extend(
                 [
@@ -629,22 +685,37 @@ def step_metrics(
                     and a.error is None
                 ]
             )
-        if g is None:
+        graded = [r for a in members if (r := a.reward) is not None and a.error is None]
+        if not graded:
             continue
-        graded, gmin, gmax = g
-        if gmin == gmin:  # every reward finite: the extremes tell
-            same = gmin == gmax
-            if same and gmin == top:
-                all_solved += 1
-            elif same and gmin == bottom:
-                none_solved += 1
+        total = sum(graded)
+        if total - total == 0.0:  # no NaN or infinity: min and max are exact
+            gmin, gmax = min(graded), max(graded)
+            if gmin < lo:
+                lo = gmin
+            if gmax > hi:
+                hi = gmax
+            ranges.append((gmin, gmax))
         else:
-            same = _all_same(graded)
-            if all(x == top for x in graded):
-                all_solved += 1
-            elif all(x == bottom for x in graded):
-                none_solved += 1
-        if not same:
+            finite = [r for r in graded if r - r == 0.0]
+            if finite:
+                lo, hi = min(lo, *finite), max(hi, *finite)
+            odd_groups.append(graded)
+    state.lowest, state.highest = lo, hi
+    bottom, top = state.bounds()
+
+    # A group whose extremes are equal scored one value: all solved at the top, none at the
+    # bottom; the others carry signal.
+    same_values = [gmin for gmin, gmax in ranges if gmin == gmax]
+    all_solved = same_values.count(top)
+    none_solved = same_values.count(bottom) if bottom != top else 0
+    signal = len(ranges) - len(same_values)
+    for graded in odd_groups:
+        if all(x == top for x in graded):
+            all_solved += 1
+        elif all(x == bottom for x in graded):
+            none_solved += 1
+        if not _all_same(graded):
             signal += 1
     m["reward/group_std_mean"] = _mean(group_stds)
     m["reward/mean_with_unusable"] = _mean(with_unusable)
@@ -682,10 +753,13 @@ def step_metrics(
     lengths = list(map(_tokens, responded))
     m["response/length_mean"] = _fmean(lengths) if lengths else None
     m["response/truncated_rate"] = (
-        len([1 for a in responded if a.truncated]) / len(lengths) if lengths else None
+        sum(map(_truncated, responded)) / len(lengths) if lengths else None
     )
 
-    lags = sorted(a.lag for a in trained if a.lag is not None)
+    lags = list(map(_lag, trained))
+    if None in lags:
+        lags = [x for x in lags if x is not None]
+    lags.sort()
     if lags:
         m["freshness/lag_mean"] = _fmean(lags)
         m["freshness/lag_p90"] = _percentile(lags, 0.9)
@@ -697,7 +771,12 @@ def step_metrics(
         m["perf/attempt_seconds_p90"] = _percentile(durations, 0.9)
         m["perf/attempt_seconds_p99"] = _percentile(durations, 0.99)
 
-    sampled = [a for a in attempts if a.sampler_logprobs is not None]
+    # Any sampler logprobs at all? Compared by identity (C-level), never by value: arrays.
+    sampled = (
+        [a for a in attempts if a.sampler_logprobs is not None]
+        if any(map(is_not, map(_sampler_logprobs, attempts), repeat(None)))
+        else []
+    )
     if sampled:
         m.update(_agreement(sampled, trainer_logprobs, problems))
     elif trainer_logprobs and problems is not None:
@@ -707,7 +786,7 @@ def step_metrics(
         )
 
     episodes = EpisodeStats()
-    metas = [a.metadata for a in attempts]
+    metas = list(map(_metadata, attempts))
     dirty = episodes.add_all(metas)
     if odd is not None:
         odd.extend(attempts[i] for i in dirty)

@@ -216,6 +216,18 @@ ATTEMPT_COLUMNS: dict[str, Any] = {
 }
 
 
+class _Index(dict[Any, int]):
+    """name -> code; a name not seen before gets the next code (``_Codes.encode``)."""
+
+    __slots__ = ("names",)
+    names: list[str]
+
+    def __missing__(self, name: Any) -> int:
+        code = self[name] = len(self.names)
+        self.names.append(str(name))
+        return code
+
+
 class _Codes:
     """A string <-> int32 code book that only grows."""
 
@@ -223,16 +235,14 @@ class _Codes:
 
     def __init__(self) -> None:
         self.names: list[str] = []
-        self.index: dict[str | None, int] = {None: -1}
+        index = _Index({None: -1})
+        index.names = self.names
+        self.index: dict[str | None, int] = index
 
     def encode(self, values: list[Any]) -> np.ndarray:
-        index, names = self.index, self.names
-        # New names in order of first appearance (dict.fromkeys keeps order, at C speed).
-        for v in dict.fromkeys(values):
-            if v not in index:
-                index[v] = len(names)
-                names.append(str(v))
-        return np.array(list(map(index.__getitem__, values)), dtype=np.int32)
+        # One C-level pass: known names are looked up, new ones get codes in order of first
+        # appearance (``_Index.__missing__``).
+        return np.fromiter(map(self.index.__getitem__, values), np.int32, len(values))
 
 
 class AttemptTableBuilder:

@@ -416,12 +416,16 @@ class NativeReader:
             recs = _DECODER.decode_lines(chunk)
         except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
             recs = None
-        if (
-            recs is not None
-            and len(recs) == int(nonblank.sum())
-            and all(0 <= r.step <= MAX_STEP for r in recs)
-        ):
-            self._add_rows(recs, starts[nonblank] + base, shard)
+        steps = None
+        if recs is not None and len(recs) == int(nonblank.sum()):
+            try:  # a step above 2**63-1 overflows; one below 0 is found by the minimum
+                steps = np.array([r.step for r in recs], dtype=np.int64)
+            except OverflowError:
+                steps = None
+            if steps is not None and len(steps) and steps.min() < 0:
+                steps = None
+        if recs is not None and steps is not None:
+            self._add_rows(recs, starts[nonblank] + base, shard, steps)
         else:
             self._decode_lines_one_by_one(chunk, starts, nl, p, first_line, base, shard)
 
@@ -478,14 +482,22 @@ class NativeReader:
         self.run.warnings.append(f"{p}:{lineno}: not a valid attempt record ({msg}); skipped")
         return None
 
-    def _add_rows(self, recs: list[_Attempt], offsets: np.ndarray, shard: int) -> None:
+    def _add_rows(
+        self,
+        recs: list[_Attempt],
+        offsets: np.ndarray,
+        shard: int,
+        steps: np.ndarray | None = None,
+    ) -> None:
         b = self._attempts
         n = len(recs)
+        if steps is None:
+            steps = np.array([r.step for r in recs], dtype=np.int64)
         reward = [r.reward for r in recs]
         pv = [r.policy_version for r in recs]
         lag = [r.lag for r in recs]
         block = {
-            "step": np.array([r.step for r in recs], dtype=np.int64),
+            "step": steps,
             "reward": np.array(reward, dtype=np.float64),
             "reward_missing": np.array([x is None for x in reward], dtype=np.bool_),
             "policy_version": _int_or(pv, -1),
@@ -504,8 +516,18 @@ class NativeReader:
         b.append(block)
 
 
+_EXACT = 2**53  # integers a float64 holds exactly
+
+
 def _int_or(values: list[int | None], missing: int) -> np.ndarray:
     # None -> NaN as float, then the missing code; exact for any version or token count < 2**53.
+    try:  # the usual column, every value an integer: straight to int64
+        ints = np.array(values, dtype=np.int64)
+    except (TypeError, OverflowError):  # a None among them (or a huge value)
+        pass
+    else:
+        if not len(ints) or (int(ints.min()) >= -_EXACT and int(ints.max()) <= _EXACT):
+            return ints  # what the float route gives for these values
     f = np.array(values, dtype=np.float64)
     bad = np.isnan(f)
     if bad.any():

@@ -6,6 +6,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator, Mapping
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +52,9 @@ from .shard import ShardIntake
 
 __all__ = ["Run", "WriterWarning"]
 
+_tokens = attrgetter("response_tokens")
+_now = time.time
+
 
 class Run:
     """A run directory being written by a training loop.
@@ -86,11 +90,14 @@ class Run:
         self._status = "running"
         # step -> attempts logged for that update, in arrival order
         self._pending: dict[int, list[Attempt]] = {}
-        self._n_pending = 0
+        # Attempts pending, counted when asked (``pending``): not per attempt logged.
         self._given_ids: set[str] = set()
         self._decided: Decision | None = None
+        self._decided_upto = -1  # the step of ``_decided``, -1 while there is none
         self._last_step: int | None = None
+        self._next_step = 0  # the first update attempts may still be logged for
         self._counter = 0
+        self._id_step, self._id_prefix = -1, ""  # ids "<step>-<n>": the step's prefix, kept
         self._started = time.time()
         self._last_step_time = self._started
         rr = cfg.rollout.reward_range
@@ -171,7 +178,11 @@ class Run:
     @property
     def pending(self) -> int:
         """Attempts logged whose update is not written yet."""
-        return self._n_pending
+        with self._lock:
+            return self._count_pending()
+
+    def _count_pending(self) -> int:
+        return sum(map(len, self._pending.values()))
 
     # -- logging ---------------------------------------------------------------------------
 
@@ -237,35 +248,79 @@ class Run:
             policy_version = as_int(policy_version, "log_attempt: policy_version", optional=True)
         if type(group_id) is not str or type(task_id) is not str:
             group_id, task_id = str(group_id), str(task_id)
-        if (reward is not None and type(reward) is not float) or (
-            duration is not None and type(duration) is not float
-        ):
-            reward = None if reward is None else as_number(reward, "reward", self._warn_once)
-            duration = (
-                None if duration is None else as_number(duration, "duration", self._warn_once)
-            )
-        err = None if error is None else error_code(error, failed_in)
-        meta = dict(metadata) if metadata else None
-        now = time.time()
-        with self._lock:
-            if self._closed:
+        # Working data to drop, or a number to spell, when the attempt is written (fixups).
+        fixup = False
+        if reward is not None:
+            if type(reward) is not float:
+                reward = as_number(reward, "reward", self._warn_once)
+            if reward is not None and reward - reward != 0.0:  # NaN or an infinity
+                fixup = True
+        if duration is not None:
+            if type(duration) is not float:
+                duration = as_number(duration, "duration", self._warn_once)
+            if duration is not None and duration - duration != 0.0:
+                fixup = True
+        if error is not None:
+            err = error_code(error, failed_in)
+            fixup = True
+        else:
+            err = None
+        if sampler_logprobs is not None or transcript is not None or discard_reason is not None:
+            fixup = True
+        if truncated is not False and truncated is not True:
+            truncated = bool(truncated)
+        meta = dict(metadata) if metadata else NO_METADATA
+        now = _now()
+        lock = self._lock
+        lock.acquire()  # not ``with``: the context protocol costs more than the rest here
+        try:
+            if step < self._next_step or self._closed:
                 self._check_open("log_attempt")
-            last = self._last_step
-            if (last is not None and step <= last) or step < 0:
                 if step < 0:
                     raise UsageError(f"log_attempt: step must be >= 0 (not {step})")
                 raise UsageError(
-                    f"log_attempt(step={step}): update {last} is already written; "
+                    f"log_attempt(step={step}): update {self._last_step} is already written; "
                     f"attempts must be for a later update"
                 )
-            self._counter += 1
+            n = self._counter = self._counter + 1
             if attempt_id is None:
-                aid = f"{step}-{self._counter}"
+                if step == self._id_step:
+                    aid = self._id_prefix + str(n)
+                else:
+                    self._id_step, self._id_prefix = step, f"{step}-"
+                    aid = f"{step}-{n}"
             else:
                 aid = str(attempt_id)
                 if aid in self._given_ids:
                     raise UsageError(f"log_attempt: attempt_id {aid!r} was already logged")
                 self._given_ids.add(aid)
+            if fixup:
+                self._queue(
+                    Attempt(
+                        step,
+                        aid,
+                        group_id,
+                        task_id,
+                        policy_version,
+                        reward,
+                        False,
+                        None,
+                        response_tokens,
+                        truncated,
+                        None,
+                        now,
+                        duration,
+                        meta,
+                        retries,
+                        None,
+                        err,
+                        sampler_logprobs,
+                        transcript,
+                        discard_reason,
+                    )
+                )
+                return aid
+            # The usual attempt, _queue inlined: nothing to fix up, not a failure.
             a = Attempt(
                 step,
                 aid,
@@ -276,20 +331,25 @@ class Run:
                 False,
                 None,
                 response_tokens,
-                bool(truncated),
+                truncated,
                 None,
                 now,
                 duration,
-                meta or NO_METADATA,
+                meta,
                 retries,
-                None,
-                err,
-                sampler_logprobs,
-                transcript,
-                discard_reason,
             )
-            self._queue(a)
+            bucket = self._pending.get(step)
+            if bucket is None:
+                self._pending[step] = [a]
+            else:
+                bucket.append(a)
+            if step <= self._decided_upto:  # it joins an update already decided: decide again
+                self._decided = None
+                self._decided_upto = -1
+            self._failures_in_a_row = 0
             return aid
+        finally:
+            lock.release()
 
     def _queue(self, a: Attempt) -> None:
         """Add an attempt to its update's pending ones (the lock held)."""
@@ -300,10 +360,9 @@ class Run:
             self._pending[a.step] = [a]
         else:
             bucket.append(a)
-        self._n_pending += 1
-        decided = self._decided
-        if decided is not None and a.step <= decided.step:
+        if a.step <= self._decided_upto:
             self._decided = None
+            self._decided_upto = -1
         if a.error is not None:
             self._failures_in_a_row += 1
             limit = self._max_failures
@@ -362,6 +421,7 @@ class Run:
                 max_group_losses=self._max_losses,
                 explicit=discards,
             )
+            self._decided_upto = step
             return self._decided
 
     def _check_step(self, step: Any) -> int:
@@ -410,7 +470,9 @@ class Run:
                 for a in batch:
                     self._given_ids.discard(a.attempt_id)
             self._decided = None
+            self._decided_upto = -1
             self._last_step = step
+            self._next_step = step + 1
             record: dict[str, Any] = {"step": step, "time": time.time()}
             try:
                 record = self._step_record(
@@ -434,8 +496,6 @@ class Run:
             batch = []
             for s in sorted(steps):
                 batch.extend(pending.pop(s) if take else pending[s])
-        if take:
-            self._n_pending -= len(batch)
         return batch
 
     def _check_unusable(self, step: int, decision: Decision) -> None:
@@ -482,7 +542,7 @@ class Run:
         self._last_step_time = now
         m["perf/step_seconds"] = step_seconds
         if step_seconds > 0:
-            m["perf/tokens_per_second"] = sum([a.response_tokens for a in batch]) / step_seconds
+            m["perf/tokens_per_second"] = sum(map(_tokens, batch)) / step_seconds
         for key, value in (metrics or {}).items():
             key = str(key)
             if key in RESERVED_STEP_KEYS:
@@ -596,7 +656,7 @@ class Run:
                 "time": now,
                 "step": 0 if self._last_step is None else self._last_step + 1,
                 "phase": self._phase,
-                "attempts_done": self._n_pending,
+                "attempts_done": self._count_pending(),
                 "attempts_needed": None,
                 "seconds_since_step": now - self._last_step_time,
                 **self._progress_extra,
@@ -651,7 +711,7 @@ class Run:
             self._status = "abandoned"  # in this process only: run.json keeps "running"
             if self._heartbeat is not None:
                 self._heartbeat.stop()
-            self._pending, self._n_pending = {}, 0
+            self._pending = {}
             self._fixups = []
             files = list(self._files.values())
             if self._progress_file is not None:
@@ -683,7 +743,7 @@ class Run:
             if self._heartbeat is not None:
                 self._heartbeat.stop()
             pending = [a for s in sorted(self._pending) for a in self._pending[s]]
-            self._pending, self._n_pending = {}, 0
+            self._pending = {}
             for a in pending:
                 a.discard_reason = a.error or a.given_reason or UNFINISHED
                 a.trained = False

@@ -1,0 +1,208 @@
+"""What the writer's fast paths must keep: the bytes it writes, every attempt flushed by
+log_step and close, pending counts, re-deciding, the readers' code books and integer columns."""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import random
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rlvitals import Run, read
+from rlvitals.model import _Codes
+from rlvitals.readers.native import _int_or
+from rlvitals.writer import run as run_module
+
+# sha256 of rollouts.jsonl and steps.jsonl that ``_scenario`` writes, as the writer wrote them
+# before its fast paths (per-attempt _queue, needs_fixup, two-pass step metrics): the fast
+# paths must not change one byte.
+GOLDEN = {
+    "rollouts.jsonl": "c7437affd52a1ce3678f202b45f1a96375791015991570d26e24b3e4869fc995",
+    "steps.jsonl": "214e5f235a1e7a0d1d01d0d9eba7aa87bc1a231692ae0b300c7dbe1a86e88c62",
+}
+
+
+def _scenario(root: Path) -> Path:
+    """A run with the odd values the fast paths branch on: NaN and infinite rewards and
+    durations, numpy scalars, given ids and reasons, failures, missing versions, metadata with
+    NaN, nested tables and None, attempts for a later update, attempts pending at close."""
+    rng = random.Random(5)
+    cfg = {
+        "output": {"output_dir": str(root), "name": "golden", "trace": "full"},
+        "training": {"max_consecutive_unusable_groups": None},
+        "rollout": {"max_consecutive_rollout_failures": None},
+    }
+    labels = ["done", "max_turns", "tool_error"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with Run(cfg) as run:
+            for step in range(6):
+                logged = {}
+                for g in range(12):
+                    p = rng.random()
+                    for k in range(4):
+                        kw: dict = {
+                            "reward": 1.0 if rng.random() < p else 0.0,
+                            "policy_version": step - (1 if rng.random() < 0.1 else 0),
+                            "response_tokens": rng.randrange(1, 300),
+                            "truncated": rng.random() < 0.1,
+                            "duration": rng.uniform(0.1, 9.0),
+                            "metadata": {
+                                "termination_reason": labels[rng.randrange(3)],
+                                "turns": rng.randrange(1, 9),
+                                "score": rng.random(),
+                                "used_tool": rng.random() < 0.5,
+                            },
+                        }
+                        j = rng.randrange(24)
+                        if j == 0:
+                            kw["reward"] = float("nan")
+                        elif j == 1:
+                            kw["duration"] = float("inf")
+                        elif j == 2:
+                            kw["reward"] = np.float32(0.5)
+                        elif j == 3:
+                            kw["metadata"] = {**kw["metadata"], "x": float("nan")}
+                        elif j == 4:
+                            kw["metadata"] = {"nested": {"a": 1, "b": "lbl"}, "turns": np.int64(3)}
+                        elif j == 5:
+                            kw["policy_version"] = None
+                        elif j == 6:
+                            kw["retries"] = 2
+                        elif j == 7:
+                            kw["discard_reason"] = "mine"
+                        elif j == 8:
+                            kw["attempt_id"] = f"given-{step}-{g}-{k}"
+                        elif j == 9:
+                            kw["metadata"] = None
+                        elif j == 10:
+                            kw["response_tokens"] = np.int32(7)
+                        elif j == 11:
+                            kw["truncated"] = np.bool_(True)
+                        elif j == 12:
+                            kw["error"] = TimeoutError("slow")
+                            kw["reward"] = None
+                        elif j == 13:
+                            kw["error"] = "Boom"
+                            kw["failed_in"] = "grading"
+                        elif j == 14:
+                            kw["sampler_logprobs"] = [-0.5, -0.25, -1.0]
+                        elif j == 15:
+                            kw["transcript"] = [{"prompt": "1+1=", "completion": "2"}]
+                        attempt_step = step + 1 if j == 16 else step
+                        aid = run.log_attempt(attempt_step, f"{attempt_step}-g{g}", f"t{g}", **kw)
+                        if j == 14:
+                            logged[aid] = [-0.5, -0.2, -1.1]
+                run.log_step(step, trainer_logprobs=logged, metrics={"train/loss": 0.5})
+            for k in range(5):  # pending at close: written as unfinished
+                run.log_attempt(6, "6-g0", "t0", float(k % 2), policy_version=6)
+    return run.dir
+
+
+def _digests(root: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    clock = itertools.count(1_790_000_000_000)
+
+    def now() -> float:
+        return next(clock) / 1000.0
+
+    monkeypatch.setattr(time, "time", now)
+    if hasattr(run_module, "_now"):
+        monkeypatch.setattr(run_module, "_now", now)
+    d = _scenario(root)
+    return {name: hashlib.sha256((d / name).read_bytes()).hexdigest() for name in GOLDEN}
+
+
+def test_written_bytes_are_those_of_the_writer_before_its_fast_paths(tmp_path, monkeypatch):
+    assert _digests(tmp_path, monkeypatch) == GOLDEN
+
+
+def test_every_attempt_is_written_by_its_update_or_at_close(tmp_path):
+    cfg = {"output": {"output_dir": str(tmp_path), "name": "r"}}
+    ids: dict[int, list[str]] = {0: [], 1: [], 2: []}
+    with pytest.raises(RuntimeError), Run(cfg) as run:
+        for step in range(2):
+            for g in range(3):
+                for k in range(4):
+                    ids[step].append(run.log_attempt(step, f"{step}-{g}", "t", float(k % 2)))
+                ids[step + 1].append(run.log_attempt(step + 1, f"{step + 1}-x", "t", 1.0))
+            assert run.pending == len(ids[step]) + len(ids[step + 1])
+            run.log_step(step)
+            written = (run.dir / "rollouts.jsonl").read_text().splitlines()
+            assert run.pending == len(ids[step + 1])
+            assert len(written) == sum(len(ids[s]) for s in range(step + 1))
+        raise RuntimeError("the loop crashed")
+    recs = read(run.dir).attempts
+    assert recs is not None and len(recs) == sum(map(len, ids.values()))
+    text = (run.dir / "rollouts.jsonl").read_text()
+    for aid in itertools.chain.from_iterable(ids.values()):
+        assert f'"attempt_id":"{aid}"' in text
+    assert text.count('"discard_reason":"unfinished"') == len(ids[2])
+
+
+def test_an_attempt_logged_after_decide_joins_the_update(tmp_path):
+    cfg = {"output": {"output_dir": str(tmp_path), "name": "r"}}
+    with Run(cfg) as run:
+        for k in range(4):
+            run.log_attempt(0, "g", "t", float(k % 2), policy_version=0)
+        assert len(run.decide(0).trained) == 4
+        late = run.log_attempt(0, "g", "t", 1.0, policy_version=0)
+        record = run.log_step(0)
+        assert record["groups/trained"] == 1.0
+    text = (run.dir / "rollouts.jsonl").read_text()
+    assert text.count('"trained":true') == 5 and late in text
+
+
+def test_bad_values_are_one_clear_error_naming_the_argument(tmp_path):
+    cfg = {"output": {"output_dir": str(tmp_path), "name": "r"}}
+    from rlvitals.errors import UsageError
+
+    with Run(cfg) as run:
+        with pytest.raises(UsageError, match="log_attempt: step must be an integer"):
+            run.log_attempt("x", "g", "t", 1.0)
+        with pytest.raises(UsageError, match="log_attempt: response_tokens must be an integer"):
+            run.log_attempt(0, "g", "t", 1.0, response_tokens=1.5)
+        with pytest.raises(UsageError, match="step must be >= 0"):
+            run.log_attempt(-1, "g", "t", 1.0)
+        run.log_attempt(0, "g", "t", 1.0, attempt_id="a")
+        with pytest.raises(UsageError, match="'a' was already logged"):
+            run.log_attempt(0, "g", "t", 1.0, attempt_id="a")
+        run.log_step(0)
+        with pytest.raises(UsageError, match="update 0 is already written"):
+            run.log_attempt(0, "g", "t", 1.0)
+        assert run.pending == 0
+
+
+def test_code_books_number_names_in_order_of_first_appearance():
+    codes = _Codes()
+    assert codes.encode(["b", None, "a", "b"]).tolist() == [0, -1, 1, 0]
+    assert codes.encode(["c", "a", None]).tolist() == [2, 1, -1]
+    assert codes.names == ["b", "a", "c"]
+    assert codes.encode([]).dtype == np.int32 and not len(codes.encode([]))
+    assert codes.index.get("zzz") is None and "zzz" not in codes.names  # get() adds nothing
+
+
+def test_integer_columns_keep_the_float_routes_values():
+    assert _int_or([3, None, 5], -1).tolist() == [3, -1, 5]
+    assert _int_or([3, 4], -1).dtype == np.int64
+    big = [2**53 + 1, 1]  # beyond float64's exact integers: the float route, as before
+    assert _int_or(big, -1).tolist() == np.array(big, dtype=np.float64).astype(np.int64).tolist()
+
+
+@pytest.mark.parametrize("bad", [-1, 2**63])
+def test_a_step_out_of_range_is_skipped_with_a_warning(tmp_path, bad):
+    d = tmp_path / "run"
+    d.mkdir()
+    (d / "run.json").write_text('{"format": "rlvitals-run/1", "name": "run"}')
+    (d / "steps.jsonl").write_text('{"step": 0, "time": 1.0}\n')
+    good = '{"step": 0, "attempt_id": "a%d", "group_id": "g", "task_id": "t", "reward": 1.0}\n'
+    (d / "rollouts.jsonl").write_text(
+        good % 1 + good.replace('"step": 0', f'"step": {bad}') % 2 + good % 3
+    )
+    run = read(d)
+    assert run.attempts is not None and len(run.attempts) == 2
+    assert any("expected a 'step'" in w for w in run.warnings)
