@@ -196,7 +196,7 @@ def check(ctx: Context) -> list[Finding]:
             # policy already gives greedily (RL raises pass@1 before it raises what greedy
             # decoding solves; Yue et al. 2025). Both must be shares of [0, 1] to compare.
             explained = (
-                0.0 <= lo
+                lo >= 0.0
                 and hi <= 1.0
                 and bool(np.all((e.values[i:] >= 0) & (e.values[i:] <= 1)))
                 and train["last"] <= float(e.values[i:].mean())

@@ -14,7 +14,7 @@ import math
 import re
 import sqlite3
 import urllib.parse
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -214,3 +214,27 @@ def tables(path: Path) -> dict[str, set[str]]:
         return {}
     finally:
         conn.close()
+
+
+def poll_store(
+    run: RunData, db: Path, read: Callable[[sqlite3.Connection], bool], after: Callable[[], Any]
+) -> bool:
+    """One poll of a tracker's SQLite store: ``read(conn)`` the rows added since the last
+    one, then ``after()`` when there were any; True if there were. A store that cannot be
+    opened, or is locked longer than the timeout or damaged, is a warning on ``run`` (the
+    next poll tries again), never an exception."""
+    try:
+        conn = connect(db)
+    except ReadError as exc:
+        run.warnings.append(str(exc))
+        return False
+    try:
+        changed = read(conn)
+    except sqlite3.Error as exc:
+        run.warnings.append(f"{db}: cannot read ({exc}); will retry")
+        changed = False
+    finally:
+        conn.close()
+    if changed:
+        after()
+    return changed

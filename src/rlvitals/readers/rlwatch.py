@@ -19,7 +19,7 @@ from ..errors import ReadError
 from ..jsonio import decode_line
 from ..model import RunData
 from . import Format, register
-from ._trackers import choose_run, connect, flatten, number, tables
+from ._trackers import choose_run, connect, flatten, number, poll_store, tables
 from .mapping import MappingTable, Rule, apply_table
 
 __all__ = ["RLWATCH", "RlwatchReader"]
@@ -106,21 +106,12 @@ class RlwatchReader:
 
     def poll(self) -> bool:
         """Read the rows logged since the last call; True if any were."""
-        try:
-            conn = connect(self.db)
-        except ReadError as exc:
-            self.run.warnings.append(str(exc))
-            return False
-        try:
-            changed = self._read(conn)
-        except sqlite3.Error as exc:  # locked for longer than the timeout, or damaged
-            self.run.warnings.append(f"{self.db}: cannot read ({exc}); will retry")
-            changed = False
-        finally:
-            conn.close()
-        if changed:
-            apply_table(self.run, RLWATCH, extra=self.extra_rules)
-        return changed
+        return poll_store(
+            self.run,
+            self.db,
+            self._read,
+            lambda: apply_table(self.run, RLWATCH, extra=self.extra_rules),
+        )
 
     def _add(self, step: int, key: str, value: Any) -> None:
         run = self.run

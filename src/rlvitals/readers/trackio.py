@@ -25,7 +25,7 @@ from ..errors import ReadError
 from ..jsonio import decode_line
 from ..model import RunData
 from . import Format, register
-from ._trackers import choose_run, connect, flatten, map_by_keys, number, tables
+from ._trackers import choose_run, connect, flatten, map_by_keys, number, poll_store, tables
 from .mapping import Rule
 
 __all__ = ["TrackioReader"]
@@ -115,21 +115,9 @@ class TrackioReader:
 
     def poll(self) -> bool:
         """Read the rows logged since the last call; True if any were."""
-        try:
-            conn = self._open()
-        except ReadError as exc:
-            self.run.warnings.append(str(exc))
-            return False
-        try:
-            changed = self._read(conn)
-        except sqlite3.Error as exc:  # locked for longer than the timeout, or damaged
-            self.run.warnings.append(f"{self.db}: cannot read ({exc}); will retry")
-            changed = False
-        finally:
-            conn.close()
-        if changed:
-            map_by_keys(self.run, self.extra_rules)
-        return changed
+        return poll_store(
+            self.run, self.db, self._read, lambda: map_by_keys(self.run, self.extra_rules)
+        )
 
     def _read(self, conn: sqlite3.Connection) -> bool:
         if not self._config_read:

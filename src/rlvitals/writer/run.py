@@ -294,33 +294,6 @@ class Run:
                 if aid in self._given_ids:
                     raise UsageError(f"log_attempt: attempt_id {aid!r} was already logged")
                 self._given_ids.add(aid)
-            if fixup:
-                self._queue(
-                    Attempt(
-                        step,
-                        aid,
-                        group_id,
-                        task_id,
-                        policy_version,
-                        reward,
-                        False,
-                        None,
-                        response_tokens,
-                        truncated,
-                        None,
-                        now,
-                        duration,
-                        meta,
-                        retries,
-                        None,
-                        err,
-                        sampler_logprobs,
-                        transcript,
-                        discard_reason,
-                    )
-                )
-                return aid
-            # The usual attempt, _queue inlined: nothing to fix up, not a failure.
             a = Attempt(
                 step,
                 aid,
@@ -337,7 +310,16 @@ class Run:
                 duration,
                 meta,
                 retries,
+                None,
+                err,
+                sampler_logprobs,
+                transcript,
+                discard_reason,
             )
+            if fixup:
+                self._queue(a)
+                return aid
+            # The usual attempt, _queue inlined: nothing to fix up, not a failure.
             bucket = self._pending.get(step)
             if bucket is None:
                 self._pending[step] = [a]
