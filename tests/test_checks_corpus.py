@@ -44,6 +44,18 @@ def test_a_grader_loophole_shows_as_replies_collapsing_while_reward_rises():
     assert any("stopping early" in f.title for f in rep.at_least("warn"))
 
 
+def test_an_exploited_run_never_calls_its_reward_rise_learning_without_doubt():
+    # The loophole run's reward rises (the reward check says so) while the grader pays for
+    # prefixes: that reassurance is qualified, and the healthy runs keep theirs plain.
+    rep = judge("trl/grpo-loophole")
+    assert rep.verdict == "exploit_suspected"
+    good = [f for f in rep.findings if f.verdict in ("learning", "mastered")]
+    assert good and all("call into doubt" in f.title for f in good)
+    assert all(f.evidence["doubted_by"] == "exploit_suspected" for f in good)
+    healthy = judge("trl/grpo-healthy")
+    assert not [f for f in healthy.findings if "doubt" in f.title]
+
+
 @pytest.mark.parametrize(
     "rel, verdicts",
     [

@@ -9,6 +9,7 @@ runs in time linear in the run's length; the same code judges a finished run and
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 from collections.abc import Callable
 from typing import Any
@@ -105,6 +106,23 @@ def order_findings(findings: list[Finding], verdict: str) -> list[Finding]:
     return [f for _i, f in sorted(enumerate(findings), key=key)]
 
 
+# Verdicts whose findings read as good news about the reward.
+REASSURING = ("learning", "mastered", "healthy")
+
+
+def _doubted(f: Finding) -> Finding:
+    """A reassuring ok/info finding of an exploited run, told that the reward it reads is
+    the one the exploit findings doubt (a reward rising is not learning when the grader pays
+    for something else)."""
+    if f.severity not in ("ok", "info") or f.verdict not in REASSURING:
+        return f
+    return dataclasses.replace(
+        f,
+        title=f"{f.title} (by the reward, which the exploit findings above call into doubt)",
+        evidence={**f.evidence, "doubted_by": "exploit_suspected"},
+    )
+
+
 def run_checks(
     data: RunData,
     *,
@@ -146,6 +164,8 @@ def run_checks(
         found.sort(key=lambda f: (f.first_step is None, f.first_step or 0))
         findings.extend(found)
     verdict = overall_verdict(findings, ctx.step_count)
+    if verdict == "exploit_suspected":
+        findings = [_doubted(f) for f in findings]
     steps = ctx.step_count
     info = {
         k: data.info.get(k)
