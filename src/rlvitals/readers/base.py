@@ -32,11 +32,13 @@ from ..model import RunData
 
 __all__ = [
     "MAX_STEP",
+    "SKIPPED",
     "FileReader",
     "FileState",
     "check_state",
     "clear_run",
     "decode_json",
+    "decode_logged",
     "decode_text",
     "head_bytes",
     "local_path",
@@ -301,6 +303,27 @@ def decode_json(raw: bytes | str) -> tuple[Any, str | None]:
         return _decode_shallow(raw)
     except ValueError:
         raise first from None
+
+
+SKIPPED: Any = object()
+"""What ``decode_logged`` returns for a line it skipped."""
+
+
+def decode_logged(raw: bytes, where: str, warn: Warn, *, objects_only: bool = True) -> Any:
+    """One line's JSON value (``decode_json``), or ``SKIPPED`` after one warning naming
+    ``where`` (``path:line``): not JSON, or (``objects_only``) not an object. A value whose
+    deep nesting was flattened is kept, with a warning that says so."""
+    try:
+        rec, note = decode_json(raw)
+    except ValueError as exc:
+        warn(f"{where}: not JSON ({exc}); skipped")
+        return SKIPPED
+    if note:
+        warn(f"{where}: {note}")
+    if objects_only and not isinstance(rec, dict):
+        warn(f"{where}: expected a JSON object; skipped")
+        return SKIPPED
+    return rec
 
 
 def _decode_shallow(raw: bytes | str) -> tuple[Any, str | None]:

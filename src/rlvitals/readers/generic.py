@@ -21,7 +21,15 @@ from typing import Any
 from ..jsonio import to_float
 from ..schema import is_canonical
 from . import Format, register
-from .base import FileReader, FileState, decode_json, decode_text, valid_step
+from .base import (
+    SKIPPED,
+    FileReader,
+    FileState,
+    decode_json,
+    decode_logged,
+    decode_text,
+    valid_step,
+)
 from .keys import header_keys
 from .mapping import Mapper, MappingTable, Rule
 from .textlog import head, parse_number
@@ -100,15 +108,8 @@ class JsonlMetricsReader(FileReader):
         if not raw.strip():
             return
         p = st.path
-        try:
-            rec, note = decode_json(raw)
-        except ValueError as exc:
-            self.run.warnings.append(f"{p}:{lineno}: not JSON ({exc}); skipped")
-            return
-        if note:
-            self.run.warnings.append(f"{p}:{lineno}: {note}")
-        if not isinstance(rec, dict):
-            self.run.warnings.append(f"{p}:{lineno}: expected a JSON object; skipped")
+        rec = decode_logged(raw, f"{p}:{lineno}", self.run.warnings.append)
+        if rec is SKIPPED:
             return
         self.row(rec, p, lineno)
 

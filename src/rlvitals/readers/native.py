@@ -30,10 +30,12 @@ from ..schema import EVALS, PROGRESS, RESERVED_STEP_KEYS, ROLLOUTS, RUN_JSON, ST
 from . import Format, register
 from .base import (
     MAX_STEP,
+    SKIPPED,
     FileState,
     check_state,
     clear_run,
     decode_json,
+    decode_logged,
     open_binary,
     read_chunks,
     read_lines,
@@ -205,15 +207,8 @@ class NativeReader:
         for lineno, raw in read_lines(tail, warn=warn, final=final, max_line=MAX_LINE_BYTES):
             if not raw.strip():
                 continue
-            try:
-                rec, note = decode_json(raw)
-            except ValueError as exc:
-                warn(f"{p}:{lineno}: not JSON ({exc}); skipped")
-                continue
-            if note:
-                warn(f"{p}:{lineno}: {note}")
-            if not isinstance(rec, dict):
-                warn(f"{p}:{lineno}: expected a JSON object; skipped")
+            rec = decode_logged(raw, f"{p}:{lineno}", warn)
+            if rec is SKIPPED:
                 continue
             try:
                 handle(rec, p, lineno)
@@ -343,13 +338,11 @@ class NativeReader:
             line = chunk[a:b]
             if not line.strip():
                 continue
-            try:
-                rec, note = decode_json(line)
-            except ValueError as exc:
-                self.run.warnings.append(f"{p}:{first_line + i}: not JSON ({exc}); skipped")
+            rec = decode_logged(
+                line, f"{p}:{first_line + i}", self.run.warnings.append, objects_only=False
+            )
+            if rec is SKIPPED:
                 continue
-            if note:
-                self.run.warnings.append(f"{p}:{first_line + i}: {note}")
             recs.append(rec)
             idx.append(i)
         return recs, np.array(idx, dtype=np.int64)

@@ -160,23 +160,30 @@ def _check_readable(p: Path) -> None:
         raise UnknownFormatError(f"cannot read ({exc.strerror or exc})", path=str(p)) from None
 
 
-def _sub_runs(p: Path, fmts: list[Format], *, nested: bool) -> list[Path]:
-    """The sub-folders of ``p`` that are runs (read alone). ``nested``: the check for a
-    sub-folder itself, where its own sub-folders need only be accepted by some format."""
-    out = []
+def _child_dirs(p: Path) -> list[Path]:
+    """The sub-folders of ``p`` a run can be in, by name: not hidden, not ``SKIP_DIRS``; an
+    unreadable folder has none."""
     try:
         children = sorted(os.scandir(p), key=lambda e: e.name)
     except OSError:
         return []
+    out = []
     for e in children:
         if e.name.startswith(".") or e.name in SKIP_DIRS:
             continue
         try:
-            if not e.is_dir():
-                continue
+            if e.is_dir():
+                out.append(Path(e.path))
         except OSError:
             continue
-        child = Path(e.path)
+    return out
+
+
+def _sub_runs(p: Path, fmts: list[Format], *, nested: bool) -> list[Path]:
+    """The sub-folders of ``p`` that are runs (read alone). ``nested``: the check for a
+    sub-folder itself, where its own sub-folders need only be accepted by some format."""
+    out = []
+    for child in _child_dirs(p):
         if nested:
             if any(f.accepts(child) for f in fmts):
                 out.append(child)
@@ -347,16 +354,6 @@ def discover(path: str | os.PathLike[str], *, depth: int = 2) -> list[Path]:
     if depth <= 1 or not p.is_dir():
         return []
     out: list[Path] = []
-    try:
-        children = sorted(os.scandir(p), key=lambda e: e.name)
-    except OSError:
-        return []
-    for e in children:
-        if e.name.startswith(".") or e.name in SKIP_DIRS:
-            continue
-        try:
-            if e.is_dir():
-                out.extend(discover(e.path, depth=depth - 1))
-        except OSError:
-            continue
+    for child in _child_dirs(p):
+        out.extend(discover(child, depth=depth - 1))
     return out
