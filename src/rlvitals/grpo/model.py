@@ -119,6 +119,7 @@ class GPT(nn.Module):
 
     cos: torch.Tensor  # (max_len, head_dim/2) rotary tables, buffers
     sin: torch.Tensor
+    rounding: torch.dtype | None = None  # see round_to
 
     def __init__(
         self, vocab_size: int, n_layer: int, n_head: int, d_model: int, max_len: int = 64
@@ -156,8 +157,6 @@ class GPT(nn.Module):
             with torch.no_grad():
                 for p in self.parameters():
                     p.copy_(p.to(dtype))
-
-    rounding: torch.dtype | None = None
 
     def _run(
         self, idx: torch.Tensor, start: int, cache: KVCache | None, last: bool = False

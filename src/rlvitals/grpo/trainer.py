@@ -120,12 +120,8 @@ class Trainer:
         self.entropy_coef = 0.0
 
     def set_lr(self, lr: float) -> None:
-        """Change the learning rate from the next optimizer step on (scaled while warming up)."""
+        """Change the learning rate from the next update on (scaled while warming up)."""
         self.lr = lr
-        self.opt.lr = lr * self._warmup_scale()
-
-    def _warmup_scale(self) -> float:
-        return min(1.0, (self.updates + 1) / self.warmup) if self.warmup > 0 else 1.0
 
     def _logits(self, tokens: torch.Tensor) -> torch.Tensor:
         # (B, T) -> (B, T-1, V): position t predicts token t+1, at the sampling temperature so
@@ -163,8 +159,10 @@ class Trainer:
             advantages: one advantage per row of ``rows``.
         """
         eps = self.clip_eps
-        self.opt.lr = self.lr * self._warmup_scale()
+        # The rate of this update's optimizer steps: lr, scaled while warming up.
         self.updates += 1
+        warm = min(1.0, self.updates / self.warmup) if self.warmup > 0 else 1.0
+        self.opt.lr = self.lr * warm
         B, T = ep.tokens.shape
         idx = torch.as_tensor(list(rows), dtype=torch.long)
         adv = torch.as_tensor(list(advantages), dtype=torch.float32)  # (N,)
