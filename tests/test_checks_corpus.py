@@ -156,6 +156,21 @@ def test_healthy_runs_from_other_tools_raise_nothing(rel):
     assert not rep.at_least("warn"), alarms(rep)
 
 
+def test_one_gradient_explosion_is_drift_at_its_step_live_too():
+    # rl-doctor's grad_spikes scenario: the first norm 90x its running median at step 52.
+    data = read(str(CORPUS / "peers/rldoctor/grad_spikes-s3/records.jsonl"))
+    for rep in (run_checks(data), run_checks(data.until(52))):
+        f = next(f for f in rep.at_least("warn") if "exploded" in f.title)
+        assert (f.verdict, f.first_step, f.metric) == ("drift", 52, "train/grad_norm")
+    assert "spikes" not in " ".join(f.title for f in run_checks(data).findings)
+
+
+def test_a_gradient_norm_that_settles_is_no_explosion():
+    # The same kind of run without the spikes: the norm falls from 0.55 to 0.31 as it settles.
+    rep = judge("peers/rldoctor/healthy-s3/records.jsonl")
+    assert not [f for f in rep.findings if f.metric == "train/grad_norm"]
+
+
 def test_a_transient_truncated_start_is_not_out_of_room():
     rep = judge("trl/grpo-healthy")
     f = next(f for f in rep.findings if f.check == "episodes")

@@ -321,6 +321,51 @@ def _clip(ctx: Context) -> list[Finding]:
 
 
 SPIKE_RATE = 0.01
+# A gradient norm this many times the median of the updates before it is an explosion, not
+# noise: one is enough (the collapses of science.md 1 arrive as gradient-norm explosions; the
+# peers' own spike scenario dates its onset at 10x). Healthy runs of the corpus and the
+# reference trainer peak at 2.6x and 4.4x their running median.
+EXPLOSION = 10.0
+EXPLOSION_WINDOW = 50
+
+
+def _grad_explosion(ctx: Context) -> list[Finding]:
+    s = ctx.finite("train/grad_norm")
+    if s is None or len(s) <= 2 * MIN_WINDOW:
+        return []
+    v = s.values
+    # Each update against the median of the (up to) EXPLOSION_WINDOW updates before it: what
+    # a live check knew at that step, following a norm that falls as training settles.
+    w = EXPLOSION_WINDOW
+    ref = np.full(len(v), np.nan)
+    for i in range(2 * MIN_WINDOW, min(w, len(v))):
+        ref[i] = np.median(v[:i])
+    if len(v) > w:
+        ref[w:] = np.median(np.lib.stride_tricks.sliding_window_view(v[:-1], w), axis=1)
+    hits = np.flatnonzero((ref > 0) & (v >= EXPLOSION * ref))
+    if not len(hits):
+        return []
+    i, later = int(hits[0]), len(hits)
+    med = float(ref[i])
+    return [
+        finding(
+            NAME,
+            "warn",
+            "drift",
+            f"gradient norm exploded to {round_sig(float(v[i]))} at step {int(s.steps[i])}, "
+            f"{float(v[i]) / med:.0f}x the median of the {min(i, w)} updates before"
+            + (f" ({later} such updates in all)" if later > 1 else ""),
+            metric="train/grad_norm",
+            first_step=int(s.steps[i]),
+            level=round_sig(float(v[i])),
+            median=round_sig(med),
+            explosions=later,
+            line=EXPLOSION,
+            action="Look at the batch of that step (a degenerate or very long sample) and the "
+            "sampler/trainer mismatch around it; lower the learning rate or clip gradients "
+            "harder if it repeats.",
+        )
+    ]
 # The reward read for a plateau under collapsed entropy: its last third, at least this many
 # updates after the entropy fell (science.md 2b: Mann-Kendall over the last 50 steps).
 PLATEAU_STEPS = 50
@@ -360,4 +405,7 @@ def _grad_spikes(ctx: Context) -> list[Finding]:
 
 
 def check(ctx: Context) -> list[Finding]:
-    return _entropy(ctx) + _length_collapse(ctx) + _clip(ctx) + _grad_spikes(ctx)
+    explosion = _grad_explosion(ctx)
+    # An explosion is the stronger reading of the same spikes: the spike count is not repeated.
+    spikes = [] if explosion else _grad_spikes(ctx)
+    return _entropy(ctx) + _length_collapse(ctx) + _clip(ctx) + explosion + spikes
