@@ -116,6 +116,38 @@ def test_a_truncated_start_that_stays_is_out_of_room(tmp_path):
     assert rep.verdict == "out_of_room"
 
 
+def _creeping_truncation(tmp_path, name, share) -> RunData:
+    rng = np.random.default_rng(2)
+    rows = [
+        base_row(i, rng, **{"completions/clipped_ratio": share(i), "reward": 0.3 + 0.004 * i})
+        for i in range(60)
+    ]
+    return trl_run(tmp_path, name, rows)
+
+
+def creep(i: int) -> float:
+    return 0.01 + 0.004 * max(0, i - 8)
+
+
+def test_truncation_still_climbing_past_five_points_is_out_of_room_while_reward_rises(tmp_path):
+    # Replies lengthen with the reward; the share cut off creeps from 1% up by 0.4 points an
+    # update, past start + 5 points at step 22, and is still climbing (science.md's warn line).
+    data = _creeping_truncation(tmp_path, "creep", creep)
+    rep = run_checks(data)
+    f = next(f for f in rep.at_least("warn") if f.verdict == "out_of_room")
+    assert "still climbing" in f.title and 22 <= f.first_step <= 24, f.title
+    # Live: three updates past the line are enough.
+    live = run_checks(data.until(26))
+    assert [f.verdict for f in live.at_least("warn")] == ["out_of_room"], alarms(live)
+
+
+def test_truncation_that_rose_a_little_and_settled_is_not_out_of_room(tmp_path):
+    # The same creep to 9%, then flat for 30 updates while the reward keeps rising.
+    data = _creeping_truncation(tmp_path, "settled", lambda i: creep(min(i, 28)))
+    rep = run_checks(data)
+    assert not [f for f in rep.at_least("warn") if f.verdict == "out_of_room"], alarms(rep)
+
+
 # -- reward components -----------------------------------------------------------------------
 
 

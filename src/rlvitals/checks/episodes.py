@@ -108,6 +108,7 @@ def check(ctx: Context) -> list[Finding]:
         now = float(s.values[-MIN_WINDOW:].mean())
         from_start = start >= th.room_level
         line = start + th.room_rise
+        climbing, creep_line = False, None
         # Judged by its course: what matters is whether episodes are still cut off now. A
         # start where most are cut (a random-init model that has not learned to stop) that
         # falls away is transient, not out of room.
@@ -137,24 +138,35 @@ def check(ctx: Context) -> list[Finding]:
             # The start is the median of the first five updates; three points past the line
             # after them are enough (the lines are far from noise), so a live run is judged
             # from its eighth update.
-            if n < MIN_WINDOW + 3 or now < min(line, th.room_level):
-                continue  # not yet, or the spell is over
+            if n < MIN_WINDOW + 3:
+                continue  # not yet
+            # Still climbing over the last third of the run: the budget binds more every
+            # update, and a smaller rise (room_creep, science.md's warning line) is enough.
+            late = trend(s.since(int(s.steps[n - max(2 * MIN_WINDOW, n // 3)])))
+            climbing = late is not None and late.rising
+            creep_line = start + th.room_creep
+            if now < min(line, th.room_level) and not (climbing and now >= creep_line):
+                continue  # the spell is over
             rise = crossing(s.values, line, points=True)
             most = crossing(s.values, th.room_level, points=True)
             if most is None:
-                # A smaller rise counts while reward stays flat (longer answers that pay off
-                # are learning, not a budget problem), or while the share cut off is still
-                # climbing over the last third of the run: the budget binds more every update.
-                if rise is None:
+                # A rise past the line counts while reward stays flat (longer answers that
+                # pay off are learning, not a budget problem) or while the share climbs; the
+                # creep line only while it climbs.
+                if rise is not None and not climbing:
+                    flat, _, _ = _reward_flat_since(ctx, int(s.steps[rise]))
+                    if not flat:
+                        rise = None
+                creep = crossing(s.values, creep_line, points=True) if climbing else None
+                if rise is None and creep is None:
                     continue
-                flat, rname, slope = _reward_flat_since(ctx, int(s.steps[rise]))
-                late = trend(s.since(int(s.steps[n - max(2 * MIN_WINDOW, n // 3)])))
-                if not flat and (late is None or not late.rising):
-                    continue
-                idx = rise
+                idx = min(i for i in (rise, creep) if i is not None)
+                flat, rname, slope = _reward_flat_since(ctx, int(s.steps[idx]))
             else:
-                # Most episodes cut off at a limit: a problem whatever the reward does.
-                idx = min(i for i in (rise, most) if i is not None)
+                # Most episodes cut off at a limit: a problem whatever the reward does, dated
+                # from where the share first crept past the creep line.
+                creep = crossing(s.values, creep_line, points=True)
+                idx = min(i for i in (rise, most, creep) if i is not None)
                 flat, rname, slope = _reward_flat_since(ctx, int(s.steps[idx]))
         first = int(s.steps[idx])
         level = float(np.nanmax(roll)) if np.isfinite(roll).any() else float(s.values.mean())
@@ -166,13 +178,16 @@ def check(ctx: Context) -> list[Finding]:
                 "out_of_room",
                 f"running out of room: {level:.0%} of episodes {words} "
                 f"({'from the start' if from_start else f'from step {first}, start {start:.0%}'}"
-                f", {now:.0%} over the last {MIN_WINDOW})" + reward_words,
+                f", {now:.0%} over the last {MIN_WINDOW}"
+                + (", still climbing)" if climbing else ")")
+                + reward_words,
                 metric=name,
                 first_step=first,
                 start_level=round_sig(start),
                 level=round_sig(level),
                 last_level=round_sig(now),
                 line=round_sig(line),
+                creep_line=round_sig(creep_line) if climbing and creep_line else None,
                 most_line=th.room_level,
                 reward_metric=rname,
                 reward_flat=flat,
