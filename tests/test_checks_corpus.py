@@ -61,12 +61,22 @@ def test_an_exploited_run_never_calls_its_reward_rise_learning_without_doubt():
     [
         ("public/trl-3857-zero-std.log", {"no_signal"}),
         ("public/msswift-5890-truncation.log", {"out_of_room", "too_easy"}),
+        # One normal update, then every group zero-variance with loss and gradient 0.
+        ("public/memgen-33-zero-reward.log", {"no_signal"}),
     ],
 )
 def test_a_short_pasted_log_is_judged_on_its_levels(rel, verdicts):
     rep = judge(rel)
     assert rep.verdict in verdicts, alarms(rep)
+    assert rep.at_least("warn")
     assert all("update" in f.title and " read" in f.title for f in rep.at_least("warn"))
+
+
+def test_a_few_groups_agreeing_by_chance_early_is_not_a_vanished_signal():
+    # TRL, 4 groups an update: at step 3 all four happen to agree, the gradient is not 0.
+    data = read(str(CORPUS / "trl/grpo-high-lr"))
+    rep = run_checks(data.until(3))
+    assert not [f for f in rep.findings if "vanished" in f.title], alarms(rep)
 
 
 def test_a_null_reward_from_the_sink_is_named_non_finite():

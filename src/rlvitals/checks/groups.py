@@ -202,6 +202,57 @@ def from_start(ctx: Context) -> str | None:
     return got
 
 
+MIN_GROUPS = 16  # groups of one update that all agreeing is not chance
+
+
+def _at(ctx: Context, name: str, step: int) -> float:
+    s = ctx.finite(name)
+    if s is None or not len(s) or int(s.steps[-1]) != step:
+        return 0.0
+    return float(s.values[-1])
+
+
+def _vanished(
+    ctx: Context, share: Series, all_s: Series | None, none_s: Series | None, metric: str
+) -> list[Finding]:
+    """A short log whose latest update has every group rejected after updates that trained:
+    the signal vanished (science.md: no signal is f = 0). A level at its extreme, judged on
+    the one update that shows it; the updates before say the tasks were not the cause."""
+    v = share.values
+    if len(v) < 2 or v[-1] < 1.0 or float(v[:-1].max()) >= ctx.thresholds.rejected_warn:
+        return []
+    step = int(share.steps[-1])
+    gn = ctx.finite("train/grad_norm")
+    logged = gn is not None and int(gn.steps[-1]) == step
+    zero_grad = logged and float(gn.values[-1]) == 0.0
+    # A few groups can all agree by chance (4 groups of a TRL test run); the gradient says
+    # whether anything trained, else enough groups must have agreed.
+    groups = sum(_at(ctx, n, step) for n in ("groups/trained", "groups/rejected"))
+    if not zero_grad and (logged or groups < MIN_GROUPS):
+        return []
+    _, words, ev = _which(ctx, all_s, none_s, step, step)
+    return [
+        finding(
+            NAME,
+            "warn",
+            "no_signal",
+            f"{read_words(len(v))}: every group of the latest (step {step}) rejected ({words}"
+            + (", gradient norm 0" if zero_grad else "")
+            + f") after {float(v[:-1].mean()):.0%} before it: the learning signal vanished",
+            metric=metric,
+            first_step=step,
+            share=1.0,
+            before=round_sig(float(v[:-1].mean())),
+            updates_read=len(v),
+            zero_gradient=zero_grad,
+            action="A reward that stopped varying at once is a bug more often than the tasks: "
+            "check the reward function and the loss (a GRPO loss stuck at 0), then the grader "
+            "on a few transcripts.",
+            **ev,
+        )
+    ]
+
+
 def check(ctx: Context) -> list[Finding]:
     th = ctx.thresholds
     got = _shares(ctx)
@@ -214,7 +265,7 @@ def check(ctx: Context) -> list[Finding]:
     # groups is judged at once if every update read is past the line (short_level).
     short = n < MIN_WINDOW
     if short and not short_level(v, th.rejected_warn):
-        return []
+        return _vanished(ctx, share, all_s, none_s, metric)
     out: list[Finding] = []
     roll = rolling_mean(v)
     head_n = min(MIN_WINDOW, n)
