@@ -18,9 +18,8 @@ from rlvitals.grpo import demo_run
 
 pytestmark = pytest.mark.slow
 
-# Half the default batch: 16 tasks x 8 attempts per update keeps each update cheap (and groups
-# of 8 make the group counts below easy to read).
-SMALL = {"task": {"tasks_per_step": 16, "group_size": 8, "heldout_tasks": 100}}
+# Half the default batch: 16 tasks x 8 attempts per update keeps each update cheap.
+SMALL = {"task": {"tasks_per_step": 16, "heldout_tasks": 100}}
 
 
 @pytest.fixture(scope="module")
