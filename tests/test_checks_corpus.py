@@ -63,6 +63,8 @@ def test_an_exploited_run_never_calls_its_reward_rise_learning_without_doubt():
         ("public/msswift-5890-truncation.log", {"out_of_room", "too_easy"}),
         # One normal update, then every group zero-variance with loss and gradient 0.
         ("public/memgen-33-zero-reward.log", {"no_signal"}),
+        # Three updates: the format component rises at each while accuracy falls at each.
+        ("public/openr1-255-format-dominates.log", {"exploit_suspected"}),
     ],
 )
 def test_a_short_pasted_log_is_judged_on_its_levels(rel, verdicts):

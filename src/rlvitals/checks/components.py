@@ -42,7 +42,7 @@ from ..model import Series
 from . import groups
 from .base import Finding
 from .context import Context, finding, round_sig
-from .stats import MIN_WINDOW, noise_sigma
+from .stats import MIN_WINDOW, noise_sigma, read_words
 
 NAME = "components"
 
@@ -50,6 +50,7 @@ _MEAN = (
     re.compile(r"^reward/components?/(?P<name>[^/]+?)(?:/mean)?$"),
     re.compile(r"^rewards/(?P<name>[^/]+)/mean$"),
     re.compile(r"^reward_components?[./](?P<name>[^/.]+)(?:[./]mean)?$"),
+    re.compile(r"^rewards/(?P<name>[^/]+)$"),  # TRL before 0.15: no /mean
 )
 _STD = (
     re.compile(r"^reward/components?/(?P<name>[^/]+)/std$"),
@@ -298,10 +299,59 @@ def _describe(c: Component) -> str:
     return f"{c.name} {c.head:.3g} -> {c.tail:.3g}"
 
 
+# A short log (3 or 4 updates) is judged on its components only when every update moves the
+# same way: an auxiliary share of [0, 1] rising by SHORT_RISE in all, at every update, while
+# the task component falls at every update to under SHORT_FALL of its first value.
+SHORT_RISE = 0.2
+SHORT_FALL = 2 / 3
+
+
+def _short(ctx: Context) -> list[Finding]:
+    series = {}
+    for name, metric in sorted(_find(ctx, _MEAN).items()):
+        s = ctx.finite(metric)
+        if s is not None and 3 <= len(s) < MIN_WINDOW:
+            series[name] = (metric, s)
+    items = [Component(n, m, s, None) for n, (m, s) in series.items()]
+    task = _task(items) if len(items) >= 2 else None
+    if task is None:
+        return []
+    t = task.mean.values
+    if not (np.all(np.diff(t) < 0) and t[0] > 0 and t[-1] < SHORT_FALL * t[0]):
+        return []
+    for c in items:
+        v = c.mean.values
+        if c is task or not AUX.search(c.name) or len(v) != len(t):
+            continue
+        inside = bool(np.all((v >= 0) & (v <= 1)))
+        if inside and np.all(np.diff(v) > 0) and v[-1] - v[0] >= SHORT_RISE:
+            return [
+                finding(
+                    NAME,
+                    "warn",
+                    "exploit_suspected",
+                    f"{read_words(len(v))}: reward component {c.name} rose at every update "
+                    f"({v[0]:.3g} -> {v[-1]:.3g}) while the task component {task.name} fell "
+                    f"at every update ({t[0]:.3g} -> {t[-1]:.3g})",
+                    metric=c.metric,
+                    first_step=int(c.mean.steps[1]),
+                    component=c.name,
+                    task_component=task.name,
+                    values={c.name: [round_sig(float(x)) for x in v],
+                            task.name: [round_sig(float(x)) for x in t]},  # fmt: skip
+                    updates_read=len(v),
+                    action=f"Too few updates for a trend, but every one says the same: read the "
+                    f"top-reward transcripts; if {c.name} pays without the task, gate it on the "
+                    "task reward or lower its weight before training further.",
+                )
+            ]
+    return []
+
+
 def check(ctx: Context) -> list[Finding]:
     comps = ctx.components
     if not comps.items:
-        return []
+        return _short(ctx)
     out: list[Finding] = []
     total_gain = sum(c.gain for c in comps.items if c.gain > 0)
     ev_all: dict[str, Any] = {
