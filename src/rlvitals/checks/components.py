@@ -325,6 +325,9 @@ def _short(ctx: Context) -> list[Finding]:
             continue
         inside = bool(np.all((v >= 0) & (v <= 1)))
         if inside and np.all(np.diff(v) > 0) and v[-1] - v[0] >= SHORT_RISE:
+            values = {
+                n: [round_sig(float(x)) for x in xs] for n, xs in ((c.name, v), (task.name, t))
+            }
             return [
                 finding(
                     NAME,
@@ -337,8 +340,7 @@ def _short(ctx: Context) -> list[Finding]:
                     first_step=int(c.mean.steps[1]),
                     component=c.name,
                     task_component=task.name,
-                    values={c.name: [round_sig(float(x)) for x in v],
-                            task.name: [round_sig(float(x)) for x in t]},  # fmt: skip
+                    values=values,
                     updates_read=len(v),
                     action=f"Too few updates for a trend, but every one says the same: read the "
                     f"top-reward transcripts; if {c.name} pays without the task, gate it on the "

@@ -223,8 +223,8 @@ def _vanished(
         return []
     step = int(share.steps[-1])
     gn = ctx.finite("train/grad_norm")
-    logged = gn is not None and int(gn.steps[-1]) == step
-    zero_grad = logged and float(gn.values[-1]) == 0.0
+    norm = float(gn.values[-1]) if gn is not None and int(gn.steps[-1]) == step else None
+    logged, zero_grad = norm is not None, norm == 0.0
     # A few groups can all agree by chance (4 groups of a TRL test run); the gradient says
     # whether anything trained, else enough groups must have agreed.
     groups = sum(_at(ctx, n, step) for n in ("groups/trained", "groups/rejected"))

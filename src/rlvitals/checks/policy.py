@@ -366,6 +366,8 @@ def _grad_explosion(ctx: Context) -> list[Finding]:
             "harder if it repeats.",
         )
     ]
+
+
 # The reward read for a plateau under collapsed entropy: its last third, at least this many
 # updates after the entropy fell (science.md 2b: Mann-Kendall over the last 50 steps).
 PLATEAU_STEPS = 50
