@@ -118,6 +118,8 @@ def ours(run: dict[str, Any], live: bool = True) -> dict[str, Any]:
         "live_delay": None,
         "check_seconds": seconds,
         "titles": [f"{f.severity} {f.check} {f.verdict} @{f.first_step}: {f.title}" for f in warn],
+        # A healthy run is a baseline only if its warm start reached its target pass rate.
+        "warm_reached": (data.info.get("warm_start") or {}).get("reached_target", True),
     }
     if live and expected and hits and onset is not None:
         out["live_delay"] = _live_delay(data, expected, onset, hits)
@@ -239,6 +241,12 @@ def main() -> None:
             file=sys.stderr,
             flush=True,
         )
+        if run["fault"] is None and not o["warm_reached"]:
+            print(
+                "    NOT A HEALTHY BASELINE: its warm start gave up below its target pass rate "
+                "(run.json warm_start), so GRPO had little to learn from; its findings say so",
+                file=sys.stderr,
+            )
         if run["fault"] is None and o["warn_findings"]:
             for title in o["titles"]:
                 print(f"    false alarm: {title}", file=sys.stderr)
@@ -269,7 +277,8 @@ def main() -> None:
         their = "-" if args.no_rldoctor else r["theirs"]["warn_findings"]
         print(
             f"| healthy s{r['seed']}, {r['steps']} steps | learning | "
-            f"{r['ours']['warn_findings']} false alarms ({r['ours']['verdict']}) | | | "
+            f"{r['ours']['warn_findings']} false alarms ({r['ours']['verdict']})"
+            f"{'' if r['ours']['warm_reached'] else ', warm start missed its target'} | | | "
             f"{their} false alarms | |"
         )
     faulty = [r for r in results if r["fault"]]

@@ -362,3 +362,41 @@ def test_an_episode_longer_than_the_model_is_a_config_error(tmp_path: Path) -> N
     with pytest.raises(ConfigError, match=r"\[task.max_new_tokens\].*positions"):
         demo_run(tmp_path, overrides={"task": {"max_new_tokens": 60}}, cache=tmp_path)
     assert not any(tmp_path.iterdir())  # nothing written, no warm start
+
+
+def test_a_warm_start_that_gives_up_below_its_target_is_said_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Ten supervised steps cannot reach a pass rate of 0.3 (addition clicks after ~200).
+    monkeypatch.setenv("RLVITALS_CACHE", str(tmp_path / "cache"))
+    cfg = tmp_path / "run.toml"
+    cfg.write_text(
+        f'[output]\noutput_dir = "{tmp_path / "runs"}"\nname = "gave-up"\n'
+        "[task]\ntasks_per_step = 4\nheldout_tasks = 8\n"
+        "[optim]\nsteps = 1\nwarm_max_steps = 10\n"
+    )
+    assert main(["train", str(cfg), "--quiet"]) == 0
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if "warm start gave up" in line]
+    assert len(lines) == 1 and lines[0].startswith("warning: ")
+    assert "after 10 steps" in lines[0] and "target 0.30" in lines[0] and "Traceback" not in err
+    info = json.loads((tmp_path / "runs" / "gave-up" / "run.json").read_text())
+    assert info["warm_start"]["reached_target"] is False
+
+
+def test_the_live_view_says_a_warm_start_gave_up() -> None:
+    import io
+
+    from rich.console import Console
+
+    from rlvitals.views.live import LiveView
+
+    out = io.StringIO()
+    console = Console(file=out, width=200, force_terminal=False, color_system=None)
+    with LiveView(40, console=console, checks_every_s=0) as view:
+        view.event("warm_begin", {"cached": False, "target": 0.3, "cache": "/c"})
+        done = {"steps": 3000, "pass_rate": 0.0, "cached": False, "seconds": 9}
+        view.event("warm_done", {**done, "reached_target": False})
+    assert "warm start gave up after 3000 steps at pass rate 0.00 of its target 0.30" in (
+        out.getvalue()
+    )

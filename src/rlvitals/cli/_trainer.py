@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -80,14 +81,25 @@ def run_trainer(config: Any, args: argparse.Namespace, *, steps: int) -> Path:
             url, args._stop_serving = serve_in_background([out_dir], port=0)
         print(f"live dashboard: {url}", file=sys.stderr, flush=True)
     quiet = args.quiet or args.json
-    if quiet:
-        tally = RunTally(steps, started=started)
-        run_dir = train(config, fault=args.fault, stall_seconds=stall, on_event=tally.event)
-    else:
-        with LiveView(steps, started=started) as view:
-            run_dir = train(config, fault=args.fault, stall_seconds=stall, on_event=view.event)
-        tally = view.tally
-        view.console.print()
+    # A warm start that gave up below its target is said once: the live view shows it as its
+    # note, a quiet run as one line on stderr.
+    from ..grpo.warmstart import WarmStartWarning
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", WarmStartWarning)
+        if quiet:
+            tally = RunTally(steps, started=started)
+            run_dir = train(config, fault=args.fault, stall_seconds=stall, on_event=tally.event)
+        else:
+            with LiveView(steps, started=started) as view:
+                run_dir = train(config, fault=args.fault, stall_seconds=stall, on_event=view.event)
+            tally = view.tally
+            view.console.print()
+    for w in caught:
+        if quiet and issubclass(w.category, WarmStartWarning):
+            print(f"warning: {w.message}", file=sys.stderr)
+        elif not issubclass(w.category, WarmStartWarning):
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     args._tally = tally
     if args.json:
         out = {

@@ -27,6 +27,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
+import warnings
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -48,7 +49,7 @@ from .model import GPT
 from .sampler import Episodes, Sampler, episode_length
 from .tasks import VOCAB, Task, TaskPool
 from .trainer import Trainer, group_advantages
-from .warmstart import cache_dir, is_cached, warm_start
+from .warmstart import WarmStartWarning, cache_dir, is_cached, warm_start
 
 __all__ = ["train"]
 
@@ -151,6 +152,16 @@ def train(
         on_step=lambda s, g: emit("warm_step", {"step": s, "greedy": g}),
     )
     emit("warm_done", dataclasses.asdict(ws))
+    if not ws.reached_target:
+        # Said once, also where no live view listens (demo_run, the benchmarks); run.json
+        # records it as warm_start.reached_target.
+        from ..views.live import warm_missed
+
+        warnings.warn(
+            warm_missed(ws.steps, ws.pass_rate, ocfg.warm_target_pass_rate),
+            WarmStartWarning,
+            stacklevel=2,
+        )
 
     dtype = torch.bfloat16 if mcfg.sampler_dtype == "bfloat16" else torch.float32
     sampler = Sampler(model, dtype)

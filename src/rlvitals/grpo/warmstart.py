@@ -36,7 +36,15 @@ from .optim import AdamW
 from .sampler import Sampler
 from .tasks import PAD_ID, Task, TaskPool, encode
 
-__all__ = ["WarmStart", "cache_dir", "demonstrations", "is_cached", "memorize", "warm_start"]
+__all__ = [
+    "WarmStart",
+    "WarmStartWarning",
+    "cache_dir",
+    "demonstrations",
+    "is_cached",
+    "memorize",
+    "warm_start",
+]
 
 CACHE_VERSION = 4  # 4: the sampler computes in float32 on rounded numbers
 CHECK_TASKS = 128  # problems sampled at each pass-rate check
@@ -46,6 +54,10 @@ def cache_dir() -> Path:
     """``$RLVITALS_CACHE``, else ``~/.cache/rlvitals`` (read when called, not at import)."""
     env = os.environ.get("RLVITALS_CACHE")
     return Path(env) if env else Path.home() / ".cache" / "rlvitals"
+
+
+class WarmStartWarning(UserWarning):
+    """The warm start gave up (``warm_max_steps``) below its target pass rate."""
 
 
 @dataclass

@@ -57,6 +57,17 @@ def _mean(xs: list[float]) -> float | None:
     return sum(xs) / len(xs) if xs else None
 
 
+def warm_missed(steps: int, rate: float, target: float | None) -> str:
+    """The line that says a warm start gave up below its target (GRPO will find little to
+    learn from: most groups score all zeros)."""
+    goal = f" of its target {target:.2f}" if target is not None else ""
+    return (
+        f"warm start gave up after {steps} steps at pass rate {rate:.2f}{goal}: most groups "
+        "will score all zeros and GRPO has little to learn from; raise [optim] warm_max_steps "
+        "or make the tasks easier ([task] digits)"
+    )
+
+
 class RunTally:
     """What the live view and the summary need, accumulated from the events."""
 
@@ -93,6 +104,8 @@ class RunTally:
             self.warm_rate = float(data["pass_rate"])
             self.warm_step = int(data["steps"])
             self.warm_seconds = float(data["seconds"])
+            if data.get("reached_target") is False:
+                self.note = warm_missed(self.warm_step, self.warm_rate, self.warm_target)
         elif kind == "step":
             self.last = dict(data)
             r = _num(data, "reward/mean")
