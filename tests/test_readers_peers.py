@@ -68,14 +68,19 @@ def test_an_rlwatch_store_reads_its_columns_and_alerts():
     assert run.info["alerts"] and run.info["run_id"] == "grpo_v3_exp12_s0"
 
 
-def test_an_rlwatch_null_after_values_is_marked_missing(tmp_path):
+def altered_store(tmp_path, sql: str) -> Path:
+    """A copy of rlwatch's healthy store with ``sql`` applied to it."""
     db = tmp_path / "metrics.db"
     shutil.copy(PEERS / "rlwatch" / "healthy-phase-s0" / "metrics.db", db)
     con = sqlite3.connect(db)
-    con.execute("UPDATE metrics SET loss = NULL WHERE step >= 200")
+    con.execute(sql)
     con.commit()
     con.close()
-    run = read(db)
+    return db
+
+
+def test_an_rlwatch_null_after_values_is_marked_missing(tmp_path):
+    run = read(altered_store(tmp_path, "UPDATE metrics SET loss = NULL WHERE step >= 200"))
     assert run.nulls.get("loss") == 200
 
 
@@ -99,11 +104,5 @@ def test_a_folder_of_rlprobe_recordings_is_found_run_by_run():
 
 
 def test_an_older_rlwatch_store_without_some_columns_reads(tmp_path):
-    db = tmp_path / "metrics.db"
-    shutil.copy(PEERS / "rlwatch" / "healthy-phase-s0" / "metrics.db", db)
-    con = sqlite3.connect(db)
-    con.execute("ALTER TABLE metrics DROP COLUMN grad_norm")
-    con.commit()
-    con.close()
-    run = read(db)
+    run = read(altered_store(tmp_path, "ALTER TABLE metrics DROP COLUMN grad_norm"))
     assert len(run.steps()) == 280 and "train/entropy" in run.names()

@@ -205,13 +205,6 @@ def from_start(ctx: Context) -> str | None:
 MIN_GROUPS = 16  # groups of one update that all agreeing is not chance
 
 
-def _at(ctx: Context, name: str, step: int) -> float:
-    s = ctx.finite(name)
-    if s is None or not len(s) or int(s.steps[-1]) != step:
-        return 0.0
-    return float(s.values[-1])
-
-
 def _vanished(
     ctx: Context, share: Series, all_s: Series | None, none_s: Series | None, metric: str
 ) -> list[Finding]:
@@ -222,12 +215,15 @@ def _vanished(
     if len(v) < 2 or v[-1] < 1.0 or float(v[:-1].max()) >= ctx.thresholds.rejected_warn:
         return []
     step = int(share.steps[-1])
-    gn = ctx.finite("train/grad_norm")
-    norm = float(gn.values[-1]) if gn is not None and int(gn.steps[-1]) == step else None
+    at = {
+        name: None if (s := ctx.finite(name)) is None else s.at(step)
+        for name in ("train/grad_norm", "groups/trained", "groups/rejected")
+    }
+    norm = at["train/grad_norm"]
     logged, zero_grad = norm is not None, norm == 0.0
     # A few groups can all agree by chance (4 groups of a TRL test run); the gradient says
     # whether anything trained, else enough groups must have agreed.
-    groups = sum(_at(ctx, n, step) for n in ("groups/trained", "groups/rejected"))
+    groups = (at["groups/trained"] or 0.0) + (at["groups/rejected"] or 0.0)
     if not zero_grad and (logged or groups < MIN_GROUPS):
         return []
     _, words, ev = _which(ctx, all_s, none_s, step, step)

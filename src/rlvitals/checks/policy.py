@@ -321,6 +321,44 @@ def _clip(ctx: Context) -> list[Finding]:
 
 
 SPIKE_RATE = 0.01
+# The reward read for a plateau under collapsed entropy: its last third, at least this many
+# updates after the entropy fell (science.md 2b: Mann-Kendall over the last 50 steps).
+PLATEAU_STEPS = 50
+
+
+def _grad_spikes(ctx: Context) -> list[Finding]:
+    s = ctx.finite("train/grad_norm")
+    if s is None or len(s) < 4 * MIN_WINDOW:
+        return []
+    v = s.values
+    med = float(np.median(v))
+    mad = float(np.median(np.abs(v - med))) * 1.4826
+    if mad <= 0 or med <= 0:
+        return []
+    spikes = np.flatnonzero((v > med + 8 * mad) & (v > 3 * med))
+    if len(spikes) < 3:
+        return []
+    # Three or more such spikes are worth a look; at 1% of updates or more they are a
+    # pattern, not bad luck (8 robust sigmas never happen in a healthy run that often).
+    frequent = len(v) >= 100 and len(spikes) >= SPIKE_RATE * len(v)
+    return [
+        finding(
+            NAME,
+            "warn" if frequent else "info",
+            "drift",
+            f"{len(spikes)} gradient-norm spikes (over 8 robust σ and 3x the median), first at "
+            f"step {int(s.steps[spikes[0]])}",
+            metric="train/grad_norm",
+            first_step=int(s.steps[spikes[0]]),
+            median=round_sig(med),
+            spikes=[int(x) for x in s.steps[spikes][:20]],
+            spike_rate=round_sig(len(spikes) / len(v)),
+            action="Spikes that cluster with a rising sampler/trainer mismatch precede "
+            "collapses; otherwise watch them.",
+        )
+    ]
+
+
 # A gradient norm this many times the median of the updates before it is an explosion, not
 # noise: one is enough (the collapses of science.md 1 arrive as gradient-norm explosions; the
 # peers' own spike scenario dates its onset at 10x). Healthy runs of the corpus and the
@@ -364,44 +402,6 @@ def _grad_explosion(ctx: Context) -> list[Finding]:
             action="Look at the batch of that step (a degenerate or very long sample) and the "
             "sampler/trainer mismatch around it; lower the learning rate or clip gradients "
             "harder if it repeats.",
-        )
-    ]
-
-
-# The reward read for a plateau under collapsed entropy: its last third, at least this many
-# updates after the entropy fell (science.md 2b: Mann-Kendall over the last 50 steps).
-PLATEAU_STEPS = 50
-
-
-def _grad_spikes(ctx: Context) -> list[Finding]:
-    s = ctx.finite("train/grad_norm")
-    if s is None or len(s) < 4 * MIN_WINDOW:
-        return []
-    v = s.values
-    med = float(np.median(v))
-    mad = float(np.median(np.abs(v - med))) * 1.4826
-    if mad <= 0 or med <= 0:
-        return []
-    spikes = np.flatnonzero((v > med + 8 * mad) & (v > 3 * med))
-    if len(spikes) < 3:
-        return []
-    # Three or more such spikes are worth a look; at 1% of updates or more they are a
-    # pattern, not bad luck (8 robust sigmas never happen in a healthy run that often).
-    frequent = len(v) >= 100 and len(spikes) >= SPIKE_RATE * len(v)
-    return [
-        finding(
-            NAME,
-            "warn" if frequent else "info",
-            "drift",
-            f"{len(spikes)} gradient-norm spikes (over 8 robust σ and 3x the median), first at "
-            f"step {int(s.steps[spikes[0]])}",
-            metric="train/grad_norm",
-            first_step=int(s.steps[spikes[0]]),
-            median=round_sig(med),
-            spikes=[int(x) for x in s.steps[spikes][:20]],
-            spike_rate=round_sig(len(spikes) / len(v)),
-            action="Spikes that cluster with a rising sampler/trainer mismatch precede "
-            "collapses; otherwise watch them.",
         )
     ]
 
