@@ -12,6 +12,7 @@ from rlvitals import read
 from rlvitals.checks import run_checks, severity_rank
 
 CORPUS = Path(__file__).resolve().parents[1] / "benchmarks" / "corpus"
+TRL = CORPUS / "peers" / "trl-keys.toml"  # rl-doctor's records use TRL's key names
 
 pytestmark = pytest.mark.skipif(not CORPUS.is_dir(), reason="benchmarks/corpus/ not here")
 
@@ -175,6 +176,43 @@ def test_one_gradient_explosion_is_drift_at_its_step_live_too():
         f = next(f for f in rep.at_least("warn") if "exploded" in f.title)
         assert (f.verdict, f.first_step, f.metric) == ("drift", 52, "train/grad_norm")
     assert "spikes" not in " ".join(f.title for f in run_checks(data).findings)
+
+
+def test_saturated_groups_are_mastered_and_a_warning_to_stop():
+    # rl-doctor's saturated_groups scenario: held-out accuracy rises 0.43 -> 0.95 while the
+    # share of zero-variance groups passes 0.5 at step 142 and 0.95 by step 220. Good news,
+    # and most of each update's sampling now teaches nothing: a warning, dated near the onset
+    # and raised live within about 20 updates of it (rl-doctor: 18.5).
+    data = read(str(CORPUS / "peers/rldoctor/saturated_groups-s3/records.jsonl"), mapping=TRL)
+    rep = run_checks(data)
+    assert rep.verdict == "mastered", alarms(rep)
+    f = next(f for f in rep.at_least("warn") if f.check == "groups")
+    assert f.verdict == "mastered" and 142 <= f.first_step <= 152 and "used up" in f.title
+    # (rl-doctor's records carry no clock: the liveness check would judge the file's age.)
+    assert not [f for f in run_checks(data.until(141)).at_least("warn") if f.check == "groups"]
+    late = run_checks(data.until(160)).at_least("warn")
+    assert [f.verdict for f in late if f.check != "liveness"] == ["mastered"]
+
+
+def test_truncation_creeping_past_five_percent_is_out_of_room_live():
+    # rl-doctor's truncation scenario: completions/clipped_ratio climbs 0.5% -> 5% by step 101
+    # (the label's onset) and on. Past science.md's 5% line and still climbing: out of room by
+    # the onset, live; 30 updates earlier (under 4%) it is quiet.
+    data = read(str(CORPUS / "peers/rldoctor/truncation-s3/records.jsonl"), mapping=TRL)
+    for upto in (103, None):
+        rep = run_checks(data if upto is None else data.until(upto))
+        f = next(f for f in rep.at_least("warn") if f.verdict == "out_of_room")
+        assert 95 <= f.first_step <= 103 and "still climbing" in f.title, f.title
+    early = run_checks(data.until(70)).at_least("warn")
+    assert not [f for f in early if f.check == "episodes"]
+
+
+def test_junk_pinned_at_one_score_is_not_mastered():
+    # TRL with a 25x learning rate: replies turn to junk that all score exactly 0, after
+    # slightly negative rewards. The reward "rose" by less than its spread: not tasks used up.
+    rep = judge("trl/grpo-high-lr")
+    assert rep.verdict == "collapse", alarms(rep)
+    assert not [f for f in rep.at_least("warn") if f.verdict == "mastered"]
 
 
 def test_a_gradient_norm_that_settles_is_no_explosion():

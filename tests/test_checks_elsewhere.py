@@ -131,13 +131,16 @@ def creep(i: int) -> float:
 
 def test_truncation_still_climbing_past_five_points_is_out_of_room_while_reward_rises(tmp_path):
     # Replies lengthen with the reward; the share cut off creeps from 1% up by 0.4 points an
-    # update, past start + 5 points at step 22, and is still climbing (science.md's warn line).
+    # update, past 5% (science.md's warn line, and over half of that above its start) at
+    # step 19, and is still climbing.
     data = _creeping_truncation(tmp_path, "creep", creep)
     rep = run_checks(data)
     f = next(f for f in rep.at_least("warn") if f.verdict == "out_of_room")
-    assert "still climbing" in f.title and 22 <= f.first_step <= 24, f.title
-    # Live: three updates past the line are enough.
-    live = run_checks(data.until(26))
+    assert "still climbing" in f.title and 18 <= f.first_step <= 20, f.title
+    # Live: three updates past the line are enough; before them, nothing.
+    early = run_checks(data.until(18))
+    assert not [f for f in early.at_least("warn") if f.verdict == "out_of_room"], alarms(early)
+    live = run_checks(data.until(22))
     assert [f.verdict for f in live.at_least("warn")] == ["out_of_room"], alarms(live)
 
 

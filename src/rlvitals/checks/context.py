@@ -62,7 +62,8 @@ class Thresholds:
 
     # Running out of room: truncation / max_turns share rising by this much over its start.
     room_rise: float = 0.2
-    # ... or by this much while it still climbs (science.md: truncation over 5% is a warning).
+    # ... or past this share while it still climbs, and half of it over the start
+    # (science.md: truncation over 5% is a warning).
     room_creep: float = 0.05
     room_level: float = 0.5
 

@@ -141,10 +141,11 @@ def check(ctx: Context) -> list[Finding]:
             if n < MIN_WINDOW + 3:
                 continue  # not yet
             # Still climbing over the last third of the run: the budget binds more every
-            # update, and a smaller rise (room_creep, science.md's warning line) is enough.
+            # update, and a smaller level is enough: science.md's warning line (room_creep,
+            # 5% of episodes), and at least half that over the run's own start.
             late = trend(s.since(int(s.steps[n - max(2 * MIN_WINDOW, n // 3)])))
             climbing = late is not None and late.rising
-            creep_line = start + th.room_creep
+            creep_line = max(th.room_creep, start + th.room_creep / 2)
             if now < min(line, th.room_level) and not (climbing and now >= creep_line):
                 continue  # the spell is over
             rise = crossing(s.values, line, points=True)

@@ -96,6 +96,19 @@ def _reward_improved(ctx: Context, step: int) -> tuple[bool | None, str | None]:
     return bool(float(after.mean()) > head + ctx.reward_margin(noise_sigma(r.values))), rname
 
 
+def _rose_past_spread(ctx: Context) -> bool:
+    """Whether the reward (rejected groups included) rose, from its first five updates to its
+    latest five, by at least half the spread of rewards at the start (``reward/std``, else
+    the mean group spread): a rise as large as the differences between attempts, not a drift
+    within them."""
+    _, r = ctx.series("reward/mean_with_unusable", "reward/mean")
+    _, spread = ctx.series("reward/std", "reward/group_std_mean")
+    if r is None or spread is None or len(r) < 2 * MIN_WINDOW or not len(spread):
+        return False
+    rise = float(r.values[-MIN_WINDOW:].mean() - r.values[:MIN_WINDOW].mean())
+    return rise >= 0.5 * float(np.median(spread.values[:MIN_WINDOW]))
+
+
 def _mean_at(s: Series | None, start: int, end: int) -> float | None:
     if s is None:
         return None
@@ -354,7 +367,8 @@ def check(ctx: Context) -> list[Finding]:
             )
         )
         return out
-    if verdict == "no_signal" and improved:
+    promoted = verdict == "no_signal" and bool(improved)
+    if promoted:
         # Which groups agree is unknown, but the reward (rejected groups included) rose
         # beyond noise: groups that stop disagreeing as the reward climbs are being solved.
         verdict = "too_easy"
@@ -377,17 +391,34 @@ def check(ctx: Context) -> list[Finding]:
             )
         )
     elif verdict == "too_easy" and improved is not False:
+        # Good news, and still a warning: the tasks are used up. Each all-solved group costs
+        # its sampling and teaches nothing, and the fewer groups left carry a noisier gradient
+        # (DAPO; science.md 3: a rising all-solved share means the curriculum is exhausted, warn
+        # when under half the groups carry signal). The run is done, or needs harder tasks.
+        # Read off the reward alone (no all-solved breakdown, no pass rate), a rise smaller
+        # than the spread the attempts had at the start could be junk that scores one value
+        # (a wrecked policy pinned at 0 after slightly negative rewards): said, not warned.
+        sure = not promoted or _rose_past_spread(ctx)
         out.append(
             finding(
                 NAME,
-                "info",
+                "warn" if sure else "info",
                 "mastered",
-                f"mastered: from step {step}, {level:.0%} of groups solved by every attempt",
+                f"mastered: from step {step}, {level:.0%} of groups solved by every attempt"
+                + (
+                    ": the tasks are used up, and those groups cost their sampling and teach "
+                    "nothing"
+                    if sure
+                    else ""
+                ),
                 metric=metric,
                 first_step=step,
                 share=round_sig(level),
-                action="The policy has outgrown these tasks: add harder ones or stop here; "
-                "read reward/mean_with_unusable, not reward/mean, for the real level.",
+                threshold=th.rejected_warn,
+                action="Stop here (the checkpoint from this step on has learned these tasks), "
+                "or go on with harder tasks: filter out solved prompts (Skywork-OR1) or sample "
+                "dynamically (DAPO). Read reward/mean_with_unusable, not reward/mean, for the "
+                "real level.",
                 **ev,
             )
         )
