@@ -299,6 +299,67 @@ def test_heartbeats_without_progress_are_a_stall(tmp_path):
     assert rep.verdict == "stalled"
 
 
+def test_the_time_spent_judging_a_live_run_is_not_a_stall(tmp_path, monkeypatch):
+    # A long run's transcripts take minutes to scan; a step every second, the last one just
+    # now, must not read as a stall because the clock moved on while it was judged.
+    import rlvitals.checks as checks_pkg
+
+    t0 = time.time() - 9
+    d = _native_run(tmp_path, "running", [t0 + i for i in range(10)])
+    real = checks_pkg.derive
+    clock = time.time
+
+    def slow_derive(ctx):
+        out = real(ctx)
+        later = clock() + 120  # two minutes spent judging
+        monkeypatch.setattr(time, "time", lambda: later)
+        return out
+
+    monkeypatch.setattr(checks_pkg, "derive", slow_derive)
+    rep = check(d)
+    assert not [f for f in rep.findings if f.verdict == "stalled"], rep.findings
+
+
+def _plateau_run(tmp_path: Path, name: str, real_keeps_rising: bool) -> Path:
+    """300 updates: the trained groups' reward rises 0.3 -> 0.65 over the first 100, then holds
+    (the groups left to train are the mixed ones); the reward with rejected groups counted
+    goes on to 0.9 as tasks are mastered, or holds too."""
+    rng = np.random.default_rng(0)
+    d = tmp_path / name
+    d.mkdir()
+    write_json_atomic(
+        d / "run.json",
+        {"format": "rlvitals-run/1", "name": name, "status": "finished", "config": {}},
+    )
+    with open(d / "steps.jsonl", "wb") as f:
+        for i in range(300):
+            rise = 0.3 + 0.35 * min(i, 100) / 100
+            real = rise + (0.25 * max(0, i - 100) / 200 if real_keeps_rising else 0.0)
+            f.write(
+                encode_line(
+                    {
+                        "step": i,
+                        "time": 1_000_000.0 + i,
+                        "reward/mean": rise + 0.02 * rng.standard_normal(),
+                        "reward/mean_with_unusable": real + 0.02 * rng.standard_normal(),
+                        "reward/group_std_mean": 0.4,
+                        "groups/signal_fraction": 0.5,
+                    }
+                )
+            )
+    return d
+
+
+def test_a_plateau_is_read_on_the_reward_with_rejected_groups(tmp_path):
+    # reward/mean holds while the tasks being mastered leave training: still learning.
+    rising = check(_plateau_run(tmp_path, "mastering", real_keeps_rising=True))
+    assert not [f for f in rising.findings if "stopped improving" in f.title], rising.findings
+    # Both flat: stopped improving, named on the real level.
+    flat = check(_plateau_run(tmp_path, "flat", real_keeps_rising=False))
+    f = next(f for f in flat.findings if "stopped improving" in f.title)
+    assert f.severity == "warn" and f.metric == "reward/mean_with_unusable"
+
+
 def test_finished_run_is_never_stalled(tmp_path):
     d = _native_run(tmp_path, "finished", [1_000_000.0 + i for i in range(10)])
     rep = check(d, now=2_000_000.0)

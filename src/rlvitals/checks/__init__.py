@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -139,7 +140,9 @@ def run_checks(
         data: the run (``rlvitals.read(path)``), finished or still running.
         baseline: healthy ranges from ``rlvitals.baseline.build`` to hold the run against.
         thresholds: where the checks draw their lines (defaults documented in Thresholds).
-        now: the time to judge liveness at (default: the clock).
+        now: the time to judge liveness at (default: the clock as the judging starts, so
+            the time spent judging, minutes for a long run's transcripts, never reads as a
+            stall).
         stall_after: seconds without a step record that make a running run stalled
             (default: ten typical step intervals, at least ten seconds).
         only: run only these checks (names from CHECK_ORDER).
@@ -150,7 +153,7 @@ def run_checks(
     ctx = Context(
         data,
         thresholds=thresholds or Thresholds(),
-        now=now,
+        now=time.time() if now is None else now,
         stall_after=stall_after,
         baseline=baseline,
         transcript_rules=transcript_rules,

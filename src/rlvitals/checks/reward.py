@@ -44,13 +44,22 @@ def _plateau(ctx: Context, name: str, s: Any) -> Finding | None:
     """Reward that rose, then stopped improving for the last third of a long run although
     groups still disagree: not learning any more (not a mastered run: its reward is at the
     top of its range, and its groups stop disagreeing)."""
-    n = len(s)
-    k = max(PLATEAU_MIN, int(PLATEAU_SHARE * n))
-    if n < 2 * k:
-        return None
     cached = ctx.__dict__.setdefault("_plateau", {})
     if name in cached:
         return cached[name]
+    # Judged on the reward with the rejected groups counted where the run logs it: as groups
+    # are mastered and rejected, the trained groups left are the mixed ones, and their mean
+    # (reward/mean) holds still while the real level climbs (the seed: reward/mean moves
+    # less than the real reward).
+    key = name
+    wname, w = ctx.series("reward/mean_with_unusable")
+    if wname is not None and w is not None and len(w) >= len(s) // 2:
+        name, s = wname, w
+    n = len(s)
+    k = max(PLATEAU_MIN, int(PLATEAU_SHARE * n))
+    if n < 2 * k:
+        cached[key] = None
+        return None
     out = None
     tail = Series(s.steps[-k:], s.values[-k:])
     tr = trend(tail)
@@ -90,7 +99,7 @@ def _plateau(ctx: Context, name: str, s: Any) -> Finding | None:
             "and whether the tasks left are beyond the model; a curriculum or a higher "
             "temperature may restart it.",
         )
-    cached[name] = out
+    cached[key] = out
     return out
 
 
