@@ -169,6 +169,22 @@ def test_healthy_runs_from_other_tools_raise_nothing(rel):
     assert not rep.at_least("warn"), alarms(rep)
 
 
+def test_a_silent_store_with_no_end_state_is_stalled_or_ended():
+    # rlwatch's store records no end state. A minute of silence after steps every 5 ms: a
+    # warning naming both readings; read days later: information, and the run is judged on
+    # what it logged (the healthy phase: learning).
+    data = read(str(CORPUS / "peers/rlwatch/healthy-phase-s0/metrics.db"))
+    last = float(data.series("time").values[-1])
+    soon = run_checks(data, now=last + 60)
+    f = next(f for f in soon.findings if f.check == "liveness")
+    assert (f.severity, f.verdict) == ("warn", "stalled") and "stalled or ended" in f.title
+    assert "records no end state" in f.title and f.evidence["end_state_recorded"] is False
+    later = run_checks(data, now=last + 3 * 86400)
+    f = next(f for f in later.findings if f.check == "liveness")
+    assert f.severity == "info" and "stalled or ended" in f.title
+    assert later.verdict == "learning" and not later.at_least("warn")
+
+
 def test_one_gradient_explosion_is_drift_at_its_step_live_too():
     # rl-doctor's grad_spikes scenario: the first norm 90x its running median at step 52.
     data = read(str(CORPUS / "peers/rldoctor/grad_spikes-s3/records.jsonl"))

@@ -77,6 +77,9 @@ ENGINE_DEAD_SECONDS = 120.0
 ENGINE_GAP = 60.0
 ENGINE_KINDS = ("http_5xx", "connection_refused")
 CRASH_KINDS = ("traceback", "oom")
+# A silence this long (and a thousand typical steps) in a log with no end state: read long
+# after its run ended, most likely.
+OLD_SILENCE_SECONDS = 3600.0
 
 
 def _excerpt(text: str, width: int = 160) -> str:
@@ -351,22 +354,39 @@ def check(ctx: Context) -> list[Finding]:
         if len(hb_times)
         else "and the run writes no heartbeats"
     )
+    action = (
+        "Look at the rollout workers and the engine: a hung sandbox, a dead engine (503s that "
+        "do not stop), a deadlock in weight sync. Set [output] progress_every_seconds so a slow "
+        "phase can be told from a stall."
+    )
+    # A format that records no end state (an rlwatch store, a bare JSONL log) looks the same
+    # stalled and finished: said one severity lower, with both readings; and once the silence
+    # is far past any stall a live reader would have caught (an hour, and a thousand typical
+    # steps), as information: a file read long after its run.
+    unknown = status is None
+    old_file = unknown and gap > max(OLD_SILENCE_SECONDS, 1000 * typical)
     out.append(
         finding(
             NAME,
-            "fail",
+            "info" if old_file else "warn" if unknown else "fail",
             "stalled",
-            f"stalled: no step record for {gap:.0f} s after step {int(steps[-1])} "
-            f"({why}); a typical step takes {typical:.2f} s",
+            f"{'stalled or ended' if unknown else 'stalled'}: no step record for {gap:.0f} s "
+            f"after step {int(steps[-1])} ({why}); a typical step takes {typical:.2f} s"
+            + (f" ({ctx.data.format} records no end state)" if unknown else ""),
             first_step=int(steps[-1]) + 1,
             metric="perf/step_seconds",
             seconds_since_step=round(gap, 1),
             seconds_since_heartbeat=None if math.isinf(hb_gap) else round(hb_gap, 1),
             limit_seconds=round_sig(limit),
             typical_step_seconds=round_sig(typical) if math.isfinite(typical) else None,
-            action="Look at the rollout workers and the engine: a hung sandbox, a dead engine "
-            "(503s that do not stop), a deadlock in weight sync. Set [output] "
-            "progress_every_seconds so a slow phase can be told from a stall.",
+            end_state_recorded=not unknown,
+            action=(
+                "If the run ended, nothing is wrong. If it still runs: "
+                + action[0].lower()
+                + action[1:]
+                if unknown
+                else action
+            ),
         )
     )
     return out
