@@ -108,6 +108,11 @@ def ours(run: dict[str, Any], live: bool = True) -> dict[str, Any]:
     rep = run_checks(data)
     seconds = time.perf_counter() - t
     warn = [f for f in rep.findings if severity_rank(f.severity) >= severity_rank("warn")]
+    # A healthy run that masters its tasks is told to stop (the groups check's "mastered"
+    # warning): expected on a run that goes on past mastery, so counted apart, not as a
+    # false alarm; any other warning on a healthy run is one.
+    stop = [f for f in warn if run["fault"] is None and f.verdict == "mastered"]
+    warn = [f for f in warn if f not in stop]
     hits = [f for f in warn if f.verdict == expected]
     first = min((f.first_step for f in hits if f.first_step is not None), default=None)
     out = {
@@ -121,6 +126,7 @@ def ours(run: dict[str, Any], live: bool = True) -> dict[str, Any]:
         "live_delay": None,
         "check_seconds": seconds,
         "titles": [f"{f.severity} {f.check} {f.verdict} @{f.first_step}: {f.title}" for f in warn],
+        "stop_step": min((f.first_step or 0 for f in stop), default=None),
         # A healthy run is a baseline only if its warm start reached its target pass rate.
         "warm_reached": (data.info.get("warm_start") or {}).get("reached_target", True),
     }
@@ -166,9 +172,12 @@ def theirs(run: dict[str, Any], tmp: Path, live: bool) -> dict[str, Any]:
     if "error" in res:
         return {"error": res["error"], "detected": False, "warn_findings": 0, "live_delay": None}
     hits = _their_hits(res)
+    # The same on rl-doctor's side: its saturation warning on a healthy run is the "stop".
+    stop = [h for h in hits if run["fault"] is None and h in ("too_easy", "mastered")]
     out = {
         "detected": expected in hits,
-        "warn_findings": len(hits),
+        "warn_findings": len(hits) - len(stop),
+        "stop": bool(stop),
         "verdicts": hits,
         "live_delay": None,
         "seconds": seconds,
@@ -278,11 +287,15 @@ def main() -> None:
     healthy = [r for r in results if r["fault"] is None]
     for r in healthy:
         their = "-" if args.no_rldoctor else r["theirs"]["warn_findings"]
+        stop = r["ours"].get("stop_step")
+        their_stop = not args.no_rldoctor and r["theirs"].get("stop")
         print(
             f"| healthy s{r['seed']}, {r['steps']} steps | learning | "
-            f"{r['ours']['warn_findings']} false alarms ({r['ours']['verdict']})"
+            f"{r['ours']['warn_findings']} false alarms ({r['ours']['verdict']}"
+            + ("" if stop is None else f"; told to stop from step {stop}")
+            + ")"
             f"{'' if r['ours']['warm_reached'] else ', warm start missed its target'} | | | "
-            f"{their} false alarms | |"
+            f"{their} false alarms" + ("; saturation warned" if their_stop else "") + " | |"
         )
     faulty = [r for r in results if r["fault"]]
     all_delays = [r["ours"]["delay"] for r in faulty]

@@ -487,3 +487,37 @@ def test_a_rewarded_empty_answer_is_flagged():
     assert "empty_answer" in flags("", 1.0)
     assert "empty_answer" not in flags("", 0.0)
     assert "empty_answer" not in flags("2", 1.0)
+
+
+# -- gradient-norm explosions ------------------------------------------------------------------
+
+
+def _spiky_rows(n: int, spikes: dict[int, float]) -> list[dict]:
+    rng = np.random.default_rng(4)
+    rows = []
+    for i in range(n):
+        row = base_row(i, rng, reward=0.6 + 0.02 * rng.standard_normal(), kl=0.05)
+        if i in spikes:
+            row["grad_norm"] = spikes[i]
+        rows.append(row)
+    return rows
+
+
+def test_a_rare_explosion_in_a_long_run_is_said_not_warned(tmp_path):
+    # Three norms at 30-60x the median in 2,000 updates (a sharpened policy's tail: a rare
+    # sample of a token it had all but ruled out): information with the rate, no alarm.
+    data = trl_run(tmp_path, "tail", _spiky_rows(2000, {700: 20.0, 1300: 30.0, 1800: 15.0}))
+    rep = run_checks(data)
+    f = next(f for f in rep.findings if "exploded" in f.title)
+    assert f.severity == "info" and f.first_step == 701 and "tail of a long run" in f.title
+    assert f.evidence["explosions"] == 3 and not [
+        x for x in rep.at_least("warn") if x.metric == "train/grad_norm"
+    ]
+
+
+def test_an_explosion_early_in_a_run_is_a_warning_at_its_step(tmp_path):
+    # The same norm at update 60: one in the first hundred updates is an alarm, live too.
+    data = trl_run(tmp_path, "early", _spiky_rows(300, {60: 20.0}))
+    for rep in (run_checks(data), run_checks(data.until(61))):
+        f = next(f for f in rep.at_least("warn") if "exploded" in f.title)
+        assert (f.verdict, f.first_step) == ("drift", 61)
