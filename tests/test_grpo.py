@@ -400,3 +400,74 @@ def test_the_live_view_says_a_warm_start_gave_up() -> None:
     assert "warm start gave up after 3000 steps at pass rate 0.00 of its target 0.30" in (
         out.getvalue()
     )
+
+
+# -- the shipped warm start ------------------------------------------------------------------
+
+
+def _default_model():
+    from rlvitals.grpo.config import ModelConfig, OptimConfig, TaskConfig
+    from rlvitals.grpo.loop import MAX_LEN
+
+    m, t, o = ModelConfig(), TaskConfig(), OptimConfig()
+    return m, t, o, GPT(len(VOCAB), m.n_layer, m.n_head, m.d_model, max_len=MAX_LEN)
+
+
+def test_the_demo_warm_start_ships_for_the_default_settings() -> None:
+    # A change to the model, tasks or warm-start settings changes the key: this fails until
+    # scripts/make_warmstart.py has made the file for the new settings.
+    from rlvitals.grpo.warmstart import SHIPPED, shipped_path
+
+    m, t, o, _ = _default_model()
+    path = shipped_path(m, t, o)
+    assert path.exists(), f"no shipped warm start {path.name}: run scripts/make_warmstart.py"
+    assert [p.name for p in SHIPPED.glob("*.pt")] == [path.name]  # no stale ones shipped
+
+
+def test_a_first_demo_loads_the_shipped_warm_start_and_it_solves_its_target(tmp_path) -> None:
+    import torch
+
+    from rlvitals.grpo.warmstart import is_cached, pass_rate, warm_start
+
+    m, t, o, model = _default_model()
+    assert is_cached(m, t, o, tmp_path)  # an empty cache: the shipped one counts
+    ws = warm_start(
+        model, TaskPool(t.digits, t.tool_fraction, t.heldout_fraction), m, t, o, directory=tmp_path
+    )
+    assert ws.shipped and ws.cached and ws.reached_target and ws.seconds < 5
+    # What it says of itself holds here: sampled on 128 training tasks, near its target.
+    sampler = Sampler(model, torch.bfloat16)
+    sampler.load(model, 0)
+    rate = pass_rate(
+        sampler,
+        TaskPool(t.digits, t.tool_fraction, t.heldout_fraction),
+        t,
+        np.random.default_rng(7),
+        torch.Generator().manual_seed(7),
+    )
+    assert rate >= o.warm_target_pass_rate - 0.15, rate
+    # Another seed has none shipped: it is neither shipped nor counted as cached.
+    from rlvitals.grpo.config import OptimConfig
+
+    assert not is_cached(m, t, OptimConfig(seed=5), tmp_path)
+
+
+def test_a_corrupt_warm_start_file_leaves_the_model_untouched(tmp_path) -> None:
+    import torch
+
+    from rlvitals.grpo.warmstart import _load
+
+    *_, model = _default_model()
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    bad = tmp_path / "bad.pt"
+    torch.save(
+        {
+            "state_dict": {"tok.weight": torch.zeros(3, 3)},
+            "info": {"steps": 1, "pass_rate": 0.5, "reached_target": True},
+        },
+        bad,
+    )
+    assert _load(model, bad) is None
+    (tmp_path / "junk.pt").write_bytes(b"not a checkpoint")
+    assert _load(model, tmp_path / "junk.pt") is None
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())

@@ -13,6 +13,11 @@ batch to be near the target: the long plateau before addition clicks costs no sa
 The result is cached under ``$RLVITALS_CACHE`` (default ``~/.cache/rlvitals``), keyed by every
 setting it depends on (model, task, warm-start settings, seed, thread count, torch version),
 so the second run with the same settings skips it.
+
+The demo's own warm start (the default settings, seed 0) ships with the package
+(``warmstarts/``, made by ``scripts/make_warmstart.py``), so a first demo on a new machine
+starts GRPO at once: a shipped file is keyed by the same settings but the torch version and the
+thread count, and loads under any. Another seed, or any other setting, trains its own.
 """
 
 from __future__ import annotations
@@ -43,11 +48,13 @@ __all__ = [
     "demonstrations",
     "is_cached",
     "memorize",
+    "shipped_path",
     "warm_start",
 ]
 
 CACHE_VERSION = 4  # 4: the sampler computes in float32 on rounded numbers
 CHECK_TASKS = 128  # problems sampled at each pass-rate check
+SHIPPED = Path(__file__).with_name("warmstarts")  # warm starts that ship with the package
 
 
 def cache_dir() -> Path:
@@ -70,20 +77,48 @@ class WarmStart:
     seconds: float
     cached: bool
     key: str
+    shipped: bool = False  # loaded from the package's warmstarts/, not trained or cached here
 
 
-def _key(model: ModelConfig, task: TaskConfig, optim: OptimConfig) -> str:
+def _key(
+    model: ModelConfig, task: TaskConfig, optim: OptimConfig, *, portable: bool = False
+) -> str:
+    """The cache key; ``portable``: without the torch version and the thread count (the key
+    of a shipped warm start)."""
     parts: dict[str, Any] = {
         "v": CACHE_VERSION,
-        "torch": torch.__version__,
         "model": asdict(model),
         "task": {k: getattr(task, k) for k in ("digits", "tool_fraction", "heldout_fraction")},
         "optim": {k: v for k, v in asdict(optim).items() if k.startswith("warm_")},
         "seed": optim.seed,
-        "threads": optim.threads,
     }
+    if not portable:
+        parts.update(torch=torch.__version__, threads=optim.threads)
     blob = json.dumps(parts, sort_keys=True).encode()
     return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def shipped_path(model: ModelConfig, task: TaskConfig, optim: OptimConfig) -> Path:
+    """Where the package keeps a shipped warm start for these settings (it may not exist)."""
+    return SHIPPED / f"{_key(model, task, optim, portable=True)}.pt"
+
+
+def _load(model: GPT, path: Path) -> dict[str, Any] | None:
+    """Load a saved warm start into ``model``; its info, or None for a corrupt or foreign
+    file (the model is then left as it was)."""
+    try:
+        saved = torch.load(path, map_location="cpu", weights_only=True)
+        info = saved["info"]
+        got = {k: info[k] for k in ("steps", "pass_rate", "reached_target")}
+    except Exception:
+        return None
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    try:
+        model.load_state_dict(saved["state_dict"])
+    except Exception:  # a foreign shape: the initial weights back, untouched
+        model.load_state_dict(before)
+        return None
+    return got
 
 
 def _batch(pool: TaskPool, n: int, rng: np.random.Generator) -> tuple[torch.Tensor, ...]:
@@ -204,10 +239,11 @@ def is_cached(
     optim: OptimConfig,
     directory: Path | None = None,
 ) -> bool:
-    """Whether a warm start for these settings is in the cache already."""
+    """Whether a warm start for these settings is in the cache already, or ships with the
+    package."""
     return (
         (directory or cache_dir()) / "warmstart" / f"{_key(model_cfg, task, optim)}.pt"
-    ).exists()
+    ).exists() or shipped_path(model_cfg, task, optim).exists()
 
 
 def warm_start(
@@ -220,6 +256,7 @@ def warm_start(
     directory: Path | None = None,
     on_check: Any = None,
     on_step: Any = None,
+    shipped: bool = True,
 ) -> WarmStart:
     """Bring ``model`` to the target pass rate, or load the cached result. Updates it in place.
 
@@ -230,15 +267,19 @@ def warm_start(
         on_step: called as ``on_step(step, greedy)`` every ``warm_check_every`` steps (the
             share of the batch greedy decoding would solve), so a view can show progress
             through the plateau before addition clicks.
+        shipped: use a warm start shipped with the package for these settings (False: the
+            cache or training only, as ``scripts/make_warmstart.py`` does).
     """
     key = _key(model_cfg, task, optim)
     path = (directory or cache_dir()) / "warmstart" / f"{key}.pt"
     start = time.perf_counter()
-    if path.exists():
-        try:
-            saved = torch.load(path, map_location="cpu", weights_only=True)
-            model.load_state_dict(saved["state_dict"])
-            info = saved["info"]
+    # The cache first, then the package's own; a corrupt or foreign file is trained over.
+    sources = [(path, False)]
+    if shipped:
+        sources.append((shipped_path(model_cfg, task, optim), True))
+    for source, packaged in sources:
+        info = _load(model, source) if source.exists() else None
+        if info is not None:
             return WarmStart(
                 steps=int(info["steps"]),
                 pass_rate=float(info["pass_rate"]),
@@ -246,9 +287,8 @@ def warm_start(
                 seconds=time.perf_counter() - start,
                 cached=True,
                 key=key,
+                shipped=packaged,
             )
-        except Exception:  # a corrupt or foreign cache file: train again and overwrite it
-            pass
 
     rng = np.random.default_rng([optim.seed, 1])
     check_rng = np.random.default_rng([optim.seed, 2])

@@ -239,7 +239,10 @@ def intro(t: RunTally) -> Text:
     """What the demo is doing, before the numbers mean anything."""
     target = _fmt(t.warm_target if t.warm_target is not None else 0.3, ".0%")
     if t.warm_cached:
-        warm = "Warm start: loaded from the cache (trained once for this seed)."
+        warm = (
+            "Warm start: loaded (trained once for this seed: shipped with rlvitals for the "
+            "demo's seed 0, else from the cache)."
+        )
     else:
         where = f" in {t.cache}" if t.cache else ""
         warm = (
