@@ -360,6 +360,45 @@ def test_a_plateau_is_read_on_the_reward_with_rejected_groups(tmp_path):
     assert f.severity == "warn" and f.metric == "reward/mean_with_unusable"
 
 
+def _mismatch_run(tmp_path: Path, name: str, spell: range) -> Path:
+    """200 updates of a bfloat16-rounding mismatch (about 5e-5), 10x higher over ``spell``,
+    the freshness lag flat at 0."""
+    rng = np.random.default_rng(1)
+    d = tmp_path / name
+    d.mkdir()
+    write_json_atomic(
+        d / "run.json",
+        {"format": "rlvitals-run/1", "name": name, "status": "finished", "config": {}},
+    )
+    with open(d / "steps.jsonl", "wb") as f:
+        for i in range(200):
+            kl = (7e-4 if i in spell else 5e-5) * (1 + 0.2 * rng.standard_normal())
+            f.write(
+                encode_line(
+                    {
+                        "step": i,
+                        "time": 1_000_000.0 + i,
+                        "reward/mean": 0.3 + 0.002 * i,
+                        "train/mismatch_kl": kl,
+                        "freshness/lag_mean": 0.0,
+                    }
+                )
+            )
+    return d
+
+
+def test_a_mismatch_spell_that_ended_under_the_stable_line_is_said_not_warned(tmp_path):
+    # 10x its start for 12 updates, then back, never near tinker's 0.01: information.
+    rep = check(_mismatch_run(tmp_path, "spell", range(120, 132)))
+    f = next(f for f in rep.findings if f.metric == "train/mismatch_kl")
+    assert (f.severity, f.verdict) == ("info", "drift") and "over since" in f.title
+    assert 118 <= f.first_step <= 124 and f.evidence["ended"] is True
+    # The same rise still there at the end: drift, a warning.
+    rep = check(_mismatch_run(tmp_path, "rising", range(120, 200)))
+    f = next(f for f in rep.at_least("warn") if f.metric == "train/mismatch_kl")
+    assert f.verdict == "drift" and "over since" not in f.title
+
+
 def test_finished_run_is_never_stalled(tmp_path):
     d = _native_run(tmp_path, "finished", [1_000_000.0 + i for i in range(10)])
     rep = check(d, now=2_000_000.0)
