@@ -302,8 +302,13 @@ def main() -> None:
     print(
         f"\nrlvitals: {sum(r['ours']['detected'] for r in faulty)}/{len(faulty)} faulty runs "
         f"detected with the right verdict; median delay {_median(all_delays)} steps; "
-        f"{sum(r['ours']['warn_findings'] for r in healthy)} warn-or-worse findings on "
+        f"{sum(r['ours']['warn_findings'] for r in healthy)} false alarms (warn-or-worse) on "
         f"{len(healthy)} healthy runs"
+        + (
+            f", {n_stop} of them told to stop once mastered"
+            if (n_stop := sum(r["ours"].get("stop_step") is not None for r in healthy))
+            else ""
+        )
     )
     if not args.no_rldoctor:
         print(
