@@ -44,8 +44,10 @@ def main() -> int:
         SHIPPED.mkdir(exist_ok=True)
         out = shipped_path(mcfg, tcfg, ocfg)
         shutil.copyfile(Path(tmp) / "warmstart" / f"{ws.key}.pt", out)
-    print(f"wrote {out} ({out.stat().st_size:,} bytes): {ws.steps} steps, pass rate "
-          f"{ws.pass_rate:.2f}, {ws.seconds:.0f} s")
+    print(
+        f"wrote {out} ({out.stat().st_size:,} bytes): {ws.steps} steps, pass rate "
+        f"{ws.pass_rate:.2f}, {ws.seconds:.0f} s"
+    )
     return 0
 
 

@@ -245,26 +245,41 @@ def test_early_alarm_does_not_mute_a_later_one(tmp_path):
     assert [f.first_step for f in bursts] == [10, 60]
 
 
-def _native_run(tmp_path: Path, status: str, step_times: list[float], heartbeats=()) -> Path:
-    d = tmp_path / f"run-{status}-{len(step_times)}-{len(heartbeats)}"
+def _run_dir(
+    tmp_path: Path, name: str, status: str, steps, heartbeats: list | tuple | None = None
+) -> Path:
+    """A run directory written by hand: run.json with ``status``, the ``steps`` records, and
+    ``progress.jsonl`` when ``heartbeats`` is given."""
+    d = tmp_path / name
     d.mkdir()
     write_json_atomic(
         d / "run.json",
         {
             "format": "rlvitals-run/1",
-            "name": d.name,
+            "name": name,
             "status": status,
             "stop_reason": None,
             "config": {},
         },
     )
     with open(d / "steps.jsonl", "wb") as f:
-        for i, t in enumerate(step_times):
-            f.write(encode_line({"step": i, "time": t, "reward/mean": 0.5}))
-    with open(d / "progress.jsonl", "wb") as f:
-        for hb in heartbeats:
-            f.write(encode_line(hb))
+        for record in steps:
+            f.write(encode_line(record))
+    if heartbeats is not None:
+        with open(d / "progress.jsonl", "wb") as f:
+            for hb in heartbeats:
+                f.write(encode_line(hb))
     return d
+
+
+def _native_run(tmp_path: Path, status: str, step_times: list[float], heartbeats=()) -> Path:
+    return _run_dir(
+        tmp_path,
+        f"run-{status}-{len(step_times)}-{len(heartbeats)}",
+        status,
+        [{"step": i, "time": t, "reward/mean": 0.5} for i, t in enumerate(step_times)],
+        heartbeats,
+    )
 
 
 def test_running_run_without_new_steps_is_stalled(tmp_path):
@@ -325,29 +340,21 @@ def _plateau_run(tmp_path: Path, name: str, real_keeps_rising: bool) -> Path:
     (the groups left to train are the mixed ones); the reward with rejected groups counted
     goes on to 0.9 as tasks are mastered, or holds too."""
     rng = np.random.default_rng(0)
-    d = tmp_path / name
-    d.mkdir()
-    write_json_atomic(
-        d / "run.json",
-        {"format": "rlvitals-run/1", "name": name, "status": "finished", "config": {}},
-    )
-    with open(d / "steps.jsonl", "wb") as f:
-        for i in range(300):
-            rise = 0.3 + 0.35 * min(i, 100) / 100
-            real = rise + (0.25 * max(0, i - 100) / 200 if real_keeps_rising else 0.0)
-            f.write(
-                encode_line(
-                    {
-                        "step": i,
-                        "time": 1_000_000.0 + i,
-                        "reward/mean": rise + 0.02 * rng.standard_normal(),
-                        "reward/mean_with_unusable": real + 0.02 * rng.standard_normal(),
-                        "reward/group_std_mean": 0.4,
-                        "groups/signal_fraction": 0.5,
-                    }
-                )
-            )
-    return d
+    rows = []
+    for i in range(300):
+        rise = 0.3 + 0.35 * min(i, 100) / 100
+        real = rise + (0.25 * max(0, i - 100) / 200 if real_keeps_rising else 0.0)
+        rows.append(
+            {
+                "step": i,
+                "time": 1_000_000.0 + i,
+                "reward/mean": rise + 0.02 * rng.standard_normal(),
+                "reward/mean_with_unusable": real + 0.02 * rng.standard_normal(),
+                "reward/group_std_mean": 0.4,
+                "groups/signal_fraction": 0.5,
+            }
+        )
+    return _run_dir(tmp_path, name, "finished", rows)
 
 
 def test_a_plateau_is_read_on_the_reward_with_rejected_groups(tmp_path):
@@ -364,27 +371,17 @@ def _mismatch_run(tmp_path: Path, name: str, spell: range) -> Path:
     """200 updates of a bfloat16-rounding mismatch (about 5e-5), 10x higher over ``spell``,
     the freshness lag flat at 0."""
     rng = np.random.default_rng(1)
-    d = tmp_path / name
-    d.mkdir()
-    write_json_atomic(
-        d / "run.json",
-        {"format": "rlvitals-run/1", "name": name, "status": "finished", "config": {}},
-    )
-    with open(d / "steps.jsonl", "wb") as f:
-        for i in range(200):
-            kl = (7e-4 if i in spell else 5e-5) * (1 + 0.2 * rng.standard_normal())
-            f.write(
-                encode_line(
-                    {
-                        "step": i,
-                        "time": 1_000_000.0 + i,
-                        "reward/mean": 0.3 + 0.002 * i,
-                        "train/mismatch_kl": kl,
-                        "freshness/lag_mean": 0.0,
-                    }
-                )
-            )
-    return d
+    rows = [
+        {
+            "step": i,
+            "time": 1_000_000.0 + i,
+            "reward/mean": 0.3 + 0.002 * i,
+            "train/mismatch_kl": (7e-4 if i in spell else 5e-5) * (1 + 0.2 * rng.standard_normal()),
+            "freshness/lag_mean": 0.0,
+        }
+        for i in range(200)
+    ]
+    return _run_dir(tmp_path, name, "finished", rows)
 
 
 def test_a_mismatch_spell_that_ended_under_the_stable_line_is_said_not_warned(tmp_path):

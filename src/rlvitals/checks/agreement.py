@@ -194,16 +194,14 @@ def _mismatch(ctx: Context) -> list[Finding]:
     # line of a stable run) whose five-update mean is back under its line is a spell that
     # ended (the reference trainer's 10,000-update run: 6e-5 -> 7e-4 around update 6,300, 3e-5
     # at the end), said, not warned; live, while it lasted, it was a warning.
-    over = not (
-        math.isfinite(warn_line) and peak < warn_line and float(roll[-1]) < line and not stale
-    )
-    if not over:
+    ended = math.isfinite(warn_line) and peak < warn_line and float(roll[-1]) < line and not stale
+    if ended:
         title += f"; over since (the line {line:.2g}, {warn_line:g} for a stable run)"
         ev["ended"] = True
     return [
         finding(
             NAME,
-            "fail" if severe else "warn" if over else "info",
+            "fail" if severe else "info" if ended else "warn",
             verdict,
             title,
             metric=name,
