@@ -27,10 +27,11 @@ GOLDEN = {
 }
 
 
-def _scenario(root: Path) -> Path:
+def _scenario(root: Path, batched: bool = False) -> Path:
     """A run with the odd values the fast paths branch on: NaN and infinite rewards and
     durations, numpy scalars, given ids and reasons, failures, missing versions, metadata with
-    NaN, nested tables and None, attempts for a later update, attempts pending at close."""
+    NaN, nested tables and None, attempts for a later update, attempts pending at close.
+    ``batched``: each group's attempts in one ``log_attempts`` call."""
     rng = random.Random(5)
     cfg = {
         "output": {"output_dir": str(root), "name": "golden", "trace": "full"},
@@ -45,6 +46,7 @@ def _scenario(root: Path) -> Path:
                 logged = {}
                 for g in range(12):
                     p = rng.random()
+                    items: list[dict] = []
                     for k in range(4):
                         kw: dict = {
                             "reward": 1.0 if rng.random() < p else 0.0,
@@ -95,8 +97,15 @@ def _scenario(root: Path) -> Path:
                         elif j == 15:
                             kw["transcript"] = [{"prompt": "1+1=", "completion": "2"}]
                         attempt_step = step + 1 if j == 16 else step
+                        if batched:
+                            kw.update(step=attempt_step, group_id=f"{attempt_step}-g{g}")
+                            items.append({**kw, "task_id": f"t{g}"})
+                            continue
                         aid = run.log_attempt(attempt_step, f"{attempt_step}-g{g}", f"t{g}", **kw)
                         if j == 14:
+                            logged[aid] = [-0.5, -0.2, -1.1]
+                    for item, aid in zip(items, run.log_attempts(items) if batched else []):
+                        if "sampler_logprobs" in item:
                             logged[aid] = [-0.5, -0.2, -1.1]
                 run.log_step(step, trainer_logprobs=logged, metrics={"train/loss": 0.5})
             for k in range(5):  # pending at close: written as unfinished
@@ -119,6 +128,63 @@ def _digests(root: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
 
 def test_written_bytes_are_those_of_the_writer_before_its_fast_paths(tmp_path, monkeypatch):
     assert _digests(tmp_path, monkeypatch) == GOLDEN
+
+
+def test_log_attempts_writes_the_bytes_of_one_log_attempt_per_item(tmp_path, monkeypatch):
+    # One batch per group, plain and odd items mixed: the same records, ids and step metrics
+    # as one call each (a fixed clock: a batch's attempts share one arrival time).
+    monkeypatch.setattr(time, "time", lambda: 1_790_000_000.0)
+    monkeypatch.setattr(run_module, "_now", lambda: 1_790_000_000.0)
+    one = _scenario(tmp_path / "one")
+    many = _scenario(tmp_path / "many", batched=True)
+    for name in GOLDEN:
+        assert (many / name).read_bytes() == (one / name).read_bytes(), name
+    assert (many / "rollouts.jsonl").read_text().count("\n") == 6 * 12 * 4 + 5
+
+
+def test_log_attempts_errors_name_the_item_and_keep_the_ones_before(tmp_path):
+    from rlvitals.errors import UsageError
+
+    cfg = {"output": {"output_dir": str(tmp_path), "name": "r"}}
+    ok = {"step": 0, "group_id": "g", "task_id": "t", "reward": 1.0, "policy_version": 0}
+    with Run(cfg) as run:
+        with pytest.raises(UsageError, match=r"log_attempts: item 1: .*'rewrad'"):
+            run.log_attempts([ok, {**ok, "rewrad": 1.0}, ok])
+        assert run.pending == 1
+        with pytest.raises(UsageError, match=r"item 2: .*must be a mapping"):
+            run.log_attempts([ok, ok, ["not", "a", "mapping"]])
+        with pytest.raises(UsageError, match=r"item 0: .*missing .*task_id"):
+            run.log_attempts([{"step": 0, "group_id": "g"}])
+        with pytest.raises(UsageError, match="item 0: log_attempt: step must be an integer"):
+            run.log_attempts([{**ok, "step": "x"}])
+        assert run.pending == 3
+        assert run.log_attempts([]) == []
+        assert len(run.decide(0).trained) == 0  # one group, every reward 1.0: no variance
+        late = run.log_attempts([{**ok, "reward": 0.0}])  # joins the decided update
+        record = run.log_step(0)
+        assert record["groups/trained"] == 1.0 and record["reward/mean"] == 0.75
+        with pytest.raises(UsageError, match=r"item 0: .*update 0 is already written"):
+            run.log_attempts([ok])
+        assert run.log_attempts([{**ok, "step": 1}]) == ["1-5"]
+    assert late == ["0-4"]
+    with pytest.raises(UsageError, match="log_attempts: the run is"):
+        run.log_attempts([ok])
+
+
+def test_log_attempts_stops_the_run_on_failures_in_a_row_across_batches(tmp_path):
+    from rlvitals.errors import RunStopped
+
+    cfg = {
+        "output": {"output_dir": str(tmp_path), "name": "r"},
+        "rollout": {"max_consecutive_rollout_failures": 3},
+    }
+    fail = {"step": 0, "group_id": "g", "task_id": "t", "error": TimeoutError("slow")}
+    ok = {"step": 0, "group_id": "g", "task_id": "t", "reward": 1.0, "policy_version": 0}
+    run = Run(cfg)
+    run.log_attempts([fail, fail, ok, fail])  # a plain attempt between: not in a row
+    with pytest.raises(RunStopped):
+        run.log_attempts([fail, fail])
+    assert run.status == "stopped"
 
 
 def test_every_attempt_is_written_by_its_update_or_at_close(tmp_path):

@@ -46,9 +46,8 @@ class _RunActor:
         return self._run.log_attempt(*args, **kwargs)
 
     def log_attempts(self, attempts: Sequence[Mapping[str, Any]]) -> list[str]:
-        """Several ``log_attempt`` calls in one round trip; returns their ids."""
-        log = self._run.log_attempt
-        return [log(**a) for a in attempts]
+        """``Run.log_attempts``: several attempts in one round trip; returns their ids."""
+        return self._run.log_attempts(attempts)
 
     def decide(self, step: int, **kwargs: Any) -> list[str]:
         """``Run.decide``; returns the ids of the attempts the update trains."""
