@@ -414,3 +414,109 @@ def test_watch_tells_the_user_when_an_alert_was_not_delivered(tmp_path: Path) ->
         assert "1 alert(s) not delivered" in out
     finally:
         r.close()
+
+
+class Proxy:
+    """A local HTTP proxy that records each request's head and answers ``answer``."""
+
+    def __init__(self, answer: bytes) -> None:
+        import socket
+
+        self.answer = answer
+        self.heads: list[str] = []
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.sock.settimeout(0.2)
+        self.port = self.sock.getsockname()[1]
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while not self.stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                continue
+            with conn:
+                conn.settimeout(5)
+                try:
+                    buf = b""
+                    while b"\r\n\r\n" not in buf:
+                        chunk = conn.recv(4096)
+                        if not chunk:
+                            break
+                        buf += chunk
+                    head, _, body = buf.partition(b"\r\n\r\n")
+                    text = head.decode()
+                    length = [ln for ln in text.split("\r\n") if ln.startswith("Content-Length")]
+                    while length and len(body) < int(length[0].split(": ")[1]):
+                        body += conn.recv(4096)
+                    self.heads.append(text + "\r\n\r\n" + body.decode())
+                    conn.sendall(self.answer)
+                except OSError:
+                    pass
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(2)
+        self.sock.close()
+
+
+def test_a_webhook_goes_through_the_environments_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Clusters reach the internet through a proxy: http webhooks are forwarded by it, https
+    # ones tunnelled (CONNECT: the proxy sees the host, never the alert); credentials of
+    # both are sent, never shown.
+    ok = Proxy(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+    refuse = Proxy(b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n")
+    try:
+        for var in ("no_proxy", "NO_PROXY", "HTTPS_PROXY", "HTTP_PROXY"):
+            monkeypatch.delenv(var, raising=False)
+        monkeypatch.setenv("http_proxy", f"http://pu:pp@127.0.0.1:{ok.port}")
+        monkeypatch.setenv("https_proxy", f"http://pu:pp@127.0.0.1:{refuse.port}")
+        n = WebhookNotifier("http://hooks.example.invalid:8080/services/SECRET", timeout=5)
+        assert n.target == f"http://hooks.example.invalid:8080 via http://127.0.0.1:{ok.port}"
+        n.send(alert_for(_f("c", "drift", "m"), run="r"))
+        assert n.close(5) == 0 and n.delivered == 1
+        (head,) = ok.heads
+        assert head.startswith("POST http://hooks.example.invalid:8080/services/SECRET HTTP/1.1")
+        assert "Proxy-Authorization: Basic cHU6cHA=" in head and '"drift"' in head
+
+        n = WebhookNotifier(
+            "https://hooks.example.invalid/services/SECRET", timeout=5, give_up_after=0.5
+        )
+        assert "pu" not in n.target and "pp" not in n.target
+        n.send(alert_for(_f("c", "drift", "m"), run="r"))
+        assert n.close(5) == 1 and n.dropped == 1 and n.delivered == 0
+        assert "403" in n.failures[0][1]
+        assert refuse.heads[0].startswith("CONNECT hooks.example.invalid:443 HTTP/1.")
+        assert "Proxy-Authorization: Basic cHU6cHA=" in refuse.heads[0]
+        assert not any("SECRET" in h or "drift" in h for h in refuse.heads)
+    finally:
+        ok.close()
+        refuse.close()
+
+
+def test_no_proxy_and_loopback_receivers_are_reached_directly(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from urllib.parse import urlsplit
+
+    from rlvitals.views.alerts import _proxy_for
+
+    monkeypatch.setenv("https_proxy", "proxy.corp:3128")
+    monkeypatch.setenv("no_proxy", "internal.corp,.lan")
+    via = _proxy_for(urlsplit("https://hooks.slack.com/x"))
+    assert via is not None and (via.hostname, via.port) == ("proxy.corp", 3128)
+    for url in (
+        "https://chat.internal.corp/h",
+        "https://box.lan/h",
+        "https://127.0.0.1:9/h",
+        "https://localhost/h",
+        "https://[::1]:8/h",
+    ):
+        assert _proxy_for(urlsplit(url)) is None, url
+    monkeypatch.delenv("https_proxy")
+    monkeypatch.delenv("HTTPS_PROXY", raising=False)
+    assert _proxy_for(urlsplit("https://hooks.slack.com/x")) is None

@@ -29,7 +29,8 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import SplitResult, unquote, urlsplit
+from urllib.request import getproxies, proxy_bypass
 
 from .. import __version__
 from ..checks.base import VERDICTS, Finding, severity_rank
@@ -174,6 +175,12 @@ class WebhookNotifier:
     attempt that may have arrived (sent whole, no answer) are bounded by ``max_unanswered``,
     so a receiver that closes mid-answer gets a few copies with one key, not one per backoff.
 
+    The proxy is the one curl, requests and urllib use: ``https_proxy`` / ``http_proxy`` (or
+    ``HTTPS_PROXY`` / ``HTTP_PROXY``) for the webhook's scheme, unless ``no_proxy`` names its
+    host; a loopback receiver is always reached directly. An https webhook goes through a
+    ``CONNECT`` tunnel, so the proxy never sees the alert; ``user:password@`` in the proxy's
+    URL becomes ``Proxy-Authorization``.
+
     Args:
         url: the webhook (http or https; ``user:password@`` becomes Basic auth).
         timeout: the deadline of one attempt, in seconds.
@@ -231,8 +238,10 @@ class WebhookNotifier:
     @property
     def target(self) -> str:
         """The webhook's scheme and host only, for display: its credentials and path are
-        often the secret."""
-        return _display(self.url)
+        often the secret (and the proxy it goes through, also without credentials)."""
+        proxy = _proxy_for(urlsplit(self.url))
+        via = f" via {_display(proxy.geturl())}" if proxy is not None else ""
+        return _display(self.url) + via
 
     @property
     def pending(self) -> int:
@@ -345,17 +354,29 @@ class WebhookNotifier:
     def _post(self, data: bytes, alert_id: str) -> None:
         """One attempt, within ``timeout`` seconds in all."""
         parts = urlsplit(self.url)
+        host, port = parts.hostname or "", parts.port
         cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
-        conn = cls(parts.hostname or "", parts.port, timeout=self.timeout)
         headers = {
             "Content-Type": "application/json; charset=utf-8",
             "User-Agent": f"rlvitals/{__version__}",
             "Idempotency-Key": alert_id,
         }
         if parts.username is not None:
-            cred = f"{unquote(parts.username)}:{unquote(parts.password or '')}"
-            headers["Authorization"] = "Basic " + base64.b64encode(cred.encode()).decode()
+            headers["Authorization"] = _basic(parts)
         path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        proxy = _proxy_for(parts)
+        if proxy is None:
+            conn = cls(host, port, timeout=self.timeout)
+        else:
+            auth = {"Proxy-Authorization": _basic(proxy)} if proxy.username is not None else {}
+            default = 443 if proxy.scheme == "https" else 80
+            conn = cls(proxy.hostname or "", proxy.port or default, timeout=self.timeout)
+            if parts.scheme == "https":  # a tunnel: the proxy sees the host, not the alert
+                conn.set_tunnel(host, port, headers=auth)
+            else:  # the proxy forwards a request for the whole URL (its credentials left out)
+                netloc = f"[{host}]" if ":" in host else host
+                path = f"http://{netloc}{f':{port}' if port else ''}{path}"
+                headers.update(auth)
         expired = threading.Event()
 
         def abort() -> None:  # the deadline: unblock whatever read or write is waiting
@@ -388,6 +409,31 @@ class WebhookNotifier:
         if status in (408, 429) or status >= 500:
             raise _Retry(f"HTTP {status}", _retry_after(retry_after), ambiguous=False)
         raise _Permanent(f"HTTP {status}")
+
+
+def _basic(parts: SplitResult) -> str:
+    """Basic auth from a URL's ``user:password@``."""
+    cred = f"{unquote(parts.username or '')}:{unquote(parts.password or '')}"
+    return "Basic " + base64.b64encode(cred.encode()).decode()
+
+
+_LOOPBACK = ("localhost", "127.", "::1", "[::1]")
+
+
+def _proxy_for(parts: SplitResult) -> SplitResult | None:
+    """The proxy a request to ``parts`` goes through (the environment's), or None."""
+    host = parts.hostname or ""
+    if host == "localhost" or host.startswith(_LOOPBACK):
+        return None
+    proxy = getproxies().get(parts.scheme)
+    if not proxy or proxy_bypass(host):
+        return None
+    try:
+        p = urlsplit(proxy if "://" in proxy else f"http://{proxy}")
+        p.port  # noqa: B018 - raises on a bad port
+    except ValueError:
+        return None
+    return p if p.hostname else None
 
 
 def _reason(exc: BaseException) -> str:
