@@ -5,6 +5,7 @@ from __future__ import annotations
 import http.client
 import json
 import re
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -486,3 +487,42 @@ def test_serve_thresholds_reach_the_checks(tmp_path: Path) -> None:
         [f.check for f in next(iter(h.runs.values())).report.findings] for h in (default, tuned)
     ]
     assert "groups" not in checks[0] and "groups" in checks[1]
+
+
+def test_host_names_a_server_bound_elsewhere_answers_under() -> None:
+    # Bound to 0.0.0.0 (tests bind loopback only, so the rule is asked directly): IP
+    # literals, this machine's names and --allow-host names pass; any other name is a page
+    # elsewhere pointing its own name at this address (DNS rebinding) and is refused.
+    from rlvitals.views.server import _machine_names, host_allowed
+
+    allowed = frozenset({"runs.lab.internal", *_machine_names()})
+    for header in (
+        "10.1.2.3:8765",
+        "[fe80::1]:8765",
+        "localhost:8765",
+        "RUNS.lab.internal.",
+        f"{sorted(_machine_names())[0]}:8765",
+    ):
+        assert host_allowed(header, False, allowed), header
+    for header in ("evil.example", "evil.example:8765", "runs.lab.internal.evil.example", ""):
+        assert not host_allowed(header, False, allowed), header
+    assert not host_allowed("10.1.2.3", True, frozenset())  # on loopback: loopback only
+    assert host_allowed("anything.example", False, frozenset({"*"}))
+
+
+def test_allow_host_serves_under_another_name_on_loopback(tmp_path: Path) -> None:
+    from rlvitals.views.server import Hub, make_server
+
+    make_run(tmp_path, "r", 3)
+    server = make_server(Hub([tmp_path]), "127.0.0.1", 0, allowed_hosts=["Runs.Lab.Internal"])
+    t = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    t.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/"
+        assert _get(url, "/healthz", {"Host": "runs.lab.internal:80"})[0] == 200
+        status, _, body = _get(url, "/healthz", {"Host": "evil.example"})
+        assert status == 403 and b"--allow-host" in body
+    finally:
+        server.shutdown()
+        server.server_close()
+        t.join(5)

@@ -28,6 +28,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     p.add_argument("--port", type=int, default=8765, help="port (default 8765; 0: any free)")
     p.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="also answer requests for this host name (a reverse proxy's or a DNS alias; "
+        "repeatable; '*': any). Requests under other names are refused, so a web page "
+        "elsewhere cannot point its own name at this server (DNS rebinding)",
+    )
+    p.add_argument(
         "--baseline", metavar="FILE", help="healthy ranges from `rlvitals baseline` to shade"
     )
     p.add_argument(
@@ -93,6 +102,7 @@ def run(args: argparse.Namespace) -> int:
         follow_links=args.follow_links,
         thresholds=thresholds,
         transcript_rules=rules,
+        allowed_hosts=args.allow_host,
         **open_kwargs(args),
     )
     return 0

@@ -10,8 +10,10 @@ then a ``snapshot`` of each run asked for, then ``delta`` events); ``/api/runs``
 ``/api/run/ID``, ``/api/transcripts/ID/STEP`` as JSON; ``/metrics`` in Prometheus text
 format; ``/healthz``. Nothing else: a run is addressed by an id the server made, never by a
 path, so no request can reach a file the server was not given. It binds 127.0.0.1 unless told
-otherwise, and on a loopback address it refuses requests for other host names (DNS
-rebinding).
+otherwise. It refuses requests whose Host header names a host it does not serve under (DNS
+rebinding: a page elsewhere that points its own name at this address): on a loopback address
+only loopback names; on another address, IP literals, this machine's names and the names given
+with ``allowed_hosts`` (``"*"``: any).
 """
 
 from __future__ import annotations
@@ -597,6 +599,31 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
+def host_allowed(header: str, loopback_only: bool, allowed: frozenset[str]) -> bool:
+    """Whether a request's Host ``header`` names a host this server answers under.
+
+    Loopback names and addresses always; names in ``allowed`` (``"*"``: any); and, bound to an
+    address other than loopback, any IP literal: a page elsewhere that points its own name at
+    this address (DNS rebinding) sends that name, never an address typed by hand.
+    """
+    if "*" in allowed:
+        return True
+    m = re.match(r"^\[([^\]]+)\](?::\d+)?$|^([^:]+)(?::\d+)?$", header)
+    name = (m.group(1) or m.group(2)) if m else None
+    if name is None:
+        return False
+    name = name.lower().rstrip(".")
+    if name in _LOOPBACK_NAMES or name in allowed:
+        return True
+    try:
+        ip = ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    if ip.is_loopback:  # 127.0.0.2 and the rest of 127/8 (the address it was bound to)
+        return ip.version == 6 or name.count(".") == 3
+    return not loopback_only
+
+
 class _Handler(BaseHTTPRequestHandler):
     server: _Server
     protocol_version = "HTTP/1.1"
@@ -649,25 +676,18 @@ class _Handler(BaseHTTPRequestHandler):
         super().finish()
 
     def _host_ok(self) -> bool:
-        if not self.server.loopback_only:
-            return True
-        host = self.headers.get("Host", "")
-        m = re.match(r"^\[([^\]]+)\](?::\d+)?$|^([^:]+)(?::\d+)?$", host)
-        name = (m.group(1) or m.group(2)) if m else None
-        if name is None:
-            return False
-        if name.lower() in _LOOPBACK_NAMES:
-            return True
-        try:  # 127.0.0.2 and the rest of 127/8 (the address it was bound to, say)
-            return ipaddress.ip_address(name).is_loopback and "." in name and name.count(".") == 3
-        except ValueError:
-            return False
+        srv = self.server
+        return host_allowed(self.headers.get("Host", ""), srv.loopback_only, srv.allowed_hosts)
 
     def _dispatch(self, *, head: bool) -> None:
         self._head_only = head
         hub = self.server.hub
         if not self._host_ok():
-            self._send(HTTPStatus.FORBIDDEN, b"unexpected Host header\n")
+            self._send(
+                HTTPStatus.FORBIDDEN,
+                b"unexpected Host header: this server is not served under that name (start "
+                b"`rlvitals serve` with --allow-host NAME to serve under it)\n",
+            )
             return
         url = urlsplit(self.path)
         parts = url.path.split("/")[1:]
@@ -789,6 +809,7 @@ class _Server(ThreadingHTTPServer):
     idle_timeout = 30.0
     hub: Hub
     loopback_only: bool
+    allowed_hosts: frozenset[str]
     verbose: bool
     keepalive: float
 
@@ -835,22 +856,40 @@ def make_server(
     verbose: bool = False,
     header_timeout: float = 10.0,
     idle_timeout: float = 30.0,
+    allowed_hosts: Iterable[str] = (),
 ) -> _Server:
     """An HTTP server for ``hub`` on ``host:port`` (0: any free port), not yet serving.
 
     A request's line and headers must arrive within ``header_timeout`` seconds; a connection
-    idle for ``idle_timeout`` is closed."""
+    idle for ``idle_timeout`` is closed. ``allowed_hosts``: host names it answers under beside
+    loopback ones (and, bound to another address, IP literals and this machine's names);
+    ``"*"`` accepts any Host header."""
     try:
         server = _Server((host, port), _Handler)
     except OSError as exc:
         raise RlvitalsError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
     server.hub = hub
     server.loopback_only = _is_loopback(host)
+    names = {h.lower().rstrip(".") for h in allowed_hosts}
+    if not server.loopback_only:
+        names |= _machine_names()
+    server.allowed_hosts = frozenset(names)
     server.verbose = verbose
     server.keepalive = 15.0
     server.header_timeout = header_timeout
     server.idle_timeout = idle_timeout
     return server
+
+
+def _machine_names() -> set[str]:
+    """This machine's own names (a page can only rebind a name its author controls)."""
+    names = set()
+    for get in (socket.gethostname, socket.getfqdn):
+        with contextlib.suppress(OSError):
+            name = get().lower().rstrip(".")
+            if name:
+                names.add(name)
+    return names
 
 
 def _url(server: _Server) -> str:
@@ -923,9 +962,10 @@ def serve(
     source_format: str | None = None,
     mapping: str | os.PathLike[str] | None = None,
     run: str | None = None,
+    allowed_hosts: Iterable[str] = (),
 ) -> None:
     """Serve in the foreground until interrupted (``source_format``, ``mapping``, ``run``:
-    see Hub)."""
+    see Hub; ``allowed_hosts``: see ``make_server``)."""
     hub = Hub(
         paths,
         baseline=baseline,
@@ -938,7 +978,7 @@ def serve(
         mapping=mapping,
         run=run,
     )
-    server = make_server(hub, host, port, verbose=verbose)
+    server = make_server(hub, host, port, verbose=verbose, allowed_hosts=allowed_hosts)
     poller = threading.Thread(target=hub.run_forever, args=(poll_interval,), daemon=True)
     poller.start()
     if on_ready is not None:
