@@ -332,6 +332,18 @@ def test_live_view_says_what_the_warm_start_is_and_judges_while_it_trains(
     assert "once per seed" in mid
 
 
+def test_the_demo_intro_says_where_its_warm_start_came_from() -> None:
+    from rlvitals.views.live import RunTally, intro
+
+    said = {}
+    for how in ({"cached": True, "shipped": True}, {"cached": True, "shipped": False}):
+        t = RunTally(40)
+        t.event("warm_begin", {**how, "target": 0.3, "cache": "/c"})
+        said[how["shipped"]] = intro(t).plain
+    assert "shipped with rlvitals" in said[True] and "/c" not in said[True]
+    assert "from the cache in /c" in said[False] and "shipped" not in said[False]
+
+
 def test_next_steps_name_the_real_paths() -> None:
     from rlvitals.views.live import next_steps
 
@@ -427,10 +439,11 @@ def test_the_demo_warm_start_ships_for_the_default_settings() -> None:
 def test_a_first_demo_loads_the_shipped_warm_start_and_it_solves_its_target(tmp_path) -> None:
     import torch
 
-    from rlvitals.grpo.warmstart import is_cached, pass_rate, warm_start
+    from rlvitals.grpo.warmstart import is_cached, pass_rate, warm_source, warm_start
 
     m, t, o, model = _default_model()
     assert is_cached(m, t, o, tmp_path)  # an empty cache: the shipped one counts
+    assert warm_source(m, t, o, tmp_path) == "shipped"
     ws = warm_start(
         model, TaskPool(t.digits, t.tool_fraction, t.heldout_fraction), m, t, o, directory=tmp_path
     )
@@ -450,6 +463,7 @@ def test_a_first_demo_loads_the_shipped_warm_start_and_it_solves_its_target(tmp_
     from rlvitals.grpo.config import OptimConfig
 
     assert not is_cached(m, t, OptimConfig(seed=5), tmp_path)
+    assert warm_source(m, t, OptimConfig(seed=5), tmp_path) is None
 
 
 def test_a_corrupt_warm_start_file_leaves_the_model_untouched(tmp_path) -> None:

@@ -49,7 +49,7 @@ from .model import GPT
 from .sampler import Episodes, Sampler, episode_length
 from .tasks import VOCAB, Task, TaskPool
 from .trainer import Trainer, group_advantages
-from .warmstart import WarmStartWarning, cache_dir, is_cached, warm_start
+from .warmstart import WarmStartWarning, cache_dir, warm_source, warm_start
 
 __all__ = ["train"]
 
@@ -133,10 +133,12 @@ def train(
         )
     model = GPT(len(VOCAB), mcfg.n_layer, mcfg.n_head, mcfg.d_model, max_len=MAX_LEN)
     cache_path = Path(cache) if cache is not None else None
+    source = warm_source(mcfg, tcfg, ocfg, cache_path)
     emit(
         "warm_begin",
         {
-            "cached": is_cached(mcfg, tcfg, ocfg, cache_path),
+            "cached": source is not None,
+            "shipped": source == "shipped",
             "target": ocfg.warm_target_pass_rate,
             "cache": str(cache_path or cache_dir()),
         },

@@ -49,6 +49,7 @@ __all__ = [
     "is_cached",
     "memorize",
     "shipped_path",
+    "warm_source",
     "warm_start",
 ]
 
@@ -241,9 +242,20 @@ def is_cached(
 ) -> bool:
     """Whether a warm start for these settings is in the cache already, or ships with the
     package."""
-    return (
-        (directory or cache_dir()) / "warmstart" / f"{_key(model_cfg, task, optim)}.pt"
-    ).exists() or shipped_path(model_cfg, task, optim).exists()
+    return warm_source(model_cfg, task, optim, directory) is not None
+
+
+def warm_source(
+    model_cfg: ModelConfig,
+    task: TaskConfig,
+    optim: OptimConfig,
+    directory: Path | None = None,
+) -> str | None:
+    """Where ``warm_start`` will load these settings' warm start from: ``"cache"``,
+    ``"shipped"`` (the package's own), or None (it trains one)."""
+    if ((directory or cache_dir()) / "warmstart" / f"{_key(model_cfg, task, optim)}.pt").exists():
+        return "cache"
+    return "shipped" if shipped_path(model_cfg, task, optim).exists() else None
 
 
 def warm_start(

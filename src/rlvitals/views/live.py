@@ -86,11 +86,13 @@ class RunTally:
         self.warm_target: float | None = None
         self.warm_greedy: float | None = None
         self.cache: str | None = None
+        self.warm_shipped = False
         self.run_dir: str | None = None
 
     def event(self, kind: str, data: Mapping[str, Any]) -> None:
         if kind == "warm_begin":
             self.warm_cached = bool(data.get("cached"))
+            self.warm_shipped = bool(data.get("shipped"))
             self.warm_target = float(data.get("target", 0.3))
             self.cache = str(data.get("cache") or "")
         elif kind == "warm_step":
@@ -238,11 +240,14 @@ class LiveView:
 def intro(t: RunTally) -> Text:
     """What the demo is doing, before the numbers mean anything."""
     target = _fmt(t.warm_target if t.warm_target is not None else 0.3, ".0%")
-    if t.warm_cached:
+    if t.warm_shipped:
         warm = (
-            "Warm start: loaded (trained once for this seed: shipped with rlvitals for the "
-            "demo's seed 0, else from the cache)."
+            "Warm start: loaded, shipped with rlvitals (trained once for these settings and "
+            "this seed, so GRPO starts at once)."
         )
+    elif t.warm_cached:
+        where = f" in {t.cache}" if t.cache else ""
+        warm = f"Warm start: loaded from the cache{where} (trained once for this seed)."
     else:
         where = f" in {t.cache}" if t.cache else ""
         warm = (
