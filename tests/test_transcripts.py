@@ -458,3 +458,53 @@ def test_docs_explain_every_flag_and_limit():
         assert f"| `{name}` | {spec.family} | {kind} |" in doc, name
     for name, default in LIMITS.items():
         assert f"{name} = {default:g}" in doc, name
+
+
+def test_the_scan_memo_flags_exactly_what_a_fresh_analysis_flags():
+    # Replies repeat across attempts and steps, so a scan remembers an attempt's own flags by
+    # its texts. Everything they depend on must be in the key: whether it was rewarded (an
+    # empty answer only counts rewarded), its prompt (hard-coded outputs, custom rules on
+    # prompts), an empty reply against no reply.
+    rules = rules_from_dict(
+        {"flags": {"custom": [{"name": "asks_tests", "pattern": "tests?", "where": "prompt"}]}}
+    )
+    texts = [t for pair in CASES.values() for t in pair] + ["", "\\boxed{ }", None]
+    attempts = []
+    for prompt in (PROMPT, "What is 2 + 2?", "Run the tests for f"):
+        for reward in (1.0, 0.0):
+            for t in texts:
+                attempts.append((prompt, reward, t))
+
+    def hits(memo):
+        out = []
+        for step in range(2):  # the second step is answered from the memo, where it can be
+            an = StepAnalyzer(step, rules, memo)
+            for i, (prompt, reward, text) in enumerate(attempts):
+                an.add(
+                    TranscriptAttempt(
+                        step,
+                        i,
+                        f"a{i}",
+                        f"g{i % 7}",
+                        f"t{i % 5}",
+                        reward,
+                        True,
+                        [Generation(prompt=prompt, completion=text)],
+                    )
+                )
+            res = an.finish()
+            out.append(
+                [
+                    sorted((h.flag, h.excerpt) for h in res.hits.get(i, []))
+                    for i in range(len(attempts))
+                ]
+            )
+        return out
+
+    memo: dict = {}
+    assert hits(memo) == hits(None)
+    assert memo  # short replies were remembered
+    fresh = hits(None)[0]
+    assert any(f == "asks_tests" for hs in fresh for f, _e in hs)
+    assert any(f == "hardcoded_output" for hs in fresh for f, _e in hs)
+    assert any(f == "empty_answer" for hs in fresh for f, _e in hs)

@@ -426,16 +426,32 @@ class StepResult:
         return dict(out)
 
 
+# An attempt's own flags depend only on its texts, whether it was rewarded and (for some
+# rules) its prompts: short replies repeat (a policy that learned its tasks answers them the
+# same way every time), so a scan remembers what it found for them. Only short texts are
+# remembered, so the memo stays small whatever the run.
+MEMO_CHARS = 1000
+MEMO_ENTRIES = 20_000
+Memo = dict[tuple[Any, ...], tuple[tuple[Hit, ...], tuple[Any, ...]]]
+
+
 class StepAnalyzer:
     """Flags the attempts of one update: ``add`` each attempt (its own flags come back at
-    once), then ``finish`` adds the flags that need the whole update."""
+    once), then ``finish`` adds the flags that need the whole update.
 
-    def __init__(self, step: int, rules: Rules) -> None:
+    ``memo``: what earlier attempts with the same short texts raised (shared by the steps of a
+    scan with the same rules); the flags are the same with it or without it."""
+
+    def __init__(self, step: int, rules: Rules, memo: Memo | None = None) -> None:
         self.rules = rules
         self.on = set(flag_names(rules))
         self.result = StepResult(step)
         self._light: list[_Light] = []
         self._expected: dict[int, tuple[list[str], list[str]]] = {}
+        self._memo = memo
+        # Whether an attempt's own flags read its prompts (custom rules on prompts always;
+        # hard-coded outputs when the reply returns, prints or compares something).
+        self._prompts_always = any(c.where != "completion" for c in rules.custom)
 
     def add(self, a: TranscriptAttempt) -> list[Hit]:
         r = self.result
@@ -443,15 +459,40 @@ class StepAnalyzer:
         if not a.has_text:
             return []
         r.with_text += 1
-        hits = list(self._own(a))
+        final = a.final_text()[:TEXT_LIMIT]
+        wrote = a.completions_text()[:TEXT_LIMIT]
+        rewarded = a.reward is not None and a.reward > self.rules.rewarded_above
+        memo = self._memo
+        key = None
+        if memo is not None and len(final) + len(wrote) <= MEMO_CHARS:
+            prompts = None
+            if self._prompts_always or (
+                "hardcoded_output" in self.on
+                and ("return" in wrote or "print" in wrote or "==" in wrote)
+            ):
+                prompts = tuple(g.prompt_text() for g in a.generations)
+            replied = not final.strip() and any(g.completion is not None for g in a.generations)
+            key = (final, wrote, rewarded, replied, prompts)
+            got = memo.get(key)
+            if got is not None:
+                own, light = got
+                self._light.append(_Light(a.index, a.task_id, a.group_id, a.reward, *light))
+                hits = list(own)
+                if hits:
+                    r.hits[a.index] = hits
+                return hits
+        hits = list(self._own(a, final, wrote, rewarded))
+        if key is not None and memo is not None:
+            if len(memo) >= MEMO_ENTRIES:
+                memo.clear()
+            x = self._light[-1]
+            memo[key] = (tuple(hits), (x.answer, x.shown, x.reply, x.reply_shown))
         if hits:
             r.hits[a.index] = hits
         return hits
 
-    def _own(self, a: TranscriptAttempt) -> Iterator[Hit]:
+    def _own(self, a: TranscriptAttempt, final: str, wrote: str, rewarded: bool) -> Iterator[Hit]:
         rules, on = self.rules, self.on
-        final = a.final_text()[:TEXT_LIMIT]
-        wrote = a.completions_text()[:TEXT_LIMIT]
         ans = read_answer(final, rules)
         if (
             ans is None
@@ -459,7 +500,6 @@ class StepAnalyzer:
             and any(g.completion is not None for g in a.generations)
         ):
             ans = Answer([(0, 0, "")], "reply", "")  # it replied, with nothing: an empty answer
-        rewarded = a.reward is not None and a.reward > rules.rewarded_above
         norm = ans.norm if ans is not None else None
         reply_norm = " ".join(final.split())
         self._light.append(

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..model import RunData
-from .flags import FAMILY_KEY, FAMILY_KEYS, Hit, StepAnalyzer, StepResult, flag_names
+from .flags import FAMILY_KEY, FAMILY_KEYS, Hit, Memo, StepAnalyzer, StepResult, flag_names
 from .rules import Rules
 from .store import TranscriptAttempt, TranscriptStore
 
@@ -72,7 +72,9 @@ def analyze_step(
     return res, flagged
 
 
-def _count_step(store: TranscriptStore, step: int, rules: Rules) -> tuple[int, int, dict[str, int]]:
+def _count_step(
+    store: TranscriptStore, step: int, rules: Rules, memo: Memo | None = None
+) -> tuple[int, int, dict[str, int]]:
     fp = rules.fingerprint()
     fk = store.file_key(step)
     key = (str(store.path(step)), *(fk or (-1, -1)), fp)
@@ -80,7 +82,7 @@ def _count_step(store: TranscriptStore, step: int, rules: Rules) -> tuple[int, i
     if got is not None and fk is not None:
         _CACHE.move_to_end(key)
         return got
-    an = StepAnalyzer(step, rules)
+    an = StepAnalyzer(step, rules, memo)
     for a in store.iter_step(step):
         an.add(a)
     res = an.finish()
@@ -106,8 +108,9 @@ def scan_run(
     attempts = np.zeros(n, dtype=np.int64)
     with_text = np.zeros(n, dtype=np.int64)
     counts = {f: np.zeros(n, dtype=np.int64) for f in [*names, *FAMILY_KEYS]}
+    memo: Memo = {}  # one run, one set of rules: replies seen in earlier steps
     for i, s in enumerate(todo):
-        a, t, c = _count_step(store, s, rules)
+        a, t, c = _count_step(store, s, rules, memo)
         attempts[i], with_text[i] = a, t
         for f, k in c.items():
             if f in counts:
