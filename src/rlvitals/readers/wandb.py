@@ -30,7 +30,13 @@ under its own name, nested keys joined with ``.`` as W&B shows them, ``NaN``/``I
 kept), ``_timestamp`` as the step time, the summary (``info["summary"]``), the config
 (``info["config"]``), the run's id, name and project, and its exit (``finished`` or
 ``crashed``; ``running`` until then). Media (tables, histograms, images) are not metrics and
-are left out. Needs the ``wandb`` extra.
+are left out, their fields too (a media value arrives as nested keys, ``completions._type``,
+``completions.nrows``...). The tables the history names (``{"_type": "table-file", "path":
+"media/table/<key>_<n>_<hash>.table.json", "nrows", "ncols", "log_mode", ...}``, the file
+``{"columns": [...], "data": [[...], ...]}`` under the run's ``files/``) are kept as
+``tables``, placed at the step their row is plotted at: those with prompt and completion
+columns (TRL's ``completions``) are read as samples (``samples.wandb``). Needs the ``wandb``
+extra.
 """
 
 from __future__ import annotations
@@ -40,6 +46,7 @@ import json
 import os
 import struct
 import zlib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +56,7 @@ from . import Format, register
 from ._trackers import choose_run, flatten, map_by_keys, number
 from .mapping import Rule
 
-__all__ = ["WandbReader", "find_run_file"]
+__all__ = ["TableRef", "WandbReader", "find_run_file"]
 
 _BLOCK = 32768
 _HEADER = 7
@@ -57,6 +64,20 @@ _FILE_HEADER = b":W&B" + struct.pack("<HB", 0xBEE1, 0)
 _FULL, _FIRST, _MIDDLE, _LAST = 1, 2, 3, 4
 _TYPE_CRC = [zlib.crc32(bytes([t])) for t in range(5)]
 _INTERNAL = {"_step", "_runtime"}
+# Media whose file is a table of rows (an incremental table's file holds the rows added since
+# its last log; a table-file the whole table as logged).
+TABLE_TYPES = ("table-file", "incremental-table-file")
+
+
+@dataclass(frozen=True)
+class TableRef:
+    """A table the history names: where it was logged and its file (under ``files/``)."""
+
+    step: int
+    key: str
+    path: Path
+    nrows: int | None = None  # rows as logged (W&B writes at most 10000 to the file)
+    log_mode: str | None = None  # IMMUTABLE, MUTABLE or INCREMENTAL
 
 
 def _pb() -> Any:
@@ -156,6 +177,7 @@ class WandbReader:
         self._unstepped: set[str] = set()
         self._last_step = -1
         self._broken = False
+        self.tables: list[TableRef] = []  # the run's tables, in logging order
 
     def poll(self) -> bool:
         """Read the records written since the last call; True if any were."""
@@ -333,12 +355,24 @@ class WandbReader:
         return found
 
     def _history(self, h: Any) -> None:
+        items = [
+            (tuple(item.nested_key) or (item.key,), _value(item.value_json)) for item in h.item
+        ]
+        # A media value comes as nested keys (("completions", "_type"), ("completions",
+        # "path"), ...) or, from older writers, one dict with "_type": its fields are no metric.
+        media = {k[:-1] for k, _ in items if len(k) > 1 and k[-1] == "_type"}
+        found: dict[str, dict[str, Any]] = {}
         row: dict[str, float] = {}
-        for item in h.item:
-            key = self._key(item)
-            value = _value(item.value_json)
+        for path, value in items:
+            owner = next((path[:i] for i in range(1, len(path)) if path[:i] in media), None)
+            if owner is not None:
+                if len(path) == len(owner) + 1:
+                    found.setdefault(".".join(owner), {})[path[-1]] = value
+                continue
+            key = ".".join(path)
             if isinstance(value, dict):
-                if "_type" in value:  # a table, histogram or image: not a metric
+                if "_type" in value:
+                    found[key] = value
                     continue
                 for k, v in flatten(value, ".", key + "."):
                     f = number(v)
@@ -361,20 +395,45 @@ class WandbReader:
         for key, value in row.items():
             if key in _INTERNAL and key != "_timestamp":
                 continue
-            at = step
-            by = self._stepped_by(key) if self._step_metric else None
-            if by is not None and by != key:
-                s = row.get(by)
-                if s is not None and s == s and abs(s) < 2**63:
-                    at = int(s)
-                elif key not in self._unstepped:
-                    self._unstepped.add(key)
-                    self.run.warnings.append(
-                        f"{self.file}: {key!r} is plotted against {by!r} but a row at _step "
-                        f"{step} lacks it; such rows are placed at their _step"
-                    )
-            metrics.add(at, key, value)
+            metrics.add(self._at(key, row, step), key, value)
             keys.add(key)
+        for key, fields in found.items():
+            file = fields.get("path")
+            if (
+                fields.get("_type") in TABLE_TYPES
+                and isinstance(file, str)
+                and not Path(file).is_absolute()
+                and ".." not in Path(file).parts  # a table is read from the run's files/ only
+            ):
+                nrows = fields.get("nrows")
+                mode = fields.get("log_mode")
+                self.tables.append(
+                    TableRef(
+                        self._at(key, row, step),
+                        key,
+                        self.file.parent / "files" / file,
+                        nrows if isinstance(nrows, int) else None,
+                        mode if isinstance(mode, str) else None,
+                    )
+                )
+
+    def _at(self, key: str, row: dict[str, float], step: int) -> int:
+        """The step ``key`` of a row at ``_step`` ``step`` is plotted at (its step metric's
+        value where ``define_metric`` names one and the row has it; the step metric itself,
+        which a ``"*"`` glob names too, at its own value, so it ends where the others do)."""
+        by = self._stepped_by(key) if self._step_metric else None
+        if by is None:
+            return step
+        s = row.get(by)
+        if s is not None and s == s and abs(s) < 2**63:
+            return int(s)
+        if key not in self._unstepped:
+            self._unstepped.add(key)
+            self.run.warnings.append(
+                f"{self.file}: {key!r} is plotted against {by!r} but a row at _step "
+                f"{step} lacks it; such rows are placed at their _step"
+            )
+        return step
 
 
 def _sniff(path: Path) -> bool:
@@ -399,7 +458,8 @@ register(
     Format(
         "wandb",
         "W&B run directory, online or offline (wandb/run-*, offline-run-*, latest-run, "
-        "or the wandb/ folder; --run ID): history, summary, config; live",
+        "or the wandb/ folder; --run ID): history, summary, config, tables with prompt and "
+        "completion columns as samples; live",
         _sniff,
         WandbReader,
         priority=3,

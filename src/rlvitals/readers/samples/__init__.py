@@ -10,12 +10,14 @@ One module per dump format:
 | NeMo-RL | ``<log_dir>/train_data_step{N}.jsonl`` | ``nemorl`` |
 | tinker-cookbook | ``<log_path>/iteration_NNNNNN/train_rollout_summaries.jsonl`` | ``tinker`` |
 | Miles / slime | ``--save-debug-rollout-data``: ``<dir>/{rollout_id}.pt`` | ``miles`` |
+| W&B tables | a W&B run's tables with prompt and completion columns (TRL's ``completions``) | ``wandb`` |
 
 ``attach(reader, samples)`` wraps any reader so each ``poll`` also reads the dump's settled
 steps (``base.SampleSource``): the run gets its attempts table, the per-step aggregates its
 step records lack, and ``run.transcripts``, a lazy store over the dump's own files. Without
 ``samples``, the dump is looked for where the framework puts it by default beside the log
-(``find``); verl has no default place, so it needs ``--samples DIR``.
+(``find``); verl has no default place, so it needs ``--samples DIR``. A W&B run reads the
+tables its history names (``wandb``), unless such a dump is beside it.
 """
 
 from __future__ import annotations
@@ -149,6 +151,12 @@ def attach(reader: Any, samples: str | os.PathLike[str] | None = None, *, path: 
     if path is None or reader.name in ("rlvitals", "samples"):
         return reader
     got = find(path)
+    if reader.name == "wandb":
+        # The run's own completions tables, unless the framework's dump is beside it: TRL
+        # writes the same rows to both, and its parquet has them all (``wandb`` module).
+        from .wandb import TablesReader
+
+        return TablesReader(reader, SampleSource(got[0], got[1], run) if got else None)
     if got is None:
         return reader
     d, fmt = got

@@ -450,7 +450,11 @@ class SampleTranscripts(TranscriptStore):
         except OSError as exc:
             self.warn(files[0], f"cannot read ({exc.strerror or exc}); skipped")
         for message in warned[:1]:
-            self.warn(files[0], message)
+            if message in self.source.run.warnings:  # said when the step was read: once
+                self._warned.add(str(files[0]))
+                continue
+            prefix = f"{files[0]}: "  # the formats name the file; warn() names it too
+            self.warn(files[0], message[len(prefix) :] if message.startswith(prefix) else message)
 
 
 def jsonl_records(

@@ -30,7 +30,7 @@ from ...model import RunData
 from ...transcripts.store import TranscriptAttempt
 from .base import DumpFormat, Sample, digest, file_time, transcript
 
-__all__ = ["TrlCompletions", "read_table", "total_reward"]
+__all__ = ["CompletionRows", "TrlCompletions", "numeric_column", "read_table", "total_reward"]
 
 _FILE = re.compile(r"^completions_(\d+)\.parquet$")
 _FIXED = ("step", "prompt", "completion", "advantage")
@@ -46,7 +46,8 @@ def read_table(path: Path) -> dict[str, list[Any]]:
     return {name: table.column(name).to_pylist() for name in table.column_names}
 
 
-def _numeric(values: list[Any]) -> bool:
+def numeric_column(values: list[Any]) -> bool:
+    """Whether a column holds only numbers (or nothing): a reward function's, not text."""
     return all(
         v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)) for v in values
     )
@@ -65,10 +66,11 @@ def total_reward(row: list[float | None], weights: list[float]) -> float | None:
     return total if applied else None
 
 
-class TrlCompletions(DumpFormat):
-    name = "trl"
-    description = "TRL log_completions (completions/completions_{step:05d}.parquet)"
-    default_subdir = "completions"
+class CompletionRows(DumpFormat):
+    """TRL's completions table, one file per logged table: a group per prompt, the reward the
+    weighted sum of the reward-function columns. Subclasses say where the files are and how
+    one is read into columns (``_load``): TRL's parquet here, W&B's tables in ``wandb``."""
+
     # No reward from any function is NaN or None from every one (TRL warns "All reward
     # functions returned None"); the row's advantage is then 0.
     missing_reward_is_nan = True
@@ -86,8 +88,6 @@ class TrlCompletions(DumpFormat):
             if m:
                 self.known_rewards.add(m.group(1))
 
-    file_pattern = _FILE
-
     def reward_columns(self, columns: dict[str, list[Any]]) -> list[str]:
         """The reward-function columns of a file, in file order."""
         names = list(columns)
@@ -98,21 +98,12 @@ class TrlCompletions(DumpFormat):
         middle = [c for c in names[lo:hi] if c not in _FIXED]
         if self.known_rewards:
             return [c for c in middle if c in self.known_rewards]
-        return [c for c in middle if _numeric(columns[c])]
+        return [c for c in middle if numeric_column(columns[c])]
 
     def _load(self, p: Path, warn: Callable[[str], None]) -> dict[str, list[Any]] | None:
-        try:
-            cols = read_table(p)
-        except MissingExtraError:
-            raise
-        except Exception as exc:  # pyarrow raises its own types for a torn or foreign file
-            warn(f"{p}: not a readable parquet file ({type(exc).__name__}: {exc}); skipped")
-            return None
-        missing = [c for c in ("prompt", "completion") if c not in cols]
-        if missing:
-            warn(f"{p}: expected TRL's completions columns; missing {', '.join(missing)}; skipped")
-            return None
-        return cols
+        """One file's columns (``prompt`` and ``completion`` among them), or None after one
+        warning naming the file."""
+        raise NotImplementedError
 
     def _rows(
         self, step: int, cols: dict[str, list[Any]]
@@ -193,3 +184,24 @@ class TrlCompletions(DumpFormat):
                     prompt=prompt,
                     completion=completion,
                 )
+
+
+class TrlCompletions(CompletionRows):
+    name = "trl"
+    description = "TRL log_completions (completions/completions_{step:05d}.parquet)"
+    default_subdir = "completions"
+    file_pattern = _FILE
+
+    def _load(self, p: Path, warn: Callable[[str], None]) -> dict[str, list[Any]] | None:
+        try:
+            cols = read_table(p)
+        except MissingExtraError:
+            raise
+        except Exception as exc:  # pyarrow raises its own types for a torn or foreign file
+            warn(f"{p}: not a readable parquet file ({type(exc).__name__}: {exc}); skipped")
+            return None
+        missing = [c for c in ("prompt", "completion") if c not in cols]
+        if missing:
+            warn(f"{p}: expected TRL's completions columns; missing {', '.join(missing)}; skipped")
+            return None
+        return cols
