@@ -266,10 +266,13 @@ def test_honest_tables_raise_no_transcript_flag(tmp_path: Path, capsys) -> None:
     assert found == []
 
 
-def test_unique_prompt_tables_warn_that_groups_mean_nothing(tmp_path: Path) -> None:
+def test_unique_prompt_tables_are_read_without_group_statistics(tmp_path: Path) -> None:
     rows = trl_rows(1, gens=1)  # what TRL's log_unique_prompts=True leaves in the table
     logs = [{"train/global_step": 1}, {"completions": {"columns": COLUMNS, "data": rows}}]
     run = read(make_run(tmp_path, logs, config={"log_unique_prompts": True}))
     assert len(run.attempts) == 4
     (line,) = [w for w in run.warnings if "log_unique_prompts" in w]
     assert "completions_" in line
+    # Groups of one would all "have no variance": no group statistic is made up from them.
+    assert not [k for k in run.metrics.names() if k.startswith(("groups/", "discard/groups/"))]
+    assert run.attempts.trained.all()

@@ -57,6 +57,13 @@ _NEEDS_VERSIONS = ("freshness/",)
 _NEEDS_TOKENS = ("response/", "perf/tokens")
 # Counts no dump records (retries are the writer's own): left out, never a made-up 0.
 _NEVER = ("rollouts/retries",)
+# What a dump of one sample per prompt cannot say (``DumpFormat.grouped``).
+_GROUPED = (
+    "groups/",
+    "discard/groups/",
+    "reward/group_std_mean",
+    "reward/mean_with_unusable",
+)
 # Per step, the samples whose reward is NaN or inf (or, where the format says a missing reward
 # is a NaN the dump stored, missing): a count the non-finite check reads like a trainer's own
 # nan_count. Frameworks average such rewards away (TRL's nanmean), so the step records look
@@ -137,6 +144,9 @@ class DumpFormat:
     #: whether a sample without a reward (and without a failure of its own) is a reward
     #: that came out NaN or None and the dump stored as missing, rather than one not graded
     missing_reward_is_nan = False
+    # Samples are sampled together in groups (GRPO): False where a dump keeps one sample per
+    # prompt, so the group statistics (groups/*, the group spread) would be made up.
+    grouped = True
 
     def bind(self, run: RunData) -> None:
         """Called before each poll with the run the samples join (its step records can tell
@@ -321,6 +331,8 @@ class SampleSource:
             if s.trainer_logprobs is not None and s.sampler_logprobs is not None:
                 trainer[aid] = s.trainer_logprobs
         kw: dict[str, Any] = {"max_steps_off_policy": _NO_LIMIT, "max_group_losses": _NO_LIMIT}
+        if not self.format.grouped:  # no group to judge: each sample trains as the dump has it
+            kw["explicit"] = {a.attempt_id: None for a in attempts}
         decision = decide(attempts, step, **kw)
         # The framework's own "not trained" (filtered, masked, removed) where the rules would
         # train it; a group the framework trains with zero advantage stays no_variance here.
@@ -330,13 +342,18 @@ class SampleSource:
             if s.trained is False and a.trained
         }
         if explicit:
-            decision = decide(attempts, step, explicit=explicit, **kw)
+            decision = decide(
+                attempts, step, **{**kw, "explicit": {**kw.get("explicit", {}), **explicit}}
+            )
         problems: list[str] = []
         m = step_metrics(decision, attempts, self._state, trainer or None, problems)
         for p in problems[:1]:
             self._warn(f"{self.dir}: step {step}: {p}")
         if not self.format.has_truncation:
             m.pop("response/truncated_rate", None)  # every sample "not truncated": made up
+        if not self.format.grouped:  # one sample per prompt: every group "has no variance"
+            for name in [k for k in m if k.startswith(_GROUPED)]:
+                del m[name]
         m[NONFINITE_REWARDS] = float(sum(self._nonfinite(s) for s in samples))
         self._add_metrics(step, m, versioned, self.format.has_tokens)
         self._add_rows(step, samples, attempts, versioned)

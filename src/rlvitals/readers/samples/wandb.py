@@ -111,6 +111,7 @@ class WandbTables(CompletionRows):
         self._warn = run.warnings.append
         config = run.info.get("config")
         self._unique = isinstance(config, dict) and config.get("log_unique_prompts") is True
+        self.grouped = not self._unique
 
     def sniff(self, d: Path) -> bool:
         return bool(self.step_files(d))
@@ -126,8 +127,8 @@ class WandbTables(CompletionRows):
             self._unique_told = True
             self._warn(
                 f"{self._tables[0].path}: TRL's log_unique_prompts=True keeps one completion per "
-                "prompt in its W&B tables: every group has one member, so the group statistics "
-                "from them mean nothing (its completions/ parquet has every row: --samples)"
+                "prompt in its W&B tables: read as transcripts, without group statistics (its "
+                "completions/ parquet has every row: --samples)"
             )
         out: dict[int, list[Path]] = {}
         for ref in self._tables:
