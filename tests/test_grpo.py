@@ -298,6 +298,12 @@ def test_live_view_shows_the_key_numbers_and_the_summary() -> None:
     assert "failed attempts" in text and "0 (+4 dropped stale)" in text  # stale is not failed
     assert "stopped: [bold]x[/bold]" in text  # markup in event text is shown, not rendered
     assert "runs/r[1]" in text and "0.300 (first 5 updates)" in text
+    # The reward followed is every graded attempt's where the run logs it (the trained
+    # groups' stays near the middle as solved groups leave training).
+    view = LiveView(2, console=Console(file=io.StringIO(), color_system=None))
+    for i, (r, all_r) in enumerate([(0.5, 0.5), (0.5, 0.7)]):
+        view.event("step", {"step": i, "reward/mean": r, "reward/mean_with_unusable": all_r})
+    assert view.tally.rewards == [0.5, 0.7]
 
 
 def test_live_view_says_what_the_warm_start_is_and_judges_while_it_trains(

@@ -26,6 +26,9 @@ from rich.text import Text
 from ..schema import label
 from . import safe
 
+# The reward the live view and the summary follow: every graded attempt's.
+REWARD = "reward/mean_with_unusable"
+
 
 def escape(text: str) -> str:
     """Run text for a rich markup string: controls made visible, then markup escaped."""
@@ -110,7 +113,11 @@ class RunTally:
                 self.note = warm_missed(self.warm_step, self.warm_rate, self.warm_target)
         elif kind == "step":
             self.last = dict(data)
-            r = _num(data, "reward/mean")
+            # Every graded attempt's reward: the trained groups' (reward/mean) leave out the
+            # groups every attempt solved, so it stays near the middle as the policy learns.
+            r = _num(data, REWARD)
+            if r is None:
+                r = _num(data, "reward/mean")
             self.rewards.append(math.nan if r is None else r)
         elif kind == "eval":
             self.evals.append((int(data["step"]), float(data["score"])))
@@ -300,10 +307,11 @@ def numbers(t: RunTally) -> Table:
                 stale += float(v)
             else:
                 failed += float(v)
+    shown = REWARD if _num(rec, REWARD) is not None else "reward/mean"
     rows = [
         (
-            label("reward/mean"),
-            _fmt(_num(rec, "reward/mean")),
+            label(shown),
+            _fmt(_num(rec, shown)),
             "reward, last 5",
             _fmt(t.last5() if t.done >= 5 else None),
         ),
