@@ -470,6 +470,12 @@ def test_a_first_demo_loads_the_shipped_warm_start_and_it_solves_its_target(tmp_
 
     assert not is_cached(m, t, OptimConfig(seed=5), tmp_path)
     assert warm_source(m, t, OptimConfig(seed=5), tmp_path) is None
+    # What the pass-rate check that stops it samples with is in the key: a warm start made at
+    # another temperature or budget stopped at another point, and is not reused.
+    from dataclasses import replace
+
+    for changed in ({"temperature": 0.8}, {"max_new_tokens": 6}, {"max_turns": 2}):
+        assert warm_source(m, replace(t, **changed), o, tmp_path) is None, changed
 
 
 def test_a_corrupt_warm_start_file_leaves_the_model_untouched(tmp_path) -> None:

@@ -81,6 +81,16 @@ class WarmStart:
     shipped: bool = False  # loaded from the package's warmstarts/, not trained or cached here
 
 
+_TASK_KEYS = (
+    "digits",
+    "tool_fraction",
+    "heldout_fraction",
+    "temperature",
+    "max_new_tokens",
+    "max_turns",
+)
+
+
 def _key(
     model: ModelConfig, task: TaskConfig, optim: OptimConfig, *, portable: bool = False
 ) -> str:
@@ -89,7 +99,8 @@ def _key(
     parts: dict[str, Any] = {
         "v": CACHE_VERSION,
         "model": asdict(model),
-        "task": {k: getattr(task, k) for k in ("digits", "tool_fraction", "heldout_fraction")},
+        # The tasks, and what the pass-rate check that stops it samples with.
+        "task": {k: getattr(task, k) for k in _TASK_KEYS},
         "optim": {k: v for k, v in asdict(optim).items() if k.startswith("warm_")},
         "seed": optim.seed,
     }
