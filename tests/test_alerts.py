@@ -232,7 +232,10 @@ class RawReceiver:
         try:
             buf = b""
             while b"\r\n\r\n" not in buf:
-                buf += conn.recv(4096)
+                chunk = conn.recv(4096)
+                if not chunk:
+                    return  # closed before a whole head
+                buf += chunk
             head, _, body = buf.partition(b"\r\n\r\n")
             headers = dict(
                 line.split(": ", 1) for line in head.decode().split("\r\n")[1:] if ": " in line
@@ -241,7 +244,7 @@ class RawReceiver:
                 body += conn.recv(4096)
             self.keys.append(headers.get("Idempotency-Key", ""))
             self.last_head = head.decode()
-            self.how(conn, json.loads(body), self)
+            self.how(conn, json.loads(body) if body else None, self)  # CONNECT has none
         except OSError:
             pass
         finally:
@@ -416,70 +419,34 @@ def test_watch_tells_the_user_when_an_alert_was_not_delivered(tmp_path: Path) ->
         r.close()
 
 
-class Proxy:
-    """A local HTTP proxy that records each request's head and answers ``answer``."""
+def _proxy(answer: bytes) -> tuple[RawReceiver, list[str]]:
+    """A local HTTP proxy: records each request (its head, then its body) and answers."""
+    seen: list[str] = []
 
-    def __init__(self, answer: bytes) -> None:
-        import socket
+    def how(conn, body, r) -> None:  # type: ignore[no-untyped-def]
+        seen.append(r.last_head + "\r\n\r\n" + (json.dumps(body) if body is not None else ""))
+        conn.sendall(answer)
 
-        self.answer = answer
-        self.heads: list[str] = []
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(16)
-        self.sock.settimeout(0.2)
-        self.port = self.sock.getsockname()[1]
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-        self.thread.start()
-
-    def _serve(self) -> None:
-        while not self.stop.is_set():
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                continue
-            with conn:
-                conn.settimeout(5)
-                try:
-                    buf = b""
-                    while b"\r\n\r\n" not in buf:
-                        chunk = conn.recv(4096)
-                        if not chunk:
-                            break
-                        buf += chunk
-                    head, _, body = buf.partition(b"\r\n\r\n")
-                    text = head.decode()
-                    length = [ln for ln in text.split("\r\n") if ln.startswith("Content-Length")]
-                    while length and len(body) < int(length[0].split(": ")[1]):
-                        body += conn.recv(4096)
-                    self.heads.append(text + "\r\n\r\n" + body.decode())
-                    conn.sendall(self.answer)
-                except OSError:
-                    pass
-
-    def close(self) -> None:
-        self.stop.set()
-        self.thread.join(2)
-        self.sock.close()
+    return RawReceiver(how), seen
 
 
 def test_a_webhook_goes_through_the_environments_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
     # Clusters reach the internet through a proxy: http webhooks are forwarded by it, https
     # ones tunnelled (CONNECT: the proxy sees the host, never the alert); credentials of
     # both are sent, never shown.
-    ok = Proxy(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
-    refuse = Proxy(b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n")
+    ok, ok_heads = _proxy(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+    refuse, refuse_heads = _proxy(b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n")
+    ok_port, refuse_port = ok.sock.getsockname()[1], refuse.sock.getsockname()[1]
     try:
         for var in ("no_proxy", "NO_PROXY", "HTTPS_PROXY", "HTTP_PROXY"):
             monkeypatch.delenv(var, raising=False)
-        monkeypatch.setenv("http_proxy", f"http://pu:pp@127.0.0.1:{ok.port}")
-        monkeypatch.setenv("https_proxy", f"http://pu:pp@127.0.0.1:{refuse.port}")
+        monkeypatch.setenv("http_proxy", f"http://pu:pp@127.0.0.1:{ok_port}")
+        monkeypatch.setenv("https_proxy", f"http://pu:pp@127.0.0.1:{refuse_port}")
         n = WebhookNotifier("http://hooks.example.invalid:8080/services/SECRET", timeout=5)
-        assert n.target == f"http://hooks.example.invalid:8080 via http://127.0.0.1:{ok.port}"
+        assert n.target == f"http://hooks.example.invalid:8080 via http://127.0.0.1:{ok_port}"
         n.send(alert_for(_f("c", "drift", "m"), run="r"))
         assert n.close(5) == 0 and n.delivered == 1
-        (head,) = ok.heads
+        (head,) = ok_heads
         assert head.startswith("POST http://hooks.example.invalid:8080/services/SECRET HTTP/1.1")
         assert "Proxy-Authorization: Basic cHU6cHA=" in head and '"drift"' in head
 
@@ -490,9 +457,9 @@ def test_a_webhook_goes_through_the_environments_proxy(monkeypatch: pytest.Monke
         n.send(alert_for(_f("c", "drift", "m"), run="r"))
         assert n.close(5) == 1 and n.dropped == 1 and n.delivered == 0
         assert "403" in n.failures[0][1]
-        assert refuse.heads[0].startswith("CONNECT hooks.example.invalid:443 HTTP/1.")
-        assert "Proxy-Authorization: Basic cHU6cHA=" in refuse.heads[0]
-        assert not any("SECRET" in h or "drift" in h for h in refuse.heads)
+        assert refuse_heads[0].startswith("CONNECT hooks.example.invalid:443 HTTP/1.")
+        assert "Proxy-Authorization: Basic cHU6cHA=" in refuse_heads[0]
+        assert not any("SECRET" in h or "drift" in h for h in refuse_heads)
     finally:
         ok.close()
         refuse.close()
