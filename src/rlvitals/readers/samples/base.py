@@ -331,9 +331,11 @@ class SampleSource:
             if s.trainer_logprobs is not None and s.sampler_logprobs is not None:
                 trainer[aid] = s.trainer_logprobs
         kw: dict[str, Any] = {"max_steps_off_policy": _NO_LIMIT, "max_group_losses": _NO_LIMIT}
-        if not self.format.grouped:  # no group to judge: each sample trains as the dump has it
-            kw["explicit"] = {a.attempt_id: None for a in attempts}
-        decision = decide(attempts, step, **kw)
+        # No group to judge (one sample per prompt): each sample trains as the dump has it.
+        given: dict[str, str | None] = (
+            {} if self.format.grouped else {a.attempt_id: None for a in attempts}
+        )
+        decision = decide(attempts, step, explicit=given, **kw)
         # The framework's own "not trained" (filtered, masked, removed) where the rules would
         # train it; a group the framework trains with zero advantage stays no_variance here.
         explicit = {
@@ -342,9 +344,7 @@ class SampleSource:
             if s.trained is False and a.trained
         }
         if explicit:
-            decision = decide(
-                attempts, step, **{**kw, "explicit": {**kw.get("explicit", {}), **explicit}}
-            )
+            decision = decide(attempts, step, explicit={**given, **explicit}, **kw)
         problems: list[str] = []
         m = step_metrics(decision, attempts, self._state, trainer or None, problems)
         for p in problems[:1]:
