@@ -26,8 +26,14 @@ from rich.text import Text
 from ..schema import label
 from . import safe
 
-# The reward the live view and the summary follow: every graded attempt's.
+# The reward the live view and the summary follow: every graded attempt's. The trained
+# groups' (reward/mean) leaves out the groups every attempt solved, so it stays near the middle
+# as the policy learns; it is the fallback for a record without the other.
 REWARD = "reward/mean_with_unusable"
+
+
+def _reward_key(record: Mapping[str, Any]) -> str:
+    return REWARD if _num(record, REWARD) is not None else "reward/mean"
 
 
 def escape(text: str) -> str:
@@ -113,11 +119,7 @@ class RunTally:
                 self.note = warm_missed(self.warm_step, self.warm_rate, self.warm_target)
         elif kind == "step":
             self.last = dict(data)
-            # Every graded attempt's reward: the trained groups' (reward/mean) leave out the
-            # groups every attempt solved, so it stays near the middle as the policy learns.
-            r = _num(data, REWARD)
-            if r is None:
-                r = _num(data, "reward/mean")
+            r = _num(data, _reward_key(data))
             self.rewards.append(math.nan if r is None else r)
         elif kind == "eval":
             self.evals.append((int(data["step"]), float(data["score"])))
@@ -307,7 +309,7 @@ def numbers(t: RunTally) -> Table:
                 stale += float(v)
             else:
                 failed += float(v)
-    shown = REWARD if _num(rec, REWARD) is not None else "reward/mean"
+    shown = _reward_key(rec)
     rows = [
         (
             label(shown),
