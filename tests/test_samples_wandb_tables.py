@@ -29,10 +29,18 @@ run = wandb.init(project="rlvitals-test", name="grpo-tables",
                  settings=wandb.Settings(console="off", x_disable_stats=True))
 run.define_metric("train/global_step")
 run.define_metric("*", step_metric="train/global_step", step_sync=True)
+tables = {}  # key -> the table a MUTABLE or INCREMENTAL log adds rows to
 for row in spec["logs"]:
     out = {}
     for k, v in row.items():
-        if isinstance(v, dict) and "columns" in v:
+        if isinstance(v, dict) and "log_mode" in v:  # one table, added to and logged again
+            t = tables.get(k)
+            if t is None or v.get("new"):
+                t = tables[k] = wandb.Table(columns=v["columns"], log_mode=v["log_mode"])
+            for r in v["data"]:
+                t.add_data(*r)
+            out[k] = t
+        elif isinstance(v, dict) and "columns" in v:
             out[k] = wandb.Table(columns=v["columns"], data=v["data"])
         elif isinstance(v, dict) and "histogram" in v:
             out[k] = wandb.Histogram(v["histogram"])
@@ -87,12 +95,14 @@ def make_run(tmp: Path, logs: list[dict[str, Any]], config: dict[str, Any] | Non
     return (tmp / "wandb" / "latest-run").resolve()
 
 
-def trl_logs(steps: range, **kw: Any) -> list[dict[str, Any]]:
+def trl_logs(steps: range, table: dict[str, Any] | None = None, **kw: Any) -> list[dict[str, Any]]:
+    """TRL's logs of ``steps``; ``table``: more of the completions table's spec (its
+    ``log_mode``: one table added to and logged again, ``new``: a new one each step)."""
     logs: list[dict[str, Any]] = []
     for s in steps:
         rows = trl_rows(s, **kw)
         logs.append({"train/global_step": s, "train/reward": 0.5})
-        logs.append({"completions": {"columns": COLUMNS, "data": rows}})
+        logs.append({"completions": {"columns": COLUMNS, "data": rows, **(table or {})}})
     return logs
 
 
@@ -276,3 +286,54 @@ def test_unique_prompt_tables_are_read_without_group_statistics(tmp_path: Path) 
     # Groups of one would all "have no variance": no group statistic is made up from them.
     assert not [k for k in run.metrics.names() if k.startswith(("groups/", "discard/groups/"))]
     assert run.attempts.trained.all()
+
+
+@pytest.mark.parametrize("mode", ["MUTABLE", "INCREMENTAL"])
+def test_a_table_added_to_and_logged_each_step_is_read_once_per_row(
+    tmp_path: Path, mode: str
+) -> None:
+    """One table that grows (add_data, then log again): W&B writes a MUTABLE table whole at
+    each log, an INCREMENTAL one's new rows only. Either way each step gets its own rows."""
+    run_dir = make_run(tmp_path, trl_logs(range(1, 4), table={"log_mode": mode}))
+    files = sorted((run_dir / "files" / "media" / "table").glob("completions_*.table.json"))
+    sizes = [len(json.loads(f.read_text())["data"]) for f in files]
+    assert sorted(sizes) == ([16, 32, 48] if mode == "MUTABLE" else [16, 16, 16])
+    run = read(run_dir)
+    assert run.warnings == []
+    a = run.attempts
+    assert a is not None and len(a) == 3 * 16
+    for s in (1, 2, 3):
+        rows = a.rows_at(s)
+        assert a.reward[rows].tolist() == [total(r) for r in trl_rows(s)]
+        got = [t.final_text() for t in run.transcripts.iter_step(s)]
+        assert got == [r[2] for r in trl_rows(s)]
+
+
+def test_a_mutable_table_made_anew_each_step_is_read_whole_with_one_warning(
+    tmp_path: Path,
+) -> None:
+    """Each log a new MUTABLE table: no file's rows start with the rows before, so each file
+    is read whole (its own step's rows), and one warning says how it was read."""
+    logs = trl_logs(range(1, 4), table={"log_mode": "MUTABLE", "new": True})
+    run = read(make_run(tmp_path, logs))
+    a = run.attempts
+    assert a is not None and len(a) == 3 * 16
+    for s in (1, 2, 3):
+        assert a.reward[a.rows_at(s)].tolist() == [total(r) for r in trl_rows(s)]
+    said = [w for w in run.warnings if "MUTABLE" in w]
+    assert len(said) == 1 and "read whole" in said[0] and "completions" in said[0]
+
+
+def test_a_table_over_wandbs_row_limit_reads_what_the_file_kept_and_says_so(
+    tmp_path: Path,
+) -> None:
+    rows = [[1, f"{i}+{i}?", str(2 * i), 1.0] for i in range(10_050)]
+    logs: list[dict[str, Any]] = [
+        {"train/global_step": 1, "train/reward": 0.5},
+        {"samples": {"columns": ["step", "prompt", "completion", "reward"], "data": rows}},
+    ]
+    run = read(make_run(tmp_path, logs))
+    a = run.attempts
+    kept = [w for w in run.warnings if "rows logged in its file" in w]
+    assert a is not None and 0 < len(a) < 10_050
+    assert len(kept) == 1 and f"kept {len(a)} of the 10050 rows" in kept[0]

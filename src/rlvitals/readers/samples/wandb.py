@@ -17,9 +17,12 @@ left alone, silently. Rows are then read as TRL's parquet rows are (``trl.Comple
 one group per prompt within a step, the reward the sum of the reward-function columns, the
 repeat of a ``num_iterations > 1`` generation counted once), except that a table not of TRL's
 shape (no ``advantage`` column) takes its reward from one ``reward`` or ``score`` column, and
-is ungraded without one. A ``MUTABLE`` table is logged whole again each time, so its files
-repeat rows: one warning, not read. Only the rows in the file are read: W&B keeps the first
-10000 of a bigger table (one warning).
+is ungraded without one. A ``MUTABLE`` table (one ``wandb.Table(log_mode="MUTABLE")`` added to
+and logged again each step) is written whole at each log: a file's rows are those after the
+rows of the file logged before it (a table rebuilt or edited between logs is read file by file
+whole, with one warning). An ``INCREMENTAL`` table's file holds only the rows added since its
+last log. Only the rows in the file are read: W&B keeps the first 10000 of a bigger table (one
+warning).
 
 TRL's own parquet is preferred where it is beside the run (``attach``): it holds the same rows,
 and all of them with ``log_unique_prompts=True``, which keeps one row per prompt in the table
@@ -104,6 +107,7 @@ class WandbTables(CompletionRows):
         self._seen = 0  # refs of reader.tables looked at
         self._tables: list[Any] = []  # refs of text tables, in logging order
         self._unique = self._unique_told = False
+        self._rebuilt: set[str] = set()  # MUTABLE tables whose files are read whole
         self._warn: Callable[[str], None] = reader.run.warnings.append
 
     def bind(self, run: RunData) -> None:
@@ -151,12 +155,6 @@ class WandbTables(CompletionRows):
             return
         if text_columns(cols) is None:
             return  # numbers, or text of another kind: not samples
-        if ref.log_mode == "MUTABLE":
-            self._warn(
-                f"{ref.path}: W&B table {ref.key!r} is logged MUTABLE (each file repeats the "
-                "rows before it); not read as samples"
-            )
-            return
         self._tables.append(ref)
 
     def reward_columns(self, columns: dict[str, list[Any]]) -> list[str]:
@@ -192,12 +190,17 @@ class WandbTables(CompletionRows):
         if bad is not None:
             warn(f"{p}: row {bad} does not have the {width} columns {columns!r}; skipped")
             return None
-        ref = next((r for r in self._tables if r.path == p), None)
-        if ref is not None and ref.nrows is not None and ref.nrows > len(data):
-            warn(
-                f"{p}: W&B kept {len(data)} of the table's {ref.nrows} rows in its file; "
-                "the rest are not read"
-            )
+        at = next((i for i, r in enumerate(self._tables) if r.path == p), None)
+        if at is not None:
+            ref = self._tables[at]
+            logged = self._logged_rows(at, ref)
+            if logged is not None and logged > len(data):
+                warn(
+                    f"{p}: W&B kept {len(data)} of the {logged} rows logged in its file; "
+                    "the rest are not read"
+                )
+            if ref.log_mode == "MUTABLE":
+                data = self._new_rows(at, ref, columns, data, warn)
         prompt, completion = pair
         rename = {prompt: "prompt", completion: "completion"}
         cols: dict[str, list[Any]] = {}
@@ -209,6 +212,58 @@ class WandbTables(CompletionRows):
         if not self.reward_columns(cols):
             self.missing_reward_is_nan = False  # no reward column: ungraded, not NaN
         return cols
+
+    def _before(self, at: int, ref: Any) -> Any:
+        """The table of the same key and log mode logged before ``self._tables[at]``."""
+        same = (
+            r for r in reversed(self._tables[:at]) if (r.key, r.log_mode) == (ref.key, ref.log_mode)
+        )
+        return next(same, None)
+
+    def _logged_rows(self, at: int, ref: Any) -> int | None:
+        """Rows the log put in ``ref``'s file: the table's (``nrows``), less the rows of its
+        earlier logs for an ``INCREMENTAL`` table (whose ``nrows`` counts every increment)."""
+        if ref.nrows is None or ref.log_mode != "INCREMENTAL":
+            return ref.nrows
+        before = self._before(at, ref)
+        if before is None:
+            return ref.nrows
+        return None if before.nrows is None else ref.nrows - before.nrows
+
+    def _new_rows(
+        self,
+        at: int,
+        ref: Any,
+        columns: list[Any],
+        data: list[Any],
+        warn: Callable[[str], None],
+    ) -> list[Any]:
+        """The rows a ``MUTABLE`` table's file adds to the file logged before it (W&B writes
+        the whole table at each log, so rows added at earlier steps are in every later file).
+
+        The earlier file's rows must be this file's first rows (the table grew); otherwise the
+        table was rebuilt or edited between logs, and the file is read whole (one warning)."""
+        before = self._before(at, ref)
+        if before is None:
+            return data
+        try:
+            with open(before.path, encoding="utf-8") as f:
+                doc = json.load(f)
+            earlier = doc["data"]
+            same = doc["columns"] == columns and isinstance(earlier, list)
+        except (OSError, ValueError, KeyError, TypeError):
+            same, earlier = False, []
+        # Compared as JSON text: NaN rewards are equal there, never as floats.
+        if same and json.dumps(data[: len(earlier)]) == json.dumps(earlier):
+            return data[len(earlier) :]
+        if ref.key not in self._rebuilt:
+            self._rebuilt.add(ref.key)
+            warn(
+                f"{ref.path}: W&B table {ref.key!r} is logged MUTABLE but its rows of "
+                f"{before.path.name} are not this file's first rows (rebuilt or edited "
+                "between logs): each such file is read whole"
+            )
+        return data
 
     def read_step(
         self,
