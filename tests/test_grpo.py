@@ -267,6 +267,19 @@ def test_example_configs_are_valid(path: Path) -> None:
     assert cfg.section("optim").steps >= 1
 
 
+def test_the_example_config_is_the_demo_run() -> None:
+    # examples/grpo.toml says it is the same run as `rlvitals demo`: the trainer's sections
+    # and the writer's [training] (the unusable-groups guard in updates) agree.
+    from rlvitals.grpo.demo import demo_config
+
+    example = load_config(
+        Path(__file__).parent.parent / "examples" / "grpo.toml", sections=SECTIONS
+    )
+    demo = load_config(demo_config("runs"), sections=SECTIONS)
+    for section in ("model", "task", "optim", "training"):
+        assert example.to_dict()[section] == demo.to_dict()[section], section
+
+
 def test_live_view_shows_the_key_numbers_and_the_summary() -> None:
     import io
 
@@ -385,7 +398,7 @@ def test_an_episode_longer_than_the_model_is_a_config_error(tmp_path: Path) -> N
 def test_a_warm_start_that_gives_up_below_its_target_is_said_once(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Ten supervised steps cannot reach a pass rate of 0.3 (addition clicks after ~200).
+    # Ten supervised steps cannot reach a pass rate of 0.45 (addition clicks after ~200).
     monkeypatch.setenv("RLVITALS_CACHE", str(tmp_path / "cache"))
     cfg = tmp_path / "run.toml"
     cfg.write_text(
@@ -397,7 +410,7 @@ def test_a_warm_start_that_gives_up_below_its_target_is_said_once(
     err = capsys.readouterr().err
     lines = [line for line in err.splitlines() if "warm start gave up" in line]
     assert len(lines) == 1 and lines[0].startswith("warning: ")
-    assert "after 10 steps" in lines[0] and "target 0.30" in lines[0] and "Traceback" not in err
+    assert "after 10 steps" in lines[0] and "target 0.45" in lines[0] and "Traceback" not in err
     info = json.loads((tmp_path / "runs" / "gave-up" / "run.json").read_text())
     assert info["warm_start"]["reached_target"] is False
 
@@ -434,12 +447,19 @@ def _default_model():
 def test_the_demo_warm_start_ships_for_the_default_settings() -> None:
     # A change to the model, tasks or warm-start settings changes the key: this fails until
     # scripts/make_warmstart.py has made the file for the new settings.
+    from dataclasses import replace
+
+    from rlvitals.grpo.faults import FAULTS, ActiveFault
     from rlvitals.grpo.warmstart import SHIPPED, shipped_path
 
     m, t, o, _ = _default_model()
-    path = shipped_path(m, t, o)
-    assert path.exists(), f"no shipped warm start {path.name}: run scripts/make_warmstart.py"
-    assert [p.name for p in SHIPPED.glob("*.pt")] == [path.name]  # no stale ones shipped
+    # The default's, and each fault's that stops its warm start elsewhere (grader_exploit).
+    targets = {ActiveFault.create(f, None).warm_target(o.warm_target_pass_rate) for f in FAULTS}
+    assert targets - {o.warm_target_pass_rate}  # (grader_exploit has its own)
+    paths = {shipped_path(m, t, replace(o, warm_target_pass_rate=r)) for r in targets}
+    for path in paths:
+        assert path.exists(), f"no shipped warm start {path.name}: run scripts/make_warmstart.py"
+    assert {p.name for p in SHIPPED.glob("*.pt")} == {p.name for p in paths}  # no stale ones
 
 
 def test_a_first_demo_loads_the_shipped_warm_start_and_it_solves_its_target(tmp_path) -> None:

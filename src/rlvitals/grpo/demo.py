@@ -1,7 +1,11 @@
 """``demo_run``: one call to a finished (or deliberately broken) run directory.
 
 The settings a demo run uses beyond the trainer's defaults: full transcripts, a heartbeat
-every half second, a sampler checkpoint scored on held-out tasks every 5 updates. Other code
+every half second, a sampler checkpoint scored on held-out tasks every 5 updates, and the
+writer's unusable-groups guard counted in updates (``UNUSABLE_UPDATES`` updates' worth of
+groups, ``[task] tasks_per_step`` each, rather than the writer's default of 100 groups: at 64
+groups per update that default stops a broken run within two updates, before its transcripts
+show what broke it). Other code
 (the checks' tests, the detection benchmark) calls ``demo_run`` to get real runs quickly.
 """
 
@@ -12,9 +16,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from .config import TaskConfig
 from .loop import Event, train
 
-__all__ = ["demo_config", "demo_run"]
+__all__ = ["UNUSABLE_UPDATES", "demo_config", "demo_run"]
+
+# Rejected groups in a row that stop a demo run, in updates' worth of groups.
+UNUSABLE_UPDATES = 3
 
 
 def demo_config(
@@ -40,6 +48,9 @@ def demo_config(
     }
     for section, values in (overrides or {}).items():
         cfg.setdefault(section, {}).update(values)
+    groups = cfg.get("task", {}).get("tasks_per_step", TaskConfig.tasks_per_step)
+    if isinstance(groups, int):  # else the config's validation names the bad value
+        cfg["training"].setdefault("max_consecutive_unusable_groups", UNUSABLE_UPDATES * groups)
     return cfg
 
 

@@ -32,7 +32,15 @@ grader_exploit
     ``reward/mean_with_unusable`` climbs towards 1 (``reward/mean`` less, as the solved
     groups are rejected) while ``rollout/answer_digits`` and ``response/length_mean`` fall,
     and the held-out score (honest exact-match grader, in evals.jsonl) falls. The policy
-    finds the shortcut by itself, 15-25 updates after the onset.
+    finds the shortcut by itself, 5-20 updates after the onset.
+
+    Its own run shape: the warm start stops at a sampled pass rate of ``EXPLOIT_WARM_TARGET``
+    (0.3; the run's ``warm_target_pass_rate`` if that is lower), not the default 0.45, and
+    run.json's config says so. A shortcut is found where it pays more than the honest answer:
+    a policy that solves 45% of its attempts from the start writes ``$`` early too rarely, and
+    gains too little from it, for the shortcut to take over within 40 updates (seed 0: found
+    20 updates after the onset, held-out still 0.83 at update 29), while the same bug on the
+    weaker policy takes over within 20.
 grader_crash
     The grading service fails most calls with ``ConnectionError``; retries absorb some.
     From the onset: a burst of ``discard/rollouts/grading_failed/ConnectionError``, high
@@ -51,7 +59,8 @@ out_of_room
 entropy_collapse
     An entropy term is added to the loss with the wrong sign (the loss *minimises* entropy,
     over every sampled token of the batch, coefficient 10 so it dominates the policy
-    gradient), at 3x the learning rate. ``sampling/entropy_estimate`` and ``train/entropy``
+    gradient), at 4x the learning rate (with the gradient-norm clip, the rate sets how fast
+    it collapses: a larger coefficient changes little). ``sampling/entropy_estimate`` and ``train/entropy``
     fall sharply relative to their start, the policy collapses onto a few replies (the same
     wrong reply, e.g. ``770$``, given to many tasks), groups become identical
     (``discard/groups/no_variance`` rises, ``groups/signal_fraction`` and
@@ -127,7 +136,8 @@ FAULTS: dict[str, Fault] = {
         Fault(
             "grader_exploit",
             3,
-            "the grader accepts any prefix of the answer (a swapped-argument bug)",
+            "the grader accepts any prefix of the answer (a swapped-argument bug); its own "
+            "warm start, to a pass rate of 0.3",
             "reward/mean_with_unusable climbs, held-out falls, answers shrink to '$' or '6$'",
         ),
         Fault(
@@ -151,7 +161,7 @@ FAULTS: dict[str, Fault] = {
         Fault(
             "entropy_collapse",
             5,
-            "an entropy term with the wrong sign (the loss minimises entropy), 3x lr",
+            "an entropy term with the wrong sign (the loss minimises entropy), 4x lr",
             "sampling/entropy_estimate falls sharply, groups repeat one reply",
         ),
         Fault(
@@ -172,9 +182,13 @@ FAULTS: dict[str, Fault] = {
 # Per-try failure probability of the crash faults (with 2 retries, 0.7 leaves about a third
 # of the attempts failed).
 CRASH_RATE = 0.7
+# grader_exploit's warm-start target (see its entry in the docstring).
+EXPLOIT_WARM_TARGET = 0.3
 # Coefficient of the wrongly signed entropy bonus.
 COLLAPSE_COEF = 10.0
-COLLAPSE_LR_SCALE = 3.0
+# 4x, not 3x, since the warm start to 0.45: a sharper policy starts at a lower entropy, and at
+# 3x it fell to 66% of its start in 11 updates (seed 0) where it used to fall to about 30%.
+COLLAPSE_LR_SCALE = 4.0
 # Tasks of the too_easy task set (all memorised before training).
 EASY_TASKS = 32
 
@@ -226,6 +240,10 @@ class ActiveFault:
         return self.name == name and self.step is not None and step >= self.step
 
     # -- hooks, in the order the loop calls them ------------------------------------------
+
+    def warm_target(self, target: float) -> float:
+        """The pass rate the warm start stops at, given the run's ``warm_target_pass_rate``."""
+        return min(target, EXPLOIT_WARM_TARGET) if self.name == "grader_exploit" else target
 
     def max_len(self, task: TaskConfig) -> int:
         """Positions the model must hold for this fault's tasks."""

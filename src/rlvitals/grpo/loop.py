@@ -113,6 +113,12 @@ def train(
     ocfg: OptimConfig = cfg.section("optim")
     emit = on_event or _quiet
     active = ActiveFault.create(fault, fault_step, stall_seconds=stall_seconds)
+    target = active.warm_target(ocfg.warm_target_pass_rate)
+    if target != ocfg.warm_target_pass_rate:
+        # A fault with its own warm start (grader_exploit): a copy of the config says so, in
+        # the warm start's cache key and in run.json; the caller's Config is left as it was.
+        ocfg = dataclasses.replace(ocfg, warm_target_pass_rate=target)
+        cfg = dataclasses.replace(cfg, extra={**cfg.extra, "optim": ocfg})
     if mcfg.d_model % (2 * mcfg.n_head):
         raise ConfigError(
             f"expected a multiple of 2 * n_head = {2 * mcfg.n_head} (not {mcfg.d_model})",
