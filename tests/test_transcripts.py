@@ -117,6 +117,43 @@ def test_store_lists_steps_and_reads_attempts_lazily(tmp_path):
     assert store.find("c").step == 10 and store.find("zz") is None
 
 
+@pytest.mark.parametrize("small", [True, False], ids=["decoded whole", "streamed"])
+def test_fields_of_other_types_are_read_leniently(tmp_path, monkeypatch, small):
+    """Another tool's file: ids as numbers, counts as floats, a boolean where a number goes,
+    a reward as an integer or a string. Read as the writer's own types, or None."""
+    odd = {
+        "attempt_id": 17,
+        "group_id": 4,
+        "task_id": 9.0,
+        "reward": 1,
+        "trained": "yes",
+        "generations": [
+            {
+                "prompt": "2+2?",
+                "completion": "4",
+                "policy_version": 3.0,
+                "prompt_tokens": True,
+                "completion_tokens": 12.0,
+                "finish_reason": 7,
+                "trains": 1,
+            },
+            "a bare reply",
+        ],
+    }
+    write(tmp_path, 1, json.dumps([odd, {**entry("b"), "reward": "Infinity"}]).encode())
+    if not small:
+        monkeypatch.setattr("rlvitals.transcripts.store.FAST_LIMIT", 0)
+    a, b = TranscriptStore(tmp_path).iter_step(1)
+    assert (a.attempt_id, a.group_id, a.task_id) == ("17", "4", "9.0")
+    assert a.reward == 1.0 and type(a.reward) is float and a.trained is None
+    g, bare = a.generations
+    assert g.policy_version == 3 and type(g.policy_version) is int
+    assert g.completion_tokens == 12 and type(g.completion_tokens) is int
+    assert (g.prompt_tokens, g.finish_reason, g.trains) == (None,) * 3
+    assert bare.completion == "a bare reply" and a.final_text() == "a bare reply"
+    assert b.reward == float("inf") and b.generations[0].policy_version == 3
+
+
 def test_broken_file_is_one_warning_naming_it_and_its_good_attempts_are_read(tmp_path):
     good = json.dumps([entry("a"), entry("b"), entry("c")]).encode()
     p = write(tmp_path, 1, good[: len(good) - 30])

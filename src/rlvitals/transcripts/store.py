@@ -168,32 +168,36 @@ def _attempt(step: int, index: int, rec: Any, cut: int) -> TranscriptAttempt | N
     for g in raw if isinstance(raw, list) else []:
         if not isinstance(g, dict):
             g = {"completion": g}
+        # What the writer writes (ints or null, a string, a boolean) is taken as it is; the
+        # rest goes through the lenient conversions.
+        pv, pt, ct = g.get("policy_version"), g.get("prompt_tokens"), g.get("completion_tokens")
         fr = g.get("finish_reason")
         trains = g.get("trains")
         gens.append(
             Generation(
-                prompt=g.get("prompt"),
-                completion=g.get("completion"),
-                policy_version=_int(g.get("policy_version")),
-                prompt_tokens=_int(g.get("prompt_tokens")),
-                completion_tokens=_int(g.get("completion_tokens")),
-                finish_reason=fr if isinstance(fr, str) else None,
-                trains=trains if isinstance(trains, bool) else None,
+                g.get("prompt"),
+                g.get("completion"),
+                pv if pv is None or type(pv) is int else _int(pv),
+                pt if pt is None or type(pt) is int else _int(pt),
+                ct if ct is None or type(ct) is int else _int(ct),
+                fr if fr is None or type(fr) is str else None,
+                trains if trains is None or type(trains) is bool else None,
             )
         )
     aid = rec.get("attempt_id")
     gid, tid = rec.get("group_id"), rec.get("task_id")
     trained = rec.get("trained")
+    reward = rec.get("reward")
     return TranscriptAttempt(
-        step=step,
-        index=index,
-        attempt_id=str(aid) if aid is not None else f"{step}#{index}",
-        group_id=str(gid) if gid is not None else None,
-        task_id=str(tid) if tid is not None else None,
-        reward=_num(rec.get("reward")),
-        trained=trained if isinstance(trained, bool) else None,
-        generations=gens,
-        cut=cut,
+        step,
+        index,
+        aid if type(aid) is str else str(aid) if aid is not None else f"{step}#{index}",
+        gid if gid is None or type(gid) is str else str(gid),
+        tid if tid is None or type(tid) is str else str(tid),
+        reward if type(reward) is float else _num(reward),
+        trained if trained is None or type(trained) is bool else None,
+        gens,
+        cut,
     )
 
 
