@@ -51,7 +51,7 @@ def _int(v: Any) -> int | None:
     return int(v) if math.isfinite(v) else None
 
 
-@dataclass
+@dataclass(slots=True)
 class Generation:
     """One model reply of an attempt (FORMAT.md ``generations[]``)."""
 
@@ -87,7 +87,7 @@ class Generation:
         return got
 
 
-@dataclass
+@dataclass(slots=True)
 class TranscriptAttempt:
     """One attempt of a transcript file: identity, reward and its generations."""
 
