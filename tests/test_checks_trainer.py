@@ -15,7 +15,7 @@ EXPECTED = {
     "stale_sampler": ("stale_policy", 3),
     "too_easy": ("too_easy", 0),
     "too_hard": ("too_hard", 0),
-    "grader_exploit": ("exploit_suspected", 25),
+    "grader_exploit": ("exploit_suspected", 15),
     "grader_crash": ("infra_failures", 1),
     "rollout_crash": ("infra_failures", 1),
     "out_of_room": ("out_of_room", 2),
