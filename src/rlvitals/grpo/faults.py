@@ -38,9 +38,9 @@ grader_exploit
     (0.3; the run's ``warm_target_pass_rate`` if that is lower), not the default 0.45, and
     run.json's config says so. A shortcut is found where it pays more than the honest answer:
     a policy that solves 45% of its attempts from the start writes ``$`` early too rarely, and
-    gains too little from it, for the shortcut to take over within 40 updates (seed 0: found
-    20 updates after the onset, held-out still 0.83 at update 29), while the same bug on the
-    weaker policy takes over within 20.
+    gains too little from it, for the shortcut to take over early (seed 0: found 20 updates
+    after the onset, held-out still 0.91 at update 29), while the same bug on the weaker
+    policy is found 6-11 updates after the onset (seeds 0-2) and has taken over by update 25.
 grader_crash
     The grading service fails most calls with ``ConnectionError``; retries absorb some.
     From the onset: a burst of ``discard/rollouts/grading_failed/ConnectionError``, high
