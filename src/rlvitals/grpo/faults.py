@@ -40,7 +40,8 @@ grader_exploit
     a policy that solves 45% of its attempts from the start writes ``$`` early too rarely, and
     gains too little from it, for the shortcut to take over early (seed 0: found 20 updates
     after the onset, held-out still 0.91 at update 29), while the same bug on the weaker
-    policy is found 6-11 updates after the onset (seeds 0-2) and has taken over by update 25.
+    policy is found 6-11 updates after the onset (seeds 0-2), and most replies are shortcuts
+    (under 1.5 digits on average) by update 21-32.
 grader_crash
     The grading service fails most calls with ``ConnectionError``; retries absorb some.
     From the onset: a burst of ``discard/rollouts/grading_failed/ConnectionError``, high
