@@ -361,6 +361,20 @@ def test_the_demo_intro_says_where_its_warm_start_came_from() -> None:
         said[how["shipped"]] = intro(t).plain
     assert "shipped with rlvitals" in said[True] and "/c" not in said[True]
     assert "from the cache in /c" in said[False] and "shipped" not in said[False]
+    # The progress line says the same.
+    import io
+
+    from rich.console import Console
+
+    from rlvitals.views.live import LiveView
+
+    for shipped, word in ((True, "shipped"), (False, "cached")):
+        out = io.StringIO()
+        with LiveView(40, console=Console(file=out, width=120, color_system=None)) as view:
+            view.event("warm_begin", {"cached": True, "shipped": shipped, "target": 0.45})
+            view.event("warm_done", {"steps": 260, "pass_rate": 0.46, "cached": True, "seconds": 0})
+        assert f"warm start ({word}, pass rate 0.46)" in out.getvalue()
+        assert ("cached" in out.getvalue()) is not shipped
 
 
 def test_next_steps_name_the_real_paths() -> None:

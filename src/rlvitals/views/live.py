@@ -102,7 +102,8 @@ class RunTally:
         if kind == "warm_begin":
             self.warm_cached = bool(data.get("cached"))
             self.warm_shipped = bool(data.get("shipped"))
-            self.warm_target = float(data.get("target", 0.3))
+            target = data.get("target")
+            self.warm_target = float(target) if target is not None else None
             self.cache = str(data.get("cache") or "")
         elif kind == "warm_step":
             self.warm_step, self.warm_greedy = int(data["step"]), float(data["greedy"])
@@ -190,7 +191,7 @@ class LiveView:
         if kind == "warm_begin":
             self.progress.update(
                 self._warm,
-                description="warm start (cached)" if t.warm_cached else "warm start",
+                description=f"warm start ({_warm_source(t)})" if t.warm_cached else "warm start",
             )
         elif kind == "warm_step":
             self.progress.update(
@@ -205,7 +206,7 @@ class LiveView:
                 count=f"pass rate {_fmt(t.warm_rate, '.2f')} of {_fmt(t.warm_target, '.2f')}",
             )
         elif kind == "warm_done":
-            how = "cached" if t.warm_cached else f"{t.warm_step} steps"
+            how = _warm_source(t) if t.warm_cached else f"{t.warm_step} steps"
             self.progress.update(
                 self._warm,
                 description=f"warm start ({how}, pass rate {_fmt(t.warm_rate, '.2f')})",
@@ -246,9 +247,14 @@ class LiveView:
         return Group(*parts)
 
 
+def _warm_source(t: RunTally) -> str:
+    """Where a warm start that was not trained now came from, in a word."""
+    return "shipped" if t.warm_shipped else "cached"
+
+
 def intro(t: RunTally) -> Text:
     """What the demo is doing, before the numbers mean anything."""
-    target = _fmt(t.warm_target if t.warm_target is not None else 0.3, ".0%")
+    target = _fmt(t.warm_target, ".0%") if t.warm_target is not None else "enough"
     if t.warm_shipped:
         warm = (
             "Warm start: loaded, shipped with rlvitals (trained once for these settings and "
