@@ -427,6 +427,18 @@ def test_a_warm_start_that_gives_up_below_its_target_is_said_once(
     assert "after 10 steps" in lines[0] and "target 0.45" in lines[0] and "Traceback" not in err
     info = json.loads((tmp_path / "runs" / "gave-up" / "run.json").read_text())
     assert info["warm_start"]["reached_target"] is False
+    # The TOML sets no unusable-groups guard: the trainer's, 3 updates' worth of groups.
+    assert info["config"]["training"]["max_consecutive_unusable_groups"] == 3 * 4
+    # One that sets it keeps it (none at all, too).
+    toml = cfg.read_text()
+    for given, want in (("7", 7), ("0", 0)):
+        cfg.write_text(
+            toml.replace('"gave-up"', f'"guard-{given}"')
+            + f"[training]\nmax_consecutive_unusable_groups = {given}\n"
+        )
+        assert main(["train", str(cfg), "--quiet"]) == 0
+        info = json.loads((tmp_path / "runs" / f"guard-{given}" / "run.json").read_text())
+        assert info["config"]["training"]["max_consecutive_unusable_groups"] == want
 
 
 def test_the_live_view_says_a_warm_start_gave_up() -> None:

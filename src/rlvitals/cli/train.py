@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import tomllib
+from pathlib import Path
 
 from ..config import load_config
 from ..errors import UsageError
 from ..grpo.config import SECTIONS
+from ..grpo.demo import unusable_guard
 from ..grpo.faults import FAULTS, parse_fault
 from ._trainer import add_run_options, after_run, run_trainer
 
@@ -38,6 +41,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     cfg = load_config(args.config, sections=SECTIONS)  # errors name the file, section, key
+    if not _sets_guard(args.config):  # the guard in updates, as the demo's (grpo.demo)
+        cfg.training.max_consecutive_unusable_groups = unusable_guard(
+            cfg.section("task").tasks_per_step
+        )
     if args.fault:
         parse_fault(args.fault)
     if args.name is not None:
@@ -47,3 +54,13 @@ def run(args: argparse.Namespace) -> int:
     steps = cfg.section("optim").steps
     run_dir = run_trainer(cfg, args, steps=steps)
     return after_run(run_dir, args)
+
+
+def _sets_guard(path: str) -> bool:
+    """Whether the TOML at ``path`` (read once already) sets ``[training]
+    max_consecutive_unusable_groups`` itself."""
+    try:
+        training = tomllib.loads(Path(path).read_text(encoding="utf-8")).get("training")
+    except (OSError, ValueError):
+        return True  # as read: leave the config as it is
+    return isinstance(training, dict) and "max_consecutive_unusable_groups" in training

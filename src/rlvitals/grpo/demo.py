@@ -19,7 +19,7 @@ from typing import Any
 from .config import TaskConfig
 from .loop import Event, train
 
-__all__ = ["UNUSABLE_UPDATES", "demo_config", "demo_run"]
+__all__ = ["UNUSABLE_UPDATES", "demo_config", "demo_run", "unusable_guard"]
 
 # Rejected groups in a row that stop a demo run, in updates' worth of groups.
 UNUSABLE_UPDATES = 3
@@ -50,8 +50,14 @@ def demo_config(
         cfg.setdefault(section, {}).update(values)
     groups = cfg.get("task", {}).get("tasks_per_step", TaskConfig.tasks_per_step)
     if isinstance(groups, int):  # else the config's validation names the bad value
-        cfg["training"].setdefault("max_consecutive_unusable_groups", UNUSABLE_UPDATES * groups)
+        cfg["training"].setdefault("max_consecutive_unusable_groups", unusable_guard(groups))
     return cfg
+
+
+def unusable_guard(tasks_per_step: int) -> int:
+    """The trainer's ``max_consecutive_unusable_groups`` where a config does not set it:
+    ``UNUSABLE_UPDATES`` updates' worth of groups."""
+    return UNUSABLE_UPDATES * tasks_per_step
 
 
 def demo_run(
