@@ -8,8 +8,7 @@ from pathlib import Path
 
 from ..config import load_config
 from ..errors import UsageError
-from ..grpo.config import SECTIONS
-from ..grpo.demo import unusable_guard
+from ..grpo.config import SECTIONS, unusable_guard
 from ..grpo.faults import FAULTS, parse_fault
 from ._trainer import add_run_options, after_run, run_trainer
 

@@ -14,7 +14,14 @@ from typing import Literal
 
 from ..config import option
 
-__all__ = ["SECTIONS", "ModelConfig", "OptimConfig", "TaskConfig"]
+__all__ = [
+    "SECTIONS",
+    "UNUSABLE_UPDATES",
+    "ModelConfig",
+    "OptimConfig",
+    "TaskConfig",
+    "unusable_guard",
+]
 
 
 @dataclass
@@ -95,3 +102,13 @@ class OptimConfig:
 
 
 SECTIONS: dict[str, type] = {"model": ModelConfig, "task": TaskConfig, "optim": OptimConfig}
+
+# Rejected groups in a row that stop a trainer run whose config does not say, in updates' worth
+# of groups (the writer's own default, 100 groups, is under two updates of 64).
+UNUSABLE_UPDATES = 3
+
+
+def unusable_guard(tasks_per_step: int) -> int:
+    """The trainer's ``max_consecutive_unusable_groups`` where a config does not set it:
+    ``UNUSABLE_UPDATES`` updates' worth of groups."""
+    return UNUSABLE_UPDATES * tasks_per_step

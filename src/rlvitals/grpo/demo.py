@@ -16,13 +16,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .config import TaskConfig
+from .config import UNUSABLE_UPDATES, TaskConfig, unusable_guard
 from .loop import Event, train
 
 __all__ = ["UNUSABLE_UPDATES", "demo_config", "demo_run", "unusable_guard"]
-
-# Rejected groups in a row that stop a demo run, in updates' worth of groups.
-UNUSABLE_UPDATES = 3
 
 
 def demo_config(
@@ -52,12 +49,6 @@ def demo_config(
     if isinstance(groups, int):  # else the config's validation names the bad value
         cfg["training"].setdefault("max_consecutive_unusable_groups", unusable_guard(groups))
     return cfg
-
-
-def unusable_guard(tasks_per_step: int) -> int:
-    """The trainer's ``max_consecutive_unusable_groups`` where a config does not set it:
-    ``UNUSABLE_UPDATES`` updates' worth of groups."""
-    return UNUSABLE_UPDATES * tasks_per_step
 
 
 def demo_run(
