@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 
 from rlvitals.grpo.config import ModelConfig, OptimConfig, TaskConfig
-from rlvitals.grpo.faults import FAULTS, ActiveFault
+from rlvitals.grpo.faults import warm_targets
 from rlvitals.grpo.loop import MAX_LEN
 from rlvitals.grpo.model import GPT
 from rlvitals.grpo.tasks import VOCAB, TaskPool
@@ -36,11 +36,7 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
     mcfg, tcfg, default = ModelConfig(), TaskConfig(), OptimConfig(seed=args.seed)
-    targets = {default.warm_target_pass_rate}
-    targets |= {
-        ActiveFault.create(f, None).warm_target(default.warm_target_pass_rate) for f in FAULTS
-    }
-    for target in sorted(targets, reverse=True):
+    for target in sorted(warm_targets(default.warm_target_pass_rate), reverse=True):
         ocfg = replace(default, warm_target_pass_rate=target)
         torch.set_num_threads(ocfg.threads)
         torch.manual_seed(ocfg.seed)  # as the trainer seeds before it builds the model

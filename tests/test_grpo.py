@@ -475,12 +475,12 @@ def test_the_demo_warm_start_ships_for_the_default_settings() -> None:
     # scripts/make_warmstart.py has made the file for the new settings.
     from dataclasses import replace
 
-    from rlvitals.grpo.faults import FAULTS, ActiveFault
+    from rlvitals.grpo.faults import warm_targets
     from rlvitals.grpo.warmstart import SHIPPED, shipped_path
 
     m, t, o, _ = _default_model()
     # The default's, and each fault's that stops its warm start elsewhere (grader_exploit).
-    targets = {ActiveFault.create(f, None).warm_target(o.warm_target_pass_rate) for f in FAULTS}
+    targets = warm_targets(o.warm_target_pass_rate)
     assert targets - {o.warm_target_pass_rate}  # (grader_exploit has its own)
     paths = {shipped_path(m, t, replace(o, warm_target_pass_rate=r)) for r in targets}
     for path in paths:

@@ -2,10 +2,9 @@
 
 The settings a demo run uses beyond the trainer's defaults: full transcripts, a heartbeat
 every half second, a sampler checkpoint scored on held-out tasks every 5 updates, and the
-writer's unusable-groups guard counted in updates (``UNUSABLE_UPDATES`` updates' worth of
-groups, ``[task] tasks_per_step`` each, rather than the writer's default of 100 groups: at 64
-groups per update that default stops a broken run within two updates, before its transcripts
-show what broke it). Other code
+writer's unusable-groups guard counted in updates (``grpo.config.unusable_guard``: 3 updates'
+worth of groups rather than the writer's default of 100 groups, which at 64 groups per update
+stops a broken run within two updates, before its transcripts show what broke it). Other code
 (the checks' tests, the detection benchmark) calls ``demo_run`` to get real runs quickly.
 """
 
@@ -16,10 +15,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .config import UNUSABLE_UPDATES, TaskConfig, unusable_guard
+from .config import TaskConfig, unusable_guard
 from .loop import Event, train
 
-__all__ = ["UNUSABLE_UPDATES", "demo_config", "demo_run", "unusable_guard"]
+__all__ = ["demo_config", "demo_run"]
 
 
 def demo_config(

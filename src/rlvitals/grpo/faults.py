@@ -61,8 +61,8 @@ entropy_collapse
     An entropy term is added to the loss with the wrong sign (the loss *minimises* entropy,
     over every sampled token of the batch, coefficient 10 so it dominates the policy
     gradient), at 4x the learning rate (with the gradient-norm clip, the rate sets how fast
-    it collapses: a larger coefficient changes little). ``sampling/entropy_estimate`` and ``train/entropy``
-    fall sharply relative to their start, the policy collapses onto a few replies (the same
+    it collapses: a larger coefficient changes little). ``sampling/entropy_estimate`` and
+    ``train/entropy`` fall sharply relative to their start, the policy collapses onto a few replies (the same
     wrong reply, e.g. ``770$``, given to many tasks), groups become identical
     (``discard/groups/no_variance`` rises, ``groups/signal_fraction`` and
     ``reward/mean_with_unusable`` fall), until the unusable-groups guard stops the run.
@@ -100,7 +100,7 @@ if TYPE_CHECKING:
     from .tasks import Task, TaskPool
     from .trainer import Trainer
 
-__all__ = ["FAULTS", "ActiveFault", "Fault", "parse_fault"]
+__all__ = ["FAULTS", "ActiveFault", "Fault", "parse_fault", "warm_targets"]
 
 
 @dataclass(frozen=True)
@@ -192,6 +192,12 @@ COLLAPSE_COEF = 10.0
 COLLAPSE_LR_SCALE = 4.0
 # Tasks of the too_easy task set (all memorised before training).
 EASY_TASKS = 32
+
+
+def warm_targets(target: float) -> set[float]:
+    """Every pass rate a warm start stops at, for a run whose ``warm_target_pass_rate`` is
+    ``target``: its own and each fault's (``grader_exploit`` has its own)."""
+    return {target} | {ActiveFault.create(f, None).warm_target(target) for f in FAULTS}
 
 
 def parse_fault(text: str) -> tuple[str, int | None]:
