@@ -20,7 +20,7 @@ from rlvitals.grpo.faults import FAULTS, ActiveFault, parse_fault  # noqa: E402
 from rlvitals.grpo.grader import grade, grade_prefix_bug, read_answer  # noqa: E402
 from rlvitals.grpo.model import GPT  # noqa: E402
 from rlvitals.grpo.sampler import Sampler  # noqa: E402
-from rlvitals.grpo.tasks import VOCAB, Task, TaskPool, encode  # noqa: E402
+from rlvitals.grpo.tasks import VOCAB, Task, TaskPool, decode, encode  # noqa: E402
 from rlvitals.grpo.trainer import Trainer, group_advantages  # noqa: E402
 
 
@@ -75,7 +75,7 @@ class Scripted(torch.nn.Module):
         with torch.no_grad():
             self.bias[encode(token)[0]] = 30.0
 
-    def new_cache(self, batch: int) -> None:
+    def new_cache(self, batch: int, length: int | None = None) -> None:
         return None
 
     def prefill(self, idx: torch.Tensor, cache: None) -> torch.Tensor:
@@ -139,6 +139,56 @@ def test_bfloat16_sampler_disagrees_with_the_float32_trainer_a_little() -> None:
         gaps[dtype] = float(delta.abs().mean())
     assert gaps[torch.float32] < 1e-5
     assert 1e-4 < gaps[torch.bfloat16] < 0.1
+
+
+def test_shared_prompts_give_the_logits_and_gradients_of_whole_sequences() -> None:
+    # The trainer runs each distinct prompt once (forward_after); a group's attempts must get
+    # exactly what a forward pass over each whole sequence gives, gradients included.
+    torch.manual_seed(0)
+    model = GPT(len(VOCAB), 2, 2, 32)
+    P, L = 7, 15
+    prompts = torch.randint(0, len(VOCAB), (3, P))
+    owner = torch.tensor([2, 0, 0, 1, 2, 2])
+    rest = torch.randint(0, len(VOCAB), (6, L - P))
+    whole = torch.cat((prompts[owner], rest), dim=1)
+
+    def grads(loss: torch.Tensor) -> list[torch.Tensor]:
+        model.zero_grad()
+        loss.backward()
+        return [p.grad.clone() for p in model.parameters() if p.grad is not None]
+
+    full = model(whole[:, :-1])[:, P - 1 :]  # (6, L-P, V): the positions after the prompt
+    shared = model.forward_after(model.encode_prefix(prompts), owner, rest[:, :-1])
+    assert shared.shape == full.shape
+    assert torch.allclose(shared, full, atol=1e-5)
+    weight = torch.randn(full.shape)
+    for a, b in zip(grads((full * weight).sum()), grads((shared * weight).sum())):
+        assert torch.allclose(a, b, atol=1e-4)
+    # No continuation: the logits of the prompt's last position alone.
+    last = model.forward_after(model.encode_prefix(prompts), owner, rest[:, :0])
+    assert torch.allclose(last[:, 0], full[:, 0], atol=1e-5)
+
+
+def test_sampler_prefills_each_prompt_once_with_the_same_numbers() -> None:
+    # Distinct prompts are prefilled once and copied to their rows, in the batch's order
+    # (torch.unique sorts them): the episodes are those of prefilling every row.
+    torch.manual_seed(0)
+    model = GPT(len(VOCAB), 1, 2, 32)
+    pool = TaskPool(2, 0.5, 0.1)
+    distinct = pool.sample(6, np.random.default_rng(3))
+    groups = [t for t in distinct for _ in range(3)][::-1]  # not in sorted order
+    sampler = Sampler(model, torch.float32)
+    for tasks in (groups, distinct[::-1]):  # shared prompts; every prompt distinct
+        ep = sampler.rollout(
+            tasks, max_new_tokens=6, max_turns=2, generator=torch.Generator().manual_seed(1)
+        )
+        assert [t.prompt for t in tasks] == [
+            decode(row[: ep.prompt_len]) for row in ep.tokens.tolist()
+        ]
+        logits = model(ep.tokens[:, :-1]).detach()
+        full = torch.log_softmax(logits, -1).gather(2, ep.tokens[:, 1:, None]).squeeze(2)
+        mask = ep.generated[:, 1:]
+        assert float((ep.logprobs[:, 1:][mask] - full[mask]).abs().max()) < 1e-5
 
 
 def test_bfloat16_sampler_holds_rounded_weights_and_saves_them_in_bfloat16() -> None:
