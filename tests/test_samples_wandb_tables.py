@@ -298,8 +298,20 @@ def test_a_table_added_to_and_logged_each_step_is_read_once_per_row(
     files = sorted((run_dir / "files" / "media" / "table").glob("completions_*.table.json"))
     sizes = [len(json.loads(f.read_text())["data"]) for f in files]
     assert sorted(sizes) == ([16, 32, 48] if mode == "MUTABLE" else [16, 16, 16])
-    run = read(run_dir)
+    parsed: list[str] = []  # table files parsed, in order
+    real_load = json.load
+
+    def load(f, *args, **kwargs):
+        if str(getattr(f, "name", "")).endswith(".table.json"):
+            parsed.append(Path(f.name).name)
+        return real_load(f, *args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(json, "load", load)
+        run = read(run_dir)
     assert run.warnings == []
+    # Each file parsed once: a MUTABLE file is checked against a digest of the one before.
+    assert sorted(parsed) == sorted(f.name for f in files)
     a = run.attempts
     assert a is not None and len(a) == 3 * 16
     for s in (1, 2, 3):

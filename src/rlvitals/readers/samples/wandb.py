@@ -31,6 +31,7 @@ and all of them with ``log_unique_prompts=True``, which keeps one row per prompt
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Callable, Iterator
@@ -108,6 +109,9 @@ class WandbTables(CompletionRows):
         self._tables: list[Any] = []  # refs of text tables, in logging order
         self._unique = self._unique_told = False
         self._rebuilt: set[str] = set()  # MUTABLE tables whose files are read whole
+        # MUTABLE files read so far: their columns, rows and the digest of those rows as JSON
+        # text, so the next file is checked against them without parsing the file again.
+        self._read: dict[Path, tuple[Any, int, bytes]] = {}
         self._warn: Callable[[str], None] = reader.run.warnings.append
 
     def bind(self, run: RunData) -> None:
@@ -123,7 +127,7 @@ class WandbTables(CompletionRows):
     def step_files(self, d: Path) -> dict[int, list[Path]]:
         refs = self.reader.tables
         if len(refs) < self._seen:  # the log was read again from its start
-            self._seen, self._tables = 0, []
+            self._seen, self._tables, self._read = 0, [], {}
         for ref in refs[self._seen :]:
             self._classify(ref)
         self._seen = len(refs)
@@ -244,18 +248,24 @@ class WandbTables(CompletionRows):
         The earlier file's rows must be this file's first rows (the table grew); otherwise the
         table was rebuilt or edited between logs, and the file is read whole (one warning)."""
         before = self._before(at, ref)
+        if before is not None and before.path not in self._read:
+            # Not read in this pass (a view that started later): its rows read now.
+            try:
+                with open(before.path, encoding="utf-8") as f:
+                    doc = json.load(f)
+                rows = doc["data"]
+                if isinstance(rows, list):
+                    self._read[before.path] = (doc["columns"], len(rows), _digests(rows, 0)[1])
+            except (OSError, ValueError, KeyError, TypeError):
+                pass  # not comparable: this file is read whole
+        earlier = self._read.get(before.path) if before is not None else None
+        first, whole = _digests(data, earlier[1] if earlier is not None else 0)
+        self._read[ref.path] = (columns, len(data), whole)
         if before is None:
             return data
-        try:
-            with open(before.path, encoding="utf-8") as f:
-                doc = json.load(f)
-            earlier = doc["data"]
-            same = doc["columns"] == columns and isinstance(earlier, list)
-        except (OSError, ValueError, KeyError, TypeError):
-            same, earlier = False, []
         # Compared as JSON text: NaN rewards are equal there, never as floats.
-        if same and json.dumps(data[: len(earlier)]) == json.dumps(earlier):
-            return data[len(earlier) :]
+        if earlier is not None and earlier[0] == columns and first == earlier[2]:
+            return data[earlier[1] :]
         if ref.key not in self._rebuilt:
             self._rebuilt.add(ref.key)
             warn(
@@ -274,6 +284,20 @@ class WandbTables(CompletionRows):
     ) -> Iterator[Sample]:
         self.missing_reward_is_nan = True  # TRL's: no function applied (until a file says)
         yield from super().read_step(step, files, index, warn)
+
+
+def _digests(data: list[Any], at: int) -> tuple[bytes | None, bytes]:
+    """Digests of a table's rows as JSON text: of its first ``at`` rows (None when it has fewer)
+    and of all of them, so that a file can be checked to begin with another's rows without
+    keeping either's text."""
+    h = hashlib.sha256()
+    first = h.digest() if at == 0 else None
+    for i, row in enumerate(data, 1):
+        h.update(json.dumps(row).encode())
+        h.update(b"\n")
+        if i == at:
+            first = h.digest()
+    return first, h.digest()
 
 
 class TablesReader:
