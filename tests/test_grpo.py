@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import math
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -167,6 +169,39 @@ def test_shared_prompts_give_the_logits_and_gradients_of_whole_sequences() -> No
     # No continuation: the logits of the prompt's last position alone.
     last = model.forward_after(model.encode_prefix(prompts), owner, rest[:, :0])
     assert torch.allclose(last[:, 0], full[:, 0], atol=1e-5)
+
+
+_GRADIENTS = """
+import hashlib, sys
+import torch
+torch.set_num_threads(2)
+junk = [torch.randn(int(sys.argv[1]) + i) for i in range(7)]  # another heap layout
+from rlvitals.grpo.model import GPT
+torch.manual_seed(0)
+model = GPT(20, 1, 4, 128)  # the trainer's head width, a batch of its size
+prompts = torch.randint(0, 20, (60, 7))
+owner = torch.randint(0, 60, (240,))
+rest = torch.randint(0, 20, (240, 6))
+model.forward_after(model.encode_prefix(prompts), owner, rest).square().sum().backward()
+grads = b"".join(p.grad.numpy().tobytes() for p in model.parameters())
+print(hashlib.sha256(grads).hexdigest())
+"""
+
+
+def test_shared_prompt_gradients_are_the_same_in_every_process() -> None:
+    # A seed gives the same run at a fixed thread count: the shared prompts' backward must
+    # not depend on where the allocator put things (advanced indexing's backward does).
+    digests = {
+        subprocess.run(
+            [sys.executable, "-c", _GRADIENTS, str(junk)],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=120,
+        ).stdout
+        for junk in (1, 13, 1001)
+    }
+    assert len(digests) == 1
 
 
 def test_sampler_prefills_each_prompt_once_with_the_same_numbers() -> None:

@@ -253,12 +253,18 @@ class GPT(nn.Module):
         """
         P, S = prefix.keys[0].shape[2], rest.shape[1]
         r = self.rounding
-        last = prefix.last[owner][:, None]  # (B, 1, C)
+        # index_select, not ``x[owner]``: the backward of advanced indexing accumulates in an
+        # order that depends on memory layout (a seed's run then differs between processes);
+        # index_select's is deterministic.
+        last = prefix.last.index_select(0, owner)[:, None]  # (B, 1, C)
         if S:
             x = _round(self.wte(rest) + self.wpe.weight[P : P + S], r)
             cos, sin = self.cos[P : P + S], self.sin[P : P + S]
             for i, block in enumerate(self.blocks):
-                past = (prefix.keys[i][owner], prefix.values[i][owner])
+                past = (
+                    prefix.keys[i].index_select(0, owner),
+                    prefix.values[i].index_select(0, owner),
+                )
                 x = cast(Block, block).attend_after(x, cos, sin, past)[0]
             last = torch.cat((last, x), dim=1)
         return _round(self.lm_head(_round(F.rms_norm(last, (self.d_model,)), r)), r)
