@@ -11,6 +11,9 @@ peak RSS is its own:
   else (the floor for reading JSON at all). Reported: MB/s, attempts/s, and the ratio.
 - memory: peak RSS of the scan for two run sizes with the same step size; flat means the
   transcripts are streamed (memory does not grow with the run).
+- short replies: a run whose replies are a sentence and an answer (``--short-steps`` steps,
+  a short prompt), as a small policy or a final-answer format writes them, where the cost per
+  attempt (not per MB) is what counts: attempts/s against msgspec's decode of the same files.
 - a big file: one step file of ``--big-mb`` MB (a reply stuck in a loop), streamed in bounded
   memory, against msgspec decoding it whole.
 """
@@ -93,22 +96,33 @@ def completion(rng: random.Random, a: int, b: int) -> tuple[str, float]:
     return (f"{prose}\n{code}\nSo the answer is \\boxed{{{a + b if ok else a - b}}}.", float(ok))
 
 
-def write_run(root: Path, steps: int, attempts: int, seed: int = 0) -> Path:
+def short_completion(rng: random.Random, a: int, b: int) -> tuple[str, float]:
+    """A one-line reply to a + b and its reward; about 3% hedge between two answers."""
+    if rng.random() < 0.03:
+        return (f"\\boxed{{{a + b}}} or \\boxed{{{a + b + 1}}}", 1.0)
+    ok = rng.random() < 0.5
+    return (f"The sum is \\boxed{{{a + b if ok else a - b}}}.", float(ok))
+
+
+def write_run(root: Path, steps: int, attempts: int, seed: int = 0, short: bool = False) -> Path:
     rng = random.Random(seed)
-    d = root / f"run-{steps}"
+    d = root / f"run-{steps}{'-short' if short else ''}"
     t = d / "transcripts"
     t.mkdir(parents=True)
     (d / "run.json").write_text(json.dumps({"format": "rlvitals-run/1", "name": d.name}))
-    prompt = [
+    prompt: list[dict[str, str]] | str = [
         {"role": "system", "content": "You are a careful assistant. " * 20},
         {"role": "user", "content": "Add the numbers.\n```python\nassert solve(2, 3) == 5\n```"},
     ]
+    reply = short_completion if short else completion
     for s in range(steps):
         entries = []
         for i in range(attempts):
             if i % 8 == 0:  # a group: one task, eight attempts
                 task = (rng.randrange(100), rng.randrange(100))
-            text, reward = completion(rng, *task)
+                if short:
+                    prompt = f"Add {task[0]} and {task[1]}."
+            text, reward = reply(rng, *task)
             entries.append(
                 {
                     "attempt_id": f"{s}-{i}",
@@ -121,7 +135,7 @@ def write_run(root: Path, steps: int, attempts: int, seed: int = 0) -> Path:
                             "policy_version": s,
                             "prompt": prompt,
                             "completion": text,
-                            "prompt_tokens": 180,
+                            "prompt_tokens": 8 if short else 180,
                             "completion_tokens": len(text) // 4,
                             "finish_reason": "stop",
                             "trains": True,
@@ -162,6 +176,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, nargs=2, default=[50, 200], metavar=("SMALL", "LARGE"))
     ap.add_argument("--attempts", type=int, default=128, help="attempts per step (128)")
     ap.add_argument("--big-mb", type=int, default=50)
+    ap.add_argument("--short-steps", type=int, default=200, help="steps of short replies (200)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
@@ -188,6 +203,16 @@ def main() -> None:
             f"\nmemory: {s1 / s0:.0f}x the steps ({a['mb']:.0f} -> {b['mb']:.0f} MB of "
             f"transcripts) -> peak RSS {a['rss_mb']:.0f} -> {b['rss_mb']:.0f} MB "
             f"(x{b['rss_mb'] / a['rss_mb']:.2f}); flags found: {b['flagged']}"
+        )
+        short = write_run(root, args.short_steps, args.attempts, short=True)
+        scan, base = child("scan", short), child("decode", short)
+        print(
+            f"\nshort replies ({args.short_steps} steps, {scan['attempts']} attempts, "
+            f"{scan['mb']:.1f} MB): flagged at {scan['attempts'] / scan['secs']:.0f} attempts/s "
+            f"({scan['mb'] / scan['secs']:.2f} MB/s); msgspec decodes "
+            f"{base['attempts'] / base['secs']:.0f} attempts/s, "
+            f"{base['secs'] / scan['secs']:.2f}x of it; peak RSS {scan['rss_mb']:.0f} MB; "
+            f"flags found: {scan['flagged']}"
         )
         big = write_big(root, args.big_mb)
         st = child("stream", big)

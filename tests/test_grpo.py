@@ -143,57 +143,37 @@ def test_bfloat16_sampler_disagrees_with_the_float32_trainer_a_little() -> None:
     assert 1e-4 < gaps[torch.bfloat16] < 0.1
 
 
-def test_shared_prompts_give_the_logits_and_gradients_of_whole_sequences() -> None:
-    # The trainer runs each distinct prompt once (forward_after); a group's attempts must get
-    # exactly what a forward pass over each whole sequence gives, gradients included.
-    torch.manual_seed(0)
-    model = GPT(len(VOCAB), 2, 2, 32)
-    P, L = 7, 15
-    prompts = torch.randint(0, len(VOCAB), (3, P))
-    owner = torch.tensor([2, 0, 0, 1, 2, 2])
-    rest = torch.randint(0, len(VOCAB), (6, L - P))
-    whole = torch.cat((prompts[owner], rest), dim=1)
-
-    def grads(loss: torch.Tensor) -> list[torch.Tensor]:
-        model.zero_grad()
-        loss.backward()
-        return [p.grad.clone() for p in model.parameters() if p.grad is not None]
-
-    full = model(whole[:, :-1])[:, P - 1 :]  # (6, L-P, V): the positions after the prompt
-    shared = model.forward_after(model.encode_prefix(prompts), owner, rest[:, :-1])
-    assert shared.shape == full.shape
-    assert torch.allclose(shared, full, atol=1e-5)
-    weight = torch.randn(full.shape)
-    for a, b in zip(grads((full * weight).sum()), grads((shared * weight).sum())):
-        assert torch.allclose(a, b, atol=1e-4)
-    # No continuation: the logits of the prompt's last position alone.
-    last = model.forward_after(model.encode_prefix(prompts), owner, rest[:, :0])
-    assert torch.allclose(last[:, 0], full[:, 0], atol=1e-5)
-
-
-_GRADIENTS = """
+_UPDATE = """
 import hashlib, sys
+import numpy as np
 import torch
 torch.set_num_threads(2)
 junk = [torch.randn(int(sys.argv[1]) + i) for i in range(7)]  # another heap layout
 from rlvitals.grpo.model import GPT
+from rlvitals.grpo.sampler import Sampler
+from rlvitals.grpo.tasks import VOCAB, TaskPool
+from rlvitals.grpo.trainer import Trainer
 torch.manual_seed(0)
-model = GPT(20, 1, 4, 128)  # the trainer's head width, a batch of its size
-prompts = torch.randint(0, 20, (60, 7))
-owner = torch.randint(0, 60, (240,))
-rest = torch.randint(0, 20, (240, 6))
-model.forward_after(model.encode_prefix(prompts), owner, rest).square().sum().backward()
-grads = b"".join(p.grad.numpy().tobytes() for p in model.parameters())
-print(hashlib.sha256(grads).hexdigest())
+model = GPT(len(VOCAB), 1, 4, 128)  # the trainer's head width, a batch of its size
+tasks = [t for t in TaskPool(2, 0.25, 0.1).sample(60, np.random.default_rng(0)) for _ in range(4)]
+sampler = Sampler(model, torch.bfloat16)
+ep = sampler.rollout(tasks, max_new_tokens=6, max_turns=2, generator=torch.Generator().manual_seed(1))
+trainer = Trainer(model, lr=1e-3, clip_eps=0.2, minibatches=2, grad_clip=1.0, weight_decay=0.0,
+                  temperature=1.0, seed=0)
+rows = list(range(0, 240, 2))
+stats = trainer.update(ep, rows, [1.0 if i % 4 else -1.0 for i in rows])
+state = b"".join(p.detach().numpy().tobytes() for p in model.parameters())
+print(hashlib.sha256(state + ep.logprobs.numpy().tobytes()).hexdigest())
 """
 
 
-def test_shared_prompt_gradients_are_the_same_in_every_process() -> None:
-    # A seed gives the same run at a fixed thread count: the shared prompts' backward must
-    # not depend on where the allocator put things (advanced indexing's backward does).
+def test_a_sampled_batch_and_an_update_are_the_same_in_every_process() -> None:
+    # A seed gives the same run at a fixed thread count, in any process: nothing in sampling
+    # or the update may depend on where the allocator put things (the backward of advanced
+    # indexing, ``x[idx]``, does: its accumulation order follows memory layout).
     digests = {
         subprocess.run(
-            [sys.executable, "-c", _GRADIENTS, str(junk)],
+            [sys.executable, "-c", _UPDATE, str(junk)],
             capture_output=True,
             text=True,
             check=True,

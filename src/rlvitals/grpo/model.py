@@ -8,15 +8,12 @@ reply can reuse the attention pattern of one written after the prompt; the absol
 roughly halve the warm start (measured: 380-500 steps to a pass rate of 0.3 against 590-830
 with rotary alone).
 
-Three ways to run it:
+Two ways to run it:
 
-- ``forward(idx)`` over whole sequences (B, T) -> logits (B, T, V): the warm start.
-- ``encode_prefix`` then ``forward_after``: the trainer's full-precision recomputation. A GRPO
-  group's attempts share their prompt, so each distinct prompt runs once and its keys and values
-  are shared by the rows that continue it (the same logits and gradients as ``forward``, to
-  float32 rounding; at 4 attempts per task a quarter of the prompt's work).
+- ``forward(idx)`` over whole sequences (B, T) -> logits (B, T, V): the trainer's full-precision
+  recomputation and the warm start.
 - ``prefill`` then ``decode_one`` with a ``KVCache``: the sampler, one new token per row at a
-  time, in whatever dtype its weight copy holds.
+  time, in whatever dtype its weight copy holds (each distinct prompt prefilled once).
 
 ``round_to(dtype)`` makes a float32 copy compute as a reduced-precision engine does: weights
 and every activation between operations (projections, attention output, MLP, residual stream,
@@ -28,14 +25,13 @@ bfloat16 on two cores), and the disagreement with the float32 trainer stays real
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import cast
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-__all__ = ["GPT", "KVCache", "Prefix"]
+__all__ = ["GPT", "KVCache"]
 
 
 def _rope_tables(max_len: int, head_dim: int, base: float = 10000.0) -> tuple[torch.Tensor, ...]:
@@ -90,29 +86,6 @@ class Block(nn.Module):
         self.fc = nn.Linear(d_model, 4 * d_model, bias=False)
         self.out = nn.Linear(4 * d_model, d_model, bias=False)
 
-    def _project(
-        self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Queries, rotated keys and values of ``x`` (B, T, C): (B, H, T, hd) each."""
-        B, T, C = x.shape
-        hd = C // self.n_head
-        r = self.rounding
-        qkv = _round(self.qkv(_round(F.rms_norm(x, (C,)), r)), r)  # (B, T, 3C)
-        # Queries and keys rotated in one pass (half the elementwise ops of two): (B, 2H, T, hd).
-        qk = _rotate(qkv[..., : 2 * C].view(B, T, 2 * self.n_head, hd).transpose(1, 2), cos, sin)
-        q, k = _round(qk, r).split(self.n_head, dim=1)  # (B, H, T, hd) each
-        v = qkv[..., 2 * C :].view(B, T, self.n_head, hd).transpose(1, 2)
-        return q, k, v
-
-    def _finish(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        """The block's output from its input ``x`` and the attention's ``y`` (B, H, T, hd)."""
-        B, T, C = x.shape
-        r = self.rounding
-        y = _round(y.transpose(1, 2).reshape(B, T, C), r)
-        x = _round(x + _round(self.proj(y), r), r)
-        h = _round(F.gelu(self.fc(_round(F.rms_norm(x, (C,)), r))), r)
-        return _round(x + _round(self.out(h), r), r)
-
     def attend(
         self,
         x: torch.Tensor,
@@ -121,8 +94,14 @@ class Block(nn.Module):
         cache: KVCache | None,
         layer: int,
     ) -> torch.Tensor:
-        T = x.shape[1]
-        q, k, v = self._project(x, cos, sin)
+        B, T, C = x.shape
+        hd = C // self.n_head
+        r = self.rounding
+        qkv = _round(self.qkv(_round(F.rms_norm(x, (C,)), r)), r)  # (B, T, 3C)
+        # Queries and keys rotated in one pass (half the elementwise ops of two): (B, 2H, T, hd).
+        qk = _rotate(qkv[..., : 2 * C].view(B, T, 2 * self.n_head, hd).transpose(1, 2), cos, sin)
+        q, k = _round(qk, r).split(self.n_head, dim=1)  # (B, H, T, hd) each
+        v = qkv[..., 2 * C :].view(B, T, self.n_head, hd).transpose(1, 2)
         if cache is None:
             y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         else:
@@ -133,37 +112,10 @@ class Block(nn.Module):
             values = cache.v[layer][:, :, : start + T]
             # A prefill (T > 1, start 0) is causal; a single new token sees every cached key.
             y = F.scaled_dot_product_attention(q, keys, values, is_causal=T > 1)
-        return self._finish(x, y)
-
-    def attend_after(
-        self,
-        x: torch.Tensor,
-        cos: torch.Tensor,
-        sin: torch.Tensor,
-        past: tuple[torch.Tensor, torch.Tensor] | None,
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """``x`` (B, T, C) attends to every key of ``past`` (keys, values: (B, H, P, hd)) and
-        causally to its own; returns the output and its own keys and values (autograd
-        flows through all of it)."""
-        q, k, v = self._project(x, cos, sin)
-        if past is None:
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        else:
-            T, P = x.shape[1], past[0].shape[2]
-            keys, values = torch.cat((past[0], k), dim=2), torch.cat((past[1], v), dim=2)
-            sees = torch.ones(T, P + T, dtype=torch.bool).tril(P)  # query i: keys 0 .. P + i
-            y = F.scaled_dot_product_attention(q, keys, values, attn_mask=sees)
-        return self._finish(x, y), k, v
-
-
-@dataclass
-class Prefix:
-    """Shared prompts run once (``GPT.encode_prefix``): per layer their keys and values
-    (G, H, P, hd), and the last position's output (G, C)."""
-
-    keys: list[torch.Tensor]
-    values: list[torch.Tensor]
-    last: torch.Tensor
+        y = _round(y.transpose(1, 2).reshape(B, T, C), r)
+        x = _round(x + _round(self.proj(y), r), r)
+        h = _round(F.gelu(self.fc(_round(F.rms_norm(x, (C,)), r))), r)
+        return _round(x + _round(self.out(h), r), r)
 
 
 class GPT(nn.Module):
@@ -229,45 +181,6 @@ class GPT(nn.Module):
     def forward(self, idx: torch.Tensor) -> torch.Tensor:
         """Logits for every position of whole sequences: (B, T) -> (B, T, V)."""
         return self._run(idx, 0, None)
-
-    def encode_prefix(self, prefix: torch.Tensor) -> Prefix:
-        """Run distinct prompts (G, P) once, for ``forward_after``."""
-        P = prefix.shape[1]
-        r = self.rounding
-        x = _round(self.wte(prefix) + self.wpe.weight[:P], r)
-        keys, values = [], []
-        for block in self.blocks:
-            x, k, v = cast(Block, block).attend_after(x, self.cos[:P], self.sin[:P], None)
-            keys.append(k)
-            values.append(v)
-        return Prefix(keys, values, x[:, -1])
-
-    def forward_after(
-        self, prefix: Prefix, owner: torch.Tensor, rest: torch.Tensor
-    ) -> torch.Tensor:
-        """Logits of positions P-1 .. P+S-1 of sequences that continue a shared prompt: row i
-        is prompt ``owner[i]`` of ``prefix`` followed by ``rest[i]`` (B, S) -> (B, S+1, V).
-
-        The same numbers as ``forward`` over the whole sequences (to float32 rounding), with
-        each distinct prompt computed once: a GRPO group's attempts share theirs.
-        """
-        P, S = prefix.keys[0].shape[2], rest.shape[1]
-        r = self.rounding
-        # index_select, not ``x[owner]``: the backward of advanced indexing accumulates in an
-        # order that depends on memory layout (a seed's run then differs between processes);
-        # index_select's is deterministic.
-        last = prefix.last.index_select(0, owner)[:, None]  # (B, 1, C)
-        if S:
-            x = _round(self.wte(rest) + self.wpe.weight[P : P + S], r)
-            cos, sin = self.cos[P : P + S], self.sin[P : P + S]
-            for i, block in enumerate(self.blocks):
-                past = (
-                    prefix.keys[i].index_select(0, owner),
-                    prefix.values[i].index_select(0, owner),
-                )
-                x = cast(Block, block).attend_after(x, cos, sin, past)[0]
-            last = torch.cat((last, x), dim=1)
-        return _round(self.lm_head(_round(F.rms_norm(last, (self.d_model,)), r)), r)
 
     def new_cache(self, batch: int, length: int | None = None) -> KVCache:
         """An empty cache for ``batch`` rows of up to ``length`` positions (default max_len)."""

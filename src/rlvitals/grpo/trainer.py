@@ -4,8 +4,7 @@ One update, given a batch of episodes from the sampler and the attempts the writ
 to train on (``Run.decide``):
 
 1. Recompute, with the trainer's float32 weights and before any change, the log-probability
-   of every sampled token: ``logp_old`` (B, T). Each distinct prompt is run once and shared by
-   the attempts that continue it (``GPT.forward_after``), here and in the update. These are the trainer's logprobs the writer
+   of every sampled token: ``logp_old`` (B, T). These are the trainer's logprobs the writer
    holds against the sampler's (the mismatch metrics: k3, |Δ|, ESS).
 2. Advantages per attempt, relative to its group (GRPO): A_i = (r_i - mean_g) / (std_g + 1e-4),
    over the attempts of the group that train. Every generated token of attempt i gets A_i.
@@ -40,7 +39,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .model import GPT, Prefix
+from .model import GPT
 from .optim import AdamW
 from .sampler import Episodes
 
@@ -124,19 +123,10 @@ class Trainer:
         """Change the learning rate from the next update on (scaled while warming up)."""
         self.lr = lr
 
-    def _prompts(self, ep: Episodes, rows: torch.Tensor) -> tuple[Prefix, torch.Tensor]:
-        """The distinct prompts of batch rows ``rows`` run once, and each row's index into them
-        (a group's attempts share a prompt: a quarter of the prompt's work at 4 per group)."""
-        distinct, owner = torch.unique(ep.tokens[rows, : ep.prompt_len], dim=0, return_inverse=True)
-        return self.model.encode_prefix(distinct), owner
-
-    def _logits(self, prefix: Prefix, owner: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
-        # Rows ``tokens`` (b, L) continuing prompts ``owner`` of ``prefix`` -> (b, L-P, V):
-        # position P-1+j predicts token P+j (only positions after the prompt are ever sampled),
-        # at the sampling temperature so that trainer and sampler logprobs describe the same
-        # distribution.
-        logits = self.model.forward_after(prefix, owner, tokens[:, prefix.keys[0].shape[2] : -1])
-        logits = logits / self.temperature
+    def _logits(self, tokens: torch.Tensor) -> torch.Tensor:
+        # (B, T) -> (B, T-1, V): position t predicts token t+1, at the sampling temperature so
+        # that trainer and sampler logprobs describe the same distribution.
+        logits = self.model(tokens[:, :-1]) / self.temperature
         if self.logit_scale != 1.0:
             logits = logits * self.logit_scale
         return logits
@@ -146,19 +136,15 @@ class Trainer:
         """float32 logprob of each token of batch rows ``rows`` (default all): (len, T-1).
 
         Entry (i, t) is the logprob of token t+1 of the row; read it where the row's
-        ``ep.generated[:, 1:]`` is set (0 in the prompt and past the row's last sampled token).
+        ``ep.generated[:, 1:]`` is set (0 past the row's last sampled token).
         """
         self.model.eval()
-        P = ep.prompt_len
         idx = torch.arange(ep.tokens.shape[0]) if rows is None else torch.as_tensor(list(rows))
         out = torch.zeros((len(idx), ep.tokens.shape[1] - 1), dtype=torch.float32)
-        prefix, owner = self._prompts(ep, idx)
         for pos, r, L in _buckets(idx, ep.lengths):
-            if L <= P:  # nothing sampled (every episode samples its first token)
-                continue
             tokens = ep.tokens[r, :L]  # (b, L)
-            logp = torch.log_softmax(self._logits(prefix, owner[pos], tokens), dim=-1)
-            out[pos, P - 1 : L - 1] = logp.gather(2, tokens[:, P:, None]).squeeze(2)
+            logp = torch.log_softmax(self._logits(tokens), dim=-1)  # (b, L-1, V)
+            out[pos, : L - 1] = logp.gather(2, tokens[:, 1:, None]).squeeze(2)
         return out
 
     def update(self, ep: Episodes, rows: Sequence[int], advantages: Sequence[float]) -> UpdateStats:
@@ -196,37 +182,32 @@ class Trainer:
 
         sums = dict.fromkeys(("loss", "grad_norm", "clipped", "tokens", "entropy", "ppo_kl"), 0.0)
         stepped = 0
-        P = ep.prompt_len
         for k, chunk in enumerate(chunks):
             n_tok = float(ep.generated[idx[chunk], 1:].sum()) or 1.0  # tokens of the minibatch
-            # The minibatch's prompts run once, for every length bucket (one graph, one backward).
-            prefix, owner = self._prompts(ep, idx[chunk])
             # Sums over the minibatch's sampled tokens, run length-bucket by length-bucket
             # (a single-turn episode is half as long as a lookup; padding costs compute).
             surrogate = entropy_sum = torch.zeros(())
             clipped = ppo_kl = 0.0
             for pos, r, L in _buckets(idx[chunk], ep.lengths):
-                if L <= P:  # nothing sampled (every episode samples its first token)
-                    continue
                 tokens = ep.tokens[r, :L]  # (b, L)
-                mask = ep.generated[r, P:L].float()  # (b, L-P): 1 where token P+j was sampled
+                mask = ep.generated[r, 1:L].float()  # (b, L-1): 1 where token t+1 was sampled
                 a = adv[chunk][pos][:, None]  # (b, 1): one advantage for every token of an attempt
 
-                logits = self._logits(prefix, owner[pos], tokens)  # (b, L-P, V)
-                logp_all = torch.log_softmax(logits, dim=-1)  # (b, L-P, V)
-                logp = logp_all.gather(2, tokens[:, P:, None]).squeeze(2)  # (b, L-P)
+                logits = self._logits(tokens)  # (b, L-1, V)
+                logp_all = torch.log_softmax(logits, dim=-1)  # (b, L-1, V)
+                logp = logp_all.gather(2, tokens[:, 1:, None]).squeeze(2)  # (b, L-1)
                 if k == 0:  # on-policy: its own logprobs are logp_old
-                    logp_old[r, P - 1 : L - 1] = logp.detach()
-                old = logp_old[r, P - 1 : L - 1]  # (b, L-P)
+                    logp_old[r, : L - 1] = logp.detach()
+                old = logp_old[r, : L - 1]  # (b, L-1)
 
                 # The clipped surrogate, per token.
-                log_ratio = logp - old  # (b, L-P)
+                log_ratio = logp - old  # (b, L-1)
                 ratio = log_ratio.exp()
                 surr1 = ratio * a
                 surr2 = ratio.clamp(1.0 - eps, 1.0 + eps) * a
                 surrogate = surrogate + (torch.minimum(surr1, surr2) * mask).sum()
                 # Token entropy of the trainer's distribution, H = -Σ p log p over the vocab.
-                entropy = -(logp_all.exp() * logp_all).sum(-1)  # (b, L-P)
+                entropy = -(logp_all.exp() * logp_all).sum(-1)  # (b, L-1)
                 entropy_sum = entropy_sum + (entropy * mask).sum()
                 with torch.no_grad():
                     # The clip is active where min() picked the clamped term: the ratio left
