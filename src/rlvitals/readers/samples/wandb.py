@@ -249,7 +249,7 @@ class WandbTables(CompletionRows):
         table was rebuilt or edited between logs, and the file is read whole (one warning)."""
         before = self._before(at, ref)
         if before is not None and before.path not in self._read:
-            # Not read in this pass (a view that started later): its rows read now.
+            # Not digested in this pass (it did not load as a table): its rows read now.
             try:
                 with open(before.path, encoding="utf-8") as f:
                     doc = json.load(f)
