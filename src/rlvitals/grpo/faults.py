@@ -62,9 +62,9 @@ entropy_collapse
     over every sampled token of the batch, coefficient 10 so it dominates the policy
     gradient), at 4x the learning rate (with the gradient-norm clip, the rate sets how fast
     it collapses: a larger coefficient changes little). ``sampling/entropy_estimate`` and
-    ``train/entropy`` fall sharply relative to their start, the policy collapses onto a few replies (the same
-    wrong reply, e.g. ``770$``, given to many tasks), groups become identical
-    (``discard/groups/no_variance`` rises, ``groups/signal_fraction`` and
+    ``train/entropy`` fall sharply relative to their start, the policy collapses onto a few
+    replies (the same wrong reply, e.g. ``770$``, given to many tasks), groups become
+    identical (``discard/groups/no_variance`` rises, ``groups/signal_fraction`` and
     ``reward/mean_with_unusable`` fall), until the unusable-groups guard stops the run.
 stall
     At the onset update, half the attempts never come back (the rollout workers hang). No
