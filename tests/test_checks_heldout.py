@@ -111,3 +111,18 @@ def test_sharpening_is_judged_only_on_shares_of_one():
     # A reward on another scale cannot be held against a held-out share.
     (f,) = heldout.check(run(rising(60, 0.3, 0.9) * 10, {s: 5.5 for s in range(4, 60, 5)}))
     assert f.verdict == "exploit_suspected"
+
+
+def test_heldout_rising_beyond_its_error_makes_a_quiet_run_learning():
+    # The train reward creeps up within its noise (reward/mean of the trained groups holds
+    # still as tasks are mastered), while held-out rises well beyond its error: learning, not
+    # "too early". Held-out flat with the same train reward stays too early.
+    from rlvitals.checks import run_checks
+
+    train = rising(40, 0.50, 0.53)
+    rising_scores = {s: 0.80 + 0.004 * s for s in range(4, 40, 5)}
+    flat_scores = {s: 0.80 for s in range(4, 40, 5)}
+    learning = run_checks(run(train, rising_scores, n=200, seed=3).data)
+    assert [f.verdict for f in learning.findings if f.check == "reward"] == ["too_early"]
+    assert learning.verdict == "learning"
+    assert run_checks(run(train, flat_scores, n=200, seed=3).data).verdict == "too_early"

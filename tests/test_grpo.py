@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import subprocess
@@ -259,6 +260,28 @@ def test_update_changes_the_weights_and_the_clip_acts_after_the_first_minibatch(
     m = stats.metrics
     assert m["train/clip_frac"] > 0 and m["train/ppo_kl"] != 0
     assert all(math.isfinite(v) for v in m.values())
+
+
+def test_async_mode_clips_against_the_policy_that_sampled_the_batch() -> None:
+    # A batch the policy has moved past since it was sampled: every sampled token now e times
+    # likelier than the sampler gave it. Pushing those tokens up again is what the clip stops,
+    # if it is measured from the sampler; from the trainer's recomputation the ratio starts at
+    # 1 and every token is pushed once more.
+    for to_sampler in (False, True):
+        model, trainer, ep, rows, _adv = _trainer_and_batch()
+        trainer.clip_to_sampler = to_sampler
+        ep = dataclasses.replace(ep, logprobs=torch.where(ep.generated, ep.logprobs - 1.0, 0.0))
+        before = [p.detach().clone() for p in model.parameters()]
+        stats = trainer.update(ep, rows, [1.0] * len(rows))
+        moved = any(not torch.equal(a, b) for a, b in zip(before, model.parameters()))
+        clip = stats.metrics["train/clip_frac"]
+        if to_sampler:
+            assert clip == 1.0 and not moved
+        else:
+            assert clip < 0.5 and moved
+        # The mismatch metrics still get the trainer's own logprobs, not the sampler's.
+        gen = ep.generated[:, 1:]
+        assert torch.allclose(stats.logp_old[gen], ep.logprobs[:, 1:][gen] + 1.0, atol=1e-4)
 
 
 def test_nonfinite_loss_skips_the_optimizer_step() -> None:

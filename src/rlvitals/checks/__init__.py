@@ -71,7 +71,12 @@ GENERIC_VERDICTS = {"not_learning"}
 
 def overall_verdict(findings: list[Finding], steps: int) -> str:
     """The run's verdict: the first of its worst warn-or-fail findings in the seeds' order;
-    otherwise what the reward and held-out checks say (learning, mastered), else too early."""
+    otherwise what the reward and held-out checks say (learning, mastered), else too early.
+
+    Held-out scores rising beyond twice their error are learning even while the train reward
+    is not yet beyond its own noise: held-out tasks are the better witness (reward/mean, the
+    trained groups' reward, holds still as tasks are mastered and leave training), and with
+    no alarm left there is nothing it could be flattering."""
     worst = max((f.severity for f in findings), key=severity_rank, default="ok")
     if severity_rank(worst) >= severity_rank("warn"):
         alarms = [f for f in findings if severity_rank(f.severity) >= severity_rank("warn")]
@@ -86,7 +91,7 @@ def overall_verdict(findings: list[Finding], steps: int) -> str:
     verdicts = {f.verdict for f in findings}
     if "mastered" in verdicts:
         return "mastered"
-    if "learning" in {f.verdict for f in findings if f.check == "reward"}:
+    if "learning" in {f.verdict for f in findings if f.check in ("reward", "heldout")}:
         return "learning"
     return "too_early"
 

@@ -261,7 +261,8 @@ def check(ctx: Context) -> list[Finding]:
                     NAME,
                     "ok",
                     "learning",
-                    f"held-out {suite} confirms: {first:.3g} -> {last:.3g}",
+                    f"learning on held-out {suite}: {first:.3g} -> {last:.3g}, beyond twice its "
+                    "error",
                     metric=metric,
                     heldout_first=round_sig(first),
                     heldout_last=round_sig(last),

@@ -71,7 +71,8 @@ def demo_run(
         name: the run directory's name (default: unique, time-stamped).
         fault: a fault name (``rlvitals demo --list-faults``), optionally ``NAME@STEP``.
         fault_step: the update the fault starts at (default: the fault's own).
-        seed: seeds everything; the same seed at the same thread count gives the same run.
+        seed: seeds everything; the same seed at the same thread count gives the same run on
+            the same kind of CPU.
         steps: GRPO updates. mode: ``"sync"`` or ``"async"``.
         stall_seconds: how long the ``stall`` fault hangs before the run is abandoned (long
             enough against a slow, shared machine's step time for the hang to stand out).

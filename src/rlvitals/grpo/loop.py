@@ -183,6 +183,8 @@ def train(
         temperature=tcfg.temperature,
         seed=ocfg.seed,
         warmup=ocfg.lr_warmup,
+        # Async batches are updates old: clip to the policy that sampled them (trainer.py).
+        clip_to_sampler=cfg.training.mode == "async",
     )
     task_rng = np.random.default_rng([ocfg.seed, 10])
     fail_rng = np.random.default_rng([ocfg.seed, 11])
