@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from rlvitals.checks import heldout
+from rlvitals.checks import heldout, run_checks
 from rlvitals.checks.context import Context
 from rlvitals.model import RunData
 
@@ -117,8 +117,6 @@ def test_heldout_rising_beyond_its_error_makes_a_quiet_run_learning():
     # The train reward creeps up within its noise (reward/mean of the trained groups holds
     # still as tasks are mastered), while held-out rises well beyond its error: learning, not
     # "too early". Held-out flat with the same train reward stays too early.
-    from rlvitals.checks import run_checks
-
     train = rising(40, 0.50, 0.53)
     rising_scores = {s: 0.80 + 0.004 * s for s in range(4, 40, 5)}
     flat_scores = {s: 0.80 for s in range(4, 40, 5)}

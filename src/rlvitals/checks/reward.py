@@ -44,22 +44,15 @@ PLATEAU_MIN = 50
 def _plateau(ctx: Context, name: str, s: Any) -> Finding | None:
     """Reward that rose, then stopped improving for the last third of a long run although
     groups still disagree: not learning any more (not a mastered run: its reward is at the
-    top of its range, and its groups stop disagreeing)."""
+    top of its range, and its groups stop disagreeing). ``name``, ``s``: the reward the check
+    reads (``_reward_series``)."""
     cached = ctx.__dict__.setdefault("_plateau", {})
     if name in cached:
         return cached[name]
-    # Judged on the reward with the rejected groups counted where the run logs it: as groups
-    # are mastered and rejected, the trained groups left are the mixed ones, and their mean
-    # (reward/mean) holds still while the real level climbs (the seed: reward/mean moves
-    # less than the real reward).
-    key = name
-    wname, w = ctx.series("reward/mean_with_unusable")
-    if wname is not None and w is not None and len(w) >= len(s) // 2:
-        name, s = wname, w
     n = len(s)
     k = max(PLATEAU_MIN, int(PLATEAU_SHARE * n))
     if n < 2 * k:
-        cached[key] = None
+        cached[name] = None
         return None
     out = None
     tail = Series(s.steps[-k:], s.values[-k:])
@@ -100,7 +93,7 @@ def _plateau(ctx: Context, name: str, s: Any) -> Finding | None:
             "and whether the tasks left are beyond the model; a curriculum or a higher "
             "temperature may restart it.",
         )
-    cached[key] = out
+    cached[name] = out
     return out
 
 
@@ -112,17 +105,25 @@ def _task_flat(ctx: Context) -> Any:
     return task if task is not None and task.flat else None
 
 
+def _reward_series(ctx: Context) -> tuple[str, Series] | tuple[None, None]:
+    """The reward every rule of this check reads (the plateau's too).
+
+    Every graded attempt's reward where the run logs it over at least half as many updates as
+    ``reward/mean``: as tasks are mastered their groups are rejected (all solved) and the
+    trained groups left are the mixed ones, whose mean (reward/mean) holds still while the
+    policy's level climbs (a healthy seed of the reference trainer: reward/mean 0.55 -> 0.59,
+    every graded attempt 0.54 -> 0.72, held-out 0.81 -> 0.92).
+    """
+    got = ctx.series("reward/mean", "reward/mean_with_unusable")
+    every = ctx.series("reward/mean_with_unusable")
+    if every[1] is not None and (got[1] is None or len(every[1]) >= len(got[1]) // 2):
+        return every
+    return got
+
+
 def check(ctx: Context) -> list[Finding]:
     out: list[Finding] = []
-    name, s = ctx.series("reward/mean", "reward/mean_with_unusable")
-    # Every graded attempt's reward where the run logs it over most of its updates: as tasks
-    # are mastered their groups are rejected (all solved) and the trained groups left are the
-    # mixed ones, whose mean (reward/mean) holds still while the policy's level climbs (a
-    # healthy seed of the reference trainer: reward/mean 0.55 -> 0.59, every graded attempt
-    # 0.54 -> 0.72, held-out 0.81 -> 0.92).
-    wname, w = ctx.series("reward/mean_with_unusable")
-    if wname is not None and w is not None and (s is None or len(w) >= len(s) // 2):
-        name, s = wname, w
+    name, s = _reward_series(ctx)
     if s is None or name is None:
         alt, _ = ctx.series("reward/std")
         return [
