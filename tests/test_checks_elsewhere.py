@@ -445,6 +445,31 @@ def test_noisy_step_time_and_a_slow_first_update_are_not():
     assert not [f for f in run_checks(d).findings if f.check == "system"]
 
 
+def _throughput_run(step_seconds: float, slow_from: int) -> RunData:
+    # Tokens per second a third of what it was over the last updates: the machine got busy.
+    d = RunData(source="<memory>", format="test")
+    rng = np.random.default_rng(3)
+    for i in range(300):
+        busy = 3.0 if i >= slow_from else 1.0
+        secs = step_seconds * busy * (1 + 0.1 * rng.random())
+        d.metrics.add(i, "perf/step_seconds", secs)
+        d.metrics.add(i, "perf/tokens_per_second", 2000 / secs)
+        d.metrics.add(i, "reward/mean", 0.5)
+    return d
+
+
+def test_throughput_of_millisecond_updates_is_not_a_system_finding():
+    # A synthetic run's 5 ms updates, slowed by a busy machine at the end: timer noise.
+    rep = run_checks(_throughput_run(0.005, slow_from=200))
+    assert not [f for f in rep.findings if f.check == "system"]
+
+
+def test_throughput_falling_on_second_long_updates_is_a_finding():
+    rep = run_checks(_throughput_run(2.0, slow_from=200))
+    found = [f for f in rep.findings if f.check == "system"]
+    assert "perf/tokens_per_second" in {f.metric for f in found}
+
+
 # -- judging has no side effects -------------------------------------------------------------
 
 
