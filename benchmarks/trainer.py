@@ -1,6 +1,6 @@
 """The reference trainer's speed: seconds per update, where they go, and the writer's share.
 
-    python benchmarks/trainer.py [--steps 40] [--seed 0] [--threads 2] [--cache DIR]
+    python benchmarks/trainer.py [--steps 40] [--seed 0] [--threads 1] [--cache DIR]
 
 One demo run (``rlvitals.grpo.demo_run``), timed from outside. Every call into rlvitals' writer
 (``Run.log_attempt``, ``decide``, ``log_step``, ``log_eval``, ``progress``...) is wrapped with a
@@ -46,7 +46,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--steps", type=int, default=40, help="GRPO updates (default 40)")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--threads", type=int, default=2, help="torch threads (default 2)")
+    ap.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
     ap.add_argument("--mode", choices=["sync", "async"], default="sync")
     ap.add_argument("--cache", default=None, help="warm-start cache (default: a fresh temp dir)")
     ap.add_argument("--json", action="store_true", help="print the figures as JSON")

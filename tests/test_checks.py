@@ -127,13 +127,31 @@ def test_groups_unsolved_later_while_reward_rises_is_info(tmp_path):
 )
 def test_groups_agreeing_later_without_reward_gain_is_an_alarm(tmp_path, start, verdict):
     # Solved-by-all (too easy) or solved-by-none (too hard) after a sound start, with the
-    # reward flat: the policy stopped exploring, not mastered.
-    p = synth_run(tmp_path, "collapsed", steps=40, lr=0.0, start_pass=start, collapse_from=20)
+    # reward flat and the sampler's entropy falling: the policy stopped exploring, not mastered.
+    p = synth_run(
+        tmp_path, "collapsed", steps=40, lr=0.0, start_pass=start, collapse_from=20,
+        entropy_decay_from=20,
+    )  # fmt: skip
     rep = check(p)
     f = next(f for f in rep.findings if f.check == "groups")
     assert (f.verdict, f.severity) == (verdict, "warn")
     assert f.evidence["reward_improved"] is False
     assert 20 <= f.first_step <= 24
+
+
+def test_groups_agreeing_while_entropy_holds_is_not_exploration_stopped(tmp_path):
+    # The same agreeing groups, but every attempt still samples as widely as at the start
+    # (sampling/entropy_estimate holds): the tasks split into ones every attempt solves and
+    # ones none does (the reference trainer's out_of_room fault: lookups lose their only turn
+    # to the tool call). Said, not warned: "the policy became deterministic" would be false.
+    p = synth_run(tmp_path, "split", steps=40, lr=0.0, start_pass=(0.4, 0.9), collapse_from=20)
+    rep = check(p)
+    f = next(f for f in rep.findings if f.check == "groups")
+    assert (f.verdict, f.severity) == ("exploration_stopped", "info")
+    assert f.evidence["entropy_metric"] == "sampling/entropy_estimate"
+    assert f.evidence["entropy_ratio"] >= 0.9
+    assert "still explores" in f.title
+    assert rep.verdict != "exploration_stopped"
 
 
 def test_burst_of_failed_attempts_is_found_with_its_steps(runs):

@@ -16,12 +16,13 @@ pytest.importorskip("torch")
 import rlvitals
 from rlvitals.grpo import demo_run
 from rlvitals.grpo.config import TaskConfig
+from rlvitals.grpo.faults import EXPLOIT_WARM_TARGET
 
 pytestmark = pytest.mark.slow
 
-# Half the default batch (64 tasks x 4 attempts): 32 x 4 per update keeps each update cheap.
+# A fifth of the default batch (160 tasks x 4 attempts): 32 x 4 per update keeps each update cheap.
 GROUP = TaskConfig().group_size
-TASKS = TaskConfig().tasks_per_step // 2
+TASKS = TaskConfig().tasks_per_step // 5
 SMALL = {"task": {"tasks_per_step": TASKS, "heldout_tasks": 100}}
 # The faults that take the policy's own learning to show run at the default batch.
 FULL = {"task": {"tasks_per_step": TaskConfig().tasks_per_step}}
@@ -182,8 +183,8 @@ def test_grader_exploit_climbs_on_train_reward_while_held_out_falls(
             overrides=FULL)  # fmt: skip
     # The fault's own warm start: it stops at its lower target, and run.json says so.
     meta = json.loads((d / "run.json").read_text())
-    assert meta["config"]["optim"]["warm_target_pass_rate"] == 0.3
-    assert 0.3 <= meta["warm_start"]["pass_rate"] < 0.45
+    assert meta["config"]["optim"]["warm_target_pass_rate"] == EXPLOIT_WARM_TARGET
+    assert EXPLOIT_WARM_TARGET <= meta["warm_start"]["pass_rate"] < 0.45
     reward = series(d, "reward/mean_with_unusable")
     assert mean(reward[-3:]) > mean(reward[:3]) + 0.15
     digits = series(d, "rollout/answer_digits")

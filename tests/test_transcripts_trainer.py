@@ -16,7 +16,7 @@ from rlvitals.transcripts import TranscriptStore
 
 pytestmark = pytest.mark.slow
 
-# The demo's own settings (64 tasks x 4 attempts, 40 updates): the exploit needs the updates
+# The demo's own settings (160 tasks x 4 attempts, 40 updates): the exploit needs the updates
 # to take over. The runs are shared with the other trainer tests (conftest's trainer_run).
 
 

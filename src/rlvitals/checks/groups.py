@@ -15,12 +15,24 @@ import numpy as np
 from ..model import Series
 from .base import Finding
 from .context import Context, finding, round_sig
-from .stats import MIN_WINDOW, crossing, noise_sigma, read_words, rolling_mean, short_level
+from .stats import (
+    MIN_WINDOW,
+    crossing,
+    noise_sigma,
+    read_words,
+    rolling_mean,
+    short_level,
+    start_level,
+)
 
 NAME = "groups"
 # The share of no-variance groups above the one the pass rate gives that says the rewards are
 # not what the pass rate implies.
 EXCESS = 0.3
+# Groups that agree while the policy's entropy holds at this share of its start or more did not
+# stop exploring: the tasks split into ones every attempt solves and ones none can (a budget too
+# short for one kind of task, a tool that fails). The entropy check's collapse line is 0.3.
+ENTROPY_HELD = 0.5
 
 
 def _shares(ctx: Context) -> tuple[Series, Series | None, Series | None, str] | None:
@@ -454,6 +466,30 @@ def check(ctx: Context) -> list[Finding]:
                 **ev,
             )
         )
+    elif (held := _entropy_held(ctx, step)) is not None:
+        # The attempts still disagree token by token; the tasks split by kind instead.
+        ename, ratio = held
+        out.append(
+            finding(
+                NAME,
+                "info",
+                "exploration_stopped",
+                f"from step {step}, {level:.0%} of groups have one reward for every attempt "
+                f"while {rname or 'the reward'} does not improve, but {ename} holds at "
+                f"{ratio:.0%} of its start: the policy still explores; tasks split into ones "
+                "every attempt solves and ones none does",
+                metric=metric,
+                first_step=step,
+                share=round_sig(level),
+                threshold=th.rejected_warn,
+                entropy_metric=ename,
+                entropy_ratio=round_sig(ratio),
+                entropy_held_line=ENTROPY_HELD,
+                action="Look at which tasks no attempt solves (a budget too short for them, a "
+                "tool or a format they fail on) and at the episodes findings.",
+                **ev,
+            )
+        )
     else:
         out.append(
             finding(
@@ -474,3 +510,18 @@ def check(ctx: Context) -> list[Finding]:
             )
         )
     return out
+
+
+def _entropy_held(ctx: Context, step: int) -> tuple[str, float] | None:
+    """(metric, ratio) where the policy's entropy since ``step`` is still ``ENTROPY_HELD`` of
+    its start or more (median of the first updates against the mean since), else None (not
+    logged, too short, or fallen: a policy that may have stopped exploring)."""
+    name, s = ctx.series("sampling/entropy_estimate", "train/entropy")
+    if s is None or name is None or len(s) < 2 * MIN_WINDOW:
+        return None
+    h0 = start_level(s.values, MIN_WINDOW)
+    since = s.since(step)
+    if not h0 > 0 or since is None or len(since) < MIN_WINDOW:
+        return None
+    ratio = float(np.nanmean(since.values)) / h0
+    return (name, ratio) if ratio >= ENTROPY_HELD else None

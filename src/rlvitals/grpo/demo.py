@@ -3,8 +3,8 @@
 The settings a demo run uses beyond the trainer's defaults: full transcripts, a heartbeat
 every half second, a sampler checkpoint scored on held-out tasks every 5 updates, and the
 writer's unusable-groups guard counted in updates (``grpo.config.unusable_guard``: 3 updates'
-worth of groups rather than the writer's default of 100 groups, which at 64 groups per update
-stops a broken run within two updates, before its transcripts show what broke it). Other code
+worth of groups rather than the writer's default of 100 groups, which at 160 groups per update
+stops a broken run within one update, before its transcripts show what broke it). Other code
 (the checks' tests, the detection benchmark) calls ``demo_run`` to get real runs quickly.
 """
 

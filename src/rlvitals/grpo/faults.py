@@ -35,13 +35,13 @@ grader_exploit
     finds the shortcut by itself, 5-20 updates after the onset.
 
     Its own run shape: the warm start stops at a sampled pass rate of ``EXPLOIT_WARM_TARGET``
-    (0.3; the run's ``warm_target_pass_rate`` if that is lower), not the default 0.45, and
+    (0.25; the run's ``warm_target_pass_rate`` if that is lower), not the default 0.45, and
     run.json's config says so. A shortcut is found where it pays more than the honest answer:
     a policy that solves 45% of its attempts from the start writes ``$`` early too rarely, and
     gains too little from it, for the shortcut to take over early (seed 0: found 20 updates
-    after the onset, held-out still 0.91 at update 29), while the same bug on the weaker
-    policy is found 6-11 updates after the onset (seeds 0-2), and most replies are shortcuts
-    (under 1.5 digits on average) by update 21-32.
+    after the onset, held-out still 0.91 at update 29, on 64 tasks per update), while the
+    same bug on the weaker policy is found 1-8 updates after the onset (seeds 0-2, 160 tasks
+    per update; at 0.3 on 64 tasks, 6-11).
 grader_crash
     The grading service fails most calls with ``ConnectionError``; retries absorb some.
     From the onset: a burst of ``discard/rollouts/grading_failed/ConnectionError``, high
@@ -60,7 +60,7 @@ out_of_room
 entropy_collapse
     An entropy term is added to the loss with the wrong sign (the loss *minimises* entropy,
     over every sampled token of the batch, coefficient 10 so it dominates the policy
-    gradient), at 4x the learning rate (with the gradient-norm clip, the rate sets how fast
+    gradient), at 6x the learning rate (with the gradient-norm clip, the rate sets how fast
     it collapses: a larger coefficient changes little). ``sampling/entropy_estimate`` and
     ``train/entropy`` fall sharply relative to their start, the policy collapses onto a few
     replies (the same wrong reply, e.g. ``770$``, given to many tasks), groups become
@@ -162,7 +162,7 @@ FAULTS: dict[str, Fault] = {
         Fault(
             "entropy_collapse",
             5,
-            "an entropy term with the wrong sign (the loss minimises entropy), 4x lr",
+            "an entropy term with the wrong sign (the loss minimises entropy), 6x lr",
             "sampling/entropy_estimate falls sharply, groups repeat one reply",
         ),
         Fault(
@@ -183,13 +183,18 @@ FAULTS: dict[str, Fault] = {
 # Per-try failure probability of the crash faults (with 2 retries, 0.7 leaves about a third
 # of the attempts failed).
 CRASH_RATE = 0.7
-# grader_exploit's warm-start target (see its entry in the docstring).
-EXPLOIT_WARM_TARGET = 0.3
+# grader_exploit's warm-start target (see its entry in the docstring): 0.25 since the demo
+# trains on 160 tasks per update (at 0.3 the shortcut was found 16 and 21 updates after the
+# onset on seeds 0 and 1, the honest answer learnt as fast; at 0.25, 1, 8 and 6 on seeds 0-2).
+EXPLOIT_WARM_TARGET = 0.25
 # Coefficient of the wrongly signed entropy bonus.
 COLLAPSE_COEF = 10.0
 # 4x, not 3x, since the warm start to 0.45: a sharper policy starts at a lower entropy, and at
 # 3x it fell to 66% of its start in 11 updates (seed 0) where it used to fall to about 30%.
-COLLAPSE_LR_SCALE = 4.0
+# 6x since 160 tasks per update: at 4x the groups agreed 6 updates after the onset (seed 0);
+# at 5x 3, 3 and 2 (seeds 0-2) but seed 0 gave no reply to many tasks in its transcripts; at
+# 6x 2, 3 and 2, one wrong reply to many tasks from updates 10, 19 and 9.
+COLLAPSE_LR_SCALE = 6.0
 # Tasks of the too_easy task set (all memorised before training).
 EASY_TASKS = 32
 
