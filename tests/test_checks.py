@@ -216,6 +216,26 @@ def test_entropy_falling_fast_warns_before_it_reaches_the_line(tmp_path):
     assert f.first_step == 17 and f.evidence["ratio_low"] > 0.3
 
 
+def test_entropy_falling_fast_in_the_last_updates_while_reward_climbs_is_sharpening(tmp_path):
+    # Entropy x0.8 per update from step 35 of 40, found falling fast at 37: three updates
+    # after it are too few to read the reward's trend, so it is read from the five before,
+    # where the reward still climbs (the reference trainer's healthy seed 9 at 160 tasks per
+    # update read "collapse ... while reward does not improve" this way, held-out rising).
+    rep = check(
+        synth_run(tmp_path, "late", steps=40, groups=64, lr=0.03, start_pass=(0.0, 0.05),
+                  entropy_decay_from=35)
+    )  # fmt: skip
+    f = next(f for f in rep.findings if f.check == "policy")
+    assert (f.verdict, f.severity) == ("collapse", "info") and "sharpening" in f.title
+    assert f.evidence["reward_trend_z_since"] > 3
+    assert rep.verdict == "learning"
+    # The same fall with the reward flat is still a collapse.
+    flat = check(synth_run(tmp_path, "late-flat", steps=40, groups=64, lr=0.0,
+                           start_pass=(0.3, 0.5), entropy_decay_from=35))  # fmt: skip
+    g = next(f for f in flat.findings if f.check == "policy")
+    assert (g.verdict, g.severity) == ("collapse", "warn")
+
+
 def test_entropy_falling_while_reward_climbs_is_not_an_alarm(runs):
     rep = check(runs["sharpening"])
     f = next(f for f in rep.findings if f.check == "policy")

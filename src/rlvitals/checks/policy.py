@@ -68,6 +68,11 @@ def _entropy(ctx: Context) -> list[Finding]:
     # not collapsing (Cui et al.: most of a healthy run's entropy drop comes with its gains).
     rname, r = ctx.series("reward/mean_with_unusable", "reward/mean")
     since = r.since(step) if r is not None else None
+    if r is not None and since is not None and len(since) < MIN_WINDOW:
+        # A fall found in the last updates leaves too few since it to read the reward's
+        # trend: read it from the five updates before, the window the fall is measured on
+        # (a sharpening policy 4 updates from the end of its run is not "not improving").
+        since = r.since(int(s.steps[max(0, idx - MIN_WINDOW)]))
     rtr = trend(since) if since is not None and len(since) >= MIN_WINDOW else None
     lo, hi = ctx.reward_bounds
     high = since is not None and len(since) and float(since.values.mean()) >= lo + 0.8 * (hi - lo)
