@@ -68,9 +68,11 @@ class OptimConfig:
 
     steps: int = option(40, "GRPO updates", minimum=1)
     seed: int = option(0, "seed of everything: weights, tasks, sampling", minimum=0)
-    # One thread: this model's operations are too small to split. On 2 cores, 40 updates
+    # One thread: this model's operations are small to split. On 2 cores at 64 x 4, 40 updates
     # trained in 5.7 s at 1 thread against 7.5-8.2 s at 2 (OpenMP's passive wait wakes the
-    # second thread for every operation), and the second core is left to the live view.
+    # second thread for every operation); at 160 x 4 the two are even when the machine is idle
+    # (0.33-0.35 s against 0.32-0.34 s per update) and 1 thread is faster beside a busy core
+    # (0.37 s against 0.43 s). The second core is left to the live view and the checks.
     threads: int = option(
         1, "torch CPU threads; a seed reproduces a run only at a fixed thread count", minimum=1
     )
