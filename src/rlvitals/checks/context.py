@@ -27,12 +27,15 @@ if TYPE_CHECKING:
     from ..transcripts.scan import RunScan
     from ..transcripts.store import TranscriptStore
 
-__all__ = ["Context", "Thresholds"]
+__all__ = ["ENTROPY", "Context", "Thresholds"]
 
 # A rules file for the run's transcripts: this environment variable, else one of these in the
 # run directory.
 RULES_ENV = "RLVITALS_TRANSCRIPT_RULES"
 RULES_FILES = ("transcript-rules.toml", "transcript-rules.json")
+# The policy's entropy, as the checks read it: the sampler's estimate where logged (the policy
+# that made the attempts), else the trainer's.
+ENTROPY = ("sampling/entropy_estimate", "train/entropy")
 
 
 @dataclass

@@ -14,7 +14,7 @@ import numpy as np
 
 from ..model import Series
 from .base import Finding
-from .context import Context, finding, round_sig
+from .context import ENTROPY, Context, finding, round_sig
 from .stats import (
     MIN_WINDOW,
     crossing,
@@ -516,12 +516,12 @@ def _entropy_held(ctx: Context, step: int) -> tuple[str, float] | None:
     """(metric, ratio) where the policy's entropy since ``step`` is still ``ENTROPY_HELD`` of
     its start or more (median of the first updates against the mean since), else None (not
     logged, too short, or fallen: a policy that may have stopped exploring)."""
-    name, s = ctx.series("sampling/entropy_estimate", "train/entropy")
+    name, s = ctx.series(*ENTROPY)  # finite values only
     if s is None or name is None or len(s) < 2 * MIN_WINDOW:
         return None
     h0 = start_level(s.values, MIN_WINDOW)
     since = s.since(step)
-    if not h0 > 0 or since is None or len(since) < MIN_WINDOW:
+    if not h0 > 0 or len(since) < MIN_WINDOW:
         return None
-    ratio = float(np.nanmean(since.values)) / h0
+    ratio = float(since.values.mean()) / h0
     return (name, ratio) if ratio >= ENTROPY_HELD else None

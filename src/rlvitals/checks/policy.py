@@ -19,7 +19,7 @@ import numpy as np
 
 from ..model import Series
 from .base import Finding
-from .context import Context, Thresholds, finding, round_sig
+from .context import ENTROPY, Context, Thresholds, finding, round_sig
 from .heldout import heldout_change
 from .stats import (
     MIN_WINDOW,
@@ -37,7 +37,7 @@ NAME = "policy"
 
 def _entropy(ctx: Context) -> list[Finding]:
     th = ctx.thresholds
-    name, s = ctx.series("sampling/entropy_estimate", "train/entropy")
+    name, s = ctx.series(*ENTROPY)
     # The start is the median of the first five updates; three points past the line after
     # them are enough (the line is far from noise): a live run is judged from its eighth.
     if s is None or name is None or len(s) < MIN_WINDOW + 3:

@@ -35,7 +35,7 @@ from ..transcripts.rules import Rules
 from ..transcripts.scan import RunScan, examples
 from ..transcripts.store import TranscriptStore
 from .base import Finding
-from .context import RULES_ENV, RULES_FILES, Context, finding, round_sig
+from .context import ENTROPY, RULES_ENV, RULES_FILES, Context, finding, round_sig
 from .heldout import heldout_change
 from .stats import MIN_WINDOW, first_sustained, noise_sigma, rolling_mean, start_level, trend
 
@@ -400,7 +400,7 @@ def _entropy_falling(ctx: Context, onset: int) -> dict[str, Any] | None:
     """How the entropy moved around the repetition's onset: its median before the onset
     against its mean from the onset on (falling under ENTROPY_DROP of it), or a falling trend
     over the run. None when the run logs no entropy."""
-    name, s = ctx.series("sampling/entropy_estimate", "train/entropy")
+    name, s = ctx.series(*ENTROPY)
     if s is None or len(s) < MIN_WINDOW:
         return None
     i = int(np.searchsorted(s.steps, onset))
