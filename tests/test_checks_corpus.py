@@ -185,12 +185,12 @@ def test_a_silent_store_with_no_end_state_is_stalled_or_ended():
     assert later.verdict == "learning" and not later.at_least("warn")
 
 
-def test_one_gradient_explosion_is_drift_at_its_step_live_too():
+def test_one_gradient_explosion_is_unstable_at_its_step_live_too():
     # rl-doctor's grad_spikes scenario: the first norm 90x its running median at step 52.
     data = read(str(CORPUS / "peers/rldoctor/grad_spikes-s3/records.jsonl"))
     for rep in (run_checks(data), run_checks(data.until(52))):
         f = next(f for f in rep.at_least("warn") if "exploded" in f.title)
-        assert (f.verdict, f.first_step, f.metric) == ("drift", 52, "train/grad_norm")
+        assert (f.verdict, f.first_step, f.metric) == ("unstable", 52, "train/grad_norm")
     assert "spikes" not in " ".join(f.title for f in run_checks(data).findings)
 
 

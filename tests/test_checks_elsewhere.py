@@ -545,4 +545,4 @@ def test_an_explosion_early_in_a_run_is_a_warning_at_its_step(tmp_path):
     data = trl_run(tmp_path, "early", _spiky_rows(300, {60: 20.0}))
     for rep in (run_checks(data), run_checks(data.until(61))):
         f = next(f for f in rep.at_least("warn") if "exploded" in f.title)
-        assert (f.verdict, f.first_step) == ("drift", 61)
+        assert (f.verdict, f.first_step) == ("unstable", 61)
