@@ -156,7 +156,7 @@ def _plateau_level(ctx: Context, s: Series, since: int) -> tuple[str, str, dict[
         _share, all_s, none_s, _m = got
         a = float(all_s.since(since).values.mean()) if all_s is not None else 0.0
         z = float(none_s.since(since).values.mean()) if none_s is not None else 0.0
-        ev = {"all_solved_share": round_sig(a), "none_solved_share": round_sig(z)}
+        ev: dict[str, Any] = {"all_solved_share": round_sig(a), "none_solved_share": round_sig(z)}
         if a >= GROUPS_EDGE:
             return "ceiling", f"{a:.0%} of groups solved by every attempt", ev
         if z >= GROUPS_EDGE:
@@ -170,7 +170,7 @@ def _plateau_level(ctx: Context, s: Series, since: int) -> tuple[str, str, dict[
     else:
         return "unknown", "its range is unknown", {}
     pos = (float(s.since(since).values.mean()) - lo) / (hi - lo) if hi > lo else math.nan
-    ev: dict[str, Any] = {"range": [lo, hi], "position_in_range": round_sig(pos)}
+    ev = {"range": [lo, hi], "position_in_range": round_sig(pos)}
     if pos >= 1 - LEVEL_EDGE:
         return "ceiling", f"{pos:.0%} of {how}", ev
     if pos <= LEVEL_EDGE:
