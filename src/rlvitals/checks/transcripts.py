@@ -347,10 +347,10 @@ def _flag_alarm(sc: RunScan, flag: str, rules: Rules) -> dict[str, Any] | None:
     roll = rolling_mean(rate)
     after = roll[alarm:]
     peak_rate = float(np.nanmax(after)) if np.isfinite(after).any() else float(rate[alarm])
-    # The share rising step after step: a significant trend over the run, and its latest
-    # updates past twice the line (a flag that creeps up as a shortcut spreads, not a
-    # level a task's own answers hold).
-    tr = trend(Series(steps, rate))
+    # The share rising step after step: a significant trend from its onset on, and its latest
+    # updates past twice the line (a flag that creeps up as a shortcut spreads, not a level
+    # that a task's own answers reach and hold).
+    tr = trend(Series(steps[alarm:], rate[alarm:]))
     climbing = bool(tr is not None and tr.rising and float(rate[-MIN_WINDOW:].mean()) >= 2 * line)
     return dict(
         flag=flag,
