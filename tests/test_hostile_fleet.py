@@ -144,3 +144,93 @@ def test_query_says_what_sql_can_do_and_keeps_extensions_off(tmp_path, capsys):
     assert con.execute(
         "select value from duckdb_settings() where name = 'autoload_known_extensions'"
     ).fetchone() == ("true",)
+
+
+def _cli(*args, cwd, timeout=90):
+    import subprocess
+
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(sys.path)
+    try:
+        return subprocess.run(
+            [sys.executable, "-m", "rlvitals", *args],
+            cwd=cwd,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"rlvitals {' '.join(args)} hung on a FIFO (killed at {timeout} s)")
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+def test_a_fifo_never_hangs_check_export_or_query(tmp_path):
+    """N03: a FIFO named like a log, in a runs folder and inside a run, is never opened."""
+    runs = tmp_path / "runs"
+    synth_run(runs, "good", steps=6)
+    synth_run(runs, "good2", steps=6)
+    os.mkfifo(runs / "x.jsonl")
+    os.mkfifo(runs / "good" / "extra.jsonl")
+    os.mkfifo(runs / "good2" / "progress.log")
+    r = _cli("check", "runs", "--jobs", "2", cwd=tmp_path)
+    assert r.returncode == 0 and "runs/good2" in r.stdout, r.stderr
+    r = _cli("check", "runs/good", cwd=tmp_path)
+    assert r.returncode == 0 and "run runs/good" in r.stdout
+    r = _cli("export", "runs", "-o", "t", cwd=tmp_path)
+    assert r.returncode == 0 and "wrote 2 runs" in r.stdout, r.stderr
+    r = _cli("query", "runs", "select count(*) as n from runs", "--json", cwd=tmp_path)
+    assert json.loads(r.stdout)["rows"] == [{"n": 2}]
+    r = _cli("check", "runs/x.jsonl", cwd=tmp_path)
+    assert r.returncode == 2 and "not a regular file" in r.stderr
+
+
+def _deny(monkeypatch, denied):
+    """Make ``denied`` unreadable: chmod 000 for a normal user; root reads through modes, so
+    there the calls that list or open it raise PermissionError as they would."""
+    if os.geteuid() != 0:
+        os.chmod(denied, 0)
+        return
+    import builtins
+
+    target = os.fspath(denied)
+
+    def guard(fn):
+        def inner(p=".", *a, **k):
+            if os.fspath(p).startswith(target):
+                raise PermissionError(13, "Permission denied", os.fspath(p))
+            return fn(p, *a, **k)
+
+        return inner
+
+    monkeypatch.setattr(os, "scandir", guard(os.scandir))
+    monkeypatch.setattr(os, "listdir", guard(os.listdir))
+    monkeypatch.setattr(os, "open", guard(os.open))
+    monkeypatch.setattr(builtins, "open", guard(builtins.open))
+
+
+def test_an_unreadable_run_is_an_error_line_not_passed_over(tmp_path, monkeypatch, capsys):
+    """N16: an unreadable run dir or log in a folder is one ERROR line and exit 2, never
+    counted among the files no reader recognises."""
+    runs = tmp_path / "runs"
+    synth_run(runs, "a", steps=6)
+    synth_run(runs, "b", steps=6)
+    log = runs / "tinker.log"
+    log.write_text("step:1 - critic/score/mean:0.1\n")
+    _deny(monkeypatch, runs / "b")
+    assert main(["check", str(runs)]) == 2
+    cap = capsys.readouterr()
+    assert "cannot read" in cap.out + cap.err and str(runs / "b") in cap.out + cap.err
+    assert "no reader recognises" not in cap.out + cap.err
+
+
+def test_watch_on_an_unreadable_run_dir_is_an_error_not_a_wait(tmp_path, monkeypatch):
+    """N16: ``watch`` on a folder it cannot list says so at once instead of waiting for ever."""
+    from rlvitals.errors import RlvitalsError
+    from rlvitals.follow import Follower
+
+    d = tmp_path / "b"
+    d.mkdir()
+    _deny(monkeypatch, d)
+    with pytest.raises(RlvitalsError, match="cannot read"):
+        Follower(d, wait=True)

@@ -21,8 +21,10 @@ keeps one ``FileState`` per file and reads it through ``read_chunks``/``read_lin
 from __future__ import annotations
 
 import dataclasses
+import errno
 import json
 import os
+import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
@@ -35,12 +37,14 @@ __all__ = [
     "SKIPPED",
     "FileReader",
     "FileState",
+    "NotRegularFileError",
     "check_state",
     "clear_run",
     "decode_json",
     "decode_logged",
     "decode_text",
     "head_bytes",
+    "is_regular_file",
     "local_path",
     "open_binary",
     "read_chunks",
@@ -67,9 +71,39 @@ def local_path(path: str | os.PathLike[str]) -> Path:
     return Path(text)
 
 
+class NotRegularFileError(OSError):
+    """A path that is a FIFO, a socket or a device: never read (a FIFO blocks a reader until
+    a writer comes, a device such as /dev/zero never ends)."""
+
+
 def open_binary(path: str | os.PathLike[str]) -> IO[bytes]:
-    """Open ``path`` for reading bytes: the one place readers open a file."""
-    return open(path, "rb")
+    """Open ``path`` for reading bytes: the one place readers open a file. Only a regular file
+    is opened: the open itself never waits (``O_NONBLOCK``, so a FIFO cannot hang it), and
+    anything but a regular file raises ``NotRegularFileError`` (an ``OSError``)."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = "a FIFO" if stat.S_ISFIFO(mode) else "a device or socket"
+            if stat.S_ISDIR(mode):
+                kind = "a folder"
+            raise NotRegularFileError(
+                errno.EINVAL, f"not a regular file ({kind}); not read", os.fspath(path)
+            )
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def is_regular_file(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is a regular file (after symlinks), without opening it."""
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except (OSError, ValueError):
+        return False
 
 
 def valid_step(value: Any) -> int | None:

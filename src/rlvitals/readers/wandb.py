@@ -54,6 +54,7 @@ from ..errors import MissingExtraError, ReadError
 from ..model import RunData
 from . import Format, register
 from ._trackers import choose_run, flatten, map_by_keys, number
+from .base import open_binary
 from .mapping import Rule
 
 __all__ = ["TableRef", "WandbReader", "find_run_file"]
@@ -184,7 +185,7 @@ class WandbReader:
         if self._broken:
             return False
         try:
-            with open(self.file, "rb") as f:
+            with open_binary(self.file) as f:
                 size = os.fstat(f.fileno()).st_size
                 if size < self._offset:  # the log was replaced: read the new one whole
                     self._reset()
@@ -448,7 +449,7 @@ def _sniff(path: Path) -> bool:
     if found == path or found == path.resolve():
         return True  # a .wandb file named as such: a damaged header is the reader's warning
     try:
-        with open(found, "rb") as f:
+        with open_binary(found) as f:
             return f.read(4) == b":W&B"
     except OSError:
         return False

@@ -20,6 +20,7 @@ from typing import Any
 
 import msgspec
 
+from ..readers.base import open_binary
 from ..schema import TRANSCRIPTS
 from .stream import MAX_STRING, Stream
 from .text import flatten
@@ -221,6 +222,8 @@ class TranscriptStore:
     def exists(self) -> bool:
         return self.dir.is_dir()
 
+    unreadable: str | None = None  # why the transcripts folder could not be listed
+
     def warn(self, path: Path, message: str) -> None:
         key = str(path)
         if key in self._warned:
@@ -245,8 +248,12 @@ class TranscriptStore:
                         m = _STEP_FILE.match(e.name)
                         if m:
                             found.append(int(m.group(1)))
-            except OSError:
+            except FileNotFoundError:
                 found = []
+            except OSError as exc:
+                found = []
+                self.unreadable = f"cannot read the folder ({exc.strerror or exc})"
+                self.warn(self.dir, f"{self.unreadable}; its transcripts are not read")
             self._steps = sorted(found)
         return self._steps
 
@@ -265,7 +272,7 @@ class TranscriptStore:
         """The attempts of update ``step``, in file order (nothing if it has no file)."""
         p = self.path(step)
         try:
-            f = open(p, "rb")  # noqa: SIM115 - closed below, the generator may stop early
+            f = open_binary(p)
         except FileNotFoundError:
             return
         except OSError as exc:
@@ -344,7 +351,7 @@ class TranscriptStore:
         keep = len(needle)
         tail = b""
         try:
-            with open(path, "rb") as f:
+            with open_binary(path) as f:
                 while True:
                     chunk = f.read(1 << 20)
                     if not chunk:

@@ -491,11 +491,15 @@ def available_steps(data: RunData) -> list[int]:
     if d is None:
         return []
     steps = []
-    with os.scandir(d) as it:
-        for e in it:
-            m = _STEP_FILE.match(e.name)
-            if m:
-                steps.append(int(m.group(1)))
+    try:
+        with os.scandir(d) as it:
+            for e in it:
+                m = _STEP_FILE.match(e.name)
+                if m:
+                    steps.append(int(m.group(1)))
+    except OSError as exc:  # an unreadable transcripts/: the page says so, shows none
+        data.warnings.append(f"{d}: cannot read the folder ({exc.strerror or exc}); skipped")
+        return []
     return sorted(steps)
 
 

@@ -28,6 +28,7 @@ import msgspec
 
 from ...jsonio import MAX_LINE_BYTES
 from ...transcripts.store import Generation, TranscriptAttempt
+from ..base import open_binary
 from .base import DumpFormat, Sample, file_time, number
 
 __all__ = ["PrimeRlTraces"]
@@ -115,7 +116,7 @@ _ANY = msgspec.json.Decoder()
 def _lines(p: Path, warn: Callable[[str], None]) -> Iterator[tuple[int, int, bytes]]:
     """(line number, start offset, line) of each complete line; a torn last line is left."""
     offset = 0
-    with open(p, "rb") as f:
+    with open_binary(p) as f:
         for lineno, line in enumerate(f, 1):
             start = offset
             offset += len(line)

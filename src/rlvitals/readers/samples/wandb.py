@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from ...model import RunData
+from ..base import open_binary
 from .base import Sample, SampleSource
 from .trl import CompletionRows, numeric_column
 
@@ -63,7 +64,7 @@ _COLUMNS = re.compile(r'\s*\{\s*"columns"\s*:\s*')
 def table_columns(p: Path) -> list[Any]:
     """The column names of a W&B table file, from its head (W&B writes ``columns`` first),
     else from the whole file. Raises OSError or ValueError for a file that is not one."""
-    with open(p, "rb") as f:
+    with open_binary(p) as f:
         head = f.read(_HEAD)
         text = head.decode("utf-8", "replace")
         m = _COLUMNS.match(text)
