@@ -67,22 +67,32 @@ def _enc_hook(obj: Any) -> Any:
         return f"<unrepresentable {type(obj).__name__}>"
 
 
-def clean(value: Any) -> Any:
+MAX_DEPTH = 64  # containers nested deeper (or holding themselves) are written as null
+
+
+def clean(value: Any, _depth: int = 0) -> Any:
     """A copy of ``value`` that encodes losslessly: non-finite floats become their strings,
-    numpy/torch scalars plain numbers, tuples lists and dict keys strings."""
+    numpy/torch scalars plain numbers, tuples lists and dict keys strings. Containers nested
+    deeper than ``MAX_DEPTH`` (a table that holds itself included) become null, so one odd
+    value never costs the record."""
     t = type(value)
     if t is float:
         return value if value - value == 0.0 else _nonfinite(value)
     if value is None or t is str or t is bool or t is int:
         return value
     if t is dict or isinstance(value, dict):
-        return {k if type(k) is str else str(k): clean(v) for k, v in value.items()}
+        if _depth >= MAX_DEPTH:
+            return None
+        d = _depth + 1
+        return {k if type(k) is str else str(k): clean(v, d) for k, v in value.items()}
     if t is list or t is tuple:
-        return [clean(v) for v in value]
+        if _depth >= MAX_DEPTH:
+            return None
+        return [clean(v, _depth + 1) for v in value]
     if isinstance(value, msgspec.Raw):  # already JSON
         return value
     if isinstance(value, msgspec.Struct):
-        return clean(msgspec.structs.asdict(value))
+        return clean(msgspec.structs.asdict(value), _depth + 1)
     if isinstance(value, float):  # a float subclass, e.g. numpy.float64
         return clean(float(value))
     if isinstance(value, int):  # an int subclass (IntEnum, numpy ints are not)
