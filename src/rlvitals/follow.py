@@ -169,6 +169,7 @@ class Follower:
             self.path = Path(path) if path is not None else None
         self._empty = RunData(source=self._source or os.fspath(self.path or ""), format="")
         self.resets = 0
+        self.check_error: str | None = None  # why the last judgement failed, if it did
         self._reset_state()
 
     # -- state -----------------------------------------------------------------------------
@@ -336,6 +337,9 @@ class Follower:
             up.error = f"checks failed: {type(exc).__name__}: {exc}"
             _warn_once(self.data, up.error)
             report = None
+            self.check_error = up.error
+        else:
+            self.check_error = None
         self.judge_cost = time.perf_counter() - t0
         self.last_judged = now
         self.dirty = False

@@ -225,7 +225,7 @@ class RlprobeReader:
             lineno = self._event_lines
             try:
                 ev = json.loads(line)
-            except ValueError:
+            except (ValueError, RecursionError):
                 self.run.warnings.append(f"{p}: a line that is not JSON; skipped")
                 continue
             if not isinstance(ev, dict):

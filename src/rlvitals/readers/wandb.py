@@ -42,7 +42,6 @@ extra.
 from __future__ import annotations
 
 import fnmatch
-import json
 import os
 import struct
 import zlib
@@ -51,6 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import MissingExtraError, ReadError
+from ..jsonio import loads
 from ..model import RunData
 from . import Format, register
 from ._trackers import choose_run, flatten, map_by_keys, number
@@ -143,7 +143,7 @@ def _valid_at(data: bytes, pos: int, base: int) -> bool:
 
 def _value(raw: str) -> Any:
     try:
-        return json.loads(raw)
+        return loads(raw)  # values nested deeper than 64 levels become null
     except ValueError:
         return None
 

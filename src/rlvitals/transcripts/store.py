@@ -20,6 +20,7 @@ from typing import Any
 
 import msgspec
 
+from ..jsonio import decode_shallow
 from ..readers.base import open_binary
 from ..schema import TRANSCRIPTS
 from .stream import MAX_STRING, Stream
@@ -30,6 +31,14 @@ __all__ = ["Generation", "TranscriptAttempt", "TranscriptStore"]
 FAST_LIMIT = 8 << 20  # files up to this size are decoded in one go
 _STEP_FILE = re.compile(r"^step-(\d+)\.json$")
 _DECODER = msgspec.json.Decoder()
+
+
+def _shallow(raw: bytes) -> Any:
+    """A JSON document too deep for the decoder, its deepest values null; None if not JSON."""
+    try:
+        return decode_shallow(raw)[0]
+    except ValueError:
+        return None
 
 
 def _num(v: Any) -> float | None:
@@ -285,7 +294,11 @@ class TranscriptStore:
                 size = FAST_LIMIT + 1
             if size <= FAST_LIMIT:
                 try:
-                    doc = _DECODER.decode(f.read())
+                    raw = f.read()
+                    doc = _DECODER.decode(raw)
+                except RecursionError:  # a reply nested deeper than the decoder goes
+                    doc = _shallow(raw)
+                    self.warn(p, "values nested deeper than 64 levels replaced by null")
                 except (msgspec.DecodeError, OSError):
                     doc = None
                 if isinstance(doc, list):
@@ -308,6 +321,9 @@ class TranscriptStore:
         for el in s:
             try:
                 rec = _DECODER.decode(el.data)
+            except RecursionError:
+                rec = _shallow(el.data)
+                self.warn(p, "values nested deeper than 64 levels replaced by null")
             except msgspec.DecodeError:
                 rec = None
             a = _attempt(step, i, rec, el.cut)

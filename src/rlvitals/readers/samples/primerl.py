@@ -171,12 +171,12 @@ class PrimeRlTraces(DumpFormat):
             for _n, _o, line in _lines(files[1], warn):
                 try:
                     effective.add(_ID.decode(line).id)
-                except (msgspec.DecodeError, msgspec.ValidationError):
+                except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
                     continue
         for lineno, offset, line in _lines(source, warn):
             try:
                 ep = decoder.decode(line)
-            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            except (msgspec.DecodeError, msgspec.ValidationError, RecursionError) as exc:
                 warn(f"{source}:{lineno}: not an episode record ({exc}); skipped")
                 continue
             eid = (
