@@ -56,6 +56,8 @@ LABEL_VERDICTS: dict[str, frozenset[str]] = {
     "no_signal": frozenset({"no_signal"}),
     "entropy_collapse": frozenset({"collapse"}),
     "format-only": frozenset(),
+    # not in the wild manifest: our loop's reward exploit (train reward up, held-out down)
+    "exploit": frozenset({"exploit_suspected"}),
 }
 # Finding severities as ranks (rlvitals' names and rl-doctor's).
 RANK = {"ok": 0, "info": 1, "warn": 2, "fail": 3}

@@ -3,7 +3,7 @@ long healthy run, judged by rlvitals and by rl-doctor side by side.
 
     python benchmarks/detect.py [--seeds 0 1 2] [--long-steps 10000] [--no-rldoctor]
     python benchmarks/detect.py --corpus [--no-rldoctor] [--no-live] [--json FILE]
-        [--wild DIR | --no-wild] [--wild-only]
+        [--wild DIR | --no-wild] [--wild-only] [--loops DIR | --no-loops]
 
 Per fault it reports the detection rate (a warn-or-worse finding with the right verdict, and
 the run's verdict right), the median delay in steps from the fault's onset to the finding's
@@ -18,7 +18,8 @@ by other tools: real TRL runs, the peers' simulators, public log fragments; see
 ``benchmarks/_corpus.py``), with a table per label and per source; then the wild corpus
 (real runs users trained on GPUs, read in place from ``--wild``, default
 ``<repo>/../shared/corpus/wild``; scored by issue 27's rule, ``benchmarks/_wild.py``), per label
-and per file.
+and per file; then our own plain-PyTorch GRPO loop's runs (``benchmarks/loop/``, made into
+``--loops``, default the benchmark cache), each logged to five trackers.
 """
 
 from __future__ import annotations
@@ -237,6 +238,8 @@ def main() -> None:
     ap.add_argument("--wild", type=Path, default=None, help="the wild corpus (default: ../shared)")
     ap.add_argument("--no-wild", action="store_true", help="with --corpus: skip the wild corpus")
     ap.add_argument("--wild-only", action="store_true", help="with --corpus: only the wild part")
+    ap.add_argument("--loops", type=Path, default=None, help="our loop's runs (default: cache)")
+    ap.add_argument("--no-loops", action="store_true", help="with --corpus: skip our loop's runs")
     args = ap.parse_args()
     if args.corpus:
         corpus_main(args)
@@ -329,7 +332,7 @@ def main() -> None:
 
 def corpus_main(args: argparse.Namespace) -> None:
     """``--corpus``: both tools on the development corpus, tables per label and source; then
-    the wild corpus."""
+    the wild corpus and our loop's runs."""
     import _corpus
 
     out: dict[str, Any] = {}
@@ -357,6 +360,15 @@ def corpus_main(args: argparse.Namespace) -> None:
         print(_wild.misses(wild) or "(nothing)")
         print(f"\n{len(wild)} wild files judged in {time.time() - t:.0f} s")
         out["wild"] = wild
+    if not args.no_loops and not args.wild_only:
+        import _loops
+
+        t = time.time()
+        loops = _loops.score(args.loops, rldoctor=not args.no_rldoctor, live=not args.no_live)
+        print("\n## Our plain-PyTorch GRPO loop, five trackers\n")
+        print(_loops.table(loops, rldoctor=not args.no_rldoctor))
+        print(f"\n{len(loops)} loop runs judged in {time.time() - t:.0f} s")
+        out["loops"] = loops
     if args.json:
         args.json.write_text(json.dumps(out, indent=1, default=str))
 
