@@ -15,7 +15,7 @@ from ..jsonio import to_float
 from . import Format, register
 from .generic import JsonlMetricsReader
 from .mapping import MappingTable, Rule
-from .textlog import TextLogReader, _FileState, head, parse_number, sniff_files
+from .textlog import TextLogReader, _FileState, head, parse_number, search_deep, sniff_files
 
 __all__ = ["VERL", "VerlConsoleReader", "VerlJsonlReader"]
 
@@ -86,7 +86,7 @@ class VerlConsoleReader(TextLogReader):
     table = VERL
 
     def accept(self, p: Path) -> bool:
-        return bool(STEP.search(head(p)))
+        return bool(search_deep(p, STEP))
 
     def feed(self, st: _FileState, text: str, p: Path, lineno: int) -> None:
         m = STEP.search(text)
@@ -156,7 +156,7 @@ register(
     Format(
         "verl",
         "verl console log (step:N - key:value - ...)",
-        lambda p: sniff_files(p, VerlConsoleReader.patterns, lambda f: STEP.search(head(f))),
+        lambda p: sniff_files(p, VerlConsoleReader.patterns, lambda f: search_deep(f, STEP)),
         VerlConsoleReader,
         priority=32,
         table=VERL,
