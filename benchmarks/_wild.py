@@ -253,7 +253,25 @@ def ours(entry: dict[str, Any], root: Path = WILD) -> dict[str, Any]:
 
 def _refused(entry: dict[str, Any], error: str) -> dict[str, Any]:
     score = judge(entry["labels"], [], None, refused=True)
-    return {**score, "verdict": None, "error": error, "format": None, "steps_read": 0}
+    expected = [
+        {
+            "key": e["key"],
+            "at": f"step {e['step']}" if e.get("step") is not None else f"record {e['record']}",
+            "want": e["value"],
+            "got": None,
+            "under": None,
+            "ok": False,
+        }
+        for e in entry.get("expected", [])
+    ]
+    return {
+        **score,
+        "verdict": None,
+        "error": error,
+        "format": None,
+        "steps_read": 0,
+        "expected": expected,
+    }
 
 
 # -- rl-doctor ------------------------------------------------------------------------------------

@@ -145,12 +145,15 @@ def reward(prompts: torch.Tensor, ans: torch.Tensor, fault: str, rng: random.Ran
     return r
 
 
-def warm_start(policy: Policy, train: list, rng: random.Random, noise: float = 0.3) -> int:
+def warm_start(
+    policy: Policy, train: list, rng: random.Random, noise: float = 0.3, most: int = 400
+) -> int:
     """Supervised steps on answers whose digits are wrong with probability ``noise`` (3% of
     them say ``<ok>`` before stopping, as chatty SFT data does), until
-    the sampled answers get 60% of their digits right (at most 400 steps). Returns the steps."""
+    the sampled answers get 60% of their digits right (at most ``most`` steps). Returns the
+    steps."""
     opt = torch.optim.Adam(policy.parameters(), lr=3e-3)
-    for i in range(1, 401):
+    for i in range(1, most + 1):
         prompts = torch.tensor(rng.sample(train, 64))
         target = (prompts + torch.tensor(SHIFT)) % 10
         wrong = torch.rand(target.shape) < noise
@@ -167,7 +170,7 @@ def warm_start(policy: Policy, train: list, rng: random.Random, noise: float = 0
             right = (got[:, :3] == (prompts + torch.tensor(SHIFT)) % 10).float().mean()
             if right >= 0.6:
                 return i
-    return 400
+    return most
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -182,6 +185,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--group", type=int, default=8)
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--beta", type=float, default=0.05, help="KL penalty")
+    ap.add_argument("--warm-steps", type=int, default=400, help="most supervised steps")
     ap.add_argument("--trackers", default="wandb,trackio,mlflow,tensorboard")
     args = ap.parse_args(argv)
 
@@ -233,7 +237,7 @@ def main(argv: list[str] | None = None) -> None:
         tb = SummaryWriter(str(out / "tb"))
 
     policy = Policy()
-    warm = warm_start(policy, train, rng)
+    warm = warm_start(policy, train, rng, most=args.warm_steps)
     print(f"warm start: {warm} supervised steps", flush=True)
     ref = copy.deepcopy(policy).requires_grad_(False)
     opt = torch.optim.Adam(policy.parameters(), lr=args.lr)
