@@ -42,6 +42,8 @@ from typing import Any, NamedTuple
 
 REPO = Path(__file__).resolve().parent.parent
 WILD = REPO.parent / "shared" / "corpus" / "wild"
+# real logs from public repositories kept in this repository, in the wild manifest's schema
+PUBLIC = REPO / "benchmarks" / "corpus" / "public" / "repos"
 
 LABEL_VERDICTS: dict[str, frozenset[str]] = {
     "healthy": frozenset({"learning"}),
@@ -141,7 +143,8 @@ def load(root: Path = WILD) -> list[dict[str, Any]]:
 
 
 def wildlib(root: Path = WILD) -> Any:
-    """The corpus's own reference reader (``scripts/wildlib.py``), imported from its file."""
+    """The wild corpus's own reference reader (``scripts/wildlib.py``), imported from its
+    file (the same reader reads ``PUBLIC``'s files)."""
     name = "_wildlib_ref"
     if name in sys.modules:
         return sys.modules[name]
@@ -197,6 +200,31 @@ def read_back(entry: dict[str, Any], data: Any) -> list[dict[str, Any]]:
                 "ok": got is not None and _close(got, want),
             }
         )
+    return out
+
+
+def measure_labels(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The label rules ``PUBLIC``'s manifest names, applied to a file's records (the wild
+    corpus's thresholds): truncation at a clip ratio of 0.5, zero-std groups at a zero-std
+    share of 0.5, entropy collapse below 10% of the first record's entropy; onset: the first
+    record's step that crosses."""
+
+    def first(key: str, hit: Any) -> int | None:
+        xs = [(r["step"], r[key]) for r in rows if isinstance(r.get(key), (int, float))]
+        return next((s for s, v in xs if hit(v, xs[0][1])), None)
+
+    out = []
+    for key in ("completions/clipped_ratio", "response_length/clip_ratio"):
+        onset = first(key, lambda v, _: v >= 0.5)
+        if onset is not None:
+            out.append({"label": "length", "kind": "truncation", "onset_step": onset})
+            break
+    onset = first("frac_reward_zero_std", lambda v, _: v >= 0.5)
+    if onset is not None:
+        out.append({"label": "zero_std_groups", "onset_step": onset})
+    onset = first("entropy", lambda v, v0: v < 0.1 * v0)
+    if onset is not None:
+        out.append({"label": "entropy_collapse", "onset_step": onset})
     return out
 
 
@@ -289,7 +317,7 @@ THEIR_NAMES = {
 
 def reference_rows(entry: dict[str, Any], root: Path = WILD) -> list[dict[str, Any]]:
     """The file's records as the corpus's reference reader reads them."""
-    lib = wildlib(root)
+    lib = wildlib(WILD)
     path = root / entry["path"]
     fw = entry["framework"].lower()
     if fw.startswith("minimind"):
@@ -428,7 +456,8 @@ def theirs(
 def score(
     root: Path = WILD, rldoctor: bool = True, live: bool = True, only: str | None = None
 ) -> list[dict[str, Any]]:
-    """Both tools on every file of the wild corpus; one result per file."""
+    """Both tools on every file of a corpus in the wild schema (``WILD`` or ``PUBLIC``); one
+    result per file."""
     import tempfile
     from contextlib import nullcontext
 
@@ -443,7 +472,7 @@ def score(
             t = theirs(entry, Path(tmp), doc, root, live=live) if rldoctor else None
             results.append({"entry": entry, "ours": o, "theirs": t})
             print(
-                f"wild/{entry['path']} {[label_name(x) for x in entry['labels']]}: rlvitals "
+                f"{root.name}/{entry['path']} {[label_name(x) for x in entry['labels']]}: rlvitals "
                 f"{o.get('verdict') or 'REFUSED'} {_found(o)}"
                 + (
                     ""

@@ -360,6 +360,17 @@ def corpus_main(args: argparse.Namespace) -> None:
         print(_wild.misses(wild) or "(nothing)")
         print(f"\n{len(wild)} wild files judged in {time.time() - t:.0f} s")
         out["wild"] = wild
+    if True:  # the public repositories' logs: always (small)
+        import _wild
+
+        t = time.time()
+        pub = _wild.score(_wild.PUBLIC, rldoctor=not args.no_rldoctor, live=not args.no_live)
+        print("\n## Real logs from public repositories (benchmarks/corpus/public/repos)\n")
+        print(_wild.table(pub, rldoctor=not args.no_rldoctor))
+        print("\nWhat rlvitals missed, per file:\n")
+        print(_wild.misses(pub) or "(nothing)")
+        print(f"\n{len(pub)} files judged in {time.time() - t:.0f} s")
+        out["public_repos"] = pub
     if not args.no_loops and not args.wild_only:
         import _loops
 

@@ -182,3 +182,42 @@ def test_manifest_labels_are_all_known_and_reference_reader_reads_every_file() -
             assert _wild.label_name(label) in _wild.LABEL_VERDICTS, entry["path"]
         rows = _wild.reference_rows(entry, WILD)
         assert len(rows) == entry["steps"]["records"], entry["path"]
+
+
+def test_public_repos_logs_have_provenance_and_their_labels_are_measured_by_the_rules() -> None:
+    entries = _wild.load(_wild.PUBLIC)
+    assert len(entries) >= 2
+    for e in entries:
+        path = _wild.PUBLIC / e["path"]
+        assert path.is_file() and path.stat().st_size < 1 << 20, e["path"]
+        prov = e["provenance"]
+        assert prov["repo"].count("/") == 1 and len(prov["commit"]) == 40 and prov["path"]
+        rows = _wild.reference_rows(e, _wild.PUBLIC)
+        assert len(rows) == e["steps"]["records"]
+        want = [
+            {k: v for k, v in lab.items() if k in ("label", "kind", "onset_step")}
+            for lab in e["labels"]
+        ]
+        assert _wild.measure_labels(rows) == want, e["path"]
+        for x in e["expected"]:
+            row = (
+                rows[x["record"] - 1]
+                if x["step"] is None
+                else next(r for r in rows if r["step"] == x["step"])
+            )
+            assert row[x["key"]] == x["value"], (e["path"], x)
+
+
+def test_measure_labels_rules_fire_and_stay_quiet() -> None:
+    rows = [
+        {"step": 1, "completions/clipped_ratio": 0.1, "frac_reward_zero_std": 0.2, "entropy": 1.0},
+        {"step": 2, "completions/clipped_ratio": 0.5, "frac_reward_zero_std": 0.4, "entropy": 0.2},
+        {"step": 3, "completions/clipped_ratio": 0.2, "frac_reward_zero_std": 0.6, "entropy": 0.09},
+    ]
+    assert _wild.measure_labels(rows) == [
+        {"label": "length", "kind": "truncation", "onset_step": 2},
+        {"label": "zero_std_groups", "onset_step": 3},
+        {"label": "entropy_collapse", "onset_step": 3},
+    ]
+    quiet = [{"step": s, "completions/clipped_ratio": 0.1, "entropy": 1.0} for s in (1, 2)]
+    assert _wild.measure_labels(quiet) == []
