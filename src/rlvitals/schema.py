@@ -175,6 +175,11 @@ _ALL = [
                 Alias("reward_score", note="DeepSpeed-Chat 'Average reward score'"),
                 Alias("filtered_reward", note="NeMo-RL 'Avg Filtered Reward' (trained groups)"),
                 Alias("total_rewards", note="mlx-lm-lora GRPO 'Total rewards mean'"),
+                Alias("accuracy", note="a loop whose reward is right/wrong: training accuracy"),
+                Alias("success_rate", note="a loop whose reward is success/failure"),
+                "success",
+                "solve_rate",
+                "pass_rate",
                 label="reward",
                 key=True,
                 plot="reward",
@@ -613,6 +618,11 @@ PATTERNS: list[tuple[re.Pattern[str], MetricSpec]] = [
                     rf"^rewards/{_NAME}/(?P<stat>mean|std)$",
                     r"reward/component/\g<name>/\g<stat>",
                     note="TRL, ms-swift: rewards/<func>/mean",
+                ),
+                Alias(
+                    r"^rewards/(?!(?:mean|std)$)(?P<name>[^/]+)$",
+                    r"reward/component/\g<name>/mean",
+                    note="TRL before mid-2025, Unsloth: rewards/<func> (the mean)",
                 ),
                 Alias(
                     rf"^reward_components?/{_NAME}$",
