@@ -811,3 +811,45 @@ def test_warnings_are_writer_warnings_not_errors(tmp_path):
         run.log_step(0, trainer_logprobs={"nope": [-1.0]})
     run.close()
     assert caught and all(issubclass(w.category, WriterWarning) for w in caught)
+
+
+def test_one_cyclic_or_deep_metadata_value_never_costs_its_update(tmp_path):
+    """F11 (adversarial 2026-12-03): metadata holding itself, a list 5000 deep, or an object
+    whose attributes raise: every attempt is written and the reward metrics computed."""
+    import warnings
+
+    class Bad:
+        def __getattr__(self, name):
+            raise RuntimeError("boom")
+
+    def meta(kind):
+        m = {"turns": 1}
+        if kind == "cyclic":
+            m["me"] = m
+        elif kind == "deep":
+            x: list = []
+            for _ in range(5000):
+                x = [x]
+            m["deep"] = x
+        elif kind == "raises":
+            m["obj"] = Bad()
+        return m
+
+    with warnings.catch_warnings(record=True) as got:
+        warnings.simplefilter("always")
+        with Run({"output": {"output_dir": str(tmp_path), "name": "r"}}) as run:
+            for step, kind in enumerate(["cyclic", "deep", "raises"]):
+                for k in range(12):
+                    run.log_attempt(
+                        step,
+                        f"g{k // 4}",
+                        "t",
+                        float(k % 2),
+                        policy_version=step,
+                        metadata=meta(kind),
+                    )
+                rec = run.log_step(step)
+                assert rec["reward/mean"] == 0.5, (kind, rec)
+    assert not [w for w in got if "not computed" in str(w.message)]
+    rows = [json.loads(x) for x in (tmp_path / "r" / "rollouts.jsonl").read_text().splitlines()]
+    assert [sum(r["step"] == s for r in rows) for s in range(3)] == [12, 12, 12]

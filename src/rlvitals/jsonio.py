@@ -67,22 +67,32 @@ def _enc_hook(obj: Any) -> Any:
         return f"<unrepresentable {type(obj).__name__}>"
 
 
-def clean(value: Any) -> Any:
+MAX_DEPTH = 64  # containers nested deeper (or holding themselves) are written as null
+
+
+def clean(value: Any, _depth: int = 0) -> Any:
     """A copy of ``value`` that encodes losslessly: non-finite floats become their strings,
-    numpy/torch scalars plain numbers, tuples lists and dict keys strings."""
+    numpy/torch scalars plain numbers, tuples lists and dict keys strings. Containers nested
+    deeper than ``MAX_DEPTH`` (a table that holds itself included) become null, so one odd
+    value never costs the record."""
     t = type(value)
     if t is float:
         return value if value - value == 0.0 else _nonfinite(value)
     if value is None or t is str or t is bool or t is int:
         return value
     if t is dict or isinstance(value, dict):
-        return {k if type(k) is str else str(k): clean(v) for k, v in value.items()}
+        if _depth >= MAX_DEPTH:
+            return None
+        d = _depth + 1
+        return {k if type(k) is str else str(k): clean(v, d) for k, v in value.items()}
     if t is list or t is tuple:
-        return [clean(v) for v in value]
+        if _depth >= MAX_DEPTH:
+            return None
+        return [clean(v, _depth + 1) for v in value]
     if isinstance(value, msgspec.Raw):  # already JSON
         return value
     if isinstance(value, msgspec.Struct):
-        return clean(msgspec.structs.asdict(value))
+        return clean(msgspec.structs.asdict(value), _depth + 1)
     if isinstance(value, float):  # a float subclass, e.g. numpy.float64
         return clean(float(value))
     if isinstance(value, int):  # an int subclass (IntEnum, numpy ints are not)
@@ -166,6 +176,89 @@ def decode_line(line: bytes | str) -> Any:
             return json.loads(line)
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise ValueError(str(exc)) from None
+
+
+def loads(raw: bytes | str) -> Any:
+    """One JSON value whatever its depth (``decode_line``; values nested deeper than
+    ``MAX_DEPTH`` levels become null rather than raising RecursionError). ValueError when it
+    is not JSON."""
+    try:
+        return decode_line(raw)
+    except RecursionError:
+        return decode_shallow(raw)[0]
+
+
+def decode_shallow(raw: bytes | str) -> tuple[Any, str | None]:
+    """A JSON value too deep for the decoders, its values deeper than ``MAX_DEPTH`` levels
+    replaced by null: ``(value, note)``; ValueError if it is not JSON."""
+    data = raw.encode("utf-8", "surrogatepass") if isinstance(raw, str) else raw
+    flat = flatten_deep(data, MAX_DEPTH)
+    try:
+        value = decode_line(flat)
+    except (ValueError, RecursionError):
+        text = flat.decode("utf-8", errors="replace").replace("\x00", "")
+        try:
+            value = json.loads(text, strict=False)
+        except (ValueError, RecursionError) as exc:
+            raise ValueError(f"nested too deeply to read ({exc})") from None
+    return value, f"values nested deeper than {MAX_DEPTH} levels replaced by null"
+
+
+def flatten_deep(data: bytes, depth_limit: int) -> bytes:
+    """``data`` with every array or object deeper than ``depth_limit`` replaced by ``null``."""
+    out = bytearray()
+    depth = 0
+    i, n = 0, len(data)
+    start = 0
+    in_str = False
+    while i < n:
+        c = data[i]
+        if in_str:
+            if c == 0x5C:  # backslash
+                i += 2
+                continue
+            if c == 0x22:
+                in_str = False
+        elif c == 0x22:
+            in_str = True
+        elif c in (0x5B, 0x7B):  # [ {
+            depth += 1
+            if depth > depth_limit:
+                out += data[start:i] + b"null"
+                i = _skip_value(data, i)
+                start = i
+                depth -= 1
+                continue
+        elif c in (0x5D, 0x7D):
+            depth -= 1
+        i += 1
+    out += data[start:]
+    return bytes(out)
+
+
+def _skip_value(data: bytes, i: int) -> int:
+    """The index just past the array or object opening at ``i`` (or the end of ``data``)."""
+    depth = 0
+    in_str = False
+    n = len(data)
+    while i < n:
+        c = data[i]
+        if in_str:
+            if c == 0x5C:
+                i += 2
+                continue
+            if c == 0x22:
+                in_str = False
+        elif c == 0x22:
+            in_str = True
+        elif c in (0x5B, 0x7B):
+            depth += 1
+        elif c in (0x5D, 0x7D):
+            depth -= 1
+            if depth == 0:
+                return i + 1
+        i += 1
+    return n
 
 
 def to_float(value: Any) -> float | None:

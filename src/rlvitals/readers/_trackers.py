@@ -22,6 +22,7 @@ from ..errors import ReadError, UnknownFormatError
 from ..jsonio import to_float
 from ..model import RunData
 from ..schema import is_canonical
+from .base import open_binary
 from .mapping import MappingTable, Rule, apply_table
 
 __all__ = [
@@ -169,7 +170,7 @@ _SQLITE_MAGIC = b"SQLite format 3\x00"
 def is_sqlite(path: Path) -> bool:
     """True where ``path`` is a file that starts as an SQLite database does."""
     try:
-        with open(path, "rb") as f:
+        with open_binary(path) as f:
             return f.read(16) == _SQLITE_MAGIC
     except OSError:
         return False

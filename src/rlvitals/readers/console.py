@@ -216,7 +216,7 @@ class ConsoleReader(TextLogReader):
             if text.rstrip() == "}":
                 try:
                     nb = json.loads("\n".join(buf))
-                except ValueError:
+                except (ValueError, RecursionError):
                     return
                 buf.clear()
                 for i, line in enumerate(notebook_output_lines(nb), 1):
@@ -334,7 +334,7 @@ def _load_notebook(p: Path) -> Any:
         if p.stat().st_size > 256 << 20:
             return None
         return json.loads(p.read_bytes())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
 
 

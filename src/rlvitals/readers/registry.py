@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from ..errors import ReadError, RunFolderError, UnknownFormatError
 from ..model import RunData
-from .base import FileReader, head_bytes, local_path
+from .base import FileReader, head_bytes, local_path, open_binary
 
 if TYPE_CHECKING:
     from .mapping import MappingTable
@@ -178,7 +178,7 @@ def _check_readable(p: Path) -> None:
             with os.scandir(p) as it:
                 next(it, None)
         else:
-            with open(p, "rb") as f:
+            with open_binary(p) as f:
                 f.read(1)
     except OSError as exc:
         raise UnknownFormatError(f"cannot read ({exc.strerror or exc})", path=str(p)) from None

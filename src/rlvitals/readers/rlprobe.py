@@ -22,6 +22,7 @@ from typing import Any
 from ..errors import MissingExtraError, ReadError
 from ..model import Event, RunData
 from . import Format, register
+from .base import open_binary
 from .mapping import MappingTable, Rule, apply_table
 
 __all__ = ["RLPROBE", "RlprobeReader"]
@@ -86,7 +87,7 @@ def is_recording(path: Path) -> bool:
     if not ((path / STEPS).is_file() or (path / PARTS).is_dir()):
         return False
     try:
-        with open(path / MANIFEST, "rb") as f:
+        with open_binary(path / MANIFEST) as f:
             head = f.read(4096)
     except OSError:
         return False
@@ -210,7 +211,7 @@ class RlprobeReader:
     def _events(self) -> bool:
         p = self.path / EVENTS
         try:
-            with open(p, "rb") as f:
+            with open_binary(p) as f:
                 f.seek(self._events_at)
                 data = f.read()
         except OSError:
@@ -224,7 +225,7 @@ class RlprobeReader:
             lineno = self._event_lines
             try:
                 ev = json.loads(line)
-            except ValueError:
+            except (ValueError, RecursionError):
                 self.run.warnings.append(f"{p}: a line that is not JSON; skipped")
                 continue
             if not isinstance(ev, dict):

@@ -169,7 +169,7 @@ def _dict_values(text: str, *, complete: bool = True) -> dict[str, float]:
     if body[1:].lstrip(" \t\r\n").startswith('"'):
         try:
             obj = json.loads(body)
-        except ValueError:
+        except (ValueError, RecursionError):  # too deep: read as a Python repr below
             obj = None
     if isinstance(obj, dict):
         for k, v in _flatten(obj):

@@ -31,6 +31,7 @@ import numpy as np
 from ..model import RunData
 from . import Format, register
 from ._trackers import map_by_keys
+from .base import open_binary
 from .mapping import Rule
 
 __all__ = ["TensorBoardReader", "crc32c", "iter_scalars"]
@@ -271,7 +272,7 @@ class TensorBoardReader:
 
     def _load(self, p: Path, offset: int) -> bytes | None:
         try:
-            with open(p, "rb") as f:
+            with open_binary(p) as f:
                 if f.read(2) != b"\x1f\x8b":  # not gzip'd: only the new bytes
                     f.seek(offset)
                     return f.read()

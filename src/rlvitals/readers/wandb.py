@@ -42,7 +42,6 @@ extra.
 from __future__ import annotations
 
 import fnmatch
-import json
 import os
 import struct
 import zlib
@@ -51,9 +50,11 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import MissingExtraError, ReadError
+from ..jsonio import loads
 from ..model import RunData
 from . import Format, register
 from ._trackers import choose_run, flatten, map_by_keys, number
+from .base import open_binary
 from .mapping import Rule
 
 __all__ = ["TableRef", "WandbReader", "find_run_file"]
@@ -142,7 +143,7 @@ def _valid_at(data: bytes, pos: int, base: int) -> bool:
 
 def _value(raw: str) -> Any:
     try:
-        return json.loads(raw)
+        return loads(raw)  # values nested deeper than 64 levels become null
     except ValueError:
         return None
 
@@ -184,7 +185,7 @@ class WandbReader:
         if self._broken:
             return False
         try:
-            with open(self.file, "rb") as f:
+            with open_binary(self.file) as f:
                 size = os.fstat(f.fileno()).st_size
                 if size < self._offset:  # the log was replaced: read the new one whole
                     self._reset()
@@ -448,7 +449,7 @@ def _sniff(path: Path) -> bool:
     if found == path or found == path.resolve():
         return True  # a .wandb file named as such: a damaged header is the reader's warning
     try:
-        with open(found, "rb") as f:
+        with open_binary(found) as f:
             return f.read(4) == b":W&B"
     except OSError:
         return False

@@ -1,0 +1,104 @@
+"""Hostile input to one run (report, transcripts, watch, readers): the findings of the
+2026-12-03 attack report (../shared/research/adversarial-2026-12-03.md), each as the user met
+it."""
+
+from __future__ import annotations
+
+import json
+
+from rlvitals.cli import main
+from test_hostile_fleet import _deny
+from transcripts_synth import transcript_run
+
+
+def test_unreadable_transcripts_folder_is_a_warning_not_a_traceback(tmp_path, monkeypatch, capsys):
+    """N15: ``report`` on a run whose transcripts/ cannot be listed writes the page with a
+    warning; ``transcripts`` says the folder cannot be read, not "set trace = full"."""
+    run = transcript_run(tmp_path, "r", steps=6)
+    _deny(monkeypatch, run / "transcripts")
+    out = tmp_path / "r.html"
+    assert main(["report", str(run), "-o", str(out)]) == 0
+    assert out.is_file()
+    capsys.readouterr()
+    main(["transcripts", str(run)])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "cannot read the folder (Permission denied)" in text
+    assert "Set [output]" not in text
+
+
+DEEP = "[" * 100000 + "]" * 100000
+
+
+def test_a_deep_transcript_file_is_read_and_judged(tmp_path, capsys):
+    """F03: ``[``x100000 in one step's transcript file: check, report and transcripts answer,
+    and ``watch`` gives a verdict (old: RecursionError, 'not judged', exit 0)."""
+    run = transcript_run(tmp_path, "deept", steps=6)
+    (run / "transcripts" / "step-000002.json").write_text(DEEP)
+    assert main(["check", str(run), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)["runs"][0]
+    assert out.get("verdict") and "error" not in out
+    assert main(["report", str(run), "-o", str(tmp_path / "r.html")]) == 0
+    assert main(["transcripts", str(run), "--step", "2"]) in (0, 2)
+    capsys.readouterr()
+    assert main(["watch", str(run), "--json"]) in (0, 1)
+    last = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert last["event"] == "finished" and last["verdict"] is not None
+
+
+def test_watch_that_could_not_judge_exits_2_with_the_reason(tmp_path, monkeypatch, capsys):
+    """F03: a run the checks fail on is never a passing gate (old: exit 0 'not judged')."""
+    from rlvitals.follow import Follower
+
+    run = transcript_run(tmp_path, "r", steps=4)
+
+    def broken(self, now):
+        raise RuntimeError("a check broke")
+
+    monkeypatch.setattr(Follower, "_run_checks", broken)
+    assert main(["watch", str(run)]) == 2
+    assert "a check broke" in capsys.readouterr().out
+
+
+def test_deep_json_on_a_console_line_is_read_not_a_traceback(tmp_path, capsys):
+    """N12: one console line holding deeply nested JSON (model output) costs nothing."""
+    d = '{"a":' * 100000 + "1" + "}" * 100000
+    log = tmp_path / "c.log"
+    log.write_text(
+        "".join(f"Step {i}/10: loss=0.{i} reward=0.{i}\n" for i in range(10))
+        + "sample output: "
+        + d
+        + "\n"
+    )
+    assert main(["metrics", str(log), "--json"]) == 0
+    assert len(json.loads(capsys.readouterr().out)["steps"]) == 10
+    assert main(["formats", "--explain", str(log)]) == 0
+
+
+def test_deep_values_in_wandb_and_trackio_are_read_not_a_traceback(tmp_path, capsys):
+    """N12: a W&B value or table file and a trackio metrics blob nested 100000 deep."""
+    import shutil
+    import sqlite3
+    from pathlib import Path
+
+    from rlvitals.readers.samples.wandb import table_columns
+    from rlvitals.readers.wandb import _value
+
+    v = _value('{"x":' * 100000 + "1" + "}" * 100000)
+    assert isinstance(v, dict)
+    table = tmp_path / "t.table.json"
+    table.write_text('{"columns": ["prompt", "completion"], "data": [[' + DEEP + ', "a"]]}')
+    table.write_text(table.read_text().replace('{"columns"', ' {"columns"', 1))
+    assert table_columns(table) == ["prompt", "completion"]
+    db = tmp_path / "grpo.db"
+    shutil.copy(Path(__file__).parent / "data" / "trackio" / "grpo.db", db)
+    con = sqlite3.connect(db)
+    run_id, name = con.execute("select run_id, run_name from metrics limit 1").fetchone()
+    step = con.execute("select max(step) from metrics").fetchone()[0] + 1
+    con.execute(
+        "insert into metrics (run_id, timestamp, run_name, step, metrics) values (?,?,?,?,?)",
+        (run_id, "2026-12-03T00:00:00", name, step, '{"train/loss": 0.5, "x": ' + DEEP + "}"),
+    )
+    con.commit()
+    con.close()
+    assert main(["metrics", str(db), "--run", name, "--json"]) == 0
+    assert step in json.loads(capsys.readouterr().out)["steps"]
