@@ -5,6 +5,7 @@ it."""
 from __future__ import annotations
 
 import json
+import os
 
 from rlvitals.cli import main
 from test_hostile_fleet import _deny
@@ -102,3 +103,52 @@ def test_deep_values_in_wandb_and_trackio_are_read_not_a_traceback(tmp_path, cap
     con.close()
     assert main(["metrics", str(db), "--run", name, "--json"]) == 0
     assert step in json.loads(capsys.readouterr().out)["steps"]
+
+
+def _trackio_copy(tmp_path, name="g.db"):
+    import shutil
+    from pathlib import Path
+
+    db = tmp_path / name
+    shutil.copy(Path(__file__).parent / "data" / "trackio" / "grpo.db", db)
+    return db
+
+
+def test_a_torn_or_locked_sqlite_store_is_reported_never_read_as_a_console_log(tmp_path, capsys):
+    """N07: trackio's database cut to half its size, or held by ``BEGIN EXCLUSIVE``: one error
+    saying so, exit 2 (old: a console run of made-up numbers, FAIL NaN loss, exit 0; 30 s)."""
+    import sqlite3
+    import time
+
+    db = _trackio_copy(tmp_path)
+    os.truncate(db, db.stat().st_size // 2)
+    assert main(["check", str(db)]) == 2
+    cap = capsys.readouterr()
+    assert "SQLite database that cannot be read" in cap.err and "console" not in cap.out
+    locked = _trackio_copy(tmp_path, "locked.db")
+    holder = sqlite3.connect(locked, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        t0 = time.monotonic()
+        assert main(["check", str(locked)]) == 2
+        took = time.monotonic() - t0
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    err = capsys.readouterr().err
+    assert "locked" in err and took < 10, (err, took)
+
+
+def test_reading_a_wal_store_leaves_no_files_beside_it(tmp_path, capsys):
+    """N07: a reader never writes in the user's folder: no -wal or -shm after check."""
+    import sqlite3
+
+    db = _trackio_copy(tmp_path)
+    con = sqlite3.connect(db)
+    assert con.execute("PRAGMA journal_mode=WAL").fetchone() == ("wal",)
+    con.close()
+    before = sorted(p.name for p in tmp_path.iterdir())
+    main(["check", str(db), "--json"])
+    out = json.loads(capsys.readouterr().out)["runs"][0]
+    assert out["info"]["format"] == "trackio" and out["verdict"], out
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
