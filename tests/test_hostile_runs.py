@@ -152,3 +152,43 @@ def test_reading_a_wal_store_leaves_no_files_beside_it(tmp_path, capsys):
     out = json.loads(capsys.readouterr().out)["runs"][0]
     assert out["info"]["format"] == "trackio" and out["verdict"], out
     assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+def _skewed_run(tmp_path, behind):
+    """A live run whose writer's clock is ``behind`` seconds behind this machine's: a step
+    every 0.5 s, the last one just written."""
+    import time as _time
+
+    from rlvitals.jsonio import encode_line, write_json_atomic
+
+    d = tmp_path / f"skew{behind}"
+    d.mkdir()
+    now = _time.time() - behind
+    write_json_atomic(
+        d / "run.json",
+        {"format": "rlvitals-run/1", "name": "s", "status": "running", "config": {}},
+    )
+    with open(d / "steps.jsonl", "wb") as f:
+        for i in range(20):
+            f.write(encode_line({"step": i, "time": now - (19 - i) * 0.5, "reward/mean": 0.5}))
+    return d
+
+
+def test_a_writer_clock_an_hour_behind_is_not_a_stall(tmp_path):
+    """N13: steps arrive every 0.5 s from a writer whose clock is 1 h behind the reader's
+    (old: FAIL 'stalled: no step record for 3600 s', with a webhook alert)."""
+    import time as _time
+
+    from rlvitals.checks import run_checks
+    from rlvitals.readers import read
+
+    d = _skewed_run(tmp_path, 3600)
+    rep = run_checks(read(d))
+    live = [f for f in rep.findings if f.check == "liveness"]
+    assert not [f for f in live if f.verdict == "stalled"], live
+    assert any("clock is about 3600 s behind" in f.title for f in live)
+    # the same records with the file last written an hour ago: a stall after all
+    old = _time.time() - 3600
+    os.utime(d / "steps.jsonl", (old, old))
+    rep = run_checks(read(d))
+    assert rep.verdict == "stalled"
