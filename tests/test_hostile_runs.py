@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import os
 
+import pytest
+
 from rlvitals.cli import main
 from test_hostile_fleet import _deny
 from transcripts_synth import transcript_run
@@ -192,3 +194,52 @@ def test_a_writer_clock_an_hour_behind_is_not_a_stall(tmp_path):
     os.utime(d / "steps.jsonl", (old, old))
     rep = run_checks(read(d))
     assert rep.verdict == "stalled"
+
+
+def test_a_parquet_bomb_is_read_within_a_bound(tmp_path, monkeypatch):
+    """N10: an rlprobe steps.parquet of millions of rows (the attack's: 30 M rows of one
+    constant in 1.7 MB) is read up to the bound with one warning, not expanded whole (old:
+    3.7 GB, MemoryError)."""
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    import numpy as np
+
+    from rlvitals.readers import _parquet, read
+
+    monkeypatch.setattr(_parquet, "MAX_CELLS", 2_000_000)  # the same rule, a tenth the size
+    (tmp_path / "manifest.json").write_text('{"schema_version": 1, "run_id": "x"}')
+    n = 1_000_000
+    chunk = pa.table({"step": np.arange(n, dtype=np.int64), "loss": np.full(n, 0.5)})
+    with pq.ParquetWriter(tmp_path / "steps.parquet", chunk.schema) as w:
+        for _ in range(6):
+            w.write_table(chunk, row_group_size=n)
+    run = read(tmp_path)
+    assert len(run.steps()) == n
+    assert any("more than a reader expands" in w for w in run.warnings)
+
+
+def test_a_gzip_bomb_event_file_is_decompressed_within_a_bound_and_once(tmp_path):
+    """N11: a gzip'd TensorBoard event file that expands 1000-fold is decompressed up to 100
+    times its size, with one warning, and not again while it is unchanged (old: whole, on
+    every pass of serve)."""
+    import gzip
+    import time
+
+    from rlvitals.readers import open_reader
+    from rlvitals.readers import tensorboard as tb
+
+    d = tmp_path / "tb"
+    d.mkdir()
+    zeros = bytes(1 << 20)
+    with gzip.open(d / "events.out.tfevents.1.host.gz", "wb") as f:
+        for _ in range(256):  # 256 MiB of zeros, about 250 KB on disk
+            f.write(zeros)
+    r = open_reader(d, "tensorboard")
+    t0 = time.monotonic()
+    r.poll()
+    first = time.monotonic() - t0
+    assert any("decompression bomb" in w for w in r.run.warnings)
+    assert tb.GZIP_MIN_BYTES < 256 << 20
+    t0 = time.monotonic()
+    r.poll()
+    assert time.monotonic() - t0 < max(0.05, first / 5)
