@@ -243,3 +243,18 @@ def test_a_gzip_bomb_event_file_is_decompressed_within_a_bound_and_once(tmp_path
     t0 = time.monotonic()
     r.poll()
     assert time.monotonic() - t0 < max(0.05, first / 5)
+
+
+def test_formats_explain_never_prints_a_run_paths_terminal_controls(tmp_path, capsys):
+    """N14: a run dir named with an OSC title sequence and a C1 CSI: shown escaped, text and
+    JSON (old: the pane title was set, the screen cleared)."""
+    from synth import synth_run
+
+    name = "\x1b]0;PWNED-BY-DIRNAME\x07\u009b2J\u202erun"
+    d = synth_run(tmp_path, name, steps=4)
+    for extra in ([], ["--json"]):
+        assert main(["formats", "--explain", str(d), *extra]) == 0
+        out = capsys.readouterr().out
+        for raw in ("\x1b", "\x07", "\u009b", "\u202e"):
+            assert raw not in out, (extra, repr(raw))
+    assert "PWNED-BY-DIRNAME" in out
