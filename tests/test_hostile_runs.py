@@ -258,3 +258,30 @@ def test_formats_explain_never_prints_a_run_paths_terminal_controls(tmp_path, ca
         for raw in ("\x1b", "\x07", "\u009b", "\u202e"):
             assert raw not in out, (extra, repr(raw))
     assert "PWNED-BY-DIRNAME" in out
+
+
+_DATA = __import__("pathlib").Path(__file__).parent / "data"
+_CONSOLE_LOGS = sorted(str(p.relative_to(_DATA)) for p in _DATA.glob("*/*.log"))
+
+
+@pytest.mark.parametrize("rel", _CONSOLE_LOGS)
+def test_cr_only_line_endings_read_every_record(tmp_path, rel):
+    """N18: ``tr '\\n' '\\r'`` of a console log reads the same steps and values (old: 0 or 1
+    of 12 steps, TOO EARLY TO TELL, no warning)."""
+    from rlvitals.readers import read, sniff
+
+    src = _DATA / rel
+    raw = src.read_bytes().replace(b"\r\n", b"\n")
+    lf = tmp_path / ("lf-" + src.name)
+    lf.write_bytes(raw)
+    cr = tmp_path / ("cr-" + src.name)
+    cr.write_bytes(raw.replace(b"\n", b"\r"))
+    fmt = sniff(lf)
+    assert sniff(cr) == fmt
+    a, b = read(lf, fmt), read(cr, fmt)
+    assert b.steps().tolist() == a.steps().tolist() and len(a.steps())
+    for name in a.names():
+        sa, sb = a.series(name), b.series(name)
+        assert sb is not None and sb.values.tolist() == pytest.approx(
+            sa.values.tolist(), nan_ok=True
+        ), name
