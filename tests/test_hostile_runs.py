@@ -285,3 +285,29 @@ def test_cr_only_line_endings_read_every_record(tmp_path, rel):
         assert sb is not None and sb.values.tolist() == pytest.approx(
             sa.values.tolist(), nan_ok=True
         ), name
+
+
+def test_a_zeroed_stretch_inside_a_wandb_log_is_warned(tmp_path, capsys):
+    """N17: zero bytes over records in the middle of a .wandb log (a crash on some file
+    systems): the records lost are warned, never dropped silently."""
+    pytest.importorskip("wandb")
+    import shutil
+
+    from rlvitals.readers import read
+
+    src = _DATA / "wandb" / "offline-run"
+    d = tmp_path / "offline-run"
+    shutil.copytree(src, d)
+    log = next(d.glob("*.wandb"))
+    whole = read(d)
+    data = bytearray(log.read_bytes())
+    import struct
+
+    pos = 7  # the file header, then records: crc (4), length (2), kind (1), body
+    while pos < 4000:
+        pos += 7 + struct.unpack_from("<H", data, pos + 4)[0]
+    data[pos:8000] = bytes(8000 - pos)  # zeros from a record's start, as a crash leaves
+    log.write_bytes(bytes(data))
+    run = read(d)
+    assert len(run.steps()) < len(whole.steps())
+    assert any("zero bytes where a record belongs" in w for w in run.warnings), run.warnings
