@@ -341,6 +341,16 @@ class TensorBoardReader:
                 continue
             end = i + 12 + length + 4
             if end > n:
+                j = _resync(data, i + 1)
+                if _whole_record_at(data, j):
+                    # Valid records follow: the length is damage, not a record being written.
+                    warn(
+                        f"{p}: byte {offset + i}: a record claims {length:,} bytes, but valid "
+                        f"records follow it; skipped {j - i} bytes to the next one"
+                    )
+                    i = j
+                    changed = True
+                    continue
                 self._tail[p] = (offset + i, length)
                 break  # the rest of this record is still being written
             body = data[i + 12 : i + 12 + length]
@@ -358,14 +368,32 @@ class TensorBoardReader:
             except (_Bad, struct.error, UnicodeDecodeError) as exc:
                 warn(f"{p}: byte {offset + i_at}: bad event ({exc}); skipped")
                 continue
+            step = int(step or 0)
+            if step < 0:  # an int64 step below 0 (2**64 - 5 written as an unsigned number)
+                warn(f"{p}: byte {offset + i_at}: step {step} out of range (0..2**63-1); skipped")
+                continue
             for tag, v in scalars:
-                add(int(step or 0), tag, v)
+                add(step, tag, v)
         self._offsets[p] = offset + i
         return changed
 
 
 MAX_RECORD = 1 << 30  # a TFRecord claiming more than this is damage, not data
 _NP_TABLE = np.array(_TABLE, dtype=np.uint32)
+
+
+def _whole_record_at(data: bytes, j: int) -> bool:
+    """Whether a whole TFRecord (header, data and both checksums) sits at ``j``."""
+    if j + 12 > len(data):
+        return False
+    header = data[j : j + 8]
+    (length,) = struct.unpack("<Q", header)
+    if struct.unpack("<I", data[j + 8 : j + 12])[0] != masked_crc(header):
+        return False
+    end = j + 12 + length + 4
+    if length > MAX_RECORD or end > len(data):
+        return False
+    return struct.unpack("<I", data[end - 4 : end])[0] == masked_crc(data[j + 12 : end - 4])
 
 
 def _resync(data: bytes, start: int) -> int:
