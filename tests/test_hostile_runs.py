@@ -311,3 +311,45 @@ def test_a_zeroed_stretch_inside_a_wandb_log_is_warned(tmp_path, capsys):
     run = read(d)
     assert len(run.steps()) < len(whole.steps())
     assert any("zero bytes where a record belongs" in w for w in run.warnings), run.warnings
+
+
+def test_an_empty_steps_file_beside_rewarded_attempts_is_judged_from_them(tmp_path, capsys):
+    """F21: steps.jsonl empty while rollouts.jsonl holds every attempt: one warning, and the
+    reward per update computed from the attempts (old: 'no reward metric', TOO EARLY TO
+    TELL, exit 0, silently)."""
+    from synth import synth_run
+
+    d = synth_run(tmp_path, "lost", lr=0.08, seed=1, steps=60)
+    full = json.loads(_check(capsys, d))
+    (d / "steps.jsonl").write_text("")
+    got = json.loads(_check(capsys, d))
+    assert got["verdict"] == full["verdict"] != "too_early", (got["verdict"], full["verdict"])
+    assert any(
+        "reward per update is computed" in w for w in json.loads(_metrics(capsys, d))["warnings"]
+    )
+
+
+def _check(capsys, d):
+    main(["check", str(d), "--json"])
+    return json.dumps(json.loads(capsys.readouterr().out)["runs"][0])
+
+
+def _metrics(capsys, d):
+    from rlvitals.readers import read
+
+    return json.dumps({"warnings": read(d).warnings})
+
+
+def test_a_status_that_is_not_a_word_is_unknown_not_a_stall(tmp_path, capsys):
+    """F21: run.json's ``status: {"x": 1}`` is warned and read as unknown (old: printed as
+    {'x': 1} and judged FAIL stalled)."""
+    from synth import synth_run
+
+    d = synth_run(tmp_path, "odd", steps=12)
+    info = json.loads((d / "run.json").read_text())
+    info["status"] = {"x": 1}
+    (d / "run.json").write_text(json.dumps(info))
+    main(["check", str(d)])
+    cap = capsys.readouterr()
+    assert "{'x': 1}" not in cap.out and "FAIL liveness" not in cap.out
+    assert "read as unknown" in cap.err
