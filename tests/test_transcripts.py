@@ -622,7 +622,7 @@ def test_the_distinct_reply_scan_keeps_apart_replies_whose_prompts_a_rule_reads(
     write(tmp_path, 0, doc)
     store = TranscriptStore(tmp_path)
     kinds = Kinds(rules)
-    got = count_step(store, 0, kinds)
+    got = count_step(str(store.path(0)), store.path(0).stat().st_size, 0, kinds)
     assert got is not None and got[2].get("asks_tests") == 2
     assert kinds.analysed == 2  # each prompt once: the repeats came from the memo
     assert scan_run(store, rules).counts["asks_tests"].tolist() == [2]

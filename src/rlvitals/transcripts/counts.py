@@ -18,15 +18,14 @@ too big to decode at once) returns None, and the caller reads it attempt by atte
 
 from __future__ import annotations
 
-import os
-from collections import defaultdict
+from collections import Counter, defaultdict
 from typing import Any
 
 import msgspec
 
 from .flags import FAMILY_KEY, TEXT_LIMIT, Columns, StepAnalyzer, cross_hits, spec
 from .rules import Rules
-from .store import FAST_LIMIT, Generation, TranscriptAttempt, TranscriptStore, _num
+from .store import FAST_LIMIT, Generation, TranscriptAttempt, _num
 
 __all__ = ["Kinds", "count_step"]
 
@@ -82,16 +81,15 @@ def _text_size(v: Any) -> int:
 
 
 def count_step(
-    store: TranscriptStore, step: int, kinds: Kinds
+    path: str, size: int, step: int, kinds: Kinds
 ) -> tuple[int, int, dict[str, int]] | None:
     """(attempts, attempts with text, flag -> attempts raising it, ``family:<f>`` -> at least
-    one of the family) of ``step``'s file, or None when the file needs the attempt-by-attempt
-    reader (see the module's docstring)."""
-    p = store.path(step)
+    one of the family) of update ``step``'s file at ``path`` (``size`` bytes), or None when
+    the file needs the attempt-by-attempt reader (see the module's docstring)."""
+    if size > FAST_LIMIT:
+        return None
     try:
-        if os.stat(p).st_size > FAST_LIMIT:
-            return None
-        with open(p, "rb") as f:
+        with open(path, "rb") as f:
             doc = _DECODER.decode(f.read())
     except (OSError, msgspec.DecodeError):
         return None  # the reader names the problem
@@ -102,8 +100,8 @@ def count_step(
     above = rules.rewarded_above
     # (kind, task, reward) -> attempts: the cross-attempt flags read nothing else of an
     # attempt, so attempts alike in all three are one row for them.
-    rows: dict[tuple[_Kind, str | None, float | None], int] = {}
-    with_text = 0
+    rows: list[tuple[_Kind, str | None, float | None]] = []
+    add = rows.append
     for e in doc:
         gens = e.generations
         if not gens:
@@ -132,16 +130,15 @@ def count_step(
         t = e.task_id
         if t is not None and type(t) is not str:
             t = str(t)
-        row = (got, t, r)
-        rows[row] = rows.get(row, 0) + 1
-        with_text += 1
+        add((got, t, r))
+    alike = Counter(rows)
     counts: dict[str, int] = defaultdict(int)
-    for (k, _t, _r), m in rows.items():
+    for (k, _t, _r), m in alike.items():
         for name in k.names:
             counts[name] += m
         for fam in k.families:
             counts[FAMILY_KEY + fam] += m
-    of = list(rows)
+    of = list(alike)
     cols = Columns(
         [row[1] for row in of],
         [row[2] for row in of],
@@ -155,12 +152,12 @@ def count_step(
         extra[j].add(name)
     for j, names in extra.items():
         k = of[j][0]
-        m = rows[of[j]]
+        m = alike[of[j]]
         for name in names - k.names:
             counts[name] += m
         for fam in {spec(n, rules).family for n in names} - k.families:
             counts[FAMILY_KEY + fam] += m
-    return len(doc), with_text, dict(counts)
+    return len(doc), len(rows), dict(counts)
 
 
 def _kind_of(

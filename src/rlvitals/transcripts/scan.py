@@ -80,22 +80,28 @@ def _count_step(
     rules: Rules,
     memo: Memo | None = None,
     kinds: Kinds | None = None,
+    fp: str | None = None,
 ) -> tuple[int, int, dict[str, int]]:
-    fp = rules.fingerprint()
+    path = str(store.path(step))
     fk = store.file_key(step)
-    key = (str(store.path(step)), *(fk or (-1, -1)), fp)
+    key = (path, *(fk or (-1, -1)), fp or rules.fingerprint())
     got = _CACHE.get(key)
     if got is not None and fk is not None:
         _CACHE.move_to_end(key)
         return got
-    out = count_step(store, step, kinds) if kinds is not None else None
+    out = None
+    # Files in our format (a framework's sample dump has a store of its own): distinct replies.
+    if kinds is not None and fk is not None and type(store) is TranscriptStore:
+        out = count_step(path, fk[0], step, kinds)
     if out is None:  # a file the distinct-reply path cannot take as it is: one by one
         an = StepAnalyzer(step, rules, memo)
         for a in store.iter_step(step):
             an.add(a)
         res = an.finish()
         out = (res.attempts, res.with_text, res.counts(rules))
-    if fk is not None and not store.had_problem(step):
+        if store.had_problem(step):
+            return out
+    if fk is not None:
         _CACHE[key] = out
         if len(_CACHE) > _CACHE_MAX:
             _CACHE.popitem(last=False)
@@ -123,8 +129,9 @@ def scan_run(
     # One run, one set of rules: replies seen in earlier steps are not looked at again.
     memo: Memo = {}
     kinds = Kinds(rules) if distinct else None
+    fp = rules.fingerprint()
     for i, s in enumerate(todo):
-        a, t, c = _count_step(store, s, rules, memo, kinds)
+        a, t, c = _count_step(store, s, rules, memo, kinds, fp)
         attempts[i], with_text[i] = a, t
         for f, k in c.items():
             if f in counts:
