@@ -117,7 +117,7 @@ def count_step(
                 continue
         else:
             replies = tuple([g.completion for g in gens])
-            if all(g.completion is None and g.prompt is None for g in gens):
+            if replies.count(None) == len(replies) and all(g.prompt is None for g in gens):
                 continue
         key: tuple[Any, ...] | None = (rewarded, replies)
         got: Any

@@ -726,7 +726,10 @@ def cross_hits(rules: Rules, on: set[str], c: Columns) -> list[tuple[int, str, s
     tasks = set(task)
     tasks.discard(None)
     need = max(3, math.ceil(rules.limit("constant_share") * len(tasks)))
-    rewards = [x for x in reward if x is not None and math.isfinite(x)]
+    rewards = [x for x in reward if x is not None]
+    total = sum(rewards)
+    if total - total != 0.0:  # a NaN or an infinity among them: the finite ones
+        rewards = [x for x in rewards if math.isfinite(x)]
     top = max(rewards) if rewards else None
     winners = (
         [j for j in range(n) if reward[j] == top and answer[j] is not None and task[j] is not None]
