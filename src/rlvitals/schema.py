@@ -254,6 +254,11 @@ _ALL = [
                 _not("zero_variance_group_frac", "rlprobe"),
                 _not("zero_var_group_frac", "rl-doctor"),
                 _not("zero_std_frac", "share of groups with zero reward std"),
+                Alias(
+                    "baseline_reward/pct_mixed",
+                    scale=0.01,
+                    note="NeMo-RL: percent (0-100) of prompts with mixed rewards; / 100",
+                ),
                 label="signal groups",
                 key=True,
                 plot="signal",
@@ -353,8 +358,46 @@ _ALL = [
                 "train_rollout_logprob_abs_diff",
                 "sampling/sampling_logp_difference/mean",
                 "logp_abs_diff",
+                Alias(
+                    "vllm_vs_local_logprob_diff_mean",
+                    note="open-instruct (debug/...): token mean of |local - vLLM|, grpo_fast.py",
+                ),
                 label="|Δ logp|",
                 plot="mismatch",
+            ),
+            _m(
+                "train/mismatch_tme",
+                "token mean of exp(|Δ|), 1 = identical (NeMo-RL's token multiplicative "
+                "probability error)",
+                Alias("token_mult_prob_error", note="NeMo-RL; past 1.01-1.02 is a problem"),
+                label="prob. error",
+                plot="mismatch_tail",
+            ),
+            _m(
+                "train/mismatch_seq_tme_p50",
+                "median over the update's sequences of each one's token mean of exp(|Δ|)",
+                label="seq. ratio p50",
+                plot="mismatch_tail",
+            ),
+            _m(
+                "train/mismatch_seq_tme_p90",
+                "90th percentile over the update's sequences of each one's token mean of "
+                "exp(|Δ|): past the line when a tenth of the sequences are",
+                label="seq. ratio p90",
+                plot="mismatch_tail",
+            ),
+            _m(
+                "train/mismatch_seq_tme_max",
+                "the largest sequence's token mean of exp(|Δ|) in the update",
+                label="seq. ratio max",
+                plot="mismatch_tail",
+            ),
+            _m(
+                "train/mismatch_seq_over",
+                "share of the update's sequences whose token mean of exp(|Δ|) is past 1.05 "
+                "(the line above which NeMo-RL plots a sample)",
+                label="seqs past 1.05",
+                plot="mismatch_tail",
             ),
             _m(
                 "train/mismatch_ess",

@@ -296,8 +296,138 @@ def _freshness(ctx: Context) -> list[Finding]:
     return out
 
 
+# The per-sequence tail (metrics._seq_tail): share of sequences past 1.05, their ratios.
+SEQ_OVER = "train/mismatch_seq_over"
+SEQ_MAX = "train/mismatch_seq_tme_max"
+SEQ_P90 = "train/mismatch_seq_tme_p90"
+TME = "train/mismatch_tme"
+# An excursion of the tail this many updates long or shorter, back under its line after, is a
+# spike; NeMo-RL's guide tells a spiky error (the inference engine, or a buggy weight refit)
+# from one that trends up (how the weights are updated).
+SPIKE_UPDATES = 2
+
+
+def _runs(mask: np.ndarray) -> list[tuple[int, int]]:
+    """(start, end) index pairs of the runs of True in ``mask``, end exclusive."""
+    edges = np.flatnonzero(np.diff(np.concatenate(([0], mask.astype(np.int8), [0]))))
+    return list(zip(edges[::2].tolist(), edges[1::2].tolist()))
+
+
+def _tail(ctx: Context) -> list[Finding]:
+    """The mismatch judged by its distribution over sequences, not its mean: the share of an
+    update's sequences whose ratio (token mean of exp(|Δ|)) is past 1.05, held over 3 of 5
+    updates; told as a creep (rising since), held, or spikes (short excursions back under)."""
+    th = ctx.thresholds
+    share = ctx.finite(SEQ_OVER)
+    if share is None or len(share) < 3:
+        return []
+    line = th.mismatch_seq_share_warn
+    past = share.values >= line
+    if not past.any():
+        return []
+    idx = crossing(share.values, line, points=True)
+    mx = ctx.finite(SEQ_MAX)
+    mean_name, mean = ctx.series(TME, "train/mismatch_kl")
+
+    def at(s: Series | None, steps: np.ndarray) -> list[float]:
+        if s is None:
+            return []
+        keep = np.isin(s.steps, steps)
+        return [round_sig(float(x)) for x in s.values[keep]]
+
+    if idx is None:
+        # Short excursions only: said (info), with their steps, never warned.
+        spikes = [(a, b) for a, b in _runs(past) if b - a <= SPIKE_UPDATES]
+        if len(spikes) < 2:
+            return []
+        steps = [int(share.steps[a]) for a, _ in spikes]
+        return [
+            finding(
+                NAME,
+                "info",
+                "drift",
+                f"mismatch spikes: {len(spikes)} updates where over {line:.0%} of the "
+                f"sequences were past 1.05 (steps {', '.join(map(str, steps[:6]))}), each back "
+                "under the next update",
+                metric=SEQ_OVER,
+                first_step=steps[0],
+                steps=steps,
+                line=line,
+                seq_line=1.05,
+                peak_share=round_sig(float(share.values.max())),
+                shape="spiky",
+                action="Spikes of the per-sequence mismatch that pass point at the inference "
+                "engine or a weight refit that sometimes goes wrong (NeMo-RL's guide): read "
+                "the attempts of those updates.",
+            )
+        ]
+    step = int(share.steps[idx])
+    seg = share.since(step)
+    tr = trend(seg) if len(seg) >= MIN_WINDOW else None
+    before = share.values[:idx]
+    start_share = float(np.median(before)) if len(before) else 0.0
+    held = float(np.median(seg.values))
+    creeping = tr is not None and tr.rising
+    shape = "creeping" if creeping else "held"
+    now = float(share.values[-min(3, len(share)) :].mean())
+    ended = now < line and not creeping
+    mean_now = float(mean.values[-min(3, len(mean)) :].mean()) if mean is not None else None
+    first_steps = seg.steps[:MIN_WINDOW]
+    max_seg = mx.since(step) if mx is not None else None
+    ev: dict[str, Any] = dict(
+        line=line,
+        seq_line=1.05,
+        share_start=round_sig(start_share),
+        share_since=round_sig(held),
+        share_now=round_sig(now),
+        shares=at(share, first_steps),
+        seq_ratio_max=round_sig(float(max_seg.values.max())) if max_seg is not None else None,
+        seq_ratio_max_at_onset=at(mx, first_steps),
+        seq_ratio_p90_at_onset=at(ctx.finite(SEQ_P90), first_steps),
+        mean_metric=mean_name,
+        mean_now=None if mean_now is None else round_sig(mean_now),
+        mean_kl_line=th.mismatch_kl_warn,
+        trend_z_since=round_sig(tr.z) if tr else None,
+        shape=shape,
+    )
+    kl = ctx.finite("train/mismatch_kl")
+    if kl is not None:
+        ev["mean_kl_now"] = round_sig(float(kl.values[-min(3, len(kl)) :].mean()))
+    mx_words = f", the worst {ev['seq_ratio_max']:.3g}x" if ev["seq_ratio_max"] else ""
+    title = (
+        f"mismatch in the tail: {held:.0%} of the sequences past 1.05 from step {step} "
+        f"({start_share:.0%} before{mx_words})"
+    )
+    if "mean_kl_now" in ev and ev["mean_kl_now"] < th.mismatch_kl_warn:
+        title += f" while the mean KL reads {ev['mean_kl_now']:.2g}, under its line"
+    title += "; still rising" if creeping else "; over since" if ended else ""
+    action = (
+        "A share of the sequences gets probabilities from the sampler far from the trainer's "
+        "while the mean looks fine: read the flagged updates' attempts; if the outliers come "
+        "from one engine replica or one kind of prompt, check that replica's weights (refit), "
+        "kernels and sampling parameters. "
+        + (
+            "A share that keeps growing points at how the weights are updated (NeMo-RL's guide)."
+            if creeping
+            else "Mask or cap those sequences (seq-level TIS/masked IS) until it is fixed."
+        )
+    )
+    return [
+        finding(
+            NAME,
+            "info" if ended else "warn",
+            "drift",
+            title,
+            metric=SEQ_OVER,
+            first_step=step,
+            action=action,
+            **ev,
+        )
+    ]
+
+
 def check(ctx: Context) -> list[Finding]:
-    out = _mismatch(ctx)
+    out = _tail(ctx) + _mismatch(ctx)
     out += _ess(ctx, already=bool(out))
     out += _freshness(ctx)
     return out
