@@ -108,3 +108,18 @@ def test_healthy_seeds_keep_their_sequences_under_the_line(trainer_run, seed):
     assert len(over) and float(over.values.max()) < Thresholds().mismatch_seq_share_warn
     assert math.isfinite(float(data.series("train/mismatch_seq_tme_max").finite().values.max()))
     assert _tail(run_checks(data)) == []
+
+
+def test_the_mean_ratio_past_nemo_rls_line_warns_when_nothing_else_does(tmp_path):
+    d = tmp_path / "run"
+    d.mkdir()
+    with open(d / "steps.jsonl", "w") as f:
+        for i in range(20):
+            tme = 1.004 if i < 8 else 1.004 + 0.004 * (i - 7)
+            f.write(json.dumps({"step": i, "train/mismatch_tme": tme}) + "\n")
+    (f,) = [x for x in run_checks(read(d)).findings if x.metric == "train/mismatch_tme"]
+    assert (
+        f.severity == "warn" and f.first_step == 11 and f.evidence["growing"]
+    )  # 1.004 + 4 x 0.004
+    th = Thresholds().with_overrides({"mismatch_tme_warn": "1.1"})
+    assert not [x for x in run_checks(read(d), thresholds=th).findings if x.check == "agreement"]

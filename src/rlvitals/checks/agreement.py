@@ -426,8 +426,51 @@ def _tail(ctx: Context) -> list[Finding]:
     ]
 
 
+def _tme_mean(ctx: Context) -> list[Finding]:
+    """NeMo-RL's own line for its token_mult_prob_error (``train/mismatch_tme``, 1 = identical):
+    "past ~1-2%" is a problem. Warned where it holds past ``mismatch_tme_warn`` (3 of 5
+    updates) from a start under it; told as a trend or a level."""
+    th = ctx.thresholds
+    s = ctx.finite(TME)
+    if s is None or len(s) < 3:
+        return []
+    v = s.values
+    idx = crossing(v, th.mismatch_tme_warn, points=True)
+    if idx is None or (
+        idx == 0 and len(v) >= MIN_WINDOW and start_level(v) >= th.mismatch_tme_warn
+    ):
+        return []
+    step = int(s.steps[idx])
+    seg = s.since(step)
+    tr = trend(Series(seg.steps, np.log(np.maximum(seg.values - 1.0, 1e-9))))
+    rising = tr is not None and tr.rising
+    now = float(v[-min(3, len(v)) :].mean())
+    return [
+        finding(
+            NAME,
+            "warn",
+            "drift",
+            f"{TME} past {th.mismatch_tme_warn:g} from step {step} ({now:.3g} now"
+            + (", still rising)" if rising else ")"),
+            metric=TME,
+            first_step=step,
+            line=th.mismatch_tme_warn,
+            start_level=round_sig(float(v[0])),
+            now=round_sig(now),
+            peak=round_sig(float(v.max())),
+            growing=rising,
+            action="The sampler's and the trainer's probabilities of the same tokens differ by "
+            "more than NeMo-RL's guide accepts: a steady rise points at how the weights are "
+            "updated (refit), spikes at the inference engine; compare precisions and kernels.",
+        )
+    ]
+
+
 def check(ctx: Context) -> list[Finding]:
-    out = _tail(ctx) + _mismatch(ctx)
+    out = _tail(ctx)
+    out += _mismatch(ctx)
+    if not out:
+        out += _tme_mean(ctx)
     out += _ess(ctx, already=bool(out))
     out += _freshness(ctx)
     return out
