@@ -248,6 +248,28 @@ _ALL = [
                 plot="groups",
             ),
             _m(
+                "groups/none_solved_share",
+                "share of the update's prompts whose every attempt scored the bottom reward",
+                Alias(
+                    "baseline_reward/pct_0",
+                    scale=0.01,
+                    note="NeMo-RL: percent (0-100) of prompts with mean reward 0; / 100",
+                ),
+                label="none solved share",
+                plot="signal",
+            ),
+            _m(
+                "groups/all_solved_share",
+                "share of the update's prompts whose every attempt scored the top reward",
+                Alias(
+                    "baseline_reward/pct_1",
+                    scale=0.01,
+                    note="NeMo-RL: percent (0-100) of prompts with mean reward 1; / 100",
+                ),
+                label="all solved share",
+                plot="signal",
+            ),
+            _m(
                 "groups/signal_fraction",
                 "share of completed groups whose rewards differ (what GRPO learns from)",
                 _not("frac_reward_zero_std", "TRL: share of samples whose group std is 0"),
@@ -632,6 +654,32 @@ _ALL = [
                 "99th percentile attempt duration",
                 label="p99 s",
                 plot="timing",
+            ),
+        ],
+    ),
+    *_specs(
+        "transcripts",
+        [
+            _m(
+                "text/gibberish_rate",
+                "share of the update's samples with a sampled token of a rare id (> 100,000) "
+                "at a logprob below -ln(V) - 2 (prime-rl's gibberish detector)",
+                label="gibberish",
+                plot="transcripts",
+            ),
+            _m(
+                "text/repetition_rate",
+                "share of the update's samples with a long run of tokens sampled at p > 0.99 "
+                "(prime-rl's repetition detector: 3,000 tokens)",
+                label="repetition",
+                plot="transcripts",
+            ),
+            _m(
+                "text/ngram_dup_rate",
+                "share of the update's replies of 32+ tokens whose 4-gram duplicate ratio is "
+                "past 0.5 (Trinity-RFT #620)",
+                label="4-gram dup.",
+                plot="transcripts",
             ),
         ],
     ),
