@@ -163,8 +163,8 @@ class PrimeJsonlReader(JsonlMetricsReader):
     """Both layouts: ``outputs/{trainer,orchestrator}/metrics.jsonl`` (older) and one
     ``<run>/monitors/file/metrics.jsonl`` that every process appends to, each row naming its
     ``producer`` (``src/prime_rl/monitors/file/monitor.py``). Rows with ``"step": null`` are
-    inference metrics sampled on wall time, not on a training step: left out with one warning
-    for the file, never one per row."""
+    inference metrics sampled on wall time, not on a training step: left out with one note, never
+    a warning per row."""
 
     name = "prime-rl"
     table = PRIME_RL
@@ -181,9 +181,9 @@ class PrimeJsonlReader(JsonlMetricsReader):
         if "step" in rec and rec["step"] is None:
             self._timed += 1
             if self._timed == 1:
-                self.run.warnings.append(
-                    f"{p}:{lineno}: rows with step null (inference metrics sampled on wall "
-                    "time, prime-rl's file monitor) are not placed on training steps"
+                self.run.notes.append(
+                    f"{p}: rows with step null (inference metrics sampled on wall time, "
+                    "prime-rl's file monitor) are not placed on training steps"
                 )
             return
         super().row(rec, p, lineno)
