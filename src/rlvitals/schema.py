@@ -445,7 +445,7 @@ _ALL = [
                 "off_policy/mean",
                 "policy_lag_mean",
                 Alias("sample/staleness_mean", note="TRL 1.16 async GRPO"),
-                Alias("stats/lag_mean", note="PipelineRL (PR #152)"),
+                Alias(r"^stats/lag_mean$", "freshness/lag_mean", note="PipelineRL (PR #152)"),
                 Alias("buffer/sample/avg_sampled_policy_age", note="torchforge"),
                 label="lag",
                 key=True,
@@ -464,8 +464,10 @@ _ALL = [
                 "max_staleness",
                 "off_policy/max",
                 Alias("sample/staleness_max", note="TRL 1.16 async GRPO"),
-                Alias("stats/lag_max", note="PipelineRL (PR #152)"),
-                Alias("stats/lag", note="PipelineRL before PR #152: the max"),
+                Alias(r"^stats/lag_max$", "freshness/lag_max", note="PipelineRL (PR #152)"),
+                Alias(
+                    r"^stats/lag$", "freshness/lag_max", note="PipelineRL before PR #152: the max"
+                ),
                 Alias("buffer/sample/max_sampled_policy_age", note="torchforge"),
                 label="lag max",
                 plot="freshness",
