@@ -48,6 +48,7 @@ CHECK_ORDER = [
     "transcripts",
     "heldout",
     "baseline",
+    "structural",
 ]
 
 
