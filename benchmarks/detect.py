@@ -42,6 +42,7 @@ EXPECTED = {
     "entropy_collapse": "collapse",
     "stall": "stalled",
     "nan": "non_finite",
+    "bad_replica": "drift",
 }
 
 
