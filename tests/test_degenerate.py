@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
+from rlvitals import read
 from rlvitals.model import RunData
 from rlvitals.readers.samples import open_samples
 from rlvitals.transcripts.degenerate import (
@@ -100,3 +101,65 @@ def test_healthy_nemo_rl_fixture_is_quiet():
     assert rep is not None and rep.at(1) == 0.0
     assert run.series("text/ngram_dup_rate") is None  # two-token replies: not judged
     assert not math.isnan(run.series("train/mismatch_seq_over").at(1))
+
+
+# -- judged: said alone, warned with a number that agrees -------------------------------------
+
+
+def _nemo_steps(d: Path, steps: int, loop_from: int) -> Path:
+    d.mkdir(parents=True)
+    ok = list(range(10, 50))
+    loop = [7, 8, 9, 10] * 10
+    for step in range(1, steps + 1):
+        with open(d / f"train_data_step{step}.jsonl", "w") as f:
+            for i in range(4):
+                reply = loop if (step >= loop_from and i == 1) else ok
+                rec = {
+                    "content": [["question", "answer"]],
+                    "rewards": [float(i % 2)],
+                    "input_lengths": [43],
+                    "token_ids": [[1, 2, 3, *reply]],
+                    "token_loss_mask": [[0, 0, 0] + [1] * 40],
+                    "sample_loss_mask": [1],
+                    "generation_logprobs": [[0.0] * 3 + [-0.7] * 40],
+                    "prev_logprobs": [[0.0] * 3 + [-0.7] * 40],
+                    "idx": i,
+                }
+                f.write(json.dumps(rec) + "\n")
+    return d
+
+
+def test_a_looping_sample_is_said_with_the_attempts_that_loop(tmp_path):
+    from rlvitals.checks import run_checks
+
+    run = _read(_nemo_steps(tmp_path / "logs", 10, loop_from=4))
+    rep = run_checks(run)
+    (f,) = [f for f in rep.findings if f.check == "text"]
+    # No entropy or length series says the same: info, never a warning on the rate alone.
+    assert f.severity == "info" and f.first_step == 4 and f.metric == "text/ngram_dup_rate"
+    assert f.evidence["attempt_ids"][:2] == ["4-1", "5-1"]
+
+
+def test_healthy_samples_say_nothing(tmp_path):
+    from rlvitals.checks import run_checks
+
+    rep = run_checks(_read(_nemo_steps(tmp_path / "logs", 10, loop_from=99)))
+    assert not [f for f in rep.findings if f.check == "text"]
+
+
+def test_gibberish_with_rising_entropy_warns(tmp_path):
+    from rlvitals.checks import run_checks
+
+    p = tmp_path / "m.jsonl"
+    with open(p, "w") as f:
+        for s in range(12):
+            row = {
+                "step": s,
+                "reward/mean": 0.4,
+                "train/entropy": 0.4 if s < 5 else 0.4 + 0.15 * (s - 4),
+                "text/gibberish_rate": 0.0 if s < 5 else 0.12,
+            }
+            f.write(json.dumps(row) + "\n")
+    (f,) = [f for f in run_checks(read(p)).findings if f.check == "text"]
+    assert f.severity == "warn" and f.verdict == "drift" and f.first_step == 5
+    assert f.evidence["corroborated_by"]["entropy_ratio"] >= 1.5

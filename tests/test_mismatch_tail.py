@@ -98,6 +98,16 @@ def test_bad_replica_is_found_live_within_five_updates_with_the_tails_numbers(tr
     # ... while about a tenth of the sequences are past 1.05, some several times over.
     assert 0.07 <= f.evidence["share_since"] <= 0.12
     assert f.evidence["seq_ratio_max"] > 2.0
+    # It cites the attempts furthest off, and the report offers them at the onset, flagged.
+    cited = f.evidence["examples"]
+    assert cited and all(e["seq_ratio"] > 1.05 and e["step"] >= onset for e in cited)
+    from rlvitals.views.report import report_payload
+
+    full = run_checks(data)
+    payload = report_payload([(data, full)])["runs"][0]
+    at_onset = payload["transcripts"][onset]
+    flagged = {a["attempt_id"] for a in at_onset if a.get("flagged")}
+    assert flagged and flagged <= set(f.evidence["attempt_ids"])
 
 
 @pytest.mark.slow

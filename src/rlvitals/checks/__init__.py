@@ -46,6 +46,7 @@ CHECK_ORDER = [
     "policy",
     "reference",
     "transcripts",
+    "text",
     "heldout",
     "baseline",
     "structural",

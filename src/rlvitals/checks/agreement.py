@@ -313,6 +313,40 @@ def _runs(mask: np.ndarray) -> list[tuple[int, int]]:
     return list(zip(edges[::2].tolist(), edges[1::2].tolist()))
 
 
+# Attempts a tail finding cites (its sequences furthest past the line), read from the run's
+# own attempt records where it has them, over the first updates from the onset.
+CITE = 8
+CITE_STEPS = 2
+CITE_ROWS = 5000
+
+
+def _cite(ctx: Context, steps: np.ndarray) -> list[dict[str, Any]]:
+    """The attempts of ``steps`` whose sequence ratio (their record's ``mismatch.tme``) is past
+    1.05, furthest first: ``{"step", "attempt_id", "seq_ratio"}`` (native runs only)."""
+    t = ctx.data.attempts
+    if t is None or not len(t) or not t.files:
+        return []
+    from ..errors import RlvitalsError
+    from ..readers import load_attempt_record
+
+    got: list[dict[str, Any]] = []
+    for step in steps[:CITE_STEPS].tolist():
+        rows = t.rows_at(int(step))
+        for i in range(rows.start, min(rows.stop, rows.start + CITE_ROWS)):
+            try:
+                rec = load_attempt_record(ctx.data, i)
+            except (RlvitalsError, OSError):
+                return got
+            mm = rec.get("mismatch")
+            r = mm.get("tme") if isinstance(mm, dict) else None
+            if isinstance(r, (int, float)) and r > 1.05 and "attempt_id" in rec:
+                got.append(
+                    {"step": int(step), "attempt_id": str(rec["attempt_id"]), "seq_ratio": r}
+                )
+    got.sort(key=lambda e: -float(e["seq_ratio"]))
+    return [{**e, "seq_ratio": round_sig(float(e["seq_ratio"]))} for e in got[:CITE]]
+
+
 def _tail(ctx: Context) -> list[Finding]:
     """The mismatch judged by its distribution over sequences, not its mean: the share of an
     update's sequences whose ratio (token mean of exp(|Δ|)) is past 1.05, held over 3 of 5
@@ -390,6 +424,10 @@ def _tail(ctx: Context) -> list[Finding]:
         trend_z_since=round_sig(tr.z) if tr else None,
         shape=shape,
     )
+    cited = _cite(ctx, first_steps)
+    if cited:
+        ev["examples"] = cited
+        ev["attempt_ids"] = [e["attempt_id"] for e in cited]
     kl = ctx.finite("train/mismatch_kl")
     if kl is not None:
         ev["mean_kl_now"] = round_sig(float(kl.values[-min(3, len(kl)) :].mean()))

@@ -84,6 +84,9 @@ class Thresholds:
     # exp(|Δ|) that warns when it holds without the run's own start already there.
     mismatch_seq_share_warn: float = 0.05
     mismatch_tme_warn: float = 1.02
+    # Degenerate text (checks/text.py): the share of an update's samples raising a measure
+    # (gibberish, repetition, 4-gram duplication) that is said when it holds (3 of 5 updates).
+    degenerate_share_warn: float = 0.05
     ess_token_fail: float = 0.3
     ess_seq_warn: float = 0.5
     # Stale attempts dropped, as a share of attempts.

@@ -95,15 +95,17 @@ class Sample:
     error: str | None = None  # "rollout_failed/<Type>" when the framework says it failed
 
 
-def _degenerate(samples: list[Sample], vocab_size: int | None) -> dict[str, float]:
+def _degenerate(
+    samples: list[Sample], vocab_size: int | None
+) -> tuple[dict[str, float], dict[str, list[int]]]:
     """Degenerate-text rates of one step (``transcripts.degenerate``), over every sample that
-    carries its generated token ids."""
+    carries its generated token ids, and the samples each measure flagged."""
     if not any(s.token_ids is not None for s in samples):
-        return {}
+        return {}, {}
     counts = DegenerateCounts(vocab_size=vocab_size)
     for i, s in enumerate(samples):
         counts.add(i, s.token_ids, s.sampler_logprobs)
-    return counts.rates()
+    return counts.rates(), counts.flagged
 
 
 def digest(value: Any) -> str:
@@ -371,7 +373,12 @@ class SampleSource:
             for name in [k for k in m if k.startswith(_GROUPED)]:
                 del m[name]
         m[NONFINITE_REWARDS] = float(sum(self._nonfinite(s) for s in samples))
-        m.update(_degenerate(samples, self.format.vocab_size))
+        rates, flagged = _degenerate(samples, self.format.vocab_size)
+        m.update(rates)
+        if any(flagged.values()):
+            # The samples each measure flagged, for the text check to cite (a few per step).
+            flags = self.run.info.setdefault("text_flags", {})
+            flags[step] = {k: [f"{step}-{i}" for i in v[:8]] for k, v in flagged.items() if v}
         self._add_metrics(step, m, versioned, self.format.has_tokens)
         self._add_rows(step, samples, attempts, versioned)
 
