@@ -46,8 +46,10 @@ CHECK_ORDER = [
     "policy",
     "reference",
     "transcripts",
+    "text",
     "heldout",
     "baseline",
+    "structural",
 ]
 
 

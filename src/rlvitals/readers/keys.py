@@ -205,7 +205,10 @@ def _exact() -> dict[str, tuple[int, str, Alias]]:
 def _patterns() -> tuple[tuple[int, re.Pattern[str], Alias], ...]:
     out = []
     i = len(_exact())
-    for _, spec in PATTERNS:
+    # Regular-expression synonyms of fixed names too (a key a version renamed, whose plain
+    # form would read as another metric's: PipelineRL's old ``stats/lag``).
+    specs = [*(spec for _, spec in PATTERNS), *METRICS.values()]
+    for spec in specs:
         for a in spec.aliases:
             if a.source.startswith("^"):
                 out.append((i, re.compile(a.source), a))
