@@ -274,3 +274,45 @@ def test_serve_without_the_extra_names_it_in_one_line(tmp_path: Path) -> None:
     assert out.returncode == 2
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and "pip install 'rlvitals[serve]'" in lines[0], out.stderr
+
+
+def test_a_page_that_stops_reading_is_cut_off(tmp_path: Path) -> None:
+    # A client that asks for a big snapshot and never reads: its stream is aborted at the
+    # write deadline, not held (with its queue and socket) for ever.
+    d = make_run(tmp_path, "big", 20_000, status="running")
+    hub = Hub([d], judge=_judge)
+    hub.poll()
+    server = make_server(hub, "127.0.0.1", 0, write_timeout=0.5)
+    threads = [
+        threading.Thread(target=hub.run_forever, args=(0.05,), daemon=True),
+        threading.Thread(target=server.run, daemon=True),
+    ]
+    for t in threads:
+        t.start()
+    try:
+        (rid,) = hub.runs
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        s.connect(("127.0.0.1", server.port))
+        s.sendall(f"GET /events?runs={rid} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
+        for step in range(20_000, 20_040):  # deltas keep coming; the client reads nothing
+            append_steps(d, [step_record(step, time.time())])
+            time.sleep(0.05)
+        s.settimeout(10)
+        ended = False
+        try:
+            while s.recv(1 << 20):
+                pass
+            ended = True
+        except ConnectionResetError:
+            ended = True
+        except TimeoutError:
+            pass
+        s.close()
+        assert ended  # the server aborted the stream
+        assert _get(server.url, "/healthz") == (200, b"ok\n")
+    finally:
+        hub.stop()
+        server.stop()
+        for t in threads:
+            t.join(5)

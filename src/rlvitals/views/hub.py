@@ -239,6 +239,7 @@ class Hub:
         # Liveness, for /healthz: when the poller last finished a pass, and what it reads now.
         self.last_pass = time.monotonic()
         self.reading: str | None = None
+        self._index_cache: list[dict[str, Any]] | None = None
         for path in self.explicit:
             self._add(path, must=True)
         self.discover(force=True)
@@ -288,6 +289,7 @@ class Hub:
         while run.id in self.runs:  # two paths, one hash prefix: keep ids unique
             run.id += "x"
         self.runs[run.id] = run
+        self._index_cache = None
         self._by_path[key] = run.id
         return True
 
@@ -471,7 +473,8 @@ class Hub:
                 break
         with self.lock:
             if changed or found:
-                index = _event("index", {"runs": self._index()})
+                self._index_cache = self._index()
+                index = _event("index", {"runs": self._index_cache})
                 for sub in self._subs:
                     sub.put(index)
             self._subs = [s for s in self._subs if not s.dead]
@@ -505,8 +508,14 @@ class Hub:
         return [run_summary(r.id, r.data, r.report) for r in self.runs.values()]
 
     def index(self) -> list[dict[str, Any]]:
+        """Every run's summary, as of the poller's last pass that changed one: no lock taken
+        then, so the page and /api/runs never wait for a run being read or judged."""
+        cached = self._index_cache
+        if cached is not None:
+            return cached
         with self.lock:
-            return self._index()
+            self._index_cache = self._index()
+            return self._index_cache
 
     def snapshot(self, run_id: str) -> dict[str, Any] | None:
         with self.lock:

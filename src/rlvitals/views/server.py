@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import ipaddress
 import logging
 import os
@@ -125,6 +126,11 @@ class _SlowClient(Exception):
     """A client that did not take its answer within the write deadline."""
 
 
+# The connection a request came on (set by ``_protocol`` for the request's task), so a client
+# past the write deadline is aborted: closing would wait to flush what it does not read.
+_CONNECTION: contextvars.ContextVar[Any] = contextvars.ContextVar("rlvitals_connection")
+
+
 class _Guard:
     """Around the whole application: the Host check, the headers every answer carries, no
     second request read from a GET's body, and the write deadline."""
@@ -166,9 +172,12 @@ class _Guard:
             except TimeoutError:
                 raise _SlowClient from None
 
-        # A client past the write deadline: uvicorn closes a connection left unfinished.
-        with contextlib.suppress(_SlowClient):
+        try:
             await self.app(scope, receive, guarded)
+        except _SlowClient:
+            conn = _CONNECTION.get(None)
+            if conn is not None:
+                conn.transport.abort()
 
 
 class _Clients:
@@ -268,9 +277,6 @@ def create_app(
             _stream(hub, sub, wake, keepalive), media_type="text/event-stream", headers=headers
         )
 
-    async def not_found(request: Request) -> Response:
-        return text("not found\n", 404)
-
     get = ["GET", "HEAD"]
     routes = [
         Route("/", page, methods=get),
@@ -366,7 +372,11 @@ def _protocol(header_timeout: float, max_per_client: int) -> type[H11Protocol]:
 
         def handle_events(self) -> None:
             cycle = self.cycle
-            super().handle_events()
+            token = _CONNECTION.set(self)  # the request's task, made in there, inherits it
+            try:
+                super().handle_events()
+            finally:
+                _CONNECTION.reset(token)
             if self.cycle is not cycle:  # a whole request line and headers arrived
                 self._disarm()
 
@@ -430,6 +440,7 @@ class Server:
             self.sock = socket.socket(family, socket.SOCK_STREAM)
             self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             self.sock.bind((host, port))
+            self.sock.listen(1024)  # connections wait in the backlog until uvicorn runs
         except OSError as exc:
             self.sock.close()
             raise RlvitalsError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
