@@ -164,7 +164,8 @@ def their_verdict(f: dict[str, Any]) -> str:
     if det in ("length_pathology", "length_hacking"):
         return "out_of_room" if "trunc" in text else "exploit_suspected"
     if det in ("gradient_pathology", "grad_pathology"):
-        return "non_finite" if ("nan" in text or "non-finite" in text) else "drift"
+        # gradient spikes: rlvitals' own verdict for them is "unstable" (issue 27)
+        return "non_finite" if ("nan" in text or "non-finite" in text) else "unstable"
     if det in ("kl_drift", "clip_saturation"):
         return "drift"  # rlvitals judges the KL to the reference as drift too
     if det == "plateau":

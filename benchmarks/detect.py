@@ -47,6 +47,7 @@ EXPECTED = {
     "entropy_collapse": "collapse",
     "stall": "stalled",
     "nan": "non_finite",
+    "bad_replica": "drift",
 }
 
 

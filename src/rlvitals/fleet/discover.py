@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import ReadError, UnknownFormatError
-from ..readers.base import is_regular_file, open_binary
+from ..readers.base import is_regular_file, local_path, open_binary
 
 __all__ = ["Discovery", "find_runs"]
 
@@ -149,11 +149,12 @@ def find_runs(path: str | os.PathLike[str]) -> Discovery:
         from ..readers.remote import remote_runs
 
         return Discovery(runs=remote_runs(os.fspath(path)))
-    p = Path(path)
+    text = os.fspath(path)
+    p = local_path(text)  # a tracking URI (sqlite:///mlflow.db, file:///x/mlruns) names one
     if not p.exists():
-        raise UnknownFormatError("no such file or directory", path=str(p))
+        raise UnknownFormatError("no such file or directory", path=text)
     if p.is_file():
-        return Discovery(runs=[str(p)])
+        return Discovery(runs=[text])
     if not p.is_dir():
         raise UnknownFormatError(
             "not a regular file (a FIFO, a socket or a device); not read", path=str(p)

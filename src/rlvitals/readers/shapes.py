@@ -300,6 +300,12 @@ class ShapeParser:
         self._order_n = 0
         self._warned_order = False
         self.events_dropped = 0
+        self.marked = 0  # records whose step the file printed (a marker, a step column)
+        self._block = False  # the step was set by a line of its own (a block's header)
+        self._marked_line = 0  # the line of the last record whose step the file printed
+        self._lead_prose = 0
+        self._prose = 0  # lines of text (not records) since the last record or step line
+        self.stray = 0  # stepless records dropped once the file numbers its records
         self._lead: tuple[dict[str, float], int, float | None] | None = None
 
     # -- the line loop ---------------------------------------------------------------------
@@ -313,6 +319,7 @@ class ShapeParser:
                 # Not the inside of a printed dict (a brace of code or LaTeX in a sample
                 # printout): no record was open; the line is read as itself.
                 self._dict = None
+                self._prose += 3  # the brace's line and this one are prose
             else:
                 self._dict.append(text)
                 self._dict_depth += brace_balance(text)  # one line at a time: linear
@@ -346,6 +353,7 @@ class ShapeParser:
             return
         if self._record_line(s, lineno, t, level):
             return
+        self._prose += 1
         self._event(s if not level else f"{level} {s}".strip(), level, lineno, t)
 
     def _clock(self, t: float, level: str) -> float:
@@ -402,13 +410,23 @@ class ShapeParser:
         if not values:
             if step is not None:
                 self.step = step
+                self._block, self._prose = True, 0
             return
         if step is None:
             if self.step is None and self._bar_pos is None and family == "pairs":
                 if self._lead is None:
                     self._lead = (values, lineno, t)  # may lead the next step's block
+                    self._lead_prose = self._prose
                     return
                 self._lead_flush()
+            far = lineno - self._marked_line > 2 or self._prose >= 3
+            if self.marked >= 2 and (self.step is None or (far and not self._block)):
+                # The file prints each record with its step: pairs outside any
+                # step's block, or lines away from a one-line record (prose between), are
+                # text of a sample printout (``x = 3``), not a record to number in order or
+                # to add to a step.
+                self.stray += 1
+                return
             if self.step is not None:
                 step, how = self.step, "block"
             elif self._bar_pos is not None:
@@ -431,10 +449,18 @@ class ShapeParser:
                     )
         else:
             self.step = step
+            self._block = False  # a record with its own step: the lines after are not its block
             if self._lead is not None:
                 lead, self._lead = self._lead, None
-                self._emit(lead[0], lead[1], lead[2], step=step, how="block")
+                if lineno - lead[1] <= 3 and self._prose - self._lead_prose < 3:
+                    self._emit(lead[0], lead[1], lead[2], step=step, how="block")
+                else:  # far before this step, prose between: not its record
+                    self.stray += 1
         self.last_step = step
+        self._prose = 0
+        if how in ("marker", "column"):
+            self.marked += 1
+            self._marked_line = lineno
         if t is None:
             t = self.last_time
         if t is not None and step not in self.first_time:
@@ -501,6 +527,7 @@ class ShapeParser:
             if not values:
                 self.step = step
                 self._bar_pos = None
+                self._block, self._prose = True, 0
                 return True
             self._emit(values, lineno, t, step=step)
             return True

@@ -334,7 +334,8 @@ def _sniff_list(path: Path) -> bool:
 register(
     Format(
         "trl",
-        "TRL / HF Trainer trainer_state.json (log_history), or an output dir with checkpoints",
+        "TRL / HF Trainer trainer state (a JSON with log_history, or the bare list, whatever "
+        "the file is called), or an output dir with checkpoints",
         _sniff_state,
         TrlStateReader,
         priority=10,
