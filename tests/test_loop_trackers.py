@@ -3,7 +3,8 @@ rlvitals reads each back with the loop's values under the loop's own short names
 
 What reads today is asserted (short names by meaning, the loop's own held-out prefix, a percent
 read as a fraction); what does not yet is marked xfail(strict=True), so it fails loudly the day
-it starts to pass and its marker must go."""
+it starts to pass and its marker must go. The loop's healthy runs (seeds 0 and 1, 150 steps)
+join the zero-false-alarm gate: no warn-or-worse finding, verdict learning."""
 
 from __future__ import annotations
 
@@ -169,3 +170,38 @@ def test_heldout_prefix_is_read_as_the_heldout_score(run: Path, tracker: str) ->
     got = _heldout(read(_source(run, tracker)))
     want = {r["step"]: r["heldout/acc"] for r in _truth(run) if "heldout/acc" in r}
     assert got and all(math.isclose(got[k], v, abs_tol=1e-7) for k, v in want.items())
+
+
+# -- the zero-false-alarm gate, on our loop's healthy runs (issue 27 item 6) -------------------
+
+
+@pytest.fixture(scope="module")
+def healthy(tmp_path_factory: pytest.TempPathFactory):
+    """Full healthy runs (150 steps), TensorBoard and console only, made once per seed."""
+    made: dict[int, Path] = {}
+
+    def make(seed: int) -> Path:
+        if seed not in made:
+            out = tmp_path_factory.mktemp(f"healthy{seed}") / "run"
+            env = dict(os.environ, OMP_NUM_THREADS="1")
+            cmd = [sys.executable, str(LOOP), "--out", str(out), "--seed", str(seed)]
+            cmd += ["--trackers", "tensorboard"]
+            proc = subprocess.run(
+                cmd, env=env, capture_output=True, text=True, timeout=300, check=True
+            )
+            (out / "console.log").write_text(proc.stdout)
+            made[seed] = out
+        return made[seed]
+
+    return make
+
+
+@pytest.mark.parametrize("source", ("tensorboard", "console"))
+@pytest.mark.parametrize("seed", (0, 1))
+def test_the_loops_healthy_runs_raise_nothing(healthy, seed: int, source: str) -> None:
+    from rlvitals.checks import run_checks
+    from rlvitals.readers import read
+
+    rep = run_checks(read(_source(healthy(seed), source)))
+    assert not rep.at_least("warn"), [f"{f.check}/{f.verdict}: {f.title}" for f in rep.findings]
+    assert rep.verdict == "learning", rep.verdict
