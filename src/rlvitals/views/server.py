@@ -168,7 +168,8 @@ class _Guard:
                     *(h for h in extra if h[0] not in have),
                 ]
             try:
-                await asyncio.wait_for(send(message), self.write_timeout)
+                async with asyncio.timeout(self.write_timeout):  # no task per send
+                    await send(message)
             except TimeoutError:
                 raise _SlowClient from None
 
@@ -317,7 +318,8 @@ async def _stream(
                     return
                 continue
             try:
-                await asyncio.wait_for(wake.wait(), keepalive)
+                async with asyncio.timeout(keepalive):
+                    await wake.wait()
             except TimeoutError:
                 yield b": keepalive\n\n"
     finally:
