@@ -101,6 +101,10 @@ TOKEN_SYNONYMS = {
     "trunc": "truncated",
     "truncation": "truncated",
     "frac": "fraction",
+    "stddev": "std",
+    "stdev": "std",
+    "tok": "tokens",
+    "toks": "tokens",
 }
 # A whole key (normalised) that is one short word of its own.
 WORD_SYNONYMS = {
