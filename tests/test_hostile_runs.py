@@ -353,3 +353,23 @@ def test_a_status_that_is_not_a_word_is_unknown_not_a_stall(tmp_path, capsys):
     cap = capsys.readouterr()
     assert "{'x': 1}" not in cap.out and "FAIL liveness" not in cap.out
     assert "read as unknown" in cap.err
+
+
+def test_report_tells_runs_of_one_file_name_apart_and_says_steps_without_times(tmp_path):
+    """N19: two metrics.jsonl runs are titled by the folders that tell them apart; a run with
+    steps but no times is not "no step records"; long unbroken text wraps in its card."""
+    from rlvitals.checks import run_checks
+    from rlvitals.readers import read
+    from rlvitals.views.report import report_payload
+
+    runs = [read(_DATA / "generic" / "metrics.jsonl"), read(_DATA / "tinker" / "metrics.jsonl")]
+    payload = report_payload([(d, run_checks(d)) for d in runs])
+    names = [r["name"] for r in payload["runs"]]
+    assert names == ["metrics.jsonl (generic)", "metrics.jsonl (tinker)"]
+    assert all(r["last_step"] is not None and r["last_time"] is None for r in payload["runs"])
+    from rlvitals.views import dashboard
+
+    js = (__import__("pathlib").Path(dashboard.__file__).parent / "assets" / "dashboard.js")
+    assert "this run records no times" in js.read_text()
+    css = "".join(p.read_text() for p in js.parent.glob("*.css"))
+    assert css.count("overflow-wrap: anywhere") >= 2

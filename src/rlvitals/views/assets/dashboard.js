@@ -188,7 +188,8 @@
     el.replaceChildren();
     if (!LIVE || r.status && r.status !== "running") {
       // A report is read later, and a finished run has no pulse: say when, not how long ago.
-      h("span", null, el, r.last_time ? "last step record at " + when(r.last_time) : "no step records");
+      h("span", null, el, r.last_time ? "last step record at " + when(r.last_time) :
+        r.last_step !== null && r.last_step !== undefined ? "step " + r.last_step + " read (this run records no times)" : "no step records");
       return;
     }
     var now = Date.now() / 1000;
@@ -200,6 +201,7 @@
       if (hb.attempts_needed) what += ", " + (hb.attempts_done || 0) + "/" + hb.attempts_needed + " attempts";
       parts.push(what);
     }
+    if (!parts.length && r.last_step !== null && r.last_step !== undefined) parts.push("step " + r.last_step + " read (this run records no times)");
     var line = h("span", null, el, parts.join(" · ") || "no step records yet");
     var stall = D.stall_after || 600;
     var latest = Math.max(r.last_time || 0, hbt || 0);
