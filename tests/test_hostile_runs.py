@@ -369,7 +369,28 @@ def test_report_tells_runs_of_one_file_name_apart_and_says_steps_without_times(t
     assert all(r["last_step"] is not None and r["last_time"] is None for r in payload["runs"])
     from rlvitals.views import dashboard
 
-    js = (__import__("pathlib").Path(dashboard.__file__).parent / "assets" / "dashboard.js")
+    js = __import__("pathlib").Path(dashboard.__file__).parent / "assets" / "dashboard.js"
     assert "this run records no times" in js.read_text()
     css = "".join(p.read_text() for p in js.parent.glob("*.css"))
     assert css.count("overflow-wrap: anywhere") >= 2
+
+
+def test_report_next_steps_name_the_real_run_and_flagged_cards_name_their_flags(tmp_path):
+    """First hour (newcomer 2026-12-03): the report's next steps said `rlvitals transcripts
+    RUN ...` literally, and a flagged attempt's card said only "flagged"."""
+    import re
+
+    from rlvitals.checks import run_checks
+    from rlvitals.readers import read
+    from rlvitals.views.report import report_payload
+
+    d = transcript_run(tmp_path, "tw", steps=24, groups=8, hack="test_edit", hack_from=12)
+    data = read(d)
+    payload = report_payload([(data, run_checks(data))])
+    run = payload["runs"][0]
+    actions = [f.get("action") or "" for f in run["report"]["findings"]]
+    assert any("rlvitals transcripts" in a for a in actions)
+    assert not [a for a in actions if re.search(r"\bRUN\b", a)], actions
+    assert any(str(d) in a for a in actions)
+    flagged = [e for got in run["transcripts"].values() for e in got if e.get("flagged")]
+    assert flagged and all(e.get("flags") for e in flagged), flagged[:1]

@@ -108,7 +108,7 @@
   var runsTable = h("table", "runs-table", secRuns);
   var secVerdict = h("section", "verdicts", main);
   var secFindings = h("section", "findings", main);
-  h("h2", null, secFindings, "Findings, in the order the checks read the run");
+  h("h2", null, secFindings, "Findings, worst first");
   var findingsBody = h("div", null, secFindings);
   var secPlots = h("section", "plots", main);
   h("h2", null, secPlots, "Dashboard");
@@ -513,7 +513,7 @@
     det.open = open;
     var bits = ["attempt " + e.attempt_id, "task " + e.task_id, "group " + e.group_id,
                 "reward " + valueText(e.reward), e.trained ? "trained" : "not trained"];
-    if (e.flagged) bits.push("flagged");
+    if (e.flagged) bits.push(e.flags && e.flags.length ? "flagged: " + e.flags.join(", ") : "flagged");
     h("summary", null, det, bits.join(" · "));
     var gens = Array.isArray(e.generations) ? e.generations : [];
     if (!gens.length) h("p", "muted", det, "No generations recorded.");
