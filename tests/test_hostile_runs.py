@@ -394,3 +394,26 @@ def test_report_next_steps_name_the_real_run_and_flagged_cards_name_their_flags(
     assert any(str(d) in a for a in actions)
     flagged = [e for got in run["transcripts"].values() for e in got if e.get("flagged")]
     assert flagged and all(e.get("flags") for e in flagged), flagged[:1]
+
+
+def test_an_exploited_runs_mastered_finding_never_says_the_checkpoint_learned(tmp_path):
+    """First hour: in an exploited run the "mastered" card advised "Stop here (the checkpoint
+    from this step on has learned these tasks)"; a guard-stopped one said "Nothing went
+    wrong"."""
+    from rlvitals.checks import run_checks
+    from rlvitals.readers import read
+
+    d = transcript_run(tmp_path, "a", hack="test_edit", hack_from=8, steps=40, hack_ramp=0.2)
+    rep = run_checks(read(d))
+    assert rep.verdict == "exploit_suspected"
+    mastered = [f for f in rep.findings if f.verdict == "mastered"]
+    assert mastered
+    for f in mastered:
+        assert "has learned" not in f.action and "Nothing went wrong" not in f.action
+        assert "doubt" in f.action
+    # a guard stop read as mastered, in an exploited run
+    info = json.loads((d / "run.json").read_text())
+    info.update(status="stopped", stop_reason="max_consecutive_unusable_groups")
+    (d / "run.json").write_text(json.dumps(info))
+    rep = run_checks(read(d))
+    assert not [f for f in rep.findings if "Nothing went wrong" in (f.action or "")]
