@@ -417,3 +417,17 @@ def test_an_exploited_runs_mastered_finding_never_says_the_checkpoint_learned(tm
     (d / "run.json").write_text(json.dumps(info))
     rep = run_checks(read(d))
     assert not [f for f in rep.findings if "Nothing went wrong" in (f.action or "")]
+
+
+def test_the_stall_demo_outlasts_the_stall_line_on_a_busy_machine():
+    """First hour: `demo --fault stall` on a busy machine (6.5 s per update) hung 20 s, less
+    than the checks' stall line (10 typical steps), and ended TOO EARLY TO TELL, exit 0."""
+    pytest.importorskip("torch")
+    from rlvitals.checks.context import Thresholds
+    from rlvitals.grpo.loop import stall_wait
+
+    idle = [i * 0.35 for i in range(6)]
+    assert stall_wait(20.0, idle) == 20.0
+    busy = [i * 6.5 for i in range(6)]
+    line = Thresholds().stall_intervals * 6.5
+    assert stall_wait(20.0, busy) > line
