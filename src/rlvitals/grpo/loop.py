@@ -25,6 +25,7 @@ run; the staleness is real, the overlap in wall time is not.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import os
 import time
 import warnings
@@ -456,7 +457,7 @@ def stall_wait(seconds: float, walls: list[float]) -> float:
     from ..checks.context import Thresholds
 
     th = Thresholds()
-    steps = [b - a for a, b in zip(walls, walls[1:])]
+    steps = [b - a for a, b in itertools.pairwise(walls)]
     if not steps:
         return seconds
     typical = sorted(steps)[int(0.9 * (len(steps) - 1))]
