@@ -17,7 +17,7 @@ import io
 import json
 import shutil
 import tempfile
-from contextlib import redirect_stderr, redirect_stdout
+from contextlib import redirect_stderr, redirect_stdout, suppress
 from pathlib import Path
 
 import pytest
@@ -351,10 +351,8 @@ def test_special_files_in_a_folder_never_hang_a_command(tmp_path: Path) -> None:
     os.symlink(runs / "loop.log", runs / "loop.log")
     (runs / "folder.jsonl").mkdir()
     sock = socket.socket(socket.AF_UNIX)
-    try:
+    with suppress(OSError):
         sock.bind(str(runs / "sock.log"))
-    except OSError:
-        pass
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
     try:
         for argv in (["check", "runs", "--jobs", "2"], ["metrics", "runs/verl.log"]):
