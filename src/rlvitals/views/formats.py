@@ -63,7 +63,7 @@ def _md_escape(text: str) -> str:
     return markdown_cell(text)
 
 
-NATIVE_NOTE = "Canonical names as written by rlvitals (METRICS.md); no mapping needed."
+NATIVE_NOTE = "Canonical names as written by rlvitals (docs/metrics.md); no mapping needed."
 TENSORBOARD_NOTE = (
     "Scalars from any framework; the framework is recognised from the tag names (HF "
     "Trainer's `train/` prefix stripped) and its table below applied."
