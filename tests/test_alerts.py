@@ -487,3 +487,72 @@ def test_no_proxy_and_loopback_receivers_are_reached_directly(
     monkeypatch.delenv("https_proxy")
     monkeypatch.delenv("HTTPS_PROXY", raising=False)
     assert _proxy_for(urlsplit("https://hooks.slack.com/x")) is None
+
+
+def test_a_webhook_through_a_forwarding_proxy_arrives_once(
+    monkeypatch: pytest.MonkeyPatch, receiver: Receiver
+) -> None:
+    # A small forwarding proxy on 127.0.0.1 (a cluster's way out): it passes the request on to
+    # the receiver, whatever host the URL names, and the answer back.
+    import socket
+    from urllib.parse import urlsplit
+
+    target = urlsplit(receiver.url)
+    lines: list[str] = []
+
+    def forward(conn, body, r) -> None:  # type: ignore[no-untyped-def]
+        method, url, version = r.last_head.split("\r\n")[0].split(" ")
+        lines.append(f"{method} {url}")
+        path = urlsplit(url).path
+        head = r.last_head.split("\r\n", 1)[1]
+        data = json.dumps(body).encode()
+        head = "\r\n".join(
+            h for h in head.split("\r\n") if not h.lower().startswith(("content-length", "host"))
+        )
+        with socket.create_connection((target.hostname, target.port), timeout=5) as up:
+            up.sendall(
+                f"{method} {path} {version}\r\nHost: {target.netloc}\r\n{head}\r\n"
+                f"Content-Length: {len(data)}\r\nConnection: close\r\n\r\n".encode()
+                + data
+            )
+            while chunk := up.recv(65536):
+                conn.sendall(chunk)
+
+    proxy = RawReceiver(forward)
+    try:
+        for var in ("no_proxy", "NO_PROXY", "http_proxy", "https_proxy"):
+            monkeypatch.delenv(var, raising=False)
+        port = proxy.sock.getsockname()[1]
+        monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{port}")
+        monkeypatch.setenv("HTTPS_PROXY", f"http://127.0.0.1:{port}")
+        url = "http://hooks.example.invalid/hooks/SECRET"
+        n = WebhookNotifier(url, timeout=5)
+        assert n.target == f"http://hooks.example.invalid via http://127.0.0.1:{port}"
+        a = alert_for(_f("c", "drift", "m"), run="r")
+        n.send(a)
+        assert n.close(5) == 0 and n.delivered == 1 and n.retries == 0
+        assert lines == ["POST http://hooks.example.invalid/hooks/SECRET"]
+        assert receiver.accepted == {a.id: 1} and receiver.requests == 1  # arrived once
+    finally:
+        proxy.close()
+
+
+def test_webhook_without_the_extra_names_it_in_one_line(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    make_run(tmp_path, "w", 3)
+    code = (
+        "import sys\n"
+        "sys.modules['httpx'] = None\n"  # as if httpx were not installed
+        "from rlvitals.cli import main\n"
+        f"sys.exit(main(['watch', {str(tmp_path / 'w')!r}, '--webhook', 'https://h.example/x']))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60
+    )
+    assert out.returncode == 2
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and "pip install 'rlvitals[alerts]'" in lines[0], out.stderr

@@ -53,6 +53,7 @@ __all__ = [
 
 # Δ above this is clamped before exp (as the Loops SDK does), so w stays finite.
 MAX_LOG_RATIO = 80.0
+MAX_META_DEPTH = 8  # metadata tables nested deeper are not read as rollout/<key> columns
 # A sequence whose token-mean exp(|Δ|) (NeMo-RL's token_mult_prob_error, one sequence) is past
 # this counts in ``train/mismatch_seq_over``: the line above which NeMo-RL plots a sample
 # (nemo_rl/algorithms/grpo.py:3660-3673).
@@ -288,10 +289,13 @@ class EpisodeStats:
         # then need not look at every value again); ``add`` and ``merge`` drop the entry.
         self.kinds: dict[str, set[type]] = {}
 
-    def add(self, meta: Mapping[str, Any], prefix: str = "") -> bool:
-        """Accumulate one attempt's metadata; True if it needs ``jsonio.clean`` to encode."""
+    def add(self, meta: Mapping[str, Any], prefix: str = "", depth: int = 0) -> bool:
+        """Accumulate one attempt's metadata; True if it needs ``jsonio.clean`` to encode.
+        Tables nested deeper than ``MAX_META_DEPTH`` (or holding themselves) are not read."""
         cols = self.cols
         odd = False
+        if depth >= MAX_META_DEPTH:
+            return True
         for key, v in meta.items():
             t = type(v)
             if t is float:
@@ -301,7 +305,7 @@ class EpisodeStats:
                 if v is None:
                     continue
                 if isinstance(v, Mapping):
-                    odd |= self.add(v, f"{prefix}{key}/")
+                    odd |= self.add(v, f"{prefix}{key}/", depth + 1)
                     continue
                 odd = True
                 v = _scalar(v)
@@ -449,19 +453,21 @@ _PLAIN = frozenset({float, int, bool, str, _NONE})
 
 
 def _scalar(v: Any) -> float | None:
-    """A numpy/torch scalar (or a float subclass) as a float; None for anything else."""
+    """A numpy/torch scalar (or a float subclass) as a float; None for anything else (an
+    object whose attributes raise included)."""
     if isinstance(v, (int, float)):
         return float(v)
-    item = getattr(v, "item", None)
-    if callable(item) and getattr(v, "ndim", None) == 0:
-        try:
-            x = item()
-        except (TypeError, ValueError, RuntimeError):
+    try:
+        item = getattr(v, "item", None)
+        if not (callable(item) and getattr(v, "ndim", None) == 0):
             return None
-        if isinstance(x, bool):
-            return 1.0 if x else 0.0
-        if isinstance(x, (int, float)):
-            return float(x)
+        x = item()
+    except Exception:
+        return None
+    if isinstance(x, bool):
+        return 1.0 if x else 0.0
+    if isinstance(x, (int, float)):
+        return float(x)
     return None
 
 

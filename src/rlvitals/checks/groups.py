@@ -411,15 +411,23 @@ def check(ctx: Context) -> list[Finding]:
         # than the spread the attempts had at the start could be junk that scores one value
         # (a wrecked policy pinned at 0 after slightly negative rewards): said, not warned.
         sure = not promoted or _rose_past_spread(ctx)
+        # Groups that agree while most replies are cut at the token limit agree at the score
+        # the limit allows (a TRL run paid by reply length, capped at 12 tokens: every reply
+        # truncated, every attempt 0.75): the limit is the cause, said by the episodes check.
+        cut = _mean_at(ctx.finite("response/truncated_rate"), step, end)
+        capped = cut is not None and cut >= th.room_level
         out.append(
             finding(
                 NAME,
-                "warn" if sure else "info",
+                "warn" if sure and not capped else "info",
                 "mastered",
                 f"mastered: from step {step}, {level:.0%} of groups solved by every attempt"
                 + (
-                    ": the tasks are used up, and those groups cost their sampling and teach "
-                    "nothing"
+                    f", but {cut:.0%} of replies hit the token limit: they agree at the score "
+                    "the limit allows (see the episodes finding)"
+                    if capped and cut is not None
+                    else ": the tasks are used up, and those groups cost their sampling and "
+                    "teach nothing"
                     if sure
                     else ""
                 ),
@@ -427,6 +435,7 @@ def check(ctx: Context) -> list[Finding]:
                 first_step=step,
                 share=round_sig(level),
                 threshold=th.rejected_warn,
+                truncated_share=None if cut is None else round_sig(cut),
                 action="Stop here (the checkpoint from this step on has learned these tasks), "
                 "or go on with harder tasks: filter out solved prompts (Skywork-OR1) or sample "
                 "dynamically (DAPO). Read reward/mean_with_unusable, not reward/mean, for the "

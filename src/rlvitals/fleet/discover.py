@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import ReadError, UnknownFormatError
+from ..readers.base import is_regular_file, local_path, open_binary
 
 __all__ = ["Discovery", "find_runs"]
 
@@ -71,6 +72,23 @@ def _recognised(p: Path) -> bool:
     return True
 
 
+def _unreadable(p: Path) -> bool:
+    """Whether ``p`` is a file or folder the user cannot read (a run, then, that is reported as
+    one error line, not passed over); a FIFO, socket or device is no run and not this."""
+    try:
+        if p.is_dir():
+            os.listdir(p)
+            return False
+        if not is_regular_file(p):
+            return False
+        with open_binary(p):
+            return False
+    except PermissionError:
+        return True
+    except OSError:
+        return False
+
+
 def _walk(d: Path, found: Discovery, depth: int) -> None:
     if _is_run_dir(d):
         found.runs.append(str(d))
@@ -80,6 +98,11 @@ def _walk(d: Path, found: Discovery, depth: int) -> None:
         return
     try:
         entries = sorted(os.scandir(d), key=lambda e: e.name)
+    except PermissionError:
+        if depth == 0:
+            raise UnknownFormatError("cannot read (Permission denied)", path=str(d)) from None
+        found.runs.append(str(d))  # judged as one error line: "cannot read"
+        return
     except OSError:
         found.skipped.append(str(d))
         return
@@ -103,6 +126,8 @@ def _walk(d: Path, found: Discovery, depth: int) -> None:
             if _recognised(p):
                 found.runs.append(str(p))
                 has_log = True
+            elif _unreadable(p):
+                found.runs.append(str(p))  # judged as one error line: "cannot read"
             else:
                 found.skipped.append(str(p))
     for p in subdirs:
@@ -124,11 +149,16 @@ def find_runs(path: str | os.PathLike[str]) -> Discovery:
         from ..readers.remote import remote_runs
 
         return Discovery(runs=remote_runs(os.fspath(path)))
-    p = Path(path)
+    text = os.fspath(path)
+    p = local_path(text)  # a tracking URI (sqlite:///mlflow.db, file:///x/mlruns) names one
     if not p.exists():
-        raise UnknownFormatError("no such file or directory", path=str(p))
+        raise UnknownFormatError("no such file or directory", path=text)
     if p.is_file():
-        return Discovery(runs=[str(p)])
+        return Discovery(runs=[text])
+    if not p.is_dir():
+        raise UnknownFormatError(
+            "not a regular file (a FIFO, a socket or a device); not read", path=str(p)
+        )
     found = Discovery()
     _walk(p, found, 0)
     if not found.runs:

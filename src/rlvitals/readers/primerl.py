@@ -147,7 +147,7 @@ class PrimeConsoleReader(TextLogReader):
     table = PRIME_RL_CONSOLE
 
     def accept(self, p: Path) -> bool:
-        return bool(STEP.search(head(p)))
+        return _is_prime_console(p)
 
     def feed(self, st: _FileState, text: str, p: Path, lineno: int) -> None:
         m = STEP.search(text)
@@ -204,6 +204,19 @@ def _is_prime(p: Path) -> bool:
     return t.lstrip().startswith("{") and any(m in t for m in _MARKERS)
 
 
+# The labels prime-rl's summaries print (trainer and orchestrator): a ``Step N | k: v`` line
+# of another loop, with its own key names, is not prime-rl's (the console reader reads it).
+_LABELS = re.compile(
+    r"\| (?:Loss|Entropy|Mismatch KL|Grad\. Norm|LR|Reward|Trainable|Truncation|Peak Mem\.|"
+    r"Throughput|MFU|Max Off-Policy|Time)\b:?"
+)
+
+
+def _is_prime_console(p: Path) -> bool:
+    m = STEP.search(head(p))
+    return m is not None and bool(_LABELS.search(m.group(0)))
+
+
 def _sniff_jsonl(path: Path) -> bool:
     if path.is_dir():
         return any(_is_prime(p) for g in PrimeJsonlReader.glob for p in sorted(path.glob(g))[:20])
@@ -226,7 +239,7 @@ register(
     Format(
         "prime-rl-console",
         "prime-rl console summaries (Step N | ... | Loss x | Entropy x | ...)",
-        lambda p: sniff_files(p, PrimeConsoleReader.patterns, lambda f: STEP.search(head(f))),
+        lambda p: sniff_files(p, PrimeConsoleReader.patterns, _is_prime_console),
         PrimeConsoleReader,
         priority=36,
         table=PRIME_RL_CONSOLE,

@@ -19,6 +19,7 @@ import bisect
 import fnmatch
 import hashlib
 import heapq
+import json
 import math
 import os
 import re
@@ -311,6 +312,20 @@ def series_payload(
     return out
 
 
+def _escape_surrogates(json_text: str) -> str:
+    """JSON text with each lone surrogate (a byte of a name that is not UTF-8) as the text
+    ``\\xNN`` (or ``\\uXXXX``), so the page shows it and the JSON stays valid UTF-8."""
+    return re.sub(
+        "[\ud800-\udfff]",
+        lambda m: (
+            f"\\\\x{ord(m.group()) - 0xDC00:02x}"
+            if 0xDC80 <= ord(m.group()) <= 0xDCFF
+            else f"\\\\u{ord(m.group()):04x}"
+        ),
+        json_text,
+    )
+
+
 def safe_json(value: Any) -> str:
     """JSON that can sit inside ``<script type="application/json">`` whatever the text holds.
 
@@ -319,7 +334,10 @@ def safe_json(value: Any) -> str:
     overrides, isolates and C1 controls in the text arrive as visible ``\\u202e``
     (``safe.json_for_html``), so they cannot reorder what the page shows.
     """
-    raw = json_for_html(_ENC.encode(value).decode("utf-8"))
+    try:
+        raw = json_for_html(_ENC.encode(value).decode("utf-8"))
+    except UnicodeEncodeError:  # a file name that is not UTF-8: its bytes shown as \xNN
+        raw = json_for_html(_escape_surrogates(json.dumps(value, ensure_ascii=False)))
     return (
         raw.replace("<", "\\u003c")
         .replace(">", "\\u003e")
@@ -483,11 +501,15 @@ def available_steps(data: RunData) -> list[int]:
     if d is None:
         return []
     steps = []
-    with os.scandir(d) as it:
-        for e in it:
-            m = _STEP_FILE.match(e.name)
-            if m:
-                steps.append(int(m.group(1)))
+    try:
+        with os.scandir(d) as it:
+            for e in it:
+                m = _STEP_FILE.match(e.name)
+                if m:
+                    steps.append(int(m.group(1)))
+    except OSError as exc:  # an unreadable transcripts/: the page says so, shows none
+        data.warnings.append(f"{d}: cannot read the folder ({exc.strerror or exc}); skipped")
+        return []
     return sorted(steps)
 
 
