@@ -25,7 +25,7 @@ from collections.abc import Iterable
 from functools import lru_cache
 from typing import Any
 
-from ..schema import METRICS, PATTERNS, Alias, is_canonical
+from ..schema import KEPT, METRICS, PATTERNS, Alias, is_canonical
 
 __all__ = [
     "KINDS",
@@ -386,6 +386,9 @@ def unmapped_reason(key: str) -> str:
     """Why ``key`` stays under its own name, for ``formats --explain``."""
     if is_eval_key(key):
         return "a held-out split's key: never read as a training metric"
+    for rx, why in KEPT:
+        if rx.search(key):
+            return f"{why}; no canonical name, kept as logged"
     last = normalise(key).rsplit("_", 1)[-1]
     if last in _STATS:
         return f"a {last} of a metric, not its mean; map it with --mapping"
