@@ -49,6 +49,11 @@ def test_counts_cite_the_samples_they_flag():
     assert r["text/gibberish_rate"] == 0.25 and r["text/repetition_rate"] == 0.25
     assert r["text/ngram_dup_rate"] == 2 / 3  # of the three replies of 32+ tokens
     assert "text/gibberish_rate" not in DegenerateCounts().rates()  # no vocabulary: not measured
+    # Logprobs alone (a dump without token ids): repetition only.
+    c = DegenerateCounts(vocab_size=151_936)
+    c.add(0, None, np.full(REPETITION_RUN, -0.002))
+    c.add(1, None, np.full(50, -0.002))
+    assert c.rates() == {"text/repetition_rate": 0.5}  # gibberish needs the ids
 
 
 def _nemo_dump(d: Path, replies: list[list[int]], logprobs: list[list[float]]) -> Path:

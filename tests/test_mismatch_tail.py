@@ -105,7 +105,7 @@ def test_bad_replica_is_found_live_within_five_updates_with_the_tails_numbers(tr
 
     full = run_checks(data)
     payload = report_payload([(data, full)])["runs"][0]
-    at_onset = payload["transcripts"][onset]
+    at_onset = payload["transcripts"][str(onset)]  # JSON object keys
     flagged = {a["attempt_id"] for a in at_onset if a.get("flagged")}
     assert flagged and flagged <= set(f.evidence["attempt_ids"])
 

@@ -286,6 +286,7 @@ _ALL = [
                     scale=0.01,
                     note="NeMo-RL: percent (0-100) of prompts with mixed rewards; / 100",
                 ),
+                _not("frac_zero_std", "share of groups with zero reward std"),
                 label="signal groups",
                 key=True,
                 plot="signal",
@@ -329,6 +330,10 @@ _ALL = [
                 "rollout/response_length_mean",
                 Alias("mean_gen_tokens_per_sample", note="NeMo-RL"),
                 Alias("generation_length", note="NeMo-RL 'Mean Generation Length'"),
+                "response_tokens",
+                "mean_response_tokens",
+                "gen_tokens",
+                "output_tokens",
                 label="length",
                 key=True,
                 plot="length",
@@ -344,6 +349,7 @@ _ALL = [
                 "completions/clipped_ratio",
                 "response_length/clip_ratio",
                 "no_eos_ratio",
+                "frac_truncated",
                 label="truncated",
                 key=True,
                 plot="truncation",
@@ -386,8 +392,8 @@ _ALL = [
                 "sampling/sampling_logp_difference/mean",
                 "logp_abs_diff",
                 Alias(
-                    "vllm_vs_local_logprob_diff_mean",
-                    note="open-instruct (debug/...): token mean of |local - vLLM|, grpo_fast.py",
+                    "debug/vllm_vs_local_logprob_diff_mean",
+                    note="open-instruct: token mean of |local - vLLM| (grpo_fast.py)",
                 ),
                 label="|Δ logp|",
                 plot="mismatch",
@@ -612,6 +618,8 @@ _ALL = [
                 "timing_s/step",
                 Alias("time/step_wall_s", note="OpenPipe ART"),
                 "perf/time_per_step",
+                "sec_per_step",
+                "seconds_per_step",
                 label="s/step",
                 key=True,
                 plot="timing",
@@ -704,6 +712,36 @@ METRICS: dict[str, MetricSpec] = {m.name: m for m in _ALL}
 _NAME = r"(?P<name>[^/]+)"
 
 # Families of names with a variable part (METRICS.md), with the keys they are read from.
+# Keys frameworks log that no canonical name holds: kept under their own names, and
+# ``formats --explain`` says what each is (shared/research/field-2026-12-03.md §2.2).
+KEPT: tuple[tuple[re.Pattern[str], str], ...] = tuple(
+    (re.compile(rx), why)
+    for rx, why in (
+        (r"(?:^|/)policy_kl_error$", "NeMo-RL: KL(P_train || P_gen), the reverse of gen_kl_error"),
+        (r"(?:^|/)js_divergence_error$", "NeMo-RL: Jensen-Shannon divergence, sampler vs trainer"),
+        (r"(?:^|/)seq_logprob_error_", "NeMo-RL: per-sequence logprob error statistics"),
+        (r"(?:^|/)sampling_importance_ratio$", "NeMo-RL: mean importance ratio trainer/sampler"),
+        (
+            r"(?:^|/)is_oob_ratio$",
+            "NeMo-RL: share of tokens whose importance ratio is out of bounds",
+        ),
+        (r"(?:^|/)probs_ratio", "NeMo-RL: importance ratio statistics"),
+        (r"(?:^|/)kl_ent_ratio/", "prime-rl: mismatch_kl / entropy, both read on their own"),
+        (r"(?:^|/)is_timeout/", "prime-rl: share of timed-out traces"),
+        (r"(?:^|/)has_error/", "prime-rl: share of errored traces"),
+        (r"(?:^|/)(?:empty|errored)_rollouts", "prime-rl: rollouts empty or errored (counts)"),
+        (r"^sample/dropped_stale_total$", "TRL async GRPO: stale samples dropped, a running total"),
+        (r"^tools/loop_exhausted_frac$", "TRL async GRPO: share of episodes out of tool turns"),
+        (r"^vespo/", "TRL: the VESPO loss' sequence weight"),
+        (r"^variance_proxy/", "verl: gradient-variance proxies (actor.calculate_sum_pi_squared)"),
+        (r"^rollout_corr/.*/ts_\d+$", "verl-omni: the mismatch at one diffusion timestep"),
+        (r"^async/num_groups_dropped$", "SkyRL: groups dropped by zero-variance filtering (count)"),
+        (r"(?:^|/)chi2_(?:token|seq)$", "ms-swift: chi-square divergence, sampler vs trainer"),
+        (r"vllm_vs_local_logprob_diff_(?:max|std)$", "open-instruct: |local - vLLM| max or std"),
+        (r"^stats/lag_min$", "PipelineRL: the least lag of a batch"),
+    )
+)
+
 PATTERNS: list[tuple[re.Pattern[str], MetricSpec]] = [
     (
         re.compile(r"^reward/component/[^/]+/(mean|std)$"),
@@ -931,7 +969,9 @@ def metrics_markdown() -> str:
         "Tokens are normalised through abbreviations too (`rew`/`rwd` reward, `ent` entropy,",
         "`gn` grad norm, `len` length, `resp` response, `adv` advantage, `acc` accuracy,",
         "`trunc` truncated): `KL_ref`, `Avg Response Len` and `Adv Std` find their names. A",
-        "key that says it is a percent (`_pct`, `%`) of a fraction metric is divided by 100.",
+        "key that says it is a percent (`_pct`, `%`) of a fraction metric is divided by 100. A",
+        "loop's `<what>_reward`, `<what>_penalty` or `<what>_bonus` that names nothing else is",
+        "one part of its reward: `reward/component/<key>/mean`.",
         "",
         "Keys of held-out splits (`eval`, `val`, `test`, `validation`, `heldout` prefixes) never",
         "fall back to a training metric: one that names a score (`eval_reward`, `val/acc`,",

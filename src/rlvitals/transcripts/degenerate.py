@@ -77,40 +77,43 @@ class DegenerateCounts:
 
     vocab_size: int | None = None
     measured: int = 0  # samples with token ids
-    with_logprobs: int = 0
+    with_logprobs: int = 0  # samples with sampled logprobs (and ids, where they have both)
+    with_both: int = 0  # samples with ids and their logprobs (what gibberish needs)
     long_replies: int = 0
     flagged: dict[str, list[int]] = field(
         default_factory=lambda: {"gibberish": [], "repetition": [], "ngram_dup": []}
     )
 
     def add(self, i: int, ids: Any, logprobs: Any) -> None:
-        """Measure sample ``i`` (its generated token ids and their sampled logprobs)."""
-        if ids is None:
-            return
-        ids = np.asarray(ids, dtype=np.int64)
-        self.measured += 1
-        dup = ngram_dup_ratio(ids)
-        if dup is not None:
-            self.long_replies += 1
-            if dup > NGRAM_DUP_LINE:
-                self.flagged["ngram_dup"].append(i)
+        """Measure sample ``i``: its generated token ids (duplication; gibberish with the
+        logprobs) and their sampled logprobs (repetition needs only these)."""
+        if ids is not None:
+            ids = np.asarray(ids, dtype=np.int64)
+            self.measured += 1
+            dup = ngram_dup_ratio(ids)
+            if dup is not None:
+                self.long_replies += 1
+                if dup > NGRAM_DUP_LINE:
+                    self.flagged["ngram_dup"].append(i)
         if logprobs is None:
             return
         lp = np.asarray(logprobs, dtype=np.float64)
-        if len(lp) != len(ids):
+        if ids is not None and len(lp) != len(ids):
             return
         self.with_logprobs += 1
         if repetition_run(lp) >= REPETITION_RUN:
             self.flagged["repetition"].append(i)
-        if self.vocab_size and gibberish(ids, lp, self.vocab_size):
-            self.flagged["gibberish"].append(i)
+        if ids is not None:
+            self.with_both += 1
+            if self.vocab_size and gibberish(ids, lp, self.vocab_size):
+                self.flagged["gibberish"].append(i)
 
     def rates(self) -> dict[str, float]:
         out: dict[str, float] = {}
         if self.with_logprobs:
             out["text/repetition_rate"] = len(self.flagged["repetition"]) / self.with_logprobs
-            if self.vocab_size:
-                out["text/gibberish_rate"] = len(self.flagged["gibberish"]) / self.with_logprobs
+        if self.with_both and self.vocab_size:
+            out["text/gibberish_rate"] = len(self.flagged["gibberish"]) / self.with_both
         if self.long_replies:
             out["text/ngram_dup_rate"] = len(self.flagged["ngram_dup"]) / self.long_replies
         return out

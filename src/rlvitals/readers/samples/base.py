@@ -99,8 +99,9 @@ def _degenerate(
     samples: list[Sample], vocab_size: int | None
 ) -> tuple[dict[str, float], dict[str, list[int]]]:
     """Degenerate-text rates of one step (``transcripts.degenerate``), over every sample that
-    carries its generated token ids, and the samples each measure flagged."""
-    if not any(s.token_ids is not None for s in samples):
+    carries its generated token ids or its sampled logprobs, and the samples each measure
+    flagged."""
+    if not any(s.token_ids is not None or s.sampler_logprobs is not None for s in samples):
         return {}, {}
     counts = DegenerateCounts(vocab_size=vocab_size)
     for i, s in enumerate(samples):
