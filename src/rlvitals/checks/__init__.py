@@ -125,8 +125,8 @@ def _doubted(f: Finding) -> Finding:
     """A reassuring ok/info finding of an exploited run, told that the reward it reads is
     the one the exploit findings doubt (a reward rising is not learning when the grader pays
     for something else)."""
-    if f.severity not in ("ok", "info") or f.verdict not in REASSURING:
-        return f
+    if f.severity not in ("ok", "info") or f.verdict not in REASSURING or f.check == "structural":
+        return f  # (a metric zero by design says nothing about the reward)
     return dataclasses.replace(
         f,
         title=f"{f.title} (by the reward, which the exploit findings above call into doubt)",
