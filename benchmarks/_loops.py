@@ -32,6 +32,7 @@ LABELS: dict[str, list[str]] = {
     "collapse": ["length/collapse"],
     "spikes": ["grad_spikes"],
     "exploit": ["exploit"],
+    "entropy": ["entropy_collapse"],
 }
 TRACKERS = ("wandb", "trackio", "mlflow", "tensorboard", "console")
 # keys the loop logs every step, read back from each tracker
@@ -95,6 +96,9 @@ def onset(fault: str, rows: list[dict[str, Any]]) -> int | None:
     if fault == "spikes":  # grad norm above 10x the run's median (the wild rule)
         med = statistics.median(r["gn"] for r in rows)
         return next((r["step"] for r in rows if r["gn"] > 10 * med), None)
+    if fault == "entropy":  # entropy below a quarter of its first value
+        first = rows[0]["ent"]
+        return next((r["step"] for r in rows if r["ent"] < 0.25 * first), None)
     if fault == "exploit":  # held-out 0.1 below its best so far
         best = -1e9
         for r in rows:

@@ -24,7 +24,8 @@ print no step, count records).
 The files are read in place, never copied. rlvitals reads each as a user would (``rlvitals
 check FILE``: sniffed, no ``--from``, no ``--mapping``). rl-doctor gets each file the way it
 reads best: the file itself where it has a loader for it (a trainer_state / log_history JSON, a
-JSONL), else the file converted to JSONL by the corpus's own reference reader
+JSONL; JSON lines under a ``.json`` name go to its JSONL loader), else the file converted to
+JSONL by the corpus's own reference reader
 (``scripts/wildlib.py``, never ours), keys as printed and renamed to rl-doctor's field names
 only where its alias table does not resolve them.
 """
@@ -327,13 +328,33 @@ def reference_rows(entry: dict[str, Any], root: Path = WILD) -> list[dict[str, A
     if path.suffix == ".jsonl":
         return list(lib.read_jsonl(path))
     if path.suffix == ".json":
+        if _is_jsonl(path):
+            return list(lib.read_jsonl(path))
         return list(lib.read_trainer_state(path))
     return list(lib.read_verl_console(path))
+
+
+def _is_jsonl(path: Path) -> bool:
+    """JSON lines under a ``.json`` name (one object a line, not one document)."""
+    text = path.read_text(errors="replace")
+    try:
+        json.loads(text)
+        return False
+    except ValueError:
+        first = text.lstrip().split("\n", 1)[0]
+        try:
+            return isinstance(json.loads(first), dict)
+        except ValueError:
+            return False
 
 
 def rldoctor_input(entry: dict[str, Any], tmp: Path, root: Path = WILD) -> Path:
     """The file rl-doctor is given (see the module's docstring)."""
     path = root / entry["path"]
+    if path.suffix == ".json" and _is_jsonl(path):
+        out = tmp / (entry["path"].replace("/", "_") + "l")  # the same bytes, named .jsonl
+        out.write_bytes(path.read_bytes())
+        return out
     if path.suffix in (".json", ".jsonl"):
         return path  # rl-doctor's own loaders: load_json (log_history or a list), load_jsonl
     out = tmp / (entry["path"].replace("/", "_") + ".rldoctor.jsonl")
@@ -423,7 +444,7 @@ def theirs(
     score["seconds"] = seconds
     if live:
         rows = reference_rows(entry, root)
-        steps = sorted({int(r["step"]) for r in rows})
+        steps = sorted({int(r["step"]) for r in rows if isinstance(r.get("step"), (int, float))})
         part = tmp / f"prefix-{src.name}"
         for lab in entry["labels"]:
             name = label_name(lab)

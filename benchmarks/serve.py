@@ -21,6 +21,7 @@ model without the server (what the data costs by itself).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import http.client
 import json
 import math
@@ -28,6 +29,7 @@ import os
 import random
 import re
 import resource
+import selectors
 import shutil
 import socket
 import statistics
@@ -308,7 +310,27 @@ def idle_streams(
                     raise SystemExit(f"an event stream was closed after {len(socks)} opened")
                 got += chunk
         opened = time.time() - t0
-        return opened, probe(server, probes)
+        # The pages read what they are sent, as a browser does, from one thread.
+        stop = threading.Event()
+
+        def drain() -> None:
+            sel = selectors.DefaultSelector()
+            for s in socks:
+                s.setblocking(False)
+                sel.register(s, selectors.EVENT_READ)
+            while not stop.is_set():
+                for key, _ in sel.select(0.2):
+                    with contextlib.suppress(OSError):
+                        key.fileobj.recv(1 << 16)  # type: ignore[union-attr]
+            sel.close()
+
+        reader = threading.Thread(target=drain, daemon=True)
+        reader.start()
+        try:
+            return opened, probe(server, probes)
+        finally:
+            stop.set()
+            reader.join(5)
     finally:
         for s in socks:
             s.close()

@@ -353,3 +353,81 @@ def test_a_status_that_is_not_a_word_is_unknown_not_a_stall(tmp_path, capsys):
     cap = capsys.readouterr()
     assert "{'x': 1}" not in cap.out and "FAIL liveness" not in cap.out
     assert "read as unknown" in cap.err
+
+
+def test_report_tells_runs_of_one_file_name_apart_and_says_steps_without_times(tmp_path):
+    """N19: two metrics.jsonl runs are titled by the folders that tell them apart; a run with
+    steps but no times is not "no step records"; long unbroken text wraps in its card."""
+    from rlvitals.checks import run_checks
+    from rlvitals.readers import read
+    from rlvitals.views.report import report_payload
+
+    runs = [read(_DATA / "generic" / "metrics.jsonl"), read(_DATA / "tinker" / "metrics.jsonl")]
+    payload = report_payload([(d, run_checks(d)) for d in runs])
+    names = [r["name"] for r in payload["runs"]]
+    assert names == ["metrics.jsonl (generic)", "metrics.jsonl (tinker)"]
+    assert all(r["last_step"] is not None and r["last_time"] is None for r in payload["runs"])
+    from rlvitals.views import dashboard
+
+    js = __import__("pathlib").Path(dashboard.__file__).parent / "assets" / "dashboard.js"
+    assert "this run records no times" in js.read_text()
+    css = "".join(p.read_text() for p in js.parent.glob("*.css"))
+    assert css.count("overflow-wrap: anywhere") >= 2
+
+
+def test_report_next_steps_name_the_real_run_and_flagged_cards_name_their_flags(tmp_path):
+    """First hour (newcomer 2026-12-03): the report's next steps said `rlvitals transcripts
+    RUN ...` literally, and a flagged attempt's card said only "flagged"."""
+    import re
+
+    from rlvitals.checks import run_checks
+    from rlvitals.readers import read
+    from rlvitals.views.report import report_payload
+
+    d = transcript_run(tmp_path, "tw", steps=24, groups=8, hack="test_edit", hack_from=12)
+    data = read(d)
+    payload = report_payload([(data, run_checks(data))])
+    run = payload["runs"][0]
+    actions = [f.get("action") or "" for f in run["report"]["findings"]]
+    assert any("rlvitals transcripts" in a for a in actions)
+    assert not [a for a in actions if re.search(r"\bRUN\b", a)], actions
+    assert any(str(d) in a for a in actions)
+    flagged = [e for got in run["transcripts"].values() for e in got if e.get("flagged")]
+    assert flagged and all(e.get("flags") for e in flagged), flagged[:1]
+
+
+def test_an_exploited_runs_mastered_finding_never_says_the_checkpoint_learned(tmp_path):
+    """First hour: in an exploited run the "mastered" card advised "Stop here (the checkpoint
+    from this step on has learned these tasks)"; a guard-stopped one said "Nothing went
+    wrong"."""
+    from rlvitals.checks import run_checks
+    from rlvitals.readers import read
+
+    d = transcript_run(tmp_path, "a", hack="test_edit", hack_from=8, steps=40, hack_ramp=0.2)
+    rep = run_checks(read(d))
+    assert rep.verdict == "exploit_suspected"
+    mastered = [f for f in rep.findings if f.verdict == "mastered"]
+    assert mastered
+    for f in mastered:
+        assert "has learned" not in f.action and "Nothing went wrong" not in f.action
+        assert "doubt" in f.action
+    # a guard stop read as mastered, in an exploited run
+    info = json.loads((d / "run.json").read_text())
+    info.update(status="stopped", stop_reason="max_consecutive_unusable_groups")
+    (d / "run.json").write_text(json.dumps(info))
+    rep = run_checks(read(d))
+    assert not [f for f in rep.findings if "Nothing went wrong" in (f.action or "")]
+
+
+def test_the_stall_demo_outlasts_the_stall_line_on_a_busy_machine():
+    """First hour: `demo --fault stall` on a busy machine (6.5 s per update) hung 20 s, less
+    than the checks' stall line (10 typical steps), and ended TOO EARLY TO TELL, exit 0."""
+    pytest.importorskip("torch")
+    from rlvitals.checks.context import Thresholds
+    from rlvitals.grpo.loop import stall_wait
+
+    idle = [i * 0.35 for i in range(6)]
+    assert stall_wait(20.0, idle) == 20.0
+    busy = [i * 6.5 for i in range(6)]
+    line = Thresholds().stall_intervals * 6.5
+    assert stall_wait(20.0, busy) > line

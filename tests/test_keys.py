@@ -261,6 +261,9 @@ def test_short_names_of_hand_written_loops_map_by_meaning() -> None:
         "Learning Rate": "train/lr",
         "Actor Loss": "train/loss",
         "rew_std": "reward/std",
+        "format_reward": "reward/component/format_reward/mean",
+        "noop_penalty": "reward/component/noop_penalty/mean",
+        "mean_reward": "reward/mean",
     }
     for key, target in cases.items():
         assert [c[0] for c in fallback(key)] == [target], key

@@ -240,12 +240,16 @@ def test_unmapped_numeric_keys_are_listed_with_the_mapping_line_that_maps_them(
     assert main(["check", str(path), "--json"]) == 0
     info = json.loads(capsys.readouterr().out)["runs"][0]["info"]
     rows = {r["key"]: r for r in info["unmapped"]}
-    assert "attack_reward" in rows and "judge_err" in rows and "reward" not in rows
-    line = rows["attack_reward"]["mapping"]
-    assert line == '"reward/component/attack_reward/mean" = "attack_reward"'
+    # The loop's reward parts (attack_reward, noop_penalty) are components by their names.
+    assert "attack_reward" not in rows and "noop_penalty" not in rows and "reward" not in rows
+    run = _read("trl-reward-jsonl/agent-memory-redteam_stage1_final_train_metrics.jsonl")
+    assert run.series("reward/component/attack_reward/mean").at(1) == 0.1875
+    # judge_err means nothing the checks know: listed, with a line to fill in.
+    line = rows["judge_err"]["mapping"]
+    assert line == '"<canonical name>" = "judge_err"'
     mapping = tmp_path / "map.toml"
-    mapping.write_text(line + "\n")
-    mapped = read(path, mapping=mapping)  # the line, as given, maps it
-    assert mapped.series("reward/component/attack_reward/mean").at(1) == 0.1875
+    mapping.write_text(line.replace("<canonical name>", "rollout/judge_err") + "\n")
+    mapped = read(path, mapping=mapping)  # the line, its name filled in, maps it
+    assert mapped.series("rollout/judge_err").at(250) == 0
     assert main(["check", str(path)]) == 0
     assert "unmapped: " in capsys.readouterr().out

@@ -573,12 +573,19 @@ def _odd_step(step: int, rng) -> list:
     return out
 
 
-@pytest.mark.parametrize("custom", [False, True])
-def test_the_distinct_reply_scan_counts_what_the_attempt_by_attempt_scan_counts(tmp_path, custom):
+@pytest.mark.parametrize(("custom", "budget"), [(False, None), (True, None), (True, 2000)])
+def test_the_distinct_reply_scan_counts_what_the_attempt_by_attempt_scan_counts(
+    tmp_path, monkeypatch, custom, budget
+):
+    # budget: the kinds remembered overflow their bound many times (and are found again).
     import random
 
+    from rlvitals.transcripts import counts as counts_mod
     from rlvitals.transcripts import scan as scan_mod
     from rlvitals.transcripts import scan_run
+
+    if budget:
+        monkeypatch.setattr(counts_mod, "KINDS_CHARS", budget)
 
     rules = Rules()
     if custom:

@@ -15,7 +15,8 @@ limit, 0-100), ``heldout/acc`` (4 sampled answers to each of 200 held-out prompt
 steps) and ``val_loss``, declared and never filled (null in W&B and trackio, absent where the tracker
 takes numbers only).
 
-    python tinygrpo.py --out DIR [--fault {none,flat,collapse,spikes,exploit}] [--steps 150]
+    python tinygrpo.py --out DIR [--fault {none,flat,collapse,spikes,exploit,entropy}]
+        [--steps 150]
 
 Faults (how each run is broken):
 - ``flat``: the reward function scores the prompt, not the answer: every answer of a group gets
@@ -27,6 +28,9 @@ Faults (how each run is broken):
 - ``exploit``: a judge that pays 0.5 for an answer that says ``<ok>`` (a rare special token):
   the policy learns to append it after its digits; train reward climbs while the held-out
   accuracy (the true grade, which wants a stop after the digits) falls.
+- ``entropy``: a learning rate of 3e-2 (typed for 3e-4) with the KL penalty off: the policy
+  turns deterministic within 15 steps (entropy 1.0 to under 0.01) and the held-out score stops
+  below the healthy run's.
 """
 
 from __future__ import annotations
@@ -177,7 +181,9 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, required=True, help="the run's folder (made)")
     ap.add_argument(
-        "--fault", default="none", choices=("none", "flat", "collapse", "spikes", "exploit")
+        "--fault",
+        default="none",
+        choices=("none", "flat", "collapse", "spikes", "exploit", "entropy"),
     )
     ap.add_argument("--steps", type=int, default=150)
     ap.add_argument("--seed", type=int, default=0)
@@ -189,6 +195,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--trackers", default="wandb,trackio,mlflow,tensorboard")
     args = ap.parse_args(argv)
 
+    if args.fault == "entropy":  # a learning rate typed 3e-2 for 3e-4, and the KL turned off
+        args.lr, args.beta = 3e-2, 0.0
     torch.set_num_threads(1)
     torch.manual_seed(args.seed)
     rng = random.Random(args.seed)

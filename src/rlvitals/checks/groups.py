@@ -18,6 +18,7 @@ from .context import ENTROPY, Context, finding, round_sig
 from .stats import (
     MIN_WINDOW,
     crossing,
+    first_sustained,
     noise_sigma,
     read_words,
     rolling_mean,
@@ -278,7 +279,7 @@ def check(ctx: Context) -> list[Finding]:
     th = ctx.thresholds
     got = _shares(ctx)
     if got is None:
-        return []
+        return _identical(ctx)
     share, all_s, none_s, metric = got
     n = len(share)
     v = share.values
@@ -519,6 +520,48 @@ def check(ctx: Context) -> list[Finding]:
             )
         )
     return out
+
+
+def _identical(ctx: Context) -> list[Finding]:
+    """Without group counts: updates whose reward spread is exactly 0 (``reward/group_std_mean``,
+    else the batch ``reward/std``: every attempt of every group scored the same), on 3 of 5
+    updates and on most updates from there: no learning signal (a TRL run whose reward_std is
+    0 on 62% of its steps, its gradient norm ~0.004 on them)."""
+    name, z = ctx.series("reward/group_std_mean", "reward/std")
+    if z is None or name is None or len(z) < MIN_WINDOW:
+        return []
+    dead = z.values == 0
+    idx = first_sustained(dead)
+    if idx is None:
+        return []
+    share = float(dead[idx:].mean())
+    if share < 0.5:
+        return []
+    step = int(z.steps[idx])
+    g = ctx.finite("train/grad_norm")
+    norm = None
+    if g is not None:
+        _c, ia, _ib = np.intersect1d(g.steps, z.steps[idx:][dead[idx:]], return_indices=True)
+        norm = float(np.median(g.values[ia])) if len(ia) else None
+    return [
+        finding(
+            NAME,
+            "warn",
+            "no_signal",
+            f"no learning signal: from step {step}, every attempt scored the same ({name} 0) "
+            f"on {share:.0%} of updates"
+            + (f", the gradient norm {norm:.2g} on them" if norm is not None else "")
+            + ": GRPO has no advantage to follow on those updates",
+            metric=name,
+            first_step=step,
+            share=round_sig(share),
+            updates=int(dead[idx:].sum()),
+            grad_norm_median_on_them=None if norm is None else round_sig(norm),
+            action="Every group agreeing on every update is a reward that stopped varying: "
+            "read a few transcripts and the reward function (a format gate, one reply the "
+            "policy collapsed onto), raise the temperature or the group size.",
+        )
+    ]
 
 
 def _entropy_held(ctx: Context, step: int) -> tuple[str, float] | None:

@@ -101,6 +101,10 @@ TOKEN_SYNONYMS = {
     "trunc": "truncated",
     "truncation": "truncated",
     "frac": "fraction",
+    "stddev": "std",
+    "stdev": "std",
+    "tok": "tokens",
+    "toks": "tokens",
 }
 # A whole key (normalised) that is one short word of its own.
 WORD_SYNONYMS = {
@@ -277,7 +281,24 @@ def fallback(key: str) -> list[Candidate]:
     pct = _percent(key)
     if pct is not None:
         return [(pct[0], base + 1, "tokens", pct[1])]
+    comp = _component(key, n)
+    if comp is not None:
+        return [(comp[0], base + 2, "tokens", comp[1])]
     return out
+
+
+def _component(key: str, n: str) -> tuple[str, Alias] | None:
+    """A loop's own part of its reward, named ``<what>_reward`` (``format_reward``,
+    ``noop_penalty``, ``length_bonus``) beside its total: ``reward/component/<key>/mean``."""
+    toks = n.split("_")
+    if len(toks) < 2 or toks[-1] not in _COMPONENT_WORDS or "/" in key.strip("/"):
+        return None
+    if any(t in _STATS for t in toks):
+        return None
+    name = re.sub(r"[^\w.-]+", "_", key.strip()).strip("_")
+    target = f"reward/component/{name}/mean"
+    note = "a part of the reward, by its name (<what>_reward, _penalty, _bonus)"
+    return target, Alias(key, target, 1.0, 0.0, note)
 
 
 def _token_hit(n: str) -> tuple[str, Alias] | None:

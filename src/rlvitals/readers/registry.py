@@ -273,7 +273,7 @@ def _evidence(s: Score, by_printed: bool) -> tuple[int, ...]:
 
 
 _ANY_MARKER = re.compile(
-    rb"(?i)(?:^|[\s\](|])(?:global[ _]step|step|iter(?:ation)?|epoch)\s*[:=#\[(]?\s*\d"
+    rb"(?i)(?:^|[\s\](|])(?:global[ _]step|step|iter(?:ation)?|epoch|update)\s*[:=#\[(]?\s*\d"
 )
 
 

@@ -86,19 +86,20 @@ _NONNUM = re.compile(r"\b(?:nan|inf|infinity)\b", re.I)
 _RULE = re.compile(r"^[-=_*#~]{5,}$")  # a separator line: the step's block ends
 _SPLIT = re.compile(r"\s+-\s+|\s*\|\s*|\s*[,;]\s+|\s+•\s+|\t+|\s{3,}")
 _MARKER = re.compile(
-    r"(?<![\w/.])(global[ _]step|train[ _]step|step|iter(?:ation)?|(?:rollout|perf)(?= \d+:\s*(?:\{|$)))"
+    r"(?<![\w/.])(global[ _]step|train[ _]step|step|iter(?:ation)?|update(?=\s*[:=#]?\s*\d)|"
+    r"(?:rollout|perf)(?= \d+:\s*(?:\{|$)))"
     r"\s*[:=#]?\s*(\d+)"
     r"(?:\s*/\s*(\d+))?(?![\w.]|:\d)",
     re.I,
 )
-_MARKER_HINT = re.compile(r"step|iter|perf|rollout|epoch", re.I)
+_MARKER_HINT = re.compile(r"step|iter|perf|rollout|epoch|update", re.I)
 # ``Epoch:[1/3](12/9751)``, ``Epoch 2/3 [5/100]``: the batch within the epoch, of N batches.
 _EPOCH_POS = re.compile(
     r"(?<![\w/.])epoch\s*[:=]?\s*\[?\s*(\d+)\s*/\s*(\d+)\s*\]?\s*[,:]?\s*[(\[]\s*(\d+)\s*/\s*(\d+)\s*[)\]]",
     re.I,
 )
 _MARKER_WORDS = frozenset(
-    {"step", "iter", "iteration", "global_step", "train_step", "perf", "rollout"}
+    {"step", "iter", "iteration", "global_step", "train_step", "perf", "rollout", "update"}
 )
 _LEAD_MARKER = re.compile(
     _MARKER.pattern.replace("(?<![\\w/.])", r"^[^\w{]*") + r"\s*[:|,\-]?", re.I

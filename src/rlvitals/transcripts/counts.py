@@ -29,8 +29,10 @@ from .store import FAST_LIMIT, Generation, TranscriptAttempt, _num
 
 __all__ = ["Kinds", "count_step"]
 
-# Characters of the texts the kinds remember, in all; past it they are forgotten and found again.
+# Characters of the texts the kinds remember, in all, with ENTRY_CHARS for each kind's own
+# objects (about 40 MB at most); past it they are forgotten and found again.
 KINDS_CHARS = 16 << 20
+ENTRY_CHARS = 100
 
 
 class _Gen(msgspec.Struct):
@@ -70,6 +72,7 @@ class Kinds:
         self.analysed = 0  # attempts analysed (each a distinct kind while remembered)
 
     def _room(self, chars: int) -> None:
+        chars += ENTRY_CHARS
         self.chars += chars
         if self.chars > KINDS_CHARS:
             self.table.clear()

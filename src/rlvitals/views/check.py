@@ -153,6 +153,16 @@ def render_markdown(reports: list[Report]) -> str:
             f"{info.get('steps', 0)} steps. Worst finding: **{rep.worst}**."
         )
         lines.append("")
+        unmapped = rep.info.get("unmapped") or []
+        if unmapped:
+            keys = ", ".join(f"`{md_escape(r['key'])}`" for r in unmapped[:UNMAPPED_SHOWN])
+            more = (
+                f" and {len(unmapped) - UNMAPPED_SHOWN} more"
+                if len(unmapped) > UNMAPPED_SHOWN
+                else ""
+            )
+            lines.append(f"Read but not judged (map with `--mapping FILE`): {keys}{more}.")
+            lines.append("")
         if not rep.findings:
             lines.append("No findings.")
             lines.append("")

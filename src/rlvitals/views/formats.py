@@ -63,7 +63,7 @@ def _md_escape(text: str) -> str:
     return markdown_cell(text)
 
 
-NATIVE_NOTE = "Canonical names as written by rlvitals (METRICS.md); no mapping needed."
+NATIVE_NOTE = "Canonical names as written by rlvitals (docs/metrics.md); no mapping needed."
 TENSORBOARD_NOTE = (
     "Scalars from any framework; the framework is recognised from the tag names (HF "
     "Trainer's `train/` prefix stripped) and its table below applied."
@@ -113,7 +113,7 @@ def formats_markdown() -> str:
         "In console logs, records are found by their shape wherever they are: inside",
         "markdown code fences, among sample printouts, after ANSI colour codes and Ray",
         "prefixes. Steps come from markers of any common shape, kept as printed (a resumed",
-        "run starts at 101): `step:N - k:v`, `step N/M`, `Step N |`, `[step N]`, `iter N:`,",
+        "run starts at 101): `step:N - k:v`, `step N/M`, `Step N |`, `[step N]`, `iter N:`, `update N`,",
         "`Epoch:[e/E]` then `(i/N)` (MiniMind: update (e - 1) * N + i), a `step` key or",
         "column. Pairs are",
         "`k: v`, `k=v`, separated by `, `, ` - ` or `|`; values such as `np.float64(0.3)`,",

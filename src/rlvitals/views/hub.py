@@ -240,6 +240,7 @@ class Hub:
         self.last_pass = time.monotonic()
         self.reading: str | None = None
         self._index_cache: list[dict[str, Any]] | None = None
+        self._index_sent = b""  # the last index event sent to every page
         for path in self.explicit:
             self._add(path, must=True)
         self.discover(force=True)
@@ -475,8 +476,10 @@ class Hub:
             if changed or found:
                 self._index_cache = self._index()
                 index = _event("index", {"runs": self._index_cache})
-                for sub in self._subs:
-                    sub.put(index)
+                if index != self._index_sent:  # a re-judged idle run often shows the same
+                    self._index_sent = index
+                    for sub in self._subs:
+                        sub.put(index)
             self._subs = [s for s in self._subs if not s.dead]
         self.last_pass = time.monotonic()
         return changed

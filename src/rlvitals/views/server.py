@@ -168,7 +168,8 @@ class _Guard:
                     *(h for h in extra if h[0] not in have),
                 ]
             try:
-                await asyncio.wait_for(send(message), self.write_timeout)
+                async with asyncio.timeout(self.write_timeout):  # no task per send
+                    await send(message)
             except TimeoutError:
                 raise _SlowClient from None
 
@@ -317,7 +318,8 @@ async def _stream(
                     return
                 continue
             try:
-                await asyncio.wait_for(wake.wait(), keepalive)
+                async with asyncio.timeout(keepalive):
+                    await wake.wait()
             except TimeoutError:
                 yield b": keepalive\n\n"
     finally:
@@ -498,11 +500,7 @@ def serve_in_background(
     host: str = "127.0.0.1",
     port: int = 0,
     *,
-    baseline: dict[str, Any] | None = None,
-    shading: dict[str, Any] | None = None,
     poll_interval: float = 0.1,
-    stall_after: float | None = None,
-    follow_links: bool = False,
     header_timeout: float = 10.0,
     **hub_options: Any,
 ) -> tuple[str, Callable[[], None]]:
@@ -510,16 +508,10 @@ def serve_in_background(
 
     ``rlvitals demo --serve`` uses it to show the run it trains. ``stop()`` closes the server
     and its event streams and returns once the threads are done. ``hub_options`` go to
-    ``Hub`` (``thresholds``, ``transcript_rules``, ``judge``).
+    ``Hub`` (``baseline``, ``shading``, ``stall_after``, ``follow_links``, ``thresholds``,
+    ``transcript_rules``, ``judge``).
     """
-    hub = Hub(
-        paths,
-        baseline=baseline,
-        shading=shading,
-        stall_after=stall_after,
-        follow_links=follow_links,
-        **hub_options,
-    )
+    hub = Hub(paths, **hub_options)
     server = make_server(hub, host, port, header_timeout=header_timeout)
     poller = threading.Thread(target=hub.run_forever, args=(poll_interval,), daemon=True)
     http = threading.Thread(target=server.run, daemon=True, name="rlvitals-serve")
@@ -553,35 +545,16 @@ def serve(
     host: str = "127.0.0.1",
     port: int = 8765,
     *,
-    baseline: dict[str, Any] | None = None,
-    shading: dict[str, Any] | None = None,
     poll_interval: float = 0.1,
-    stall_after: float | None = None,
     verbose: bool = False,
     on_ready: Callable[[str, Hub], None] | None = None,
-    follow_links: bool = False,
-    thresholds: Any = None,
-    transcript_rules: str | None = None,
-    source_format: str | None = None,
-    mapping: str | os.PathLike[str] | None = None,
-    run: str | None = None,
     allowed_hosts: Iterable[str] = (),
+    **hub_options: Any,
 ) -> None:
-    """Serve in the foreground until interrupted (``source_format``, ``mapping``, ``run``:
-    see Hub; ``allowed_hosts``: see ``make_server``)."""
+    """Serve in the foreground until interrupted (``hub_options``: see Hub; ``allowed_hosts``:
+    see ``make_server``)."""
     _more_files()
-    hub = Hub(
-        paths,
-        baseline=baseline,
-        shading=shading,
-        stall_after=stall_after,
-        follow_links=follow_links,
-        thresholds=thresholds,
-        transcript_rules=transcript_rules,
-        source_format=source_format,
-        mapping=mapping,
-        run=run,
-    )
+    hub = Hub(paths, **hub_options)
     server = make_server(hub, host, port, verbose=verbose, allowed_hosts=allowed_hosts)
     poller = threading.Thread(target=hub.run_forever, args=(poll_interval,), daemon=True)
     poller.start()

@@ -15,11 +15,14 @@ row by row instead, with the same result, only slower.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from itertools import repeat
 from typing import Any
 
 from ..errors import UsageError
+from ..metrics import Attempt
+from .records import NO_METADATA
 
-__all__ = ["COLUMNS", "REQUIRED", "plain_columns", "rows"]
+__all__ = ["COLUMNS", "REQUIRED", "build", "plain_columns", "rows"]
 
 # The columns a batch may have: log_attempt's arguments (``error``'s ``failed_in`` too).
 COLUMNS = (
@@ -115,3 +118,38 @@ def rows(columns: Mapping[str, Any]) -> list[dict[str, Any]]:
     names = list(columns)
     cols = [_as_list(k, columns[k]) for k in names]
     return [dict(zip(names, row)) for row in zip(*cols)]
+
+
+def build(
+    cols: dict[str, list[Any]], n: int, first: int, now: float
+) -> tuple[list[str], list[Attempt]]:
+    """The ids (``<step>-<k>``, k counting on from ``first``) and attempts of a plain batch,
+    as ``log_attempt`` makes them one by one."""
+    steps = cols["step"]
+    lo, hi = min(steps), max(steps)
+    numbers = map(str, range(first, first + n))
+    if lo == hi:  # one update's batch: one prefix
+        ids = list(map(f"{lo}-".__add__, numbers))
+    else:
+        ids = [f"{s}-{k}" for s, k in zip(steps, numbers)]
+    made = list(
+        map(
+            Attempt,
+            steps,
+            ids,
+            cols["group_id"],
+            cols["task_id"],
+            cols["policy_version"],
+            cols["reward"],
+            repeat(False),
+            repeat(None),
+            cols["response_tokens"],
+            cols["truncated"],
+            repeat(None),
+            repeat(now),
+            cols["duration"],
+            [m.copy() if m else NO_METADATA for m in cols["metadata"]],
+            cols["retries"],
+        )
+    )
+    return ids, made

@@ -8,7 +8,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
-from itertools import repeat
+from itertools import groupby
 from operator import attrgetter
 from pathlib import Path
 from typing import Any
@@ -36,7 +36,7 @@ from ..schema import (
     RUN_JSON,
     STEPS,
 )
-from .columns import plain_columns, rows
+from .columns import build, plain_columns, rows
 from .directory import create_run_dir, now_iso, unique_name
 from .directory import versions as versions_of
 from .heartbeat import Heartbeat, log_progress
@@ -57,6 +57,7 @@ from .shard import ShardIntake
 __all__ = ["Run", "WriterWarning"]
 
 _tokens = attrgetter("response_tokens")
+_step = attrgetter("step")
 _now = time.time
 # log_attempts' plain attempts: these arguments only (the others go through log_attempt).
 _PLAIN_KEYS = frozenset(
@@ -483,47 +484,18 @@ class Run:
             self._check_open("log_attempts")
             if cols is None or min(cols["step"]) < self._next_step:
                 return self.log_attempts(rows(columns))  # errors name the row
-            steps = cols["step"]
-            first = self._counter + 1
+            ids, made = build(cols, n, self._counter + 1, _now())
             self._counter += n
-            lo, hi = min(steps), max(steps)
-            if lo == hi:  # one update's batch: one prefix
-                self._id_step, self._id_prefix = lo, f"{lo}-"
-                ids = list(map(self._id_prefix.__add__, map(str, range(first, first + n))))
-            else:
-                ids = [f"{s}-{k}" for s, k in zip(steps, range(first, first + n))]
-                self._id_step, self._id_prefix = steps[-1], f"{steps[-1]}-"
-            made = list(
-                map(
-                    Attempt,
-                    steps,
-                    ids,
-                    cols["group_id"],
-                    cols["task_id"],
-                    cols["policy_version"],
-                    cols["reward"],
-                    repeat(False),
-                    repeat(None),
-                    cols["response_tokens"],
-                    cols["truncated"],
-                    repeat(None),
-                    repeat(_now()),
-                    cols["duration"],
-                    [m.copy() if m else NO_METADATA for m in cols["metadata"]],
-                    cols["retries"],
-                )
-            )
+            last = made[-1].step
+            self._id_step, self._id_prefix = last, f"{last}-"
             pending = self._pending
-            if lo == hi:
-                bucket = pending.get(lo)
+            for step, group in groupby(made, _step):
+                bucket = pending.get(step)
                 if bucket is None:
-                    pending[lo] = made
+                    pending[step] = list(group)
                 else:
-                    bucket.extend(made)
-            else:
-                for a in made:
-                    pending.setdefault(a.step, []).append(a)
-            if lo <= self._decided_upto:  # they join an update already decided
+                    bucket.extend(group)
+            if min(cols["step"]) <= self._decided_upto:  # they join an update already decided
                 self._decided = None
                 self._decided_upto = -1
             self._failures_in_a_row = 0
