@@ -125,3 +125,13 @@ def test_a_rename_is_said(tmp_path):
     rep = run_checks(read(_prime(tmp_path, rename_at=6)))
     (f,) = [f for f in rep.findings if f.check == "structural"]
     assert f.severity == "info" and f.first_step == 6 and "version change" in f.title
+
+
+def test_a_zero_clip_outside_trl_without_a_config_is_not_called_by_design(tmp_path):
+    # verl's actor/pg_clipfrac with several minibatches per batch can clip: without the config
+    # a zero there is not claimed to be by design (TinyZero's wild log stays unsaid).
+    p = tmp_path / "run.jsonl"
+    with open(p, "w") as f:
+        for s in range(20):
+            f.write(json.dumps({"step": s, "reward/mean": 0.3, "train/clip_frac": 0.0}) + "\n")
+    assert not [f for f in run_checks(read(p)).findings if f.check == "structural"]

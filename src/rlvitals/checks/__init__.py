@@ -133,8 +133,8 @@ def _doubted(f: Finding) -> Finding:
             "call that reward into doubt: read the rewarded transcripts before keeping any "
             "checkpoint of this run.",
         )
-    if f.severity not in ("ok", "info") or f.verdict not in REASSURING:
-        return f
+    if f.severity not in ("ok", "info") or f.verdict not in REASSURING or f.check == "structural":
+        return f  # (a metric zero by design says nothing about the reward)
     return dataclasses.replace(
         f,
         title=f"{f.title} (by the reward, which the exploit findings above call into doubt)",

@@ -46,7 +46,15 @@ def _clip(ctx: Context) -> list[Finding]:
     passes = found[1] if found else None
     if passes not in (None, 1):
         return []  # several passes and never a clip: not by design, left to the policy check
-    why = f"the run's config says {found[0]}={passes}" if found else "the values alone say so"
+    if found is None and not any(n.startswith("clip_ratio") for n in zero):
+        # Without the config, only TRL's keys (num_iterations defaults to 1 there): a PPO
+        # trainer with several minibatches per batch clips, so its zero is not by design.
+        return []
+    why = (
+        f"the run's config says {found[0]}={passes}"
+        if found
+        else "TRL's default num_iterations=1; the run's config is not read"
+    )
     return [
         finding(
             NAME,
