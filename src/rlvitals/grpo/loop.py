@@ -379,7 +379,7 @@ def _sample(
             rows,
             max_new_tokens=max_new_tokens,
             max_turns=max_turns,
-            temperature=tcfg.temperature,
+            temperature=active.temperature(step, tcfg.temperature, len(rows), G),
             generator=generator,
         )
         ep.seconds = time.perf_counter() - t0

@@ -150,6 +150,16 @@ PLOTS: tuple[Plot, ...] = (
         refs=((0.01, "0.01"), (0.1, "0.1")),
     ),
     Plot(
+        "mismatch_tail",
+        "Mismatch per sequence (the tail)",
+        plot_members("mismatch_tail"),
+        "Each sequence's token mean of exp(|Δ|) (1 = identical): its median, 90th percentile "
+        "and maximum per update, and the share of sequences past 1.05. A mean under its "
+        "line can hide a tenth of the sequences far off; the p90 shows them.",
+        log=True,
+        refs=((1.02, "1.02"), (1.05, "1.05")),
+    ),
+    Plot(
         "ess",
         "Importance weights (ESS)",
         plot_members("ess"),

@@ -97,6 +97,43 @@ def formats_markdown() -> str:
         "When two rules give one canonical name, the first listed that the run logs wins for",
         "the whole run. Percentages printed by a console become fractions.",
         "",
+        "## How a file is recognised",
+        "",
+        "By its content, never by its name alone. A JSON object with a `log_history` list,",
+        "or the bare list of HF Trainer step records, is a TRL trainer state whatever the",
+        "file is called (`training_logs.json`, `history.json`); a JSON list of another",
+        "loop's step records is the `json` format. Every format whose sniffer accepts a file",
+        "reads a sample of it (256 kB; 8 MB where no reading finds a printed step in the",
+        "first sample: a console whose first `step:N` line comes after long sample",
+        "printouts), and the reading with the most steps whose numbers the file prints wins",
+        "over one that numbers records itself (in order of appearance); a near tie goes to",
+        "the framework's own reader. `rlvitals formats --explain FILE` says which readings",
+        "were compared and what each read.",
+        "",
+        "In console logs, records are found by their shape wherever they are: inside",
+        "markdown code fences, among sample printouts, after ANSI colour codes and Ray",
+        "prefixes. Steps come from markers of any common shape, kept as printed (a resumed",
+        "run starts at 101): `step:N - k:v`, `step N/M`, `Step N |`, `[step N]`, `iter N:`, `update N`,",
+        "`Epoch:[e/E]` then `(i/N)` (MiniMind: update (e - 1) * N + i), a `step` key or",
+        "column. Pairs are",
+        "`k: v`, `k=v`, separated by `, `, ` - ` or `|`; values such as `np.float64(0.3)`,",
+        "`tensor(0.5)`, `nan`. Once a file prints a step with each record, key/value text",
+        "away from any record (an `x = 3` of a sample, a `{'A': 'true'}` ground truth) is",
+        "passed over, and `--explain` counts it.",
+        "",
+        "Keys by meaning reach short names too: abbreviations and spellings (`rew`, `rwd`,",
+        "`KL_ref`, `ent`, `gn`, `grad`, `len`, `resp_len`, `Avg Response Len`, `Adv Std`,",
+        "`acc`, `success_rate`) normalise to the synonyms of docs/metrics.md. Held-out",
+        "splits (`eval_reward`, `eval/`, `val/`, `test/`, `heldout_`, `val-core/`) read as",
+        "held-out evaluations `eval/<suite>/score` when they name a score, never as training",
+        "metrics. A percent of a fraction metric (`truncated_pct`, `clip %`, or a",
+        "`clip_ratio` whose values reach past 1 within 0..100) is divided by 100, and",
+        "`--explain` says so. A field that is null on every record was never measured: it is",
+        "left out, not read as a value gone non-finite (a null after values still is). A file",
+        "from which nothing at all could be read is an input error (exit 2). `rlvitals check`",
+        "lists under the verdict each numeric key that maps to nothing, with the `--mapping`",
+        "line that would map it (`info.unmapped` in `--json`).",
+        "",
         "| format | kind | what it reads |",
         "|---|---|---|",
     ]
@@ -216,10 +253,45 @@ def explain_data(run: RunData) -> dict[str, Any]:
     return {
         "path": run.source,
         "format": run.format,
+        "reading": reading_notes(run),
         "mapped": mapped,
         "unmapped": unmapped,
+        "never_measured": list(run.info.get("never_measured") or []),
         "missing": dict(sorted(run.missing.items())),
     }
+
+
+def reading_notes(run: RunData) -> list[str]:
+    """What the reader chose and why, one sentence each: the format (the readings compared),
+    where the steps came from, lines passed over, units converted, fields never filled."""
+    info = run.info
+    out = []
+    if info.get("sniffed"):
+        out.append(str(info["sniffed"]))
+    by = info.get("records_by_step_source")
+    if isinstance(by, dict) and by:
+        parts = ", ".join(f"{n} by {how}" for how, n in sorted(by.items()))
+        out.append(f"records by where their step came from: {parts}")
+    if info.get("steps_numbered"):
+        out.append(
+            f"{info['steps_numbered']} step(s) numbered by the reader (in order of appearance): "
+            "the file prints no step for them"
+        )
+    if info.get("stray_records"):
+        out.append(
+            f"{info['stray_records']} key/value line(s) passed over: away from any step's "
+            "record in a file that prints its steps (sample printouts, not metrics)"
+        )
+    for target, why in sorted((info.get("units") or {}).items()):
+        out.append(f"{target}: {why}")
+    never = info.get("never_measured") or []
+    if never:
+        shown = ", ".join(never[:10]) + (f", ... ({len(never)} in all)" if len(never) > 10 else "")
+        out.append(f"declared but never filled (null on every record), so not metrics: {shown}")
+    labels = info.get("labels")
+    if isinstance(labels, dict) and labels:
+        out.append("text fields kept as labels: " + ", ".join(sorted(map(str, labels))))
+    return out
 
 
 def explain_json(run: RunData) -> str:
@@ -243,6 +315,8 @@ def explain_text(run: RunData, *, file: IO[str], width: int = 120) -> None:
     d = explain_data(run)
     console = Console(file=file, width=width, highlight=False, soft_wrap=False)
     console.print(f"[bold]{escape(d['path'])}[/] read as [bold]{escape(d['format'])}[/]")
+    for note in d["reading"]:
+        console.print(f"  {escape(note)}")
     t = Table(box=None, pad_edge=False, title=f"{len(d['mapped'])} keys mapped")
     for col in ("source key", "canonical", "rule", "detail"):
         t.add_column(col)
