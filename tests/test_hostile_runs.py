@@ -319,7 +319,8 @@ def test_an_empty_steps_file_beside_rewarded_attempts_is_judged_from_them(tmp_pa
     TELL, exit 0, silently)."""
     from synth import synth_run
 
-    d = synth_run(tmp_path, "lost", lr=0.08, seed=1, steps=60)
+    d = synth_run(tmp_path, "lost", lr=0.08, seed=1, steps=60, evals_every=20)
+    assert (d / "evals.jsonl").read_text().strip()  # as in the report: 3 evals beside
     full = json.loads(_check(capsys, d))
     (d / "steps.jsonl").write_text("")
     got = json.loads(_check(capsys, d))

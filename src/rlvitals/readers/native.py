@@ -177,7 +177,8 @@ class NativeReader:
         own = {"reward/mean", "reward/mean_with_unusable"}
         if a is None or not len(a) or (own & set(metrics.names()) and not self._from_attempts):
             return
-        if self.run.steps().size and not self._from_attempts:
+        steps_read = any(not n.startswith("eval/") for n in metrics.names())
+        if steps_read and not self._from_attempts:
             return  # the step records are there: they measure the reward themselves
         if not self._from_attempts:
             self.run.warnings.append(
