@@ -122,3 +122,24 @@ def test_transcripts_command_reads_a_url(s3, capsys):
     assert main(["transcripts", "s3://runs/team/healthy", "--step", "3", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out
+
+
+def test_object_keys_with_dot_dot_never_land_outside_the_mirror(s3, tmp_path, capsys):
+    """N01: a key ``run/../../<absolute path>`` is refused with a warning, not written there."""
+    import boto3
+
+    victim = tmp_path / "victim.txt"
+    victim.write_text("original content")
+    client = boto3.client("s3")
+    for name in ("run.json", "steps.jsonl"):
+        client.put_object(
+            Bucket="runs", Key=f"trav/ok/{name}", Body=(s3["local"] / "nan" / name).read_bytes()
+        )
+    evil = "trav/ok/" + "../" * 40 + str(victim).lstrip("/")
+    client.put_object(Bucket="runs", Key=evil, Body=b"overwritten by a bucket object")
+    client.put_object(Bucket="runs", Key="trav/ok/./dot.txt", Body=b"dot")
+    code = main(["check", "s3://runs/trav/ok"])
+    cap = capsys.readouterr()
+    assert victim.read_text() == "original content"
+    assert code == 0 and "NON-FINITE" in cap.out
+    assert "outside the run's folder" in cap.err

@@ -232,3 +232,50 @@ def test_a_full_disk_at_run_start_is_one_clear_error(tmp_path):
     assert "Traceback" not in out.stderr, out.stderr
     assert out.stdout.startswith("ConfigError: config [output.output_dir]: cannot create")
     assert not (tmp_path / "r" / "run.json").exists()  # the name is not left claimed
+
+
+def test_a_journal_line_with_wrong_types_is_skipped_and_later_updates_go_on(tmp_path):
+    """N08 (adversarial 2026-12-03): a line whose policy_version is a string made every later
+    log_step and close raise TypeError; it is one warning now, and the run finishes."""
+    with Run(cfg(tmp_path, "r")) as run:
+        (run.dir / "shards").mkdir(exist_ok=True)
+        bad = {"step": 0, "attempt_id": "x1", "group_id": "g0", "task_id": "t", "reward": 1.0}
+        lines = [
+            {**bad, "policy_version": "abc"},
+            {**bad, "attempt_id": "x2", "step": "1"},
+            {**bad, "attempt_id": "x3", "metadata": [1]},
+            {**bad, "attempt_id": "x4", "reward": "high"},
+        ]
+        (run.dir / "shards" / "w.attempts.jsonl").write_text(
+            "".join(json.dumps(x) + "\n" for x in lines)
+        )
+        with rlvitals.attach(run.dir, shard="v") as v:
+            v.log_attempt(0, "g", "t", 1.0, policy_version=0)
+            v.log_attempt(0, "g", "t", 0.0, policy_version=0)
+        with warnings.catch_warnings(record=True) as got:
+            warnings.simplefilter("always")
+            first = run.log_step(0)
+            second = run.log_step(1)
+    shown = [str(x.message) for x in got if "w.attempts.jsonl" in str(x.message)]
+    assert len(shown) == 1 and "not an attempt" in shown[0]
+    assert first["groups/trained"] == 1.0 and second["step"] == 1
+    assert json.loads((run.dir / "run.json").read_text())["status"] == "finished"
+
+
+def test_a_restarted_shard_never_appends_to_a_torn_last_line(tmp_path):
+    """N09: the predecessor died mid-line; the new writer's first attempt is kept whole and
+    gets an id of its own."""
+    with Run(cfg(tmp_path, "r")) as run:
+        with rlvitals.attach(run.dir, shard="w0") as w:
+            for k in range(4):
+                w.log_attempt(0, "g", "t", float(k % 2), policy_version=0)
+        with open(run.dir / "shards" / "w0.attempts.jsonl", "ab") as f:
+            f.write(b'{"step":0,"attempt_id":"w0-5","group_id":"g","rew')
+        with rlvitals.attach(run.dir, shard="w0") as w:
+            ids = [w.log_attempt(0, "g", "t", 1.0, policy_version=0) for _ in range(4)]
+        with warnings.catch_warnings(record=True):
+            warnings.simplefilter("always")
+            run.log_step(0)
+    assert "w0-5" not in ids
+    rows = [json.loads(x) for x in (run.dir / "rollouts.jsonl").read_text().splitlines()]
+    assert {r["attempt_id"] for r in rows} >= set(ids) and len(rows) == 8

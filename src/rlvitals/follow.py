@@ -30,8 +30,21 @@ from typing import Any
 from .checks.base import Finding, Report, severity_rank
 from .errors import RlvitalsError, UnknownFormatError
 from .model import RunData
+from .readers.base import open_binary
 
 __all__ = ["Follower", "Update", "report_key"]
+
+
+def _listable(p: Path) -> bool:
+    """Whether the folder ``p`` can be listed: one that cannot is an error, not waited for."""
+    try:
+        os.listdir(p)
+    except PermissionError:
+        return False
+    except OSError:
+        return True
+    return True
+
 
 # Files whose identity (device, inode) marks a run as the same one: the path itself and the
 # append-only record files of a run directory (run.json is replaced on every status change).
@@ -149,13 +162,14 @@ class Follower:
                 except UnknownFormatError:
                     # An empty run directory (the run is about to start) is waited for too;
                     # a file that is not a run is an error now.
-                    if not (wait and self.path.is_dir()):
+                    if not (wait and self.path.is_dir() and _listable(self.path)):
                         raise
         elif self._source is None:
             self.reader = source
             self.path = Path(path) if path is not None else None
         self._empty = RunData(source=self._source or os.fspath(self.path or ""), format="")
         self.resets = 0
+        self.check_error: str | None = None  # why the last judgement failed, if it did
         self._reset_state()
 
     # -- state -----------------------------------------------------------------------------
@@ -197,7 +211,7 @@ class Follower:
                 st = p.stat()
                 head = b""
                 if not p.is_dir():
-                    with open(p, "rb") as f:
+                    with open_binary(p) as f:
                         head = f.read(_HEAD)
             except OSError:
                 continue
@@ -323,6 +337,9 @@ class Follower:
             up.error = f"checks failed: {type(exc).__name__}: {exc}"
             _warn_once(self.data, up.error)
             report = None
+            self.check_error = up.error
+        else:
+            self.check_error = None
         self.judge_cost = time.perf_counter() - t0
         self.last_judged = now
         self.dirty = False
@@ -332,7 +349,11 @@ class Follower:
         self.report = report
         import msgspec
 
-        blob = msgspec.json.encode(report_key(report))
+        key = report_key(report)
+        try:
+            blob = msgspec.json.encode(key)
+        except UnicodeEncodeError:  # a file name that is not UTF-8 in the report's source
+            blob = repr(key).encode("utf-8", "surrogateescape")
         up.report_changed = blob != self.report_blob
         self.report_blob = blob
         self._forget_ended_stalls(report)

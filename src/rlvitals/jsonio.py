@@ -67,22 +67,32 @@ def _enc_hook(obj: Any) -> Any:
         return f"<unrepresentable {type(obj).__name__}>"
 
 
-def clean(value: Any) -> Any:
+MAX_DEPTH = 64  # containers nested deeper (or holding themselves) are written as null
+
+
+def clean(value: Any, _depth: int = 0) -> Any:
     """A copy of ``value`` that encodes losslessly: non-finite floats become their strings,
-    numpy/torch scalars plain numbers, tuples lists and dict keys strings."""
+    numpy/torch scalars plain numbers, tuples lists and dict keys strings. Containers nested
+    deeper than ``MAX_DEPTH`` (a table that holds itself included) become null, so one odd
+    value never costs the record."""
     t = type(value)
     if t is float:
         return value if value - value == 0.0 else _nonfinite(value)
     if value is None or t is str or t is bool or t is int:
         return value
     if t is dict or isinstance(value, dict):
-        return {k if type(k) is str else str(k): clean(v) for k, v in value.items()}
+        if _depth >= MAX_DEPTH:
+            return None
+        d = _depth + 1
+        return {k if type(k) is str else str(k): clean(v, d) for k, v in value.items()}
     if t is list or t is tuple:
-        return [clean(v) for v in value]
+        if _depth >= MAX_DEPTH:
+            return None
+        return [clean(v, _depth + 1) for v in value]
     if isinstance(value, msgspec.Raw):  # already JSON
         return value
     if isinstance(value, msgspec.Struct):
-        return clean(msgspec.structs.asdict(value))
+        return clean(msgspec.structs.asdict(value), _depth + 1)
     if isinstance(value, float):  # a float subclass, e.g. numpy.float64
         return clean(float(value))
     if isinstance(value, int):  # an int subclass (IntEnum, numpy ints are not)
@@ -166,6 +176,89 @@ def decode_line(line: bytes | str) -> Any:
             return json.loads(line)
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise ValueError(str(exc)) from None
+
+
+def loads(raw: bytes | str) -> Any:
+    """One JSON value whatever its depth (``decode_line``; values nested deeper than
+    ``MAX_DEPTH`` levels become null rather than raising RecursionError). ValueError when it
+    is not JSON."""
+    try:
+        return decode_line(raw)
+    except RecursionError:
+        return decode_shallow(raw)[0]
+
+
+def decode_shallow(raw: bytes | str) -> tuple[Any, str | None]:
+    """A JSON value too deep for the decoders, its values deeper than ``MAX_DEPTH`` levels
+    replaced by null: ``(value, note)``; ValueError if it is not JSON."""
+    data = raw.encode("utf-8", "surrogatepass") if isinstance(raw, str) else raw
+    flat = flatten_deep(data, MAX_DEPTH)
+    try:
+        value = decode_line(flat)
+    except (ValueError, RecursionError):
+        text = flat.decode("utf-8", errors="replace").replace("\x00", "")
+        try:
+            value = json.loads(text, strict=False)
+        except (ValueError, RecursionError) as exc:
+            raise ValueError(f"nested too deeply to read ({exc})") from None
+    return value, f"values nested deeper than {MAX_DEPTH} levels replaced by null"
+
+
+def flatten_deep(data: bytes, depth_limit: int) -> bytes:
+    """``data`` with every array or object deeper than ``depth_limit`` replaced by ``null``."""
+    out = bytearray()
+    depth = 0
+    i, n = 0, len(data)
+    start = 0
+    in_str = False
+    while i < n:
+        c = data[i]
+        if in_str:
+            if c == 0x5C:  # backslash
+                i += 2
+                continue
+            if c == 0x22:
+                in_str = False
+        elif c == 0x22:
+            in_str = True
+        elif c in (0x5B, 0x7B):  # [ {
+            depth += 1
+            if depth > depth_limit:
+                out += data[start:i] + b"null"
+                i = _skip_value(data, i)
+                start = i
+                depth -= 1
+                continue
+        elif c in (0x5D, 0x7D):
+            depth -= 1
+        i += 1
+    out += data[start:]
+    return bytes(out)
+
+
+def _skip_value(data: bytes, i: int) -> int:
+    """The index just past the array or object opening at ``i`` (or the end of ``data``)."""
+    depth = 0
+    in_str = False
+    n = len(data)
+    while i < n:
+        c = data[i]
+        if in_str:
+            if c == 0x5C:
+                i += 2
+                continue
+            if c == 0x22:
+                in_str = False
+        elif c == 0x22:
+            in_str = True
+        elif c in (0x5B, 0x7B):
+            depth += 1
+        elif c in (0x5D, 0x7D):
+            depth -= 1
+            if depth == 0:
+                return i + 1
+        i += 1
+    return n
 
 
 def to_float(value: Any) -> float | None:
@@ -263,9 +356,26 @@ def read_json_objects(
 
 
 def write_bytes_atomic(path: str | os.PathLike[str], data: bytes, *, fsync: bool = False) -> None:
-    """Write ``data`` to ``path`` atomically (temporary file, optional fsync, rename)."""
+    """Write ``data`` to ``path`` atomically (temporary file, optional fsync, rename). Where the
+    system has unnamed temporary files (Linux ``O_TMPFILE``) the data is written to one and
+    given a name only to be renamed, so a process killed while writing leaves nothing behind."""
     path = os.fspath(path)
     tmp = f"{path}.{os.getpid()}.tmp"
+    fd = _unnamed(path)
+    if fd is not None:
+        try:
+            try:
+                _write_all(fd, data, fsync)
+                linked = _link_unnamed(fd, tmp)
+            finally:
+                os.close(fd)
+            if linked:
+                os.replace(tmp, path)
+                return
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
     try:
         with open(tmp, "wb") as f:
             f.write(data)
@@ -277,6 +387,68 @@ def write_bytes_atomic(path: str | os.PathLike[str], data: bytes, *, fsync: bool
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def _write_all(fd: int, data: bytes, fsync: bool) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+    if fsync:
+        os.fsync(fd)
+
+
+def _link_unnamed(fd: int, path: str) -> bool:
+    """Give the unnamed file ``fd`` the name ``path``; False where the file system will not
+    (then the caller writes a named temporary file instead). FileExistsError passes."""
+    global _UNNAMED_LINKS
+    try:
+        os.link(f"/proc/self/fd/{fd}", path)
+    except FileExistsError:
+        raise
+    except OSError:
+        _UNNAMED_LINKS = False  # this system will not: named temporary files from now on
+        return False
+    return True
+
+
+_UNNAMED_LINKS = True
+
+
+def _unnamed(path: str) -> int | None:
+    """An unnamed file in ``path``'s folder open for writing (Linux ``O_TMPFILE``, linkable
+    through /proc), or None where the system or file system has none."""
+    flag = getattr(os, "O_TMPFILE", 0)
+    if not flag or not _UNNAMED_LINKS or not os.path.isdir("/proc/self/fd"):
+        return None
+    try:
+        return os.open(os.path.dirname(path) or ".", flag | os.O_WRONLY, 0o644)
+    except OSError:
+        return None
+
+
+def create_exclusive(path: str | os.PathLike[str], data: bytes) -> None:
+    """Create ``path`` holding ``data`` whole, or raise FileExistsError if it is there: the
+    name is claimed with its content at once (a hard link), so a process killed midway never
+    leaves an empty file that would claim the name for ever."""
+    path = os.fspath(path)
+    fd = _unnamed(path)
+    if fd is not None:
+        try:
+            _write_all(fd, data, True)
+            if _link_unnamed(fd, path):
+                return
+        finally:
+            os.close(fd)
+    tmp = f"{path}.{os.getpid()}.claim.tmp"
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.link(tmp, path)
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
 
 
 def write_json_atomic(

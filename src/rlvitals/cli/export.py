@@ -59,8 +59,13 @@ def run(args: argparse.Namespace) -> int:
         source_format=args.source_format,
         mapping=getattr(args, "mapping", None),
     )
+    from ..views import safe
+
     bad = [r for r in rows if r.get("error")]
     for r in bad:
-        print(f"rlvitals export: error: {r['error']}", file=sys.stderr)
-    print(f"wrote {len(rows) - len(bad)} runs to {args.output} (runs, steps, attempts, findings)")
+        print(f"rlvitals export: error: {safe.line(r['error'])}", file=sys.stderr)
+    print(
+        f"wrote {len(rows) - len(bad)} runs to {safe.line(args.output)} "
+        "(runs, steps, attempts, findings)"
+    )
     return 2 if bad else 0

@@ -53,7 +53,7 @@ def _read_and_check(path: str, options: dict[str, Any]) -> tuple[Any, Any, str |
     from ..checks import run_checks
     from ..errors import RlvitalsError
     from ..readers import read
-    from ..readers.keys import require_metrics
+    from ..readers.keys import require_metrics, unmapped_numeric
 
     pre = _prescan(path, options)
     try:
@@ -75,6 +75,9 @@ def _read_and_check(path: str, options: dict[str, Any]) -> tuple[Any, Any, str |
             only=options.get("only"),
             transcript_rules=options.get("transcript_rules"),
         )
+        unmapped = unmapped_numeric(data)
+        if unmapped:  # numbers read that mean nothing to the checks, each with its mapping
+            report.info["unmapped"] = unmapped
     except RlvitalsError as exc:
         return None, None, str(exc)
     except (OSError, MemoryError, RecursionError, ValueError) as exc:

@@ -29,8 +29,8 @@ _EMPTY = {
     "attempts": "run VARCHAR, step BIGINT, reward DOUBLE, policy_version BIGINT, "
     "trained BOOLEAN, discard_reason VARCHAR, task_id VARCHAR, group_id VARCHAR, "
     "response_tokens BIGINT, truncated BOOLEAN, lag BIGINT, time DOUBLE, duration DOUBLE",
-    "findings": "run VARCHAR, check VARCHAR, severity VARCHAR, verdict VARCHAR, title VARCHAR, "
-    "metric VARCHAR, first_step BIGINT, action VARCHAR, evidence VARCHAR",
+    "findings": 'run VARCHAR, "check" VARCHAR, severity VARCHAR, verdict VARCHAR, '
+    "title VARCHAR, metric VARCHAR, first_step BIGINT, action VARCHAR, evidence VARCHAR",
 }
 
 
@@ -57,15 +57,26 @@ def _sql_str(s: str) -> str:
     return "'" + s.replace("'", "''") + "'"
 
 
-def connect(folder: str | os.PathLike[str]) -> Any:
-    """A DuckDB connection with the four tables of an export folder as views."""
+def _glob_literal(path: str) -> str:
+    """``path`` with DuckDB's glob characters taken literally (``t[12]`` is a folder name)."""
+    return "".join(f"[{c}]" if c in "[*?" else c for c in path)
+
+
+def connect(folder: str | os.PathLike[str], *, extensions: bool = False) -> Any:
+    """A DuckDB connection with the four tables of an export folder as views. DuckDB's
+    extensions are neither installed nor loaded unless ``extensions`` is true."""
     duckdb = _duckdb()
-    con = duckdb.connect()
+    con = duckdb.connect(
+        config={
+            "autoinstall_known_extensions": extensions,
+            "autoload_known_extensions": extensions,
+        }
+    )
     con.execute("SET enable_progress_bar = false")  # its bar would land in --json output
     for t in TABLES:
         d = Path(folder, t)
         if any(d.glob("*.parquet")):
-            src = _sql_str(str(d / "*.parquet"))
+            src = _sql_str(_glob_literal(str(d)) + "/*.parquet")
             con.execute(
                 f"CREATE VIEW {t} AS SELECT * FROM read_parquet({src}, union_by_name = true)"
             )
@@ -74,9 +85,9 @@ def connect(folder: str | os.PathLike[str]) -> Any:
     return con
 
 
-def _run(folder: str | os.PathLike[str], sql: str) -> QueryResult:
+def _run(folder: str | os.PathLike[str], sql: str, extensions: bool = False) -> QueryResult:
     duckdb = _duckdb()
-    con = connect(folder)
+    con = connect(folder, extensions=extensions)
     try:
         cur = con.execute(sql)
         columns = [d[0] for d in (cur.description or [])]
@@ -89,13 +100,19 @@ def _run(folder: str | os.PathLike[str], sql: str) -> QueryResult:
     return QueryResult(columns, [tuple(r) for r in rows])
 
 
-def query(paths: Sequence[str], sql: str, *, jobs: int = 1, **options: Any) -> QueryResult:
-    """Run ``sql`` over ``paths``: one folder ``export`` wrote, or runs to export first."""
+def query(
+    paths: Sequence[str], sql: str, *, jobs: int = 1, extensions: bool = False, **options: Any
+) -> QueryResult:
+    """Run ``sql`` over ``paths``: one folder ``export`` wrote, or runs to export first.
+
+    The statement is DuckDB's, with DuckDB's reach: it can read any file the user can
+    (``read_csv``, ``read_text``) and write one (``COPY ... TO``), as the user's own SQL may.
+    Extensions are not installed or loaded (no network) unless ``extensions`` is true."""
     if not sql.strip():
         raise UsageError("query: expected an SQL statement after the runs")
     _duckdb()
     if len(paths) == 1 and is_export(paths[0]):
-        return _run(paths[0], sql)
+        return _run(paths[0], sql, extensions)
     with tempfile.TemporaryDirectory(prefix="rlvitals-query-") as tmp:
         export(paths, tmp, jobs=jobs, **options)
-        return _run(tmp, sql)
+        return _run(tmp, sql, extensions)

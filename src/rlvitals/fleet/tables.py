@@ -25,6 +25,7 @@ import json
 import os
 import re
 import shutil
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import MissingExtraError, UsageError
+from ..views.safe import unicode_text
 from .judging import ordered_map
 
 __all__ = ["TABLES", "export", "is_export"]
@@ -55,9 +57,26 @@ def is_export(path: str | os.PathLike[str]) -> bool:
 
 
 def _file_id(path: str) -> str:
-    """A file name for a run: readable, and unique however the runs are named."""
+    """A file name for a run: readable, and unique however the runs are named (a name that is
+    not UTF-8 included)."""
     stem = re.sub(r"[^A-Za-z0-9._-]+", "_", path.strip("/"))[-80:].strip("._") or "run"
-    return f"{stem}-{hashlib.sha1(path.encode()).hexdigest()[:10]}"
+    raw = path.encode("utf-8", "surrogatepass")
+    return f"{stem}-{hashlib.sha1(raw).hexdigest()[:10]}"
+
+
+def _column_name(name: str, cols: dict[str, Any]) -> str:
+    """A steps column for metric ``name``: itself, unless a column already there has the same
+    name but for case (SQL engines such as DuckDB match names without regard to case, so
+    ``Reward/Mean`` would answer for ``"reward/mean"``) or is ``run``/``step``; then
+    ``NAME#2``, ``NAME#3``, ..."""
+    taken = {c.lower() for c in cols}
+    name = unicode_text(name)
+    if name.lower() not in taken:
+        return name
+    n = 2
+    while f"{name}#{n}".lower() in taken:
+        n += 1
+    return f"{name}#{n}"
 
 
 def _steps_table(pa: Any, run: str, data: Any) -> Any:
@@ -67,10 +86,10 @@ def _steps_table(pa: Any, run: str, data: Any) -> Any:
         "run": pa.array([run] * n, pa.string()),
         "step": pa.array(steps, pa.int64()),
     }
-    for name in data.names():
-        if name in cols:
-            continue
+    # a lower-case name keeps its own column before a case variant of it takes one
+    for name in sorted(data.names(), key=lambda k: (k != k.lower(), k)):
         s = data.series(name)
+        name = _column_name(name, cols)
         values = np.full(n, np.nan)
         present = np.zeros(n, dtype=bool)
         if s is not None and len(s):
@@ -154,11 +173,12 @@ def _export_one(args: tuple[str, str, dict[str, Any]]) -> dict[str, Any]:
 
     fid = _file_id(path)
     data, report, error = _read_and_check(path, options)
-    row: dict[str, Any] = {"run": path, "error": error}
+    shown = unicode_text(path)
+    row: dict[str, Any] = {"run": shown, "error": None if error is None else unicode_text(error)}
     if data is not None and report is not None:
         info = report.info
         row.update(
-            name=info.get("name"),
+            name=None if info.get("name") is None else unicode_text(info["name"]),
             format=data.format,
             status=info.get("status"),
             verdict=report.verdict,
@@ -168,21 +188,36 @@ def _export_one(args: tuple[str, str, dict[str, Any]]) -> dict[str, Any]:
             attempts=len(data.attempts) if data.attempts is not None else 0,
             warnings=len(data.warnings),
         )
-        pq.write_table(_steps_table(pa, path, data), Path(out, "steps", fid + ".parquet"))
+        pq.write_table(_steps_table(pa, shown, data), Path(out, "steps", fid + ".parquet"))
         if data.attempts is not None and len(data.attempts):
             pq.write_table(
-                _attempts_table(pa, path, data.attempts), Path(out, "attempts", fid + ".parquet")
+                _attempts_table(pa, shown, data.attempts), Path(out, "attempts", fid + ".parquet")
             )
         findings = [f.to_dict() for f in report.findings]
         if findings:
             pq.write_table(
-                _findings_table(pa, path, findings), Path(out, "findings", fid + ".parquet")
+                _findings_table(pa, shown, findings), Path(out, "findings", fid + ".parquet")
             )
     pq.write_table(_runs_table(pa, row), Path(out, "runs", fid + ".parquet"))
     return row
 
 
+def _ours(folder: Path) -> str | None:
+    """None if ``folder`` holds only what ``export`` writes there (Parquet files), else the
+    first entry it did not write (a symlinked table folder counts as not ours)."""
+    if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
+        return folder.name
+    if not folder.exists():
+        return None
+    for entry in sorted(folder.iterdir()):
+        if entry.is_symlink() or not entry.is_file() or entry.suffix != ".parquet":
+            return f"{folder.name}/{entry.name}"
+    return None
+
+
 def _prepare(out: Path) -> None:
+    """Refuse a folder ``export`` may not replace: a file, a non-empty folder it did not
+    write, or one of its table folders holding anything it did not write (a training run)."""
     if out.exists() and not out.is_dir():
         raise UsageError(f"{out}: expected a folder to export into (a file is there)")
     if out.is_dir() and any(out.iterdir()) and not is_export(out):
@@ -190,9 +225,27 @@ def _prepare(out: Path) -> None:
             f"{out}: the folder holds other files; export into a new folder or one that "
             "`rlvitals export` wrote"
         )
+    _check_tables(out)
+
+
+def _check_tables(out: Path) -> None:
     for t in TABLES:
-        shutil.rmtree(out / t, ignore_errors=True)
-        (out / t).mkdir(parents=True, exist_ok=True)
+        other = _ours(out / t)
+        if other is not None:
+            raise UsageError(
+                f"{out / t}: holds {unicode_text(other)!r}, which `rlvitals export` did not "
+                "write; export into a new folder (nothing was replaced)"
+            )
+
+
+def _swap(out: Path, staging: Path) -> None:
+    """Move the new tables into place, then remove the old ones (checked ours by _prepare)."""
+    for t in TABLES:
+        old = out / t
+        if old.exists():
+            os.replace(old, staging / f"old-{t}")
+        os.replace(staging / t, old)
+    shutil.rmtree(staging)
 
 
 def export(
@@ -204,12 +257,24 @@ def export(
 ) -> list[dict[str, Any]]:
     """Write the runs in ``paths`` as Parquet tables under ``out`` (see the module docstring);
     returns the ``runs`` rows. ``options`` are ``judge``'s (source_format, mapping, baseline,
-    thresholds, ...). A folder ``export`` wrote before is replaced; any other non-empty folder
-    is refused."""
+    thresholds, ...). The tables are written to a new folder inside ``out`` and swapped in
+    when every run is written, so an export that fails leaves the old one whole. A folder
+    ``export`` wrote before is replaced, table folders holding only its Parquet files; any
+    other non-empty folder, or a table folder holding anything else, is refused."""
     _pa()
     outp = Path(out)
     _prepare(outp)
-    rows = list(ordered_map(_export_one, [(p, str(outp), options) for p in paths], jobs))
+    outp.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".rlvitals-export-", dir=outp))
+    try:
+        for t in TABLES:
+            (staging / t).mkdir()
+        rows = list(ordered_map(_export_one, [(p, str(staging), options) for p in paths], jobs))
+        _check_tables(outp)  # nothing new appeared in the table folders while the runs were read
+        _swap(outp, staging)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
     (outp / MARKER).write_text(
         json.dumps({"format": "rlvitals-export/1", "tables": list(TABLES), "runs": len(rows)})
         + "\n"

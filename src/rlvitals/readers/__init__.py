@@ -67,9 +67,12 @@ def open_reader(
         )
     formats()  # every reader module imported (and registered)
     p = local_path(path)
-    note = None
+    note = why = None
     if format is None:
         format, note = detect(p)
+        from .registry import sniff_reason
+
+        why = sniff_reason(p)
     elif format not in FORMATS:
         raise UnknownFormatError(
             f"unknown format {format!r}; expected one of: {', '.join(sorted(FORMATS))}",
@@ -94,6 +97,8 @@ def open_reader(
     reader = _with_samples(FORMATS[format].factory(p, **kwargs), p, samples)
     if note:
         reader.run.notes.append(note)
+    if why:
+        reader.run.info["sniffed"] = why
     return reader
 
 
@@ -133,6 +138,9 @@ def read(
     finish = getattr(reader, "finish", None)
     if finish is not None:
         finish()
+    from ._settle import settle
+
+    settle(reader.run)  # units told apart by the values of the whole run
     return reader.run
 
 

@@ -21,13 +21,16 @@ keeps one ``FileState`` per file and reads it through ``read_chunks``/``read_lin
 from __future__ import annotations
 
 import dataclasses
+import errno
 import json
 import os
+import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
 from ..jsonio import MAX_LINE_BYTES, decode_line
+from ..jsonio import decode_shallow as _decode_shallow
 from ..model import RunData
 
 __all__ = [
@@ -35,12 +38,14 @@ __all__ = [
     "SKIPPED",
     "FileReader",
     "FileState",
+    "NotRegularFileError",
     "check_state",
     "clear_run",
     "decode_json",
     "decode_logged",
     "decode_text",
     "head_bytes",
+    "is_regular_file",
     "local_path",
     "open_binary",
     "read_chunks",
@@ -67,9 +72,43 @@ def local_path(path: str | os.PathLike[str]) -> Path:
     return Path(text)
 
 
+class NotRegularFileError(OSError):
+    """A path that is a FIFO, a socket or a device: never read (a FIFO blocks a reader until
+    a writer comes, a device such as /dev/zero never ends)."""
+
+
+def _regular_opener(path: str, flags: int) -> int:
+    fd = os.open(path, flags | getattr(os, "O_NONBLOCK", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = "a device or socket"
+            if stat.S_ISFIFO(mode):
+                kind = "a FIFO"
+            elif stat.S_ISDIR(mode):
+                kind = "a folder"
+            raise NotRegularFileError(errno.EINVAL, f"not a regular file ({kind}); not read", path)
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+        return fd
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 def open_binary(path: str | os.PathLike[str]) -> IO[bytes]:
-    """Open ``path`` for reading bytes: the one place readers open a file."""
-    return open(path, "rb")
+    """Open ``path`` for reading bytes: the one place readers open a file. Only a regular file
+    is opened: the open itself never waits (``O_NONBLOCK``, so a FIFO cannot hang it), and
+    anything but a regular file raises ``NotRegularFileError`` (an ``OSError``)."""
+    return open(path, "rb", opener=_regular_opener)
+
+
+def is_regular_file(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is a regular file (after symlinks), without opening it."""
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except (OSError, ValueError):
+        return False
 
 
 def valid_step(value: Any) -> int | None:
@@ -90,6 +129,7 @@ class FileState:
     """
 
     __slots__ = (
+        "cr",
         "extra",
         "ident",
         "line",
@@ -113,6 +153,7 @@ class FileState:
         self.pending_line = 0
         self.pending_step: int | None = None
         self.extra: dict[str, Any] = {}
+        self.cr = False  # the file ends its lines with a lone CR (old Mac style): read as LF
 
 
 def check_state(st: FileState, *, content: bool = True) -> str | None:
@@ -139,6 +180,8 @@ def check_state(st: FileState, *, content: bool = True) -> str | None:
                 now = f.read(len(st.mark))
         except OSError:
             return None
+        if st.cr:
+            now = now.replace(b"\r", b"\n")
         if now != st.mark:
             return "the file was rewritten"
     return None
@@ -200,6 +243,11 @@ def read_chunks(
                 bom = _bom(data)
                 st.offset = len(bom)
                 data = data[len(bom) :]
+                # Lines ended by a lone CR (no LF in the file's first chunk, CRs between
+                # lines): each CR read as a newline, byte for byte, so offsets hold.
+                st.cr = b"\n" not in data and data.count(b"\r") >= 2
+            if st.cr:
+                data = data.replace(b"\r", b"\n")
             if skipping:
                 nl = data.find(b"\n")
                 if nl < 0:
@@ -324,77 +372,6 @@ def decode_logged(raw: bytes, where: str, warn: Warn, *, objects_only: bool = Tr
         warn(f"{where}: expected a JSON object; skipped")
         return SKIPPED
     return rec
-
-
-def _decode_shallow(raw: bytes | str) -> tuple[Any, str | None]:
-    data = raw.encode("utf-8", "surrogatepass") if isinstance(raw, str) else raw
-    flat = _flatten_deep(data, MAX_JSON_DEPTH)
-    try:
-        value = decode_line(flat)
-    except (ValueError, RecursionError):
-        text = flat.decode("utf-8", errors="replace").replace("\x00", "")
-        try:
-            value = json.loads(text, strict=False)
-        except (ValueError, RecursionError) as exc:
-            raise ValueError(f"nested too deeply to read ({exc})") from None
-    return value, f"values nested deeper than {MAX_JSON_DEPTH} levels replaced by null"
-
-
-def _flatten_deep(data: bytes, depth_limit: int) -> bytes:
-    """``data`` with every array or object deeper than ``depth_limit`` replaced by ``null``."""
-    out = bytearray()
-    depth = 0
-    i, n = 0, len(data)
-    start = 0
-    in_str = False
-    while i < n:
-        c = data[i]
-        if in_str:
-            if c == 0x5C:  # backslash
-                i += 2
-                continue
-            if c == 0x22:
-                in_str = False
-        elif c == 0x22:
-            in_str = True
-        elif c in (0x5B, 0x7B):  # [ {
-            depth += 1
-            if depth > depth_limit:
-                out += data[start:i] + b"null"
-                i = _skip_value(data, i)
-                start = i
-                depth -= 1
-                continue
-        elif c in (0x5D, 0x7D):
-            depth -= 1
-        i += 1
-    out += data[start:]
-    return bytes(out)
-
-
-def _skip_value(data: bytes, i: int) -> int:
-    """The index just past the array or object opening at ``i`` (or the end of ``data``)."""
-    depth = 0
-    in_str = False
-    n = len(data)
-    while i < n:
-        c = data[i]
-        if in_str:
-            if c == 0x5C:
-                i += 2
-                continue
-            if c == 0x22:
-                in_str = False
-        elif c == 0x22:
-            in_str = True
-        elif c in (0x5B, 0x7B):
-            depth += 1
-        elif c in (0x5D, 0x7D):
-            depth -= 1
-            if depth == 0:
-                return i + 1
-        i += 1
-    return n
 
 
 def head_bytes(p: Path, size: int) -> bytes:

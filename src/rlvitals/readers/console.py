@@ -198,6 +198,8 @@ class ConsoleReader(TextLogReader):
         self._decided = False
         self._held: list[Record] = []
         self._timed: set[int] = set()
+        self._printed: set[int] = set()
+        self._numbered: set[int] = set()
 
     def accept(self, p: Path) -> bool:
         return looks_like_records(p)
@@ -214,7 +216,7 @@ class ConsoleReader(TextLogReader):
             if text.rstrip() == "}":
                 try:
                     nb = json.loads("\n".join(buf))
-                except ValueError:
+                except (ValueError, RecursionError):
                     return
                 buf.clear()
                 for i, line in enumerate(notebook_output_lines(nb), 1):
@@ -240,6 +242,8 @@ class ConsoleReader(TextLogReader):
 
     def _take(self, parser: ShapeParser) -> None:
         records, events = parser.drain()
+        if parser.stray:
+            self.run.info["stray_records"] = parser.stray
         if parser.warnings:
             self.run.warnings.extend(parser.warnings)
             parser.warnings.clear()
@@ -286,6 +290,13 @@ class ConsoleReader(TextLogReader):
     def _record(self, rec: Record) -> None:
         counts = self.run.info.setdefault("records_by_step_source", {})
         counts[rec.how] = counts.get(rec.how, 0) + 1
+        if rec.how in ("order", "bar"):  # numbered by the reader, not printed by the file
+            if rec.step not in self._printed:
+                self._numbered.add(rec.step)
+        else:
+            self._printed.add(rec.step)
+            self._numbered.discard(rec.step)
+        self.run.info["steps_numbered"] = len(self._numbered)
         self.mapper.add(rec.step, rec.values)
         if rec.time is not None and rec.step not in self._timed and "time" not in rec.values:
             self._timed.add(rec.step)
@@ -323,7 +334,7 @@ def _load_notebook(p: Path) -> Any:
         if p.stat().st_size > 256 << 20:
             return None
         return json.loads(p.read_bytes())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
 
 

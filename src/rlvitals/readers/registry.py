@@ -14,10 +14,16 @@ Sniffing (``detect``):
    (prime-rl's ``trainer/`` and ``orchestrator/``). A stray ``summary.csv`` beside the runs
    does not make the folder one CSV run.
 3. Every other format whose sniffer accepts the path reads a sample of it; the reading with
-   the most records (steps) wins. A near tie (within 10%) goes to the more specific format
+   the most evidence wins: steps whose numbers the file prints (a ``step:N`` marker, a step
+   column or key), then records. A reading that numbers records itself (in order of
+   appearance, by a progress bar) has less evidence than one whose steps are printed: the
+   letters of a sample printout read as ``E: 1`` lines never outnumber the ``step:N`` lines
+   of the same log. A near tie (within 10%) goes to the more specific format
    (the framework's own reader knows what its keys mean), with a note naming the other and
    the ``--from`` that picks it, unless the other is a catch-all reading (priority 90 and
-   up: any JSONL, any CSV, any console log).
+   up: any JSONL, any CSV, any console log). Where no reading finds a printed step in the
+   first ``SAMPLE_BYTES`` of a larger file, the candidates read a longer sample
+   (``DEEP_SAMPLE_BYTES``): a console whose first step comes after 600 kB of printouts.
 4. "Unreadable" is only for a path no format accepts; the error says what the path looked like
    and what was tried.
 """
@@ -27,13 +33,14 @@ from __future__ import annotations
 import importlib
 import os
 import pkgutil
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from ..errors import ReadError, RunFolderError, UnknownFormatError
 from ..model import RunData
-from .base import FileReader, head_bytes, local_path
+from .base import FileReader, head_bytes, local_path, open_binary
 
 if TYPE_CHECKING:
     from .mapping import MappingTable
@@ -41,6 +48,7 @@ if TYPE_CHECKING:
 __all__ = ["FORMATS", "Detection", "Format", "Reader", "detect", "discover", "formats", "register"]
 
 SAMPLE_BYTES = 256 << 10  # bytes of each file read to score a candidate format
+DEEP_SAMPLE_BYTES = 8 << 20  # read when no candidate finds a printed step in the first sample
 NEAR = 0.1  # records read within 10% are a tie
 CATCH_ALL = 90  # priorities from here on are the catch-all readings (any JSONL, CSV, console)
 SKIP_DIRS = {"transcripts", "checkpoints", "__pycache__", "node_modules", "site-packages"}
@@ -146,6 +154,22 @@ class Detection(NamedTuple):
     note: str | None = None
 
 
+# path -> which readings were compared and what each read, for ``formats --explain``
+_WHY: dict[str, str] = {}
+
+
+def sniff_reason(path: str | os.PathLike[str]) -> str | None:
+    """Why the last ``detect`` of ``path`` chose its format (one sentence), if it compared."""
+    return _WHY.get(str(local_path(path)))
+
+
+def _chosen(p: Path, name: str, note: str | None, why: str) -> Detection:
+    if len(_WHY) > 256:
+        _WHY.clear()
+    _WHY[str(p)] = why
+    return Detection(name, note)
+
+
 def _check_readable(p: Path) -> None:
     if not os.path.lexists(p) or not p.exists():
         raise UnknownFormatError("no such file or directory", path=str(p))
@@ -154,7 +178,7 @@ def _check_readable(p: Path) -> None:
             with os.scandir(p) as it:
                 next(it, None)
         else:
-            with open(p, "rb") as f:
+            with open_binary(p) as f:
                 f.read(1)
     except OSError as exc:
         raise UnknownFormatError(f"cannot read ({exc.strerror or exc})", path=str(p)) from None
@@ -209,16 +233,27 @@ def _reader_files(fmt: Format, p: Path) -> list[Path] | None:
     return reader.files() if isinstance(reader, FileReader) else None
 
 
-def _score(fmt: Format, p: Path) -> tuple[int, int, int]:
-    """(records, canonical values, all values) read from a sample of ``p`` by ``fmt``; a
-    record is a step read."""
+class Score(NamedTuple):
+    """What a candidate format read from a sample: steps whose numbers the file prints,
+    steps in all, canonical values, all values."""
+
+    printed: int
+    records: int
+    canonical: int
+    values: int
+
+
+def _score(fmt: Format, p: Path, sample: int = SAMPLE_BYTES) -> Score:
+    """What ``fmt`` reads from the first ``sample`` bytes of ``p``; a record is a step read.
+    A reader that numbers records itself says how many steps it numbered in
+    ``info["steps_numbered"]`` (those are not printed)."""
     try:
         reader = fmt.factory(p)
         if isinstance(reader, FileReader):
-            reader.sample_bytes = SAMPLE_BYTES
+            reader.sample_bytes = sample
         reader.poll()
     except (OSError, ValueError, TypeError, KeyError, IndexError, RecursionError, ReadError):
-        return (0, 0, 0)
+        return Score(0, 0, 0, 0)
     run = reader.run
     canon = total = 0
     for name in run.metrics.names():
@@ -227,7 +262,38 @@ def _score(fmt: Format, p: Path) -> tuple[int, int, int]:
         total += n
         if run.is_canonical(name):
             canon += n
-    return len(run.steps()), canon, total
+    steps = len(run.steps())
+    numbered = run.info.get("steps_numbered", 0)
+    numbered = numbered if isinstance(numbered, int) else 0
+    return Score(max(steps - numbered, 0), steps, canon, total)
+
+
+def _evidence(s: Score, by_printed: bool) -> tuple[int, ...]:
+    return (s.printed, s.records, s.canonical, s.values) if by_printed else tuple(s[1:])
+
+
+_ANY_MARKER = re.compile(
+    rb"(?i)(?:^|[\s\](|])(?:global[ _]step|step|iter(?:ation)?|epoch|update)\s*[:=#\[(]?\s*\d"
+)
+
+
+def _marker_beyond(p: Path) -> bool:
+    """Whether a step marker of any shape appears past the first sample (a quick byte scan,
+    so a large log without any is not read twice)."""
+    try:
+        with open(p, "rb") as f:
+            f.seek(SAMPLE_BYTES)
+            data = f.read(DEEP_SAMPLE_BYTES - SAMPLE_BYTES)
+    except OSError:
+        return False
+    return _ANY_MARKER.search(data) is not None
+
+
+def _size(p: Path) -> int:
+    try:
+        return p.stat().st_size if p.is_file() else 0
+    except OSError:
+        return 0
 
 
 def _near(a: int, b: int) -> bool:
@@ -242,6 +308,12 @@ def detect(path: str | os.PathLike[str]) -> Detection:
 def _detect(p: Path, fmts: list[Format], *, nested: bool) -> Detection:
     _check_readable(p)
     cands = [f for f in fmts if f.accepts(p)]
+    if not p.is_dir():
+        from ._trackers import sqlite_refusal
+
+        refused = sqlite_refusal(p, [f.name for f in cands])
+        if refused is not None:
+            raise UnknownFormatError(refused, path=str(p))
     subs = _sub_runs(p, fmts, nested=nested) if p.is_dir() else []
     layout_subs = [(s, _layout(s, fmts)) for s in subs]
     layout_subs = [(s, name) for s, name in layout_subs if name is not None]
@@ -249,7 +321,8 @@ def _detect(p: Path, fmts: list[Format], *, nested: bool) -> Detection:
         # A layout format takes the path, unless it only found its files in sub-folders that
         # are runs of another layout (event files somewhere under a folder of run directories).
         if not f.scored and all(name == f.name for _, name in layout_subs):
-            return Detection(f.name)
+            why = f"read as {f.name}: recognised by its content ({f.description})"
+            return _chosen(p, f.name, None, why)
     cands = [f for f in cands if f.scored]
     if p.is_dir() and subs:
         keep = []
@@ -272,14 +345,29 @@ def _detect(p: Path, fmts: list[Format], *, nested: bool) -> Detection:
     refined = {name for f in cands for name in f.over}
     cands = [f for f in cands if f.name not in refined] or cands
     if len(cands) == 1 or nested:
-        return Detection(cands[0].name)
+        why = f"read as {cands[0].name}: the only format whose sniffer accepts it"
+        return _chosen(p, cands[0].name, None, why)
     scores = {f.name: _score(f, p) for f in cands}
-    best = max(cands, key=lambda f: (scores[f.name], -f.priority))
-    top = scores[best.name][0]
-    ties = [f for f in cands if _near(scores[f.name][0], top)]
+    if (
+        max(s.printed for s in scores.values()) < 2
+        and _size(p) > SAMPLE_BYTES
+        and _marker_beyond(p)
+    ):
+        # The framework readers first (fast); the catch-all readings only if none of them
+        # finds printed steps further in (their head readings found none either).
+        for group in ([f for f in cands if f.priority < CATCH_ALL], cands):
+            deep = {f.name: _score(f, p, DEEP_SAMPLE_BYTES) for f in group}
+            if deep and max(s.printed for s in deep.values()) >= 2:
+                scores = {**scores, **deep}
+                break
+    # Printed steps are the evidence where some reading finds at least two of them.
+    by_printed = max(s.printed for s in scores.values()) >= 2
+    best = max(cands, key=lambda f: (_evidence(scores[f.name], by_printed), -f.priority))
+    top = _evidence(scores[best.name], by_printed)[0]
+    ties = [f for f in cands if _near(_evidence(scores[f.name], by_printed)[0], top)]
     winner = min(ties, key=lambda f: f.priority)
     others = [
-        f for f in ties if f is not winner and f.priority < CATCH_ALL and scores[f.name][0] > 0
+        f for f in ties if f is not winner and f.priority < CATCH_ALL and scores[f.name].records > 0
     ]
     note = None
     if others:
@@ -288,7 +376,30 @@ def _detect(p: Path, fmts: list[Format], *, nested: bool) -> Detection:
             f"{p}: read as {winner.name} ({winner.description}); it reads about as well as "
             f"{o.name}: use --from {o.name} to read it so"
         )
-    return Detection(winner.name, note)
+    return _chosen(p, winner.name, note, _why(winner, cands, scores, by_printed))
+
+
+def _why(winner: Format, cands: list[Format], scores: dict[str, Score], by_printed: bool) -> str:
+    """One sentence on the readings compared, for ``formats --explain``."""
+
+    def one(f: Format) -> str:
+        s = scores[f.name]
+        numbered = s.records - s.printed
+        extra = f", {numbered} numbered by the reader" if numbered else ""
+        return f"{f.name} {s.printed} printed steps of {s.records}{extra}"
+
+    rest = [one(f) for f in cands if f is not winner]
+    rule = (
+        "the reading with the most steps whose numbers the file prints wins"
+        if by_printed
+        else "no reading finds printed step numbers: the one with the most records wins"
+    )
+    tie = "; a near tie goes to the more specific format" if rest else ""
+    return (
+        f"read as {one(winner)}"
+        + (f"; compared with {', '.join(rest)}" if rest else "")
+        + (f" ({rule}{tie})")
+    )
 
 
 def _unreadable(p: Path, fmts: list[Format]) -> str:

@@ -78,6 +78,7 @@ class Mirror:
         self.is_file = False
         self.requests = 0  # ranges fetched (what a test of laziness counts)
         self.lazy: dict[str, int] = {}  # lazy remote files not fetched yet -> size
+        self.refused: list[str] = []  # object keys that would land outside the mirror
 
     @property
     def local(self) -> Path:
@@ -103,10 +104,22 @@ class Mirror:
         return {p: i for p, i in found.items() if i.get("type", "file") == "file"}
 
     def _local_of(self, remote: str) -> Path:
+        """The mirror's path for an object key; ReadError for a key that would land outside
+        the mirror (``..``, ``.``, empty or absolute segments, a backslash, a NUL)."""
         if self.is_file:
-            return self.base / Path(remote).name
-        rel = remote[len(self.root) :].lstrip("/")
-        return self.base / rel
+            rel = remote.rsplit("/", 1)[-1]
+        elif remote.startswith(self.root + "/"):
+            rel = remote[len(self.root) + 1 :]
+        else:
+            rel = ""
+        parts = rel.split("/")
+        if not rel or any(p in ("", ".", "..") or "\\" in p or "\0" in p for p in parts):
+            raise ReadError("object key outside the run's folder; not mirrored", path=remote)
+        local = self.base.joinpath(*parts)
+        base = os.path.abspath(self.base)
+        if os.path.commonpath([base, os.path.abspath(local)]) != base:
+            raise ReadError("object key outside the run's folder; not mirrored", path=remote)
+        return local
 
     def _is_lazy(self, remote: str) -> bool:
         rel = remote[len(self.root) :].lstrip("/")
@@ -118,6 +131,12 @@ class Mirror:
         changed = False
         listing = self._listing()
         for remote, info in sorted(listing.items()):
+            try:
+                self._local_of(remote)
+            except ReadError:
+                if remote not in self.refused:
+                    self.refused.append(remote)
+                continue
             size = int(info.get("size") or 0)
             tag = (
                 info.get("ETag")
@@ -222,9 +241,16 @@ class RemoteReader:
         self.run.source = mirror.url
         if not mirror.is_file:
             self.run.transcripts = RemoteTranscripts(mirror, warn=None)
+        self._refused_warned = 0
 
     def poll(self) -> bool:
         changed = self.mirror.sync()
+        for key in self.mirror.refused[self._refused_warned :]:
+            self.run.warnings.append(
+                f"{self.mirror.url}: object {_shown(key)!r} names a path outside the run's"
+                " folder (.., . or an empty segment); not read"
+            )
+        self._refused_warned = len(self.mirror.refused)
         return self.inner.poll() or changed
 
     def finish(self) -> None:
@@ -234,6 +260,10 @@ class RemoteReader:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
+
+
+def _shown(key: str) -> str:
+    return key if len(key) <= 120 else key[:60] + "..." + key[-40:]
 
 
 def open_remote(url: str, open_local: Any, **kwargs: Any) -> RemoteReader:

@@ -22,6 +22,8 @@ from typing import Any
 from ..errors import MissingExtraError, ReadError
 from ..model import Event, RunData
 from . import Format, register
+from ._parquet import read_bounded
+from .base import open_binary
 from .mapping import MappingTable, Rule, apply_table
 
 __all__ = ["RLPROBE", "RlprobeReader"]
@@ -86,7 +88,7 @@ def is_recording(path: Path) -> bool:
     if not ((path / STEPS).is_file() or (path / PARTS).is_dir()):
         return False
     try:
-        with open(path / MANIFEST, "rb") as f:
+        with open_binary(path / MANIFEST) as f:
             head = f.read(4096)
     except OSError:
         return False
@@ -149,7 +151,7 @@ class RlprobeReader:
             if self._read.get(p) == key:
                 continue  # each file is written once; rows already read are skipped by step
             try:
-                table = pq.read_table(p)
+                table = read_bounded(pq, p, self.run.warnings.append)
             except Exception as exc:  # pyarrow raises its own types for a torn file
                 self.run.warnings.append(f"{p}: not a readable parquet file ({exc}); skipped")
                 continue
@@ -210,7 +212,7 @@ class RlprobeReader:
     def _events(self) -> bool:
         p = self.path / EVENTS
         try:
-            with open(p, "rb") as f:
+            with open_binary(p) as f:
                 f.seek(self._events_at)
                 data = f.read()
         except OSError:
@@ -224,7 +226,7 @@ class RlprobeReader:
             lineno = self._event_lines
             try:
                 ev = json.loads(line)
-            except ValueError:
+            except (ValueError, RecursionError):
                 self.run.warnings.append(f"{p}: a line that is not JSON; skipped")
                 continue
             if not isinstance(ev, dict):

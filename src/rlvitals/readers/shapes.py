@@ -86,14 +86,20 @@ _NONNUM = re.compile(r"\b(?:nan|inf|infinity)\b", re.I)
 _RULE = re.compile(r"^[-=_*#~]{5,}$")  # a separator line: the step's block ends
 _SPLIT = re.compile(r"\s+-\s+|\s*\|\s*|\s*[,;]\s+|\s+•\s+|\t+|\s{3,}")
 _MARKER = re.compile(
-    r"(?<![\w/.])(global[ _]step|train[ _]step|step|iter(?:ation)?|(?:rollout|perf)(?= \d+:\s*(?:\{|$)))"
+    r"(?<![\w/.])(global[ _]step|train[ _]step|step|iter(?:ation)?|update(?=\s*[:=#]?\s*\d)|"
+    r"(?:rollout|perf)(?= \d+:\s*(?:\{|$)))"
     r"\s*[:=#]?\s*(\d+)"
     r"(?:\s*/\s*(\d+))?(?![\w.]|:\d)",
     re.I,
 )
-_MARKER_HINT = re.compile(r"step|iter|perf|rollout", re.I)
+_MARKER_HINT = re.compile(r"step|iter|perf|rollout|epoch|update", re.I)
+# ``Epoch:[1/3](12/9751)``, ``Epoch 2/3 [5/100]``: the batch within the epoch, of N batches.
+_EPOCH_POS = re.compile(
+    r"(?<![\w/.])epoch\s*[:=]?\s*\[?\s*(\d+)\s*/\s*(\d+)\s*\]?\s*[,:]?\s*[(\[]\s*(\d+)\s*/\s*(\d+)\s*[)\]]",
+    re.I,
+)
 _MARKER_WORDS = frozenset(
-    {"step", "iter", "iteration", "global_step", "train_step", "perf", "rollout"}
+    {"step", "iter", "iteration", "global_step", "train_step", "perf", "rollout", "update"}
 )
 _LEAD_MARKER = re.compile(
     _MARKER.pattern.replace("(?<![\\w/.])", r"^[^\w{]*") + r"\s*[:|,\-]?", re.I
@@ -107,6 +113,13 @@ _CELL_SEP = re.compile(r"\s*[|│┃║]\s*")
 _HTML_ROW = re.compile(r"<tr[^>]*>(.*?)</tr>", re.S | re.I)
 _HTML_CELL = re.compile(r"<t[hd][^>]*>(.*?)</t[hd]>", re.S | re.I)
 _TAGS = re.compile(r"<[^>]+>")
+# A line that can be inside a dict printed across lines (pprint, json.dumps(indent=...)): a
+# quoted key, a closing bracket, a value or list item, or nothing.
+_DICT_CONT = re.compile(
+    r"""^\s*(?:$|['"]|[\]\}\)\[\{,]|[-+]?(?:\d|\.\d|nan\b|inf)|(?:np|numpy|torch)\.|tensor\(|array\(|"""
+    r"""True\b|False\b|None\b|null\b|true\b|false\b)""",
+    re.I,
+)
 
 
 class Record(NamedTuple):
@@ -157,7 +170,7 @@ def _dict_values(text: str, *, complete: bool = True) -> dict[str, float]:
     if body[1:].lstrip(" \t\r\n").startswith('"'):
         try:
             obj = json.loads(body)
-        except ValueError:
+        except (ValueError, RecursionError):  # too deep: read as a Python repr below
             obj = None
     if isinstance(obj, dict):
         for k, v in _flatten(obj):
@@ -272,6 +285,7 @@ class ShapeParser:
         self._dict: list[str] | None = None
         self._dict_line = 0
         self._dict_step: int | None = None
+        self._dict_depth = 0
         self._html: list[str] | None = None
         self._html_line = 0
         self._table: _Table | None = None
@@ -287,6 +301,12 @@ class ShapeParser:
         self._order_n = 0
         self._warned_order = False
         self.events_dropped = 0
+        self.marked = 0  # records whose step the file printed (a marker, a step column)
+        self._block = False  # the step was set by a line of its own (a block's header)
+        self._marked_line = 0  # the line of the last record whose step the file printed
+        self._lead_prose = 0
+        self._prose = 0  # lines of text (not records) since the last record or step line
+        self.stray = 0  # stepless records dropped once the file numbers its records
         self._lead: tuple[dict[str, float], int, float | None] | None = None
 
     # -- the line loop ---------------------------------------------------------------------
@@ -296,10 +316,17 @@ class ShapeParser:
         if self._tb is not None and self._traceback_line(text, lineno):
             return
         if self._dict is not None:
-            self._dict.append(text)
-            if brace_balance("\n".join(self._dict)) <= 0 or len(self._dict) > 2000:
-                self._end_dict(complete=len(self._dict) <= 2000)
-            return
+            if not _DICT_CONT.match(text):
+                # Not the inside of a printed dict (a brace of code or LaTeX in a sample
+                # printout): no record was open; the line is read as itself.
+                self._dict = None
+                self._prose += 3  # the brace's line and this one are prose
+            else:
+                self._dict.append(text)
+                self._dict_depth += brace_balance(text)  # one line at a time: linear
+                if self._dict_depth <= 0 or len(self._dict) > 2000:
+                    self._end_dict(complete=len(self._dict) <= 2000)
+                return
         if self._html is not None or "<table" in text.lower():
             self._html_line_in(text, lineno)
             return
@@ -327,6 +354,7 @@ class ShapeParser:
             return
         if self._record_line(s, lineno, t, level):
             return
+        self._prose += 1
         self._event(s if not level else f"{level} {s}".strip(), level, lineno, t)
 
     def _clock(self, t: float, level: str) -> float:
@@ -383,13 +411,23 @@ class ShapeParser:
         if not values:
             if step is not None:
                 self.step = step
+                self._block, self._prose = True, 0
             return
         if step is None:
             if self.step is None and self._bar_pos is None and family == "pairs":
                 if self._lead is None:
                     self._lead = (values, lineno, t)  # may lead the next step's block
+                    self._lead_prose = self._prose
                     return
                 self._lead_flush()
+            far = lineno - self._marked_line > 2 or self._prose >= 3
+            if self.marked >= 2 and (self.step is None or (far and not self._block)):
+                # The file prints each record with its step: pairs outside any
+                # step's block, or lines away from a one-line record (prose between), are
+                # text of a sample printout (``x = 3``), not a record to number in order or
+                # to add to a step.
+                self.stray += 1
+                return
             if self.step is not None:
                 step, how = self.step, "block"
             elif self._bar_pos is not None:
@@ -412,10 +450,18 @@ class ShapeParser:
                     )
         else:
             self.step = step
+            self._block = False  # a record with its own step: the lines after are not its block
             if self._lead is not None:
                 lead, self._lead = self._lead, None
-                self._emit(lead[0], lead[1], lead[2], step=step, how="block")
+                if lineno - lead[1] <= 3 and self._prose - self._lead_prose < 3:
+                    self._emit(lead[0], lead[1], lead[2], step=step, how="block")
+                else:  # far before this step, prose between: not its record
+                    self.stray += 1
         self.last_step = step
+        self._prose = 0
+        if how in ("marker", "column"):
+            self.marked += 1
+            self._marked_line = lineno
         if t is None:
             t = self.last_time
         if t is not None and step not in self.first_time:
@@ -433,6 +479,12 @@ class ShapeParser:
         head = s.split("{", 1)[0]
         if not _MARKER_HINT.search(head):
             return None
+        e = _EPOCH_POS.search(head)
+        if e is not None:
+            # Batch i of N in epoch k (1-based): update (k - 1) * N + i, which is i in the
+            # first epoch, as printed.
+            k, i, n = int(e.group(1)), int(e.group(3)), int(e.group(4))
+            return max(k - 1, 0) * n + i
         best: tuple[int, int] | None = None
         for m in _MARKER.finditer(head):
             rank = 0 if m.group(1).lower().startswith(("global", "train")) else 1
@@ -449,8 +501,10 @@ class ShapeParser:
             if step is not None:
                 self.step = step
             body = s[brace:]
-            if brace_balance(body) > 0:
+            depth = brace_balance(body)
+            if depth > 0:
                 self._dict, self._dict_line, self._dict_step = [body], lineno, step
+                self._dict_depth = depth
                 return True
             values = _dict_values(body)
             if values:
@@ -474,6 +528,7 @@ class ShapeParser:
             if not values:
                 self.step = step
                 self._bar_pos = None
+                self._block, self._prose = True, 0
                 return True
             self._emit(values, lineno, t, step=step)
             return True

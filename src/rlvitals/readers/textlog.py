@@ -92,9 +92,11 @@ def parse_number(token: str) -> float | None:
     """A number from a printed value: ``0.25``, ``'0.2500'``, ``np.float64(0.25)``, ``nan``,
     ``tensor(0.5, device='cuda:0')``, ``True``; None for anything else."""
     t = token.strip()
+    quoted = False
     for _ in range(3):
         if len(t) >= 2 and t[0] == t[-1] and t[0] in "'\"":
             t = t[1:-1].strip()
+            quoted = True
             continue
         m = _WRAPPER.match(t)
         if m:
@@ -108,7 +110,8 @@ def parse_number(token: str) -> float | None:
     if low in _NONFINITE:
         return _NONFINITE[low]
     if low in _CONSTS:
-        return _CONSTS[low]
+        # A bare True/False is a flag; the string 'true' is a label ({'A': 'true'}).
+        return None if quoted else _CONSTS[low]
     if t.endswith("%"):
         v = _float(t[:-1])
         return None if v is None else v / 100.0
@@ -278,7 +281,7 @@ class TextLogReader(FileReader):
 
     def line(self, st: FileState, raw: bytes, lineno: int) -> None:
         text = clean_line(decode_text(raw))
-        if self.events_from_lines:
+        if self.events_from_lines and self.sample_bytes is None:  # not when sniffing
             ev = st.extra.get("events")
             if ev is None:
                 from .shapes import ShapeParser
@@ -412,6 +415,27 @@ def head(p: Path, size: int = 256 << 10) -> str:
         _HEADS.clear()
     _HEADS[key] = out
     return out
+
+
+DEEP_BYTES = 8 << 20  # how far a sniffer looks for a line of its shape past the head
+
+
+def search_deep(p: Path, rx: re.Pattern[str], size: int = DEEP_BYTES) -> re.Match[str] | None:
+    """``rx`` searched in the head of ``p`` (``head``), then, where the file is larger, in its
+    first ``size`` bytes (ANSI codes removed): a console whose first ``step:N`` line comes
+    after long sample printouts is still recognised by its content."""
+    m = rx.search(head(p))
+    if m is not None:
+        return m
+    try:
+        if os.path.getsize(p) <= 256 << 10:
+            return None
+    except OSError:
+        return None
+    text = decode_text(head_bytes(p, size))
+    if "\x1b" in text:
+        text = ANSI.sub("", text)
+    return rx.search(text)
 
 
 def sniff_files(path: Path, patterns: tuple[str, ...], test: Any) -> bool:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ReadError
-from ..jsonio import decode_line
+from ..jsonio import loads as decode_line
 from ..model import RunData
 from . import Format, register
 from ._trackers import choose_run, connect, flatten, map_by_keys, number, poll_store, tables

@@ -3,7 +3,12 @@
 ``trainer_state.json`` holds ``log_history``, one entry per logging event with its ``step``;
 it is rewritten at each checkpoint, so it is read again whole when it changes. In an output
 directory the root file (written at the end) is preferred, else the newest
-``checkpoint-N/trainer_state.json``.
+``checkpoint-N/trainer_state.json``. A file is a trainer state by its content, whatever it is
+called: a JSON object with a ``log_history`` list, or the bare list (``training_logs.json``,
+``history.json``). A JSON list of step records that are not HF Trainer's (no ``epoch``,
+``learning_rate`` or ``loss``) is the ``json`` format: the same reader with no framework table
+(keys by meaning only). Fields that are text (a loop's own ``phase_task_id``) are kept as the
+run's labels (``info["labels"]``), never as metrics.
 
 The console prints each logging event as a dict without a step: the dicts are numbered in
 order from 1 (exact with ``logging_steps=1``; otherwise multiply by logging_steps). A dict with
@@ -21,6 +26,7 @@ from ..jsonio import to_float
 from ..model import RunData
 from . import Format, register
 from .base import decode_json, open_binary, valid_step
+from .generic import GENERIC, _CanonicalOnly
 from .mapping import Mapper, MappingTable, Rule
 from .textlog import TextLogReader, _FileState, brace_balance, head, parse_pairs, sniff_files
 
@@ -86,16 +92,20 @@ def _entry_values(entry: dict[str, Any]) -> dict[str, float]:
 class TrlStateReader:
     """``trainer_state.json``: the root file, else the newest checkpoint's that can be read
     (a newest one cut short by a job killed while saving falls back to the one before, with a
-    warning)."""
+    warning). A file may hold the bare ``log_history`` list."""
 
     name = "trl"
+    table = TRL
 
     def __init__(self, path: Path, *, extra_rules: tuple[Rule, ...] = ()) -> None:
         self.path = path
         self.run = RunData(source=str(path), format=self.name)
         self.extra_rules = extra_rules
-        self.mapper = Mapper(TRL, self.run, extra=extra_rules)
+        self.mapper = self._mapper()
         self._seen: tuple[tuple[Path, int, int], ...] | None = None
+
+    def _mapper(self) -> Mapper:
+        return Mapper(self.table, self.run, extra=self.extra_rules)
 
     def candidates(self) -> list[Path]:
         """The state files to try, best first."""
@@ -161,9 +171,13 @@ class TrlStateReader:
             return None
         if note:
             problems.append(f"{p}: {note}")
+        if isinstance(state, list):
+            state = {"log_history": state}  # the bare list, saved under any name
         history = state.get("log_history") if isinstance(state, dict) else None
         if not isinstance(history, list):
-            problems.append(f"{p}: expected a 'log_history' list; skipped")
+            problems.append(
+                f"{p}: expected a 'log_history' list (or a list of step records); skipped"
+            )
             return None
         return state
 
@@ -178,6 +192,9 @@ class TrlStateReader:
             if any(k in entry for k in _SUMMARY_KEYS):
                 self.run.info.setdefault("summary", {}).update(entry)
                 continue
+            for k, v in entry.items():
+                if isinstance(v, str) and k != "step":
+                    self.run.info.setdefault("labels", {})[str(k)] = v
             self.mapper.add(step, _entry_values(entry))
         for k in ("global_step", "max_steps", "logging_steps", "best_model_checkpoint"):
             if k in state:
@@ -226,19 +243,60 @@ class TrlConsoleReader(TextLogReader):
             self.run.info.setdefault("summary", {}).update(values)
             return
         gs = values.pop("global_step/max_steps", None)
+        step = None
         if isinstance(gs, str) and "/" in gs:
             try:
                 step = int(gs.split("/")[0])
             except ValueError:
-                step = self._count + 1
-        else:
+                step = None
+        if step is None:
             step = self._count + 1
+            # numbered by the reader (records in order), not printed by the file
+            self.run.info["steps_numbered"] = self.run.info.get("steps_numbered", 0) + 1
         self._count = max(self._count, step)
         self.emit(step, values)
 
 
+_STATE = re.compile(r'^\s*\{[\s\S]*?"log_history"\s*:\s*\[')
+_LIST = re.compile(r"^\s*\[\s*\{")
+_STEP_KEY = re.compile(r'"(?:step|global_step|_step|iteration|iter)"\s*:\s*\d')
+_HF_KEYS = re.compile(r'"(?:epoch|learning_rate|loss|grad_norm)"\s*:')
+
+
+def _first_record(text: str) -> str:
+    """The text of the first object of a JSON list (as far as the head goes)."""
+    start = text.find("{")
+    depth = 0
+    for i in range(start, len(text)):
+        c = text[i]
+        if c == "{":
+            depth += 1
+        elif c == "}":
+            depth -= 1
+            if depth == 0:
+                return text[start : i + 1]
+    return text[start:]
+
+
+def json_kind(p: Path) -> str | None:
+    """What a JSON file holds, by its content: ``"state"`` (an object with ``log_history``),
+    ``"history"`` (a list of HF Trainer step records), ``"list"`` (a list of other step
+    records), else None."""
+    if p.suffix in (".jsonl", ".ndjson"):
+        return None
+    text = head(p, 1 << 20)
+    if _STATE.match(text):
+        return "state"
+    if not _LIST.match(text):
+        return None
+    first = _first_record(text)
+    if not _STEP_KEY.search(first):
+        return None
+    return "history" if len(_HF_KEYS.findall(first)) >= 2 else "list"
+
+
 def _is_state(p: Path) -> bool:
-    return p.name == "trainer_state.json" and '"log_history"' in head(p, 1 << 20)
+    return json_kind(p) in ("state", "history")
 
 
 def _sniff_state(path: Path) -> bool:
@@ -251,14 +309,75 @@ def _sniff_state(path: Path) -> bool:
     return any(True for _ in path.glob("checkpoint-*/trainer_state.json"))
 
 
+class JsonStepsReader(TrlStateReader):
+    """A JSON list of step records a loop of its own wrote: keys by meaning only (no table)."""
+
+    name = "json"
+
+    table = GENERIC
+
+    def _mapper(self) -> Mapper:
+        return _CanonicalOnly(GENERIC, self.run, extra=self.extra_rules)
+
+    def candidates(self) -> list[Path]:
+        if self.path.is_file():
+            return [self.path]
+        return [p for p in sorted(self.path.glob("*.json"))[:20] if json_kind(p) == "list"][:1]
+
+    def _take(self, p: Path, state: dict[str, Any]) -> None:
+        """Each record as a JSONL row would be read: any step key, nested objects flattened
+        with ``/``, text kept as labels, ``null`` as not measured (or NaN after values)."""
+        from .generic import STEP_KEYS, _as_number, _flatten, _step_of
+
+        for i, entry in enumerate(state["log_history"]):
+            step = _step_of(entry) if isinstance(entry, dict) else None
+            if step is None or valid_step(step) is None:
+                self.run.warnings.append(
+                    f"{p}: [{i}]: expected a record with an integer step ({', '.join(STEP_KEYS)}) "
+                    "in 0..2**63-1; skipped"
+                )
+                continue
+            values: dict[str, float | None] = {}
+            for k, v in _flatten(entry):
+                if k in STEP_KEYS:
+                    continue
+                if isinstance(v, str) and _as_number(v) is None:
+                    self.run.info.setdefault("labels", {})[k] = v
+                    continue
+                f = _as_number(v)
+                if f is not None or v is None:
+                    values[k] = f
+            self.mapper.add(step, values)
+
+
+def _sniff_list(path: Path) -> bool:
+    if path.is_file():
+        return json_kind(path) == "list"
+    return path.is_dir() and any(json_kind(p) == "list" for p in sorted(path.glob("*.json"))[:20])
+
+
 register(
     Format(
         "trl",
-        "TRL / HF Trainer trainer_state.json (log_history), or an output dir with checkpoints",
+        "TRL / HF Trainer trainer state (a JSON with log_history, or the bare list, whatever "
+        "the file is called), or an output dir with checkpoints",
         _sniff_state,
         TrlStateReader,
         priority=10,
         table=TRL,
+        kind="JSON",
+        files="trainer_state.json, or any JSON holding log_history or the bare list",
+    )
+)
+register(
+    Format(
+        "json",
+        'a JSON list of step records ([{"step": 1, ...}, ...]) a loop wrote, whatever its '
+        "name (--mapping FILE)",
+        _sniff_list,
+        JsonStepsReader,
+        priority=89,
+        table=GENERIC,
         kind="JSON",
     )
 )

@@ -15,7 +15,7 @@ from ..jsonio import to_float
 from . import Format, register
 from .generic import JsonlMetricsReader
 from .mapping import MappingTable, Rule
-from .textlog import TextLogReader, _FileState, head, parse_number, sniff_files
+from .textlog import TextLogReader, _FileState, head, parse_number, search_deep, sniff_files
 
 __all__ = ["VERL", "VerlConsoleReader", "VerlJsonlReader"]
 
@@ -28,6 +28,12 @@ VERL = MappingTable(
         Rule("actor/entropy", "train/entropy"),
         Rule("actor/entropy_loss", "train/entropy", "aggregate token entropy (older versions)"),
         Rule("actor/kl_loss", "train/ref_kl", "estimator: kl_loss_type (k1/k2/k3)"),
+        Rule(
+            "critic/kl",
+            "train/ref_kl",
+            "in-reward KL penalty runs (TinyZero, verl 0.1-0.3): ray_trainer.py "
+            "apply_kl_penalty's mean kl_penalty(old_log_prob, ref_log_prob), k1 by default",
+        ),
         Rule("rollout_corr/k3_kl", "train/mismatch_kl", "k3, actor vs rollout"),
         Rule("rollout_corr/kl", "train/mismatch_k1", "k1 = mean(rollout - old logp)"),
         Rule("actor/pg_clipfrac", "train/clip_frac"),
@@ -86,7 +92,7 @@ class VerlConsoleReader(TextLogReader):
     table = VERL
 
     def accept(self, p: Path) -> bool:
-        return bool(STEP.search(head(p)))
+        return bool(search_deep(p, STEP))
 
     def feed(self, st: _FileState, text: str, p: Path, lineno: int) -> None:
         m = STEP.search(text)
@@ -156,7 +162,7 @@ register(
     Format(
         "verl",
         "verl console log (step:N - key:value - ...)",
-        lambda p: sniff_files(p, VerlConsoleReader.patterns, lambda f: STEP.search(head(f))),
+        lambda p: sniff_files(p, VerlConsoleReader.patterns, lambda f: search_deep(f, STEP)),
         VerlConsoleReader,
         priority=32,
         table=VERL,

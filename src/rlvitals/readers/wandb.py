@@ -42,7 +42,6 @@ extra.
 from __future__ import annotations
 
 import fnmatch
-import json
 import os
 import struct
 import zlib
@@ -51,9 +50,11 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import MissingExtraError, ReadError
+from ..jsonio import loads
 from ..model import RunData
 from . import Format, register
 from ._trackers import choose_run, flatten, map_by_keys, number
+from .base import open_binary
 from .mapping import Rule
 
 __all__ = ["TableRef", "WandbReader", "find_run_file"]
@@ -142,7 +143,7 @@ def _valid_at(data: bytes, pos: int, base: int) -> bool:
 
 def _value(raw: str) -> Any:
     try:
-        return json.loads(raw)
+        return loads(raw)  # values nested deeper than 64 levels become null
     except ValueError:
         return None
 
@@ -177,6 +178,7 @@ class WandbReader:
         self._unstepped: set[str] = set()
         self._last_step = -1
         self._broken = False
+        self._zeros_warned: set[int] = set()  # where a stretch of zeros was warned
         self.tables: list[TableRef] = []  # the run's tables, in logging order
 
     def poll(self) -> bool:
@@ -184,7 +186,7 @@ class WandbReader:
         if self._broken:
             return False
         try:
-            with open(self.file, "rb") as f:
+            with open_binary(self.file) as f:
                 size = os.fstat(f.fileno()).st_size
                 if size < self._offset:  # the log was replaced: read the new one whole
                     self._reset()
@@ -238,6 +240,17 @@ class WandbReader:
                 break
             crc, length, kind = struct.unpack_from("<IHB", data, pos)
             if kind == 0 and length == 0 and crc == 0:  # zeros: skip the rest of the block
+                stop = min(pos + space, n)
+                tail = data[pos:stop]
+                damaged = pos + space < n or tail.count(0) != len(tail) or bool(parts)
+                if damaged and at not in self._zeros_warned:  # records follow the zeros
+                    self._zeros_warned.add(at)
+                    changed = True
+                    self.run.warnings.append(
+                        f"{self.file}: byte {at}: zero bytes where a record belongs (damaged, "
+                        f"or never written before a crash); skipped to byte {at + space}, the "
+                        "records there are lost"
+                    )
                 if pos + space > n:
                     break
                 pos += space
@@ -448,7 +461,7 @@ def _sniff(path: Path) -> bool:
     if found == path or found == path.resolve():
         return True  # a .wandb file named as such: a damaged header is the reader's warning
     try:
-        with open(found, "rb") as f:
+        with open_binary(found) as f:
             return f.read(4) == b":W&B"
     except OSError:
         return False

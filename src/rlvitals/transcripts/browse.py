@@ -209,6 +209,9 @@ def browse(
     }
     trace = _trace(data, store, have[-1:] if have else [])
     payload["trace"] = trace
+    if not have and getattr(store, "unreadable", None):
+        payload["notes"].append(f"{store.dir}: {store.unreadable}; no transcript was read.")
+        return payload
     if not have:
         payload["notes"].append(
             'This run has no transcripts (transcripts/step-*.json). Set [output] trace = "full" '

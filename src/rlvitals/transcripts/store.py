@@ -20,6 +20,8 @@ from typing import Any
 
 import msgspec
 
+from ..jsonio import decode_shallow
+from ..readers.base import open_binary
 from ..schema import TRANSCRIPTS
 from .stream import MAX_STRING, Stream
 from .text import flatten
@@ -29,6 +31,14 @@ __all__ = ["Generation", "TranscriptAttempt", "TranscriptStore"]
 FAST_LIMIT = 8 << 20  # files up to this size are decoded in one go
 _STEP_FILE = re.compile(r"^step-(\d+)\.json$")
 _DECODER = msgspec.json.Decoder()
+
+
+def _shallow(raw: bytes) -> Any:
+    """A JSON document too deep for the decoder, its deepest values null; None if not JSON."""
+    try:
+        return decode_shallow(raw)[0]
+    except ValueError:
+        return None
 
 
 def _num(v: Any) -> float | None:
@@ -221,6 +231,8 @@ class TranscriptStore:
     def exists(self) -> bool:
         return self.dir.is_dir()
 
+    unreadable: str | None = None  # why the transcripts folder could not be listed
+
     def warn(self, path: Path, message: str) -> None:
         key = str(path)
         if key in self._warned:
@@ -245,8 +257,12 @@ class TranscriptStore:
                         m = _STEP_FILE.match(e.name)
                         if m:
                             found.append(int(m.group(1)))
-            except OSError:
+            except FileNotFoundError:
                 found = []
+            except OSError as exc:
+                found = []
+                self.unreadable = f"cannot read the folder ({exc.strerror or exc})"
+                self.warn(self.dir, f"{self.unreadable}; its transcripts are not read")
             self._steps = sorted(found)
         return self._steps
 
@@ -265,7 +281,7 @@ class TranscriptStore:
         """The attempts of update ``step``, in file order (nothing if it has no file)."""
         p = self.path(step)
         try:
-            f = open(p, "rb")  # noqa: SIM115 - closed below, the generator may stop early
+            f = open_binary(p)
         except FileNotFoundError:
             return
         except OSError as exc:
@@ -278,7 +294,11 @@ class TranscriptStore:
                 size = FAST_LIMIT + 1
             if size <= FAST_LIMIT:
                 try:
-                    doc = _DECODER.decode(f.read())
+                    raw = f.read()
+                    doc = _DECODER.decode(raw)
+                except RecursionError:  # a reply nested deeper than the decoder goes
+                    doc = _shallow(raw)
+                    self.warn(p, "values nested deeper than 64 levels replaced by null")
                 except (msgspec.DecodeError, OSError):
                     doc = None
                 if isinstance(doc, list):
@@ -301,6 +321,9 @@ class TranscriptStore:
         for el in s:
             try:
                 rec = _DECODER.decode(el.data)
+            except RecursionError:
+                rec = _shallow(el.data)
+                self.warn(p, "values nested deeper than 64 levels replaced by null")
             except msgspec.DecodeError:
                 rec = None
             a = _attempt(step, i, rec, el.cut)
@@ -344,7 +367,7 @@ class TranscriptStore:
         keep = len(needle)
         tail = b""
         try:
-            with open(path, "rb") as f:
+            with open_binary(path) as f:
                 while True:
                     chunk = f.read(1 << 20)
                     if not chunk:

@@ -19,6 +19,7 @@ import bisect
 import fnmatch
 import hashlib
 import heapq
+import json
 import math
 import os
 import re
@@ -147,6 +148,16 @@ PLOTS: tuple[Plot, ...] = (
         "or a numerics mismatch (log scale; values ≤ 0 are not drawn).",
         log=True,
         refs=((0.01, "0.01"), (0.1, "0.1")),
+    ),
+    Plot(
+        "mismatch_tail",
+        "Mismatch per sequence (the tail)",
+        plot_members("mismatch_tail"),
+        "Each sequence's token mean of exp(|Δ|) (1 = identical): its median, 90th percentile "
+        "and maximum per update, and the share of sequences past 1.05. A mean under its "
+        "line can hide a tenth of the sequences far off; the p90 shows them.",
+        log=True,
+        refs=((1.02, "1.02"), (1.05, "1.05")),
     ),
     Plot(
         "ess",
@@ -301,6 +312,20 @@ def series_payload(
     return out
 
 
+def _escape_surrogates(json_text: str) -> str:
+    """JSON text with each lone surrogate (a byte of a name that is not UTF-8) as the text
+    ``\\xNN`` (or ``\\uXXXX``), so the page shows it and the JSON stays valid UTF-8."""
+    return re.sub(
+        "[\ud800-\udfff]",
+        lambda m: (
+            f"\\\\x{ord(m.group()) - 0xDC00:02x}"
+            if 0xDC80 <= ord(m.group()) <= 0xDCFF
+            else f"\\\\u{ord(m.group()):04x}"
+        ),
+        json_text,
+    )
+
+
 def safe_json(value: Any) -> str:
     """JSON that can sit inside ``<script type="application/json">`` whatever the text holds.
 
@@ -309,7 +334,10 @@ def safe_json(value: Any) -> str:
     overrides, isolates and C1 controls in the text arrive as visible ``\\u202e``
     (``safe.json_for_html``), so they cannot reorder what the page shows.
     """
-    raw = json_for_html(_ENC.encode(value).decode("utf-8"))
+    try:
+        raw = json_for_html(_ENC.encode(value).decode("utf-8"))
+    except UnicodeEncodeError:  # a file name that is not UTF-8: its bytes shown as \xNN
+        raw = json_for_html(_escape_surrogates(json.dumps(value, ensure_ascii=False)))
     return (
         raw.replace("<", "\\u003c")
         .replace(">", "\\u003e")
@@ -359,6 +387,18 @@ def run_summary(run_id: str, data: RunData, report: Report | None) -> dict[str, 
     )
 
 
+def _report_dict(report: Report, source: str) -> dict[str, Any]:
+    """The report as the page shows it: each next step with ``RUN`` replaced by the run's
+    path, as the terminal prints it."""
+    from .check import action_for
+
+    out = clean(report.to_dict())
+    for fd, f in zip(out.get("findings") or [], report.findings):
+        if isinstance(fd, dict) and fd.get("action"):
+            fd["action"] = action_for(f, source)
+    return out
+
+
 def run_payload(
     run_id: str,
     data: RunData,
@@ -382,7 +422,7 @@ def run_payload(
         "series": series_payload(
             data, names, max_points=max_points, derived=report.series if report else None
         ),
-        "report": clean(report.to_dict()) if report else None,
+        "report": _report_dict(report, data.source) if report else None,
         "transcripts": {str(k): v for k, v in (transcripts or {}).items()},
         "transcript_steps": sorted(transcripts or {})
         if transcript_steps is None
@@ -473,11 +513,15 @@ def available_steps(data: RunData) -> list[int]:
     if d is None:
         return []
     steps = []
-    with os.scandir(d) as it:
-        for e in it:
-            m = _STEP_FILE.match(e.name)
-            if m:
-                steps.append(int(m.group(1)))
+    try:
+        with os.scandir(d) as it:
+            for e in it:
+                m = _STEP_FILE.match(e.name)
+                if m:
+                    steps.append(int(m.group(1)))
+    except OSError as exc:  # an unreadable transcripts/: the page says so, shows none
+        data.warnings.append(f"{d}: cannot read the folder ({exc.strerror or exc}); skipped")
+        return []
     return sorted(steps)
 
 
@@ -509,12 +553,25 @@ def transcript_steps(
     return [{"step": s, "why": why} for s, why in chosen]
 
 
-def flagged_ids(report: Report | None) -> set[str]:
-    ids: set[str] = set()
+def flagged_ids(report: Report | None) -> dict[str, list[str]]:
+    """The attempts the findings cite, each with the flags it raised (the card names them)."""
+    ids: dict[str, list[str]] = {}
     for f in report.findings if report else []:
-        got = f.evidence.get("attempt_ids") if isinstance(f.evidence, dict) else None
-        if isinstance(got, list):
-            ids.update(str(a) for a in got)
+        ev = f.evidence if isinstance(f.evidence, dict) else {}
+        got = ev.get("attempt_ids")
+        if not isinstance(got, list):
+            continue
+        per = {
+            str(e.get("attempt_id")): [str(x) for x in e.get("flags") or ()]
+            for e in ev.get("examples") or ()
+            if isinstance(e, dict)
+        }
+        every = [str(k) for k in ev.get("flags") or ()] if isinstance(ev.get("flags"), dict) else []
+        for a in got:
+            names = ids.setdefault(str(a), [])
+            for flag in per.get(str(a)) or every or [f.check]:
+                if flag not in names:
+                    names.append(flag)
     return ids
 
 
@@ -532,7 +589,7 @@ def load_transcripts(
     data: RunData,
     step: int,
     *,
-    flagged: set[str] | None = None,
+    flagged: dict[str, list[str]] | set[str] | None = None,
     limit: int = MAX_ATTEMPTS,
     within: str | os.PathLike[str] | None = None,
 ) -> list[dict[str, Any]] | None:
@@ -574,6 +631,8 @@ def load_transcripts(
             continue
         entry = _clip(clean(_entry(a)))
         entry["flagged"] = is_flagged
+        if is_flagged and isinstance(flagged, dict):
+            entry["flags"] = list(flagged[a.attempt_id])
         if len(kept) < limit:
             heapq.heappush(kept, (rank, entry))
         else:

@@ -33,6 +33,7 @@ __all__ = [
     "line",
     "markdown",
     "slack",
+    "unicode_text",
     "visible",
 ]
 
@@ -42,14 +43,33 @@ __all__ = [
 # operators, isolates (U+2066-U+2069), the BOM and interlinear annotations.
 UNSAFE = re.compile(
     "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u2069"
-    "\ufeff\ufff9-\ufffb]"
+    "\ufeff\ufff9-\ufffb\ud800-\udfff]"
 )
 _UNSAFE_ALL = re.compile(UNSAFE.pattern[:1] + "\t\n" + UNSAFE.pattern[1:])
 
 
 def _esc(m: re.Match[str]) -> str:
     o = ord(m.group())
+    if 0xDC80 <= o <= 0xDCFF:  # a byte of a file name that is not UTF-8 (surrogateescape)
+        return f"\\x{o - 0xDC00:02x}"
     return f"\\x{o:02x}" if o < 0x100 else f"\\u{o:04x}"
+
+
+def unicode_text(text: Any) -> str:
+    """``text`` as valid Unicode, for a file or a table: each byte of a file name that was not
+    UTF-8 (Python's lone surrogates) written as ``\\xNN``; every other character kept."""
+    s = str(text)
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError:
+        return s.encode("utf-8", "surrogateescape" if _only_escapes(s) else "surrogatepass").decode(
+            "utf-8", "backslashreplace"
+        )
+    return s
+
+
+def _only_escapes(s: str) -> bool:
+    return all(not (0xD800 <= ord(c) <= 0xDFFF) or 0xDC80 <= ord(c) <= 0xDCFF for c in s)
 
 
 def visible(text: Any) -> str:
@@ -99,7 +119,7 @@ def slack(text: Any) -> str:
 
 # Characters that JSON encoders leave raw and a browser acts on when drawing text.
 _HTML_UNSAFE = re.compile(
-    "[\x7f-\x9f\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff\ufff9-\ufffb]"
+    "[\x7f-\x9f\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff\ufff9-\ufffb\ud800-\udfff]"
 )
 
 

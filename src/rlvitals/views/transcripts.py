@@ -155,7 +155,7 @@ def render_text(
     head.append("  " + "  ".join(b for b in bits if b), style="dim")
     console.print(head)
     for note in payload.get("notes", []):
-        console.print(Text("note: " + note, style="yellow"))
+        console.print(Text("note: " + escape(note, multiline=False), style="yellow"))
     if "attempt" in payload:
         _attempt(console, payload["attempt"], None if chars is None else chars * 10, prompts)
     else:

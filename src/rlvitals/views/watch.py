@@ -243,7 +243,11 @@ class Watcher:
         return "progress", words
 
     def exit_code(self, fail_on: str | None) -> int:
-        """1 when the report has a finding at ``fail_on`` or worse, else 0 (as ``check``)."""
+        """1 when the report has a finding at ``fail_on`` or worse, else 0 (as ``check``); 2
+        when the run could not be judged at all (the checks failed), so a gate never passes
+        a run nobody judged."""
+        if self.report is None and self.follower.check_error is not None:
+            return 2
         if fail_on is None or self.report is None:
             return 0
         return 1 if severity_rank(self.report.worst) >= severity_rank(fail_on) else 0
@@ -423,10 +427,14 @@ def watch(
         "exit_code": code,
         "alerts_undelivered": undelivered,
     }
+    if report is None and watcher.follower.check_error:
+        end["error"] = watcher.follower.check_error
     if json_lines:
         emit(Event("finished", end))
     else:
         verdict = VERDICTS.get(report.verdict, "") if report else "not judged"
+        if report is None and watcher.follower.check_error:
+            verdict += f" ({watcher.follower.check_error})"
         msg = f"run {watcher.status}: {verdict} (worst {end['worst']}); exit {code}"
         if undelivered:
             msg += f"; {undelivered} alert(s) not delivered"

@@ -1,7 +1,9 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+import re
 import threading
 import time
 import uuid
@@ -13,7 +15,7 @@ from typing import Any
 
 from ..config import Config, load_config
 from ..errors import RunStopped, UsageError
-from ..jsonio import ENCODER, LineFile, clean, encode_line
+from ..jsonio import ENCODER, LineFile, clean, dumps, encode_line
 from ..jsonio import write_json_atomic as _write_json_atomic
 from ..metrics import (
     UNFINISHED,
@@ -141,6 +143,7 @@ class Run:
         # Attempts with working data to drop or non-finite numbers to spell when written.
         self._fixups: list[Attempt] = []
         self._warned: set[str] = set()
+        self._failures: dict[tuple[Any, ...], int] = {}  # write failures by kind: how many
         self._phase = "starting"
         self._progress_extra: dict[str, Any] = {}
         self._meta = {
@@ -831,12 +834,36 @@ class Run:
     def _append(self, name: str, record: Mapping[str, Any]) -> None:
         self._files[name].append(encode_line(record))
 
+    def _write_final_meta(self, meta: dict[str, Any]) -> None:
+        """run.json with the run's end, atomically; on a full disk (no room for the temporary
+        copy) over the old one in place, which needs no new room, so a reader does not see
+        the run ``running`` for ever."""
+        try:
+            _write_json_atomic(self.dir / RUN_JSON, meta)
+        except OSError as exc:
+            if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+                raise
+            data = (dumps(meta, indent=None) + "\n").encode()
+            with open(self.dir / RUN_JSON, "r+b") as f:
+                f.write(data)
+                f.truncate()
+
     def _guarded(self, what: str, fn: Any, *args: Any) -> None:
-        """Run a write; a failure becomes a WriterWarning, never an exception in the loop."""
+        """Run a write; a failure becomes a WriterWarning, never an exception in the loop. The
+        same failure again (a full disk fails every write) is counted, not warned each time;
+        ``close`` says how many there were."""
         try:
             fn(*args)
         except Exception as exc:
-            warn(f"{what}: {type(exc).__name__}: {exc}")
+            kind = (
+                re.sub(r"^step \d+: ", "", what),
+                type(exc).__name__,
+                getattr(exc, "errno", None),
+            )
+            seen = self._failures.get(kind, 0)
+            self._failures[kind] = seen + 1
+            if not seen:
+                warn(f"{what}: {type(exc).__name__}: {exc}")
 
     def _mirror_log(self, record: Mapping[str, Any]) -> None:
         try:
@@ -913,12 +940,13 @@ class Run:
             self._meta["status"] = status
             self._meta["stop_reason"] = reason
             self._meta["ended"] = now_iso()
-            self._guarded(
-                f"run.json not updated to {status!r}",
-                _write_json_atomic,
-                self.dir / RUN_JSON,
-                self._meta,
-            )
+            self._guarded(f"run.json not updated to {status!r}", self._write_final_meta, self._meta)
             self._guarded("W&B finish failed", self._mirror.finish, status)
+            again = sum(n - 1 for n in self._failures.values())
+            if again:
+                warn(
+                    f"{again} more writes failed the same way as those warned (the run's "
+                    "files miss what they held)"
+                )
         if self._heartbeat is not None:
             self._heartbeat.join(timeout=5)

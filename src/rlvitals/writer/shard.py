@@ -71,6 +71,13 @@ class ShardWriter:
                 "give each writer its own shard name"
             ) from None
         self._count = sum(1 for _ in read_complete_lines(self.path))
+        try:
+            if _torn(self.path):  # a predecessor died mid-line: end that line, never join it
+                self._file.append(b"\n")
+                self._count += 1  # its id is not given again
+        except OSError as exc:
+            self._file.close()
+            raise UsageError(f"{self.path}: cannot open the shard: {exc.strerror or exc}") from None
         self._closed = False
         self._warned: set[str] = set()
 
@@ -176,37 +183,87 @@ class ShardWriter:
                 self._warn_once("close", f"{self.path}: closing the shard failed: {exc}")
 
 
+def _torn(path: Path) -> bool:
+    """Whether the file ends inside a line (its last byte is not a newline)."""
+    with open(path, "rb") as f:
+        f.seek(0, os.SEEK_END)
+        if f.tell() == 0:
+            return False
+        f.seek(-1, os.SEEK_END)
+        return f.read(1) != b"\n"
+
+
 def attach(run_dir: str | os.PathLike[str], shard: str) -> ShardWriter:
     """A writer of attempts into the run at ``run_dir`` for this process, as shard ``shard``
     (see the module docstring). The trainer's ``Run`` may start before or after it."""
     return ShardWriter(run_dir, shard)
 
 
+def _whole(rec: dict[str, Any], key: str, *, optional: bool = False, default: int = 0) -> Any:
+    """``rec[key]`` as a whole number in 0..2**63-1 (a float holding one included; a
+    policy_version may be negative, as ``log_attempt`` allows)."""
+    v = rec.get(key)
+    if v is None:
+        if optional:
+            return None
+        if key in ("step",):
+            raise ValueError(f"no {key}")
+        return default
+    if type(v) is float and v.is_integer():
+        v = int(v)
+    low = -(2**63) if key == "policy_version" else 0
+    if type(v) is not int or not low <= v <= 2**63 - 1:
+        raise ValueError(f"{key} {v!r:.40} is not a whole number >= 0")
+    return v
+
+
+def _text(rec: dict[str, Any], key: str, *, optional: bool = False) -> Any:
+    v = rec.get(key)
+    if v is None and optional:
+        return None
+    if not isinstance(v, str):
+        raise ValueError(f"{key} {v!r:.40} is not a string")
+    return v
+
+
 def _to_attempt(rec: Any) -> Attempt:
+    """A journal line as an Attempt; ValueError for a line whose fields have the wrong types
+    (a string policy_version would break every later update's arithmetic)."""
     if not isinstance(rec, dict):
         raise ValueError("not an object")
-    reward, duration = rec.get("reward"), rec.get("duration")
+    reward, duration, when = rec.get("reward"), rec.get("duration"), rec.get("time")
+    metadata = rec.get("metadata")
+    if metadata is not None and not isinstance(metadata, dict):
+        raise ValueError("metadata is not an object")
+    for key, v in (("reward", reward), ("duration", duration), ("time", when)):
+        if v is not None and to_float(v) is None:
+            raise ValueError(f"{key} {v!r:.40} is not a number")
+    for key in ("sampler_logprobs", "transcript"):
+        if rec.get(key) is not None and not isinstance(rec[key], list):
+            raise ValueError(f"{key} is not a list")
+    if not isinstance(rec.get("truncated", False), bool):
+        raise ValueError("truncated is not true or false")
     return Attempt(
-        int(rec["step"]),
-        str(rec["attempt_id"]),
-        str(rec["group_id"]),
-        str(rec["task_id"]),
-        rec.get("policy_version"),
+        _whole(rec, "step"),
+        _text(rec, "attempt_id"),
+        _text(rec, "group_id"),
+        _text(rec, "task_id"),
+        _whole(rec, "policy_version", optional=True),
         None if reward is None else to_float(reward),
         False,
         None,
-        int(rec.get("response_tokens") or 0),
+        _whole(rec, "response_tokens"),
         bool(rec.get("truncated")),
         None,
-        float(rec.get("time") or 0.0),
+        float(to_float(when) or 0.0),
         None if duration is None else to_float(duration),
-        rec.get("metadata") or NO_METADATA,
-        int(rec.get("retries") or 0),
+        metadata or NO_METADATA,
+        _whole(rec, "retries"),
         None,
-        rec.get("error"),
+        _text(rec, "error", optional=True),
         rec.get("sampler_logprobs"),
         rec.get("transcript"),
-        rec.get("discard_reason"),
+        _text(rec, "discard_reason", optional=True),
     )
 
 

@@ -28,6 +28,7 @@ import msgspec
 
 from ...jsonio import MAX_LINE_BYTES
 from ...transcripts.store import Generation, TranscriptAttempt
+from ..base import open_binary
 from .base import DumpFormat, Sample, file_time, number
 
 __all__ = ["PrimeRlTraces"]
@@ -115,7 +116,7 @@ _ANY = msgspec.json.Decoder()
 def _lines(p: Path, warn: Callable[[str], None]) -> Iterator[tuple[int, int, bytes]]:
     """(line number, start offset, line) of each complete line; a torn last line is left."""
     offset = 0
-    with open(p, "rb") as f:
+    with open_binary(p) as f:
         for lineno, line in enumerate(f, 1):
             start = offset
             offset += len(line)
@@ -170,12 +171,12 @@ class PrimeRlTraces(DumpFormat):
             for _n, _o, line in _lines(files[1], warn):
                 try:
                     effective.add(_ID.decode(line).id)
-                except (msgspec.DecodeError, msgspec.ValidationError):
+                except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
                     continue
         for lineno, offset, line in _lines(source, warn):
             try:
                 ep = decoder.decode(line)
-            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            except (msgspec.DecodeError, msgspec.ValidationError, RecursionError) as exc:
                 warn(f"{source}:{lineno}: not an episode record ({exc}); skipped")
                 continue
             eid = (

@@ -38,7 +38,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from ...jsonio import loads
 from ...model import RunData
+from ..base import open_binary
 from .base import Sample, SampleSource
 from .trl import CompletionRows, numeric_column
 
@@ -60,22 +62,31 @@ _HEAD = 1 << 16  # bytes read to find a table's columns
 _COLUMNS = re.compile(r'\s*\{\s*"columns"\s*:\s*')
 
 
+def _load_json(raw: bytes) -> Any:
+    """A table file's JSON, its values deeper than 64 levels null (never RecursionError);
+    ValueError when it is not JSON (UTF-8 text)."""
+    try:
+        return loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ValueError(str(exc)) from None
+
+
 def table_columns(p: Path) -> list[Any]:
     """The column names of a W&B table file, from its head (W&B writes ``columns`` first),
     else from the whole file. Raises OSError or ValueError for a file that is not one."""
-    with open(p, "rb") as f:
+    with open_binary(p) as f:
         head = f.read(_HEAD)
         text = head.decode("utf-8", "replace")
         m = _COLUMNS.match(text)
         if m:
             try:
                 cols, _end = json.JSONDecoder().raw_decode(text, m.end())
-            except ValueError:
+            except (ValueError, RecursionError):
                 cols = None  # cut within the head: the whole file says
             if isinstance(cols, list):
                 return cols
         f.seek(0)
-        doc = json.load(f)
+        doc = _load_json(f.read())
     cols = doc.get("columns") if isinstance(doc, dict) else None
     if not isinstance(cols, list):
         raise ValueError('expected {"columns": [...], "data": [...]}')
@@ -170,8 +181,12 @@ class WandbTables(CompletionRows):
 
     def _load(self, p: Path, warn: Callable[[str], None]) -> dict[str, list[Any]] | None:
         try:
-            with open(p, encoding="utf-8") as f:
-                doc = json.load(f)
+            with open_binary(p) as f:
+                try:
+                    doc = json.load(f)
+                except RecursionError:
+                    f.seek(0)
+                    doc = _load_json(f.read())
         except FileNotFoundError:
             warn(f"{p}: W&B table: no such file; skipped")
             return None
@@ -251,12 +266,12 @@ class WandbTables(CompletionRows):
         if before is not None and before.path not in self._read:
             # Not digested in this pass (it did not load as a table): its rows read now.
             try:
-                with open(before.path, encoding="utf-8") as f:
+                with open_binary(before.path) as f:
                     doc = json.load(f)
                 rows = doc["data"]
                 if isinstance(rows, list):
                     self._read[before.path] = (doc["columns"], len(rows), _digests(rows, 0)[1])
-            except (OSError, ValueError, KeyError, TypeError):
+            except (OSError, ValueError, KeyError, TypeError, RecursionError):
                 pass  # not comparable: this file is read whole
         earlier = self._read.get(before.path) if before is not None else None
         first, whole = _digests(data, earlier[1] if earlier is not None else 0)
