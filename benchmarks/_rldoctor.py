@@ -56,6 +56,26 @@ def rldoctor_bin() -> Path:
     return exe
 
 
+def ensure_tensorboard() -> None:
+    """rl-doctor's TensorBoard loader needs its ``tensorboard`` extra: installed into its venv
+    on first use (``rldoctor[tensorboard]``), so it reads event folders itself."""
+    python = rldoctor_bin().parent / "python"
+    ok = subprocess.run([str(python), "-c", "import tensorboard"], capture_output=True)
+    if ok.returncode != 0:
+        print("installing rldoctor[tensorboard] into its venv ...", file=sys.stderr)
+        subprocess.run(
+            [
+                str(python),
+                "-m",
+                "pip",
+                "install",
+                "-q",
+                f"rldoctor[tensorboard]=={RLDOCTOR_VERSION}",
+            ],
+            check=True,
+        )
+
+
 def _num(v: Any) -> float | None:
     if isinstance(v, bool):
         return float(v)

@@ -220,9 +220,67 @@ def test_three_kls_land_apart_and_an_ambiguous_kl_stays_unmapped(tmp_path: Path)
 
 
 def test_held_out_keys_never_become_training_metrics() -> None:
-    for key in ("eval_reward", "eval/reward", "val/reward_mean", "test/entropy", "val-core/x"):
+    # A held-out split's score reads as a held-out evaluation (eval/<suite>/score), anything
+    # else of the split (its entropy, its loss) stays under its own name: never a training
+    # metric either way.
+    scores = {
+        "eval_reward": "eval/eval/score",
+        "eval/reward": "eval/eval/score",
+        "val/reward_mean": "eval/val/score",
+        "val/acc": "eval/val/score",
+        "test/score": "eval/test/score",
+        "heldout_accuracy": "eval/heldout/score",
+        "eval/gsm8k/accuracy": "eval/gsm8k/score",
+        "val/test_score/logic_assignment": "eval/logic_assignment/score",
+    }
+    for key, target in scores.items():
+        assert is_eval_key(key), key
+        assert [c[0] for c in fallback(key)] == [target], key
+    for key in ("test/entropy", "val-core/x", "eval_loss", "val/reward_std", "eval/response_len"):
         assert is_eval_key(key), key
         assert fallback(key) == [], key
+
+
+def test_short_names_of_hand_written_loops_map_by_meaning() -> None:
+    # The names people give metrics in their own loops: abbreviations, spaces, camelCase.
+    cases = {
+        "rew": "reward/mean",
+        "rwd": "reward/mean",
+        "Reward": "reward/mean",
+        "acc": "reward/mean",
+        "success_rate": "reward/mean",
+        "KL_ref": "train/ref_kl",
+        "klRef": "train/ref_kl",
+        "ent": "train/entropy",
+        "gn": "train/grad_norm",
+        "grad": "train/grad_norm",
+        "len": "response/length_mean",
+        "resp_len": "response/length_mean",
+        "Avg Response Len": "response/length_mean",
+        "Adv Std": "train/advantage_std",
+        "Learning Rate": "train/lr",
+        "Actor Loss": "train/loss",
+        "rew_std": "reward/std",
+        "format_reward": "reward/component/format_reward/mean",
+        "noop_penalty": "reward/component/noop_penalty/mean",
+        "mean_reward": "reward/mean",
+    }
+    for key, target in cases.items():
+        assert [c[0] for c in fallback(key)] == [target], key
+    # A bare kl still names no KL in particular: never guessed.
+    assert fallback("kl") == [] and fallback("KL") == []
+
+
+def test_a_percent_of_a_fraction_is_divided_by_100() -> None:
+    for key, target in {
+        "truncated_pct": "response/truncated_rate",
+        "trunc %": "response/truncated_rate",
+        "clip_pct": "train/clip_frac",
+    }.items():
+        (hit,) = fallback(key)
+        assert hit[0] == target and hit[3].scale == 0.01, key
+    (zero,) = fallback("zero_std_pct")  # share of groups with no signal, in percent
+    assert zero[0] == "groups/signal_fraction" and (zero[3].scale, zero[3].offset) == (-0.01, 1.0)
 
 
 def test_a_table_leaves_out_what_it_lists_as_not_mapped(tmp_path: Path) -> None:

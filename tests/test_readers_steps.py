@@ -72,3 +72,21 @@ def test_bulk_read_of_a_long_homogeneous_run(tmp_path):
     assert len(s) == 20_000 - 20
     assert 999 not in set(s.steps.tolist())
     assert np.array_equal(run.series("x").values, np.arange(20_000) % 7)
+
+
+def test_a_json_list_of_a_loops_records_reads_like_its_jsonl(tmp_path) -> None:
+    # json.dump(history) of a hand-written loop: an iter key, nested metrics, a field it
+    # declares and never fills, a text tag; under a name that says nothing of its content.
+    rows = [
+        {"iter": i, "metrics": {"rew": 0.1 * i, "kl_ref": 0.01 * i}, "judge": None, "tag": "t"}
+        for i in range(1, 6)
+    ]
+    p = tmp_path / "run_output.json"
+    p.write_text(json.dumps(rows, indent=2))
+    run = read(p)
+    assert run.format == "json"
+    assert [int(s) for s in run.steps()] == [1, 2, 3, 4, 5]
+    assert math.isclose(run.series("reward/mean").at(3), 0.3)
+    assert run.original["train/ref_kl"] == "metrics/kl_ref"
+    assert "judge" not in run.metrics and run.info["never_measured"] == ["judge"]
+    assert run.info["labels"] == {"tag": "t"}

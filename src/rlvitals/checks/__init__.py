@@ -46,8 +46,10 @@ CHECK_ORDER = [
     "policy",
     "reference",
     "transcripts",
+    "text",
     "heldout",
     "baseline",
+    "structural",
 ]
 
 
@@ -126,9 +128,17 @@ REASSURING = ("learning", "mastered", "healthy")
 def _doubted(f: Finding) -> Finding:
     """A reassuring ok/info finding of an exploited run, told that the reward it reads is
     the one the exploit findings doubt (a reward rising is not learning when the grader pays
-    for something else)."""
-    if f.severity not in ("ok", "info") or f.verdict not in REASSURING:
-        return f
+    for something else). A "mastered" finding (the groups check's, or a guard stop read as
+    one) loses its advice to keep the checkpoint: that is the reward's word too."""
+    if f.verdict == "mastered":
+        f = dataclasses.replace(
+            f,
+            action="The reward says these tasks are solved, but the exploit findings above "
+            "call that reward into doubt: read the rewarded transcripts before keeping any "
+            "checkpoint of this run.",
+        )
+    if f.severity not in ("ok", "info") or f.verdict not in REASSURING or f.check == "structural":
+        return f  # (a metric zero by design says nothing about the reward)
     return dataclasses.replace(
         f,
         title=f"{f.title} (by the reward, which the exploit findings above call into doubt)",

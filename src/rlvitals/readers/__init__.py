@@ -138,6 +138,9 @@ def read(
     finish = getattr(reader, "finish", None)
     if finish is not None:
         finish()
+    from ._settle import settle
+
+    settle(reader.run)  # units told apart by the values of the whole run
     return reader.run
 
 

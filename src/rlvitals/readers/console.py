@@ -242,6 +242,8 @@ class ConsoleReader(TextLogReader):
 
     def _take(self, parser: ShapeParser) -> None:
         records, events = parser.drain()
+        if parser.stray:
+            self.run.info["stray_records"] = parser.stray
         if parser.warnings:
             self.run.warnings.extend(parser.warnings)
             parser.warnings.clear()

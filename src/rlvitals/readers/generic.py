@@ -1,6 +1,6 @@
 """Per-step metrics as JSON Lines or CSV, whoever wrote them, with an optional user mapping.
 
-A row needs a step (``step``, ``global_step``, ``_step`` or ``iteration``); every other
+A row needs a step (``step``, ``global_step``, ``_step``, ``iteration`` or ``iter``); every other
 numeric field is a metric. Nested objects are flattened with ``/``. Keys that already are
 canonical names (METRICS.md) are taken as such; anything else is mapped only by a user mapping
 file (``--mapping FILE``: ``canonical name = "source key"``, TOML or JSON). Several rows for
@@ -36,7 +36,7 @@ from .textlog import head, parse_number
 
 __all__ = ["CsvReader", "JsonlMetricsReader"]
 
-STEP_KEYS = ("step", "global_step", "_step", "iteration", "train/global_step", "Step")
+STEP_KEYS = ("step", "global_step", "_step", "iteration", "iter", "train/global_step", "Step")
 
 GENERIC = MappingTable(
     "generic",
@@ -211,7 +211,7 @@ def _jsonl_has_step(p: Path) -> bool:
     return False
 
 
-_STEP_START = re.compile(r'\s*\{\s*"(?:step|global_step|_step|iteration)"\s*:\s*\d')
+_STEP_START = re.compile(r'\s*\{\s*"(?:step|global_step|_step|iteration|iter)"\s*:\s*\d')
 
 
 def _csv_has_step(p: Path) -> bool:

@@ -19,12 +19,13 @@ reference, PPO old-vs-new, sampler/trainer mismatch) are never guessed.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable
 from functools import lru_cache
 from typing import Any
 
-from ..schema import METRICS, PATTERNS, Alias, is_canonical
+from ..schema import KEPT, METRICS, PATTERNS, Alias, is_canonical
 
 __all__ = [
     "KINDS",
@@ -36,6 +37,7 @@ __all__ = [
     "normalise",
     "require_metrics",
     "token_index",
+    "unmapped_numeric",
     "unmapped_reason",
 ]
 
@@ -73,6 +75,80 @@ _SEG = re.compile(r"[/.]+")
 _TOK = re.compile(r"[\s_\-:]+")
 _KL = re.compile(r"(?:^|_)(?:kl|kld|kl\d|k[123]_kl|kldiv|kl_div\w*|kullback\w*)(?:_|$)")
 
+# Short names and abbreviations people give metrics in their own loops, token by token (both
+# the synonyms declared in schema.py and the keys read go through the same table, so
+# ``resp_len``, ``Avg Response Len`` and ``response_length`` meet in one form).
+TOKEN_SYNONYMS = {
+    "rew": "reward",
+    "rews": "reward",
+    "rwd": "reward",
+    "rwds": "reward",
+    "rewards": "reward",
+    "ent": "entropy",
+    "entr": "entropy",
+    "gn": "grad_norm",
+    "gnorm": "grad_norm",
+    "gradnorm": "grad_norm",
+    "len": "length",
+    "lens": "length",
+    "resp": "response",
+    "responses": "response",
+    "completions": "completion",
+    "adv": "advantage",
+    "advs": "advantage",
+    "advantages": "advantage",
+    "acc": "accuracy",
+    "trunc": "truncated",
+    "truncation": "truncated",
+    "frac": "fraction",
+    "stddev": "std",
+    "stdev": "std",
+    "tok": "tokens",
+    "toks": "tokens",
+}
+# A whole key (normalised) that is one short word of its own.
+WORD_SYNONYMS = {
+    "grad": "grad_norm",
+    "length": "response_length",
+    "grad_norm_mean": "grad_norm",
+}
+# Tokens that say a value is a percent (0-100) where the canonical metric is a fraction.
+PERCENT_TOKENS = frozenset({"pct", "percent", "percentage", "perc"})
+# Canonical metrics that are fractions in [0, 1]: a percent of one is read as value / 100.
+FRACTIONS = frozenset(
+    {
+        "response/truncated_rate",
+        "train/clip_frac",
+        "groups/signal_fraction",
+        "train/mismatch_ess",
+        "train/mismatch_ess_seq",
+    }
+)
+# Leading tokens that say where a number was computed (``Actor Loss``, ``policy_entropy``):
+# dropped as a last try when the whole key matches nothing.
+_LEAD_WORDS = frozenset({"actor", "policy", "train", "training", "trainer", "batch", "rollout"})
+# What a held-out split reports as its score (after normalising): eval_reward, val/acc...
+SCORE_WORDS = frozenset(
+    {
+        "reward",
+        "score",
+        "accuracy",
+        "success",
+        "success_rate",
+        "solve_rate",
+        "pass_rate",
+        "pass@1",
+        "correct",
+        "correctness",
+        "test_score",
+        "val_score",
+        "eval_score",
+        "mean_reward",
+        "reward_mean",
+        "total_reward",
+    }
+)
+
 # Normalised forms that name some KL without saying which: never indexed, never guessed.
 AMBIGUOUS_KL = frozenset({"kl", "kld", "kl_div", "kl_value", "kl_metric", "k3_kl", "k1_kl"})
 _STATS = frozenset(
@@ -101,7 +177,8 @@ def normalise(key: str) -> str:
         toks.pop()
     if len(toks) > 1 and toks[0] in MEAN_WORDS:
         toks.pop(0)
-    return "_".join(t for t in toks if t)
+    out = "_".join(TOKEN_SYNONYMS.get(t, t) for t in toks if t)
+    return WORD_SYNONYMS.get(out, out)
 
 
 def is_eval_key(key: str) -> bool:
@@ -132,7 +209,10 @@ def _exact() -> dict[str, tuple[int, str, Alias]]:
 def _patterns() -> tuple[tuple[int, re.Pattern[str], Alias], ...]:
     out = []
     i = len(_exact())
-    for _, spec in PATTERNS:
+    # Regular-expression synonyms of fixed names too (a key a version renamed, whose plain
+    # form would read as another metric's: PipelineRL's old ``stats/lag``).
+    specs = [*(spec for _, spec in PATTERNS), *METRICS.values()]
+    for spec in specs:
         for a in spec.aliases:
             if a.source.startswith("^"):
                 out.append((i, re.compile(a.source), a))
@@ -185,25 +265,130 @@ def fallback(key: str) -> list[Candidate]:
                 out.append((target, prio, "synonym", a))
     if out:
         return out
+    base = len(_exact()) + len(_patterns())
     if is_eval_key(key):
-        return out
+        score = eval_score(key)
+        return [] if score is None else [(score[0], base, "tokens", score[1])]
     hit = _exact().get(key)
     if hit is not None:
         prio, target, a = hit
         return [(target, prio, "synonym", a)]
-    base = len(_exact()) + len(_patterns())
     n = normalise(key)
-    tok = token_index().get(n)
+    tok = _token_hit(n)
     if tok is not None:
         target, a = tok
         return [(target, base, "tokens", a)]
+    pct = _percent(key)
+    if pct is not None:
+        return [(pct[0], base + 1, "tokens", pct[1])]
+    comp = _component(key, n)
+    if comp is not None:
+        return [(comp[0], base + 2, "tokens", comp[1])]
     return out
+
+
+def _component(key: str, n: str) -> tuple[str, Alias] | None:
+    """A loop's own part of its reward, named ``<what>_reward`` (``format_reward``,
+    ``noop_penalty``, ``length_bonus``) beside its total: ``reward/component/<key>/mean``."""
+    toks = n.split("_")
+    if len(toks) < 2 or toks[-1] not in _COMPONENT_WORDS or "/" in key.strip("/"):
+        return None
+    if any(t in _STATS for t in toks):
+        return None
+    name = re.sub(r"[^\w.-]+", "_", key.strip()).strip("_")
+    target = f"reward/component/{name}/mean"
+    note = "a part of the reward, by its name (<what>_reward, _penalty, _bonus)"
+    return target, Alias(key, target, 1.0, 0.0, note)
+
+
+def _token_hit(n: str) -> tuple[str, Alias] | None:
+    """The index entry of a normalised form, else of the form without a leading word that
+    says where it was computed (``actor_loss`` -> ``loss``)."""
+    idx = token_index()
+    tok = idx.get(n)
+    if tok is None:
+        toks = n.split("_")
+        if len(toks) > 1 and toks[0] in _LEAD_WORDS:
+            tok = idx.get("_".join(toks[1:]))
+    return tok
+
+
+def _percent(key: str) -> tuple[str, Alias] | None:
+    """A key that says it is a percent (``truncated_pct``, ``clip %``) of a fraction metric:
+    the metric, with the value divided by 100."""
+    k = key.strip()
+    marked = k.endswith("%") or k.endswith("(%)")
+    k = re.sub(r"\s*\(?%\)?$", "", k)
+    toks = normalise(k).split("_")
+    kept = [t for t in toks if t not in PERCENT_TOKENS]
+    if not marked and len(kept) == len(toks):
+        return None
+    base = "_".join(kept)
+    tok = None
+    for form in (base, *(f"{base}_{w}" for w in ("rate", "fraction", "ratio"))):
+        tok = _token_hit(form)
+        if tok is not None:
+            break
+    if tok is None or tok[0] not in FRACTIONS:
+        return None
+    target, a = tok
+    note = "a percent (0-100) read as a fraction: value / 100"
+    return target, Alias(a.source, target, a.scale * 0.01, a.offset, note)
+
+
+def eval_score(key: str) -> tuple[str, Alias] | None:
+    """A held-out split's score (``eval_reward``, ``val/acc``, ``test/score``,
+    ``val/test_score/<suite>``, ``heldout_accuracy``) as ``eval/<suite>/score``: the suite is
+    the key's other segments, else the split's own word. A loss, a std or a length is not a
+    score: None."""
+    k = key.strip()
+    m = re.match(r"^(val-core|val-aux)(?:[_\-/.]|$)", k, re.I) or _EVAL_RE.match(k)
+    if m is None:
+        return None
+    word = m.group(0).rstrip("_-/.").lower()
+    rest = k[m.end() :]
+    segs = [s for s in _SEG.split(rest) if s]
+    while segs and re.fullmatch(r"(?:mean|avg|average)(?:@\d+)?", segs[-1], re.I):
+        segs.pop()
+    if not segs:
+        return None
+    for seg in segs:  # a spread, an extreme or another aggregate of the score is not it
+        n = normalise(seg)
+        if re.fullmatch(r"[a-z]+@\d+", n) or any(t in _STATS for t in n.split("_")):
+            return None
+    scale = 1.0
+    metric = None
+    suite: list[str] = []
+    for seg in segs:
+        n = normalise(seg)
+        toks = n.split("_")
+        kept = [t for t in toks if t not in PERCENT_TOKENS]
+        n2 = "_".join(kept)
+        if metric is None and (
+            n2 in SCORE_WORDS or (token_index().get(n2) or ("",))[0] == "reward/mean"
+        ):
+            metric = seg
+            scale = 0.01 if len(kept) < len(toks) or seg.endswith("%") else 1.0
+        else:
+            suite.append(seg)
+    if metric is None:
+        return None
+    name = "/".join(suite) if suite else word
+    name = re.sub(r"[^\w.@-]+", "_", name).strip("_") or word
+    target = f"eval/{name}/score"
+    note = f"a held-out split's {metric!r}: held-out score of suite {name!r}"
+    if scale != 1.0:
+        note += " (a percent, value / 100)"
+    return target, Alias(key, target, scale, 0.0, note)
 
 
 def unmapped_reason(key: str) -> str:
     """Why ``key`` stays under its own name, for ``formats --explain``."""
     if is_eval_key(key):
         return "a held-out split's key: never read as a training metric"
+    for rx, why in KEPT:
+        if rx.search(key):
+            return f"{why}; no canonical name, kept as logged"
     last = normalise(key).rsplit("_", 1)[-1]
     if last in _STATS:
         return f"a {last} of a metric, not its mean; map it with --mapping"
@@ -214,7 +399,39 @@ def unmapped_reason(key: str) -> str:
             "KL-like, but which KL (to the reference, PPO old-vs-new, sampler/trainer "
             "mismatch) cannot be told from the name; map it with --mapping"
         )
-    return "no table rule, synonym or token match; map it with --mapping"
+    return f"{_NO_MATCH}; map it with --mapping"
+
+
+_NO_MATCH = "no table rule, synonym or token match"
+_COMPONENT_WORDS = frozenset({"reward", "penalty", "bonus"})
+
+
+def _suggest(key: str) -> tuple[str, str]:
+    """(canonical name, why) a ``--mapping`` line for ``key`` would most likely use; the name
+    is a placeholder (``<canonical name>``) where nothing in the key points to one."""
+    toks = set(normalise(key).split("_"))
+    if is_kl_like(key):
+        return "train/ref_kl", "if it is the KL to the reference policy"
+    if toks & _COMPONENT_WORDS:
+        name = re.sub(r"[^\w.-]+", "_", key.strip()).strip("_") or "component"
+        return f"reward/component/{name}/mean", "if it is one part of the reward"
+    return "<canonical name>", "see `rlvitals formats` and docs/metrics.md for the names"
+
+
+def unmapped_numeric(data: Any) -> list[dict[str, str]]:
+    """The numeric keys of a run that no step of the chain maps and nothing explains (not a
+    table's deliberate leave-out, a spread or a held-out split's), each with the one
+    ``--mapping`` line (TOML) that would map it. Shown under the verdict of ``check``."""
+    out = []
+    for key, why in sorted(data.unmapped.items()):
+        if not (why.startswith(_NO_MATCH) or why.startswith("KL-like")):
+            continue
+        if key not in data.metrics or key in ("time", "step", "policy_version", "epoch"):
+            continue
+        target, hint = _suggest(key)
+        line = f"{json.dumps(target)} = {json.dumps(key)}"
+        out.append({"key": key, "mapping": line, "hint": hint})
+    return out
 
 
 def _unmapped_regex(text: str) -> re.Pattern[str] | None:
@@ -281,6 +498,44 @@ def header_keys(cells: list[str], run: Any = None) -> list[str]:
     return out
 
 
+_EXPECTED = {
+    "rlvitals": 'JSON step records, one per line ({"step": N, ...}; docs/format.md)',
+    "jsonl": 'JSON lines with a step field ({"step": N, ...})',
+    "csv": "a CSV header row with a step column, then one row per step",
+    "json": 'a JSON list of step records ([{"step": N, ...}, ...])',
+    "trl": "a trainer state: a JSON object with a log_history list",
+}
+
+
+def _require_something(data: Any, path: str) -> None:
+    """Refuse a run from whose files nothing at all could be read: every line skipped (a
+    ``steps.jsonl`` of binary junk) is an input error, not a run that has just started."""
+    from ..errors import ReadError
+
+    if data.steps().size or data.evals or (data.attempts is not None and len(data.attempts)):
+        return
+    skipped = [w for w in data.warnings if "skipped" in w or "not read" in w]
+    if not skipped:
+        return  # nothing written yet: a live run that has just started
+    from pathlib import Path
+
+    from .registry import _looks_like
+
+    p = Path(path)
+    target = p / "steps.jsonl" if p.is_dir() and (p / "steps.jsonl").is_file() else p
+    looks = _looks_like(target) if target.is_file() else "files"
+    expected = _EXPECTED.get(
+        data.format, f"records of the {data.format} format (`rlvitals formats {data.format}`)"
+    )
+    first = skipped[0]
+    first = first if len(first) <= 160 else first[:157] + "..."
+    raise ReadError(
+        f"nothing could be read: {target.name} holds {looks}, expected {expected}; "
+        f"{len(skipped)} record(s) skipped (first: {first})",
+        path=path,
+    )
+
+
 def require_metrics(data: Any, path: str) -> None:
     """Refuse a run (``RunData``) that has keys but not one canonical metric among them.
 
@@ -294,6 +549,7 @@ def require_metrics(data: Any, path: str) -> None:
         return
     names = [n for n in data.names() if n not in ("time", "step", "policy_version")]
     if not names:
+        _require_something(data, path)
         return
     keys = sorted(data.unmapped) or sorted(data.source_keys) or names
     shown = ", ".join(keys[:8]) + (f", ... ({len(keys)} in all)" if len(keys) > 8 else "")

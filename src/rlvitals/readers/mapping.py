@@ -15,6 +15,9 @@ A key no table rule maps goes on down one chain (``readers/keys.py``): synonyms 
 The Mapper records which step mapped each key (``RunData.resolved``) and why the others stayed
 under their own names (``RunData.unmapped``). A ``None`` value (JSON ``null``) reads as NaN; a
 key that had a value and turns null is marked in ``RunData.nulls`` (see ``RunData.missing``).
+A key that is null before it ever had a value was not measured there: it is left out of those
+records, and one null on every record is no metric at all (``info["never_measured"]``), not
+a measurement that went non-finite.
 """
 
 from __future__ import annotations
@@ -144,19 +147,29 @@ class Mapper:
             run.presence.record(step, record, next(iter(record)))
         chosen: dict[str, tuple[int, float, str]] = {}
         # Fast path (no null in the record and none pending): the record is the values.
-        slow = bool(nulls) or None in record.values()
+        slow = bool(nulls) or None in record.values() or bool(run.info.get("never_measured"))
         values: Mapping[str, float] = record if not slow else {}  # type: ignore[assignment]
         best_of = self._best.get
         for key, raw in record.items():
             if slow:
                 if raw is None:
+                    if key not in run.metrics:
+                        # Declared and not filled (yet): not measured, not a NaN. A key null
+                        # on every record never becomes a metric (info["never_measured"]).
+                        never = run.info.setdefault("never_measured", [])
+                        if key not in never:
+                            never.append(key)
+                        continue
                     value = math.nan
-                    if key not in nulls and key in run.metrics:
+                    if key not in nulls:
                         nulls[key] = step
                 else:
                     value = raw
                     if key in nulls and value == value:
                         del nulls[key]
+                    never = run.info.get("never_measured")
+                    if never and key in never:
+                        never.remove(key)
                 values[key] = value  # type: ignore[index]
             else:
                 value = raw  # type: ignore[assignment]

@@ -33,6 +33,7 @@ from __future__ import annotations
 import importlib
 import os
 import pkgutil
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
@@ -271,6 +272,23 @@ def _evidence(s: Score, by_printed: bool) -> tuple[int, ...]:
     return (s.printed, s.records, s.canonical, s.values) if by_printed else tuple(s[1:])
 
 
+_ANY_MARKER = re.compile(
+    rb"(?i)(?:^|[\s\](|])(?:global[ _]step|step|iter(?:ation)?|epoch|update)\s*[:=#\[(]?\s*\d"
+)
+
+
+def _marker_beyond(p: Path) -> bool:
+    """Whether a step marker of any shape appears past the first sample (a quick byte scan,
+    so a large log without any is not read twice)."""
+    try:
+        with open(p, "rb") as f:
+            f.seek(SAMPLE_BYTES)
+            data = f.read(DEEP_SAMPLE_BYTES - SAMPLE_BYTES)
+    except OSError:
+        return False
+    return _ANY_MARKER.search(data) is not None
+
+
 def _size(p: Path) -> int:
     try:
         return p.stat().st_size if p.is_file() else 0
@@ -290,6 +308,12 @@ def detect(path: str | os.PathLike[str]) -> Detection:
 def _detect(p: Path, fmts: list[Format], *, nested: bool) -> Detection:
     _check_readable(p)
     cands = [f for f in fmts if f.accepts(p)]
+    if not p.is_dir():
+        from ._trackers import sqlite_refusal
+
+        refused = sqlite_refusal(p, [f.name for f in cands])
+        if refused is not None:
+            raise UnknownFormatError(refused, path=str(p))
     subs = _sub_runs(p, fmts, nested=nested) if p.is_dir() else []
     layout_subs = [(s, _layout(s, fmts)) for s in subs]
     layout_subs = [(s, name) for s, name in layout_subs if name is not None]
@@ -297,7 +321,8 @@ def _detect(p: Path, fmts: list[Format], *, nested: bool) -> Detection:
         # A layout format takes the path, unless it only found its files in sub-folders that
         # are runs of another layout (event files somewhere under a folder of run directories).
         if not f.scored and all(name == f.name for _, name in layout_subs):
-            return Detection(f.name)
+            why = f"read as {f.name}: recognised by its content ({f.description})"
+            return _chosen(p, f.name, None, why)
     cands = [f for f in cands if f.scored]
     if p.is_dir() and subs:
         keep = []
@@ -323,7 +348,11 @@ def _detect(p: Path, fmts: list[Format], *, nested: bool) -> Detection:
         why = f"read as {cands[0].name}: the only format whose sniffer accepts it"
         return _chosen(p, cands[0].name, None, why)
     scores = {f.name: _score(f, p) for f in cands}
-    if max(s.printed for s in scores.values()) < 2 and _size(p) > SAMPLE_BYTES:
+    if (
+        max(s.printed for s in scores.values()) < 2
+        and _size(p) > SAMPLE_BYTES
+        and _marker_beyond(p)
+    ):
         # The framework readers first (fast); the catch-all readings only if none of them
         # finds printed steps further in (their head readings found none either).
         for group in ([f for f in cands if f.priority < CATCH_ALL], cands):

@@ -86,19 +86,20 @@ _NONNUM = re.compile(r"\b(?:nan|inf|infinity)\b", re.I)
 _RULE = re.compile(r"^[-=_*#~]{5,}$")  # a separator line: the step's block ends
 _SPLIT = re.compile(r"\s+-\s+|\s*\|\s*|\s*[,;]\s+|\s+•\s+|\t+|\s{3,}")
 _MARKER = re.compile(
-    r"(?<![\w/.])(global[ _]step|train[ _]step|step|iter(?:ation)?|(?:rollout|perf)(?= \d+:\s*(?:\{|$)))"
+    r"(?<![\w/.])(global[ _]step|train[ _]step|step|iter(?:ation)?|update(?=\s*[:=#]?\s*\d)|"
+    r"(?:rollout|perf)(?= \d+:\s*(?:\{|$)))"
     r"\s*[:=#]?\s*(\d+)"
     r"(?:\s*/\s*(\d+))?(?![\w.]|:\d)",
     re.I,
 )
-_MARKER_HINT = re.compile(r"step|iter|perf|rollout|epoch", re.I)
+_MARKER_HINT = re.compile(r"step|iter|perf|rollout|epoch|update", re.I)
 # ``Epoch:[1/3](12/9751)``, ``Epoch 2/3 [5/100]``: the batch within the epoch, of N batches.
 _EPOCH_POS = re.compile(
     r"(?<![\w/.])epoch\s*[:=]?\s*\[?\s*(\d+)\s*/\s*(\d+)\s*\]?\s*[,:]?\s*[(\[]\s*(\d+)\s*/\s*(\d+)\s*[)\]]",
     re.I,
 )
 _MARKER_WORDS = frozenset(
-    {"step", "iter", "iteration", "global_step", "train_step", "perf", "rollout"}
+    {"step", "iter", "iteration", "global_step", "train_step", "perf", "rollout", "update"}
 )
 _LEAD_MARKER = re.compile(
     _MARKER.pattern.replace("(?<![\\w/.])", r"^[^\w{]*") + r"\s*[:|,\-]?", re.I
@@ -300,6 +301,12 @@ class ShapeParser:
         self._order_n = 0
         self._warned_order = False
         self.events_dropped = 0
+        self.marked = 0  # records whose step the file printed (a marker, a step column)
+        self._block = False  # the step was set by a line of its own (a block's header)
+        self._marked_line = 0  # the line of the last record whose step the file printed
+        self._lead_prose = 0
+        self._prose = 0  # lines of text (not records) since the last record or step line
+        self.stray = 0  # stepless records dropped once the file numbers its records
         self._lead: tuple[dict[str, float], int, float | None] | None = None
 
     # -- the line loop ---------------------------------------------------------------------
@@ -313,6 +320,7 @@ class ShapeParser:
                 # Not the inside of a printed dict (a brace of code or LaTeX in a sample
                 # printout): no record was open; the line is read as itself.
                 self._dict = None
+                self._prose += 3  # the brace's line and this one are prose
             else:
                 self._dict.append(text)
                 self._dict_depth += brace_balance(text)  # one line at a time: linear
@@ -346,6 +354,7 @@ class ShapeParser:
             return
         if self._record_line(s, lineno, t, level):
             return
+        self._prose += 1
         self._event(s if not level else f"{level} {s}".strip(), level, lineno, t)
 
     def _clock(self, t: float, level: str) -> float:
@@ -402,13 +411,23 @@ class ShapeParser:
         if not values:
             if step is not None:
                 self.step = step
+                self._block, self._prose = True, 0
             return
         if step is None:
             if self.step is None and self._bar_pos is None and family == "pairs":
                 if self._lead is None:
                     self._lead = (values, lineno, t)  # may lead the next step's block
+                    self._lead_prose = self._prose
                     return
                 self._lead_flush()
+            far = lineno - self._marked_line > 2 or self._prose >= 3
+            if self.marked >= 2 and (self.step is None or (far and not self._block)):
+                # The file prints each record with its step: pairs outside any
+                # step's block, or lines away from a one-line record (prose between), are
+                # text of a sample printout (``x = 3``), not a record to number in order or
+                # to add to a step.
+                self.stray += 1
+                return
             if self.step is not None:
                 step, how = self.step, "block"
             elif self._bar_pos is not None:
@@ -431,10 +450,18 @@ class ShapeParser:
                     )
         else:
             self.step = step
+            self._block = False  # a record with its own step: the lines after are not its block
             if self._lead is not None:
                 lead, self._lead = self._lead, None
-                self._emit(lead[0], lead[1], lead[2], step=step, how="block")
+                if lineno - lead[1] <= 3 and self._prose - self._lead_prose < 3:
+                    self._emit(lead[0], lead[1], lead[2], step=step, how="block")
+                else:  # far before this step, prose between: not its record
+                    self.stray += 1
         self.last_step = step
+        self._prose = 0
+        if how in ("marker", "column"):
+            self.marked += 1
+            self._marked_line = lineno
         if t is None:
             t = self.last_time
         if t is not None and step not in self.first_time:
@@ -501,6 +528,7 @@ class ShapeParser:
             if not values:
                 self.step = step
                 self._bar_pos = None
+                self._block, self._prose = True, 0
                 return True
             self._emit(values, lineno, t, step=step)
             return True

@@ -259,7 +259,7 @@ class TrlConsoleReader(TextLogReader):
 
 _STATE = re.compile(r'^\s*\{[\s\S]*?"log_history"\s*:\s*\[')
 _LIST = re.compile(r"^\s*\[\s*\{")
-_STEP_KEY = re.compile(r'"(?:step|global_step)"\s*:\s*\d')
+_STEP_KEY = re.compile(r'"(?:step|global_step|_step|iteration|iter)"\s*:\s*\d')
 _HF_KEYS = re.compile(r'"(?:epoch|learning_rate|loss|grad_norm)"\s*:')
 
 
@@ -324,6 +324,31 @@ class JsonStepsReader(TrlStateReader):
             return [self.path]
         return [p for p in sorted(self.path.glob("*.json"))[:20] if json_kind(p) == "list"][:1]
 
+    def _take(self, p: Path, state: dict[str, Any]) -> None:
+        """Each record as a JSONL row would be read: any step key, nested objects flattened
+        with ``/``, text kept as labels, ``null`` as not measured (or NaN after values)."""
+        from .generic import STEP_KEYS, _as_number, _flatten, _step_of
+
+        for i, entry in enumerate(state["log_history"]):
+            step = _step_of(entry) if isinstance(entry, dict) else None
+            if step is None or valid_step(step) is None:
+                self.run.warnings.append(
+                    f"{p}: [{i}]: expected a record with an integer step ({', '.join(STEP_KEYS)}) "
+                    "in 0..2**63-1; skipped"
+                )
+                continue
+            values: dict[str, float | None] = {}
+            for k, v in _flatten(entry):
+                if k in STEP_KEYS:
+                    continue
+                if isinstance(v, str) and _as_number(v) is None:
+                    self.run.info.setdefault("labels", {})[k] = v
+                    continue
+                f = _as_number(v)
+                if f is not None or v is None:
+                    values[k] = f
+            self.mapper.add(step, values)
+
 
 def _sniff_list(path: Path) -> bool:
     if path.is_file():
@@ -334,7 +359,8 @@ def _sniff_list(path: Path) -> bool:
 register(
     Format(
         "trl",
-        "TRL / HF Trainer trainer_state.json (log_history), or an output dir with checkpoints",
+        "TRL / HF Trainer trainer state (a JSON with log_history, or the bare list, whatever "
+        "the file is called), or an output dir with checkpoints",
         _sniff_state,
         TrlStateReader,
         priority=10,

@@ -28,6 +28,12 @@ VERL = MappingTable(
         Rule("actor/entropy", "train/entropy"),
         Rule("actor/entropy_loss", "train/entropy", "aggregate token entropy (older versions)"),
         Rule("actor/kl_loss", "train/ref_kl", "estimator: kl_loss_type (k1/k2/k3)"),
+        Rule(
+            "critic/kl",
+            "train/ref_kl",
+            "in-reward KL penalty runs (TinyZero, verl 0.1-0.3): ray_trainer.py "
+            "apply_kl_penalty's mean kl_penalty(old_log_prob, ref_log_prob), k1 by default",
+        ),
         Rule("rollout_corr/k3_kl", "train/mismatch_kl", "k3, actor vs rollout"),
         Rule("rollout_corr/kl", "train/mismatch_k1", "k1 = mean(rollout - old logp)"),
         Rule("actor/pg_clipfrac", "train/clip_frac"),

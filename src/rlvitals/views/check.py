@@ -76,6 +76,7 @@ def render_text(
         shown = [f for f in rep.findings if f.severity != "ok" or f.verdict == "learning"]
         if not shown:
             console.print(Text("no findings", style="dim"))
+            _unmapped_text(console, rep)
             continue
         grid = Table.grid(padding=(0, 1))
         grid.add_column(no_wrap=True)  # severity
@@ -96,6 +97,36 @@ def render_text(
             if f.action and f.severity in ("warn", "fail"):
                 grid.add_row("", "", "", Text("next: " + safe.line(action_for(f, rep.source))))
         console.print(grid)
+        _unmapped_text(console, rep)
+
+
+UNMAPPED_SHOWN = 8
+
+
+def _unmapped_text(console: Any, rep: Report) -> None:
+    """The numeric keys no rule maps (``info["unmapped"]``), each with its --mapping line."""
+    from rich.text import Text
+
+    rows = rep.info.get("unmapped") or []
+    if not rows:
+        return
+    console.print(
+        Text(
+            f"unmapped: {len(rows)} numeric key(s) read but not judged; a line of a "
+            "--mapping FILE (TOML) maps each:",
+            style="dim",
+        )
+    )
+    for row in rows[:UNMAPPED_SHOWN]:
+        console.print(Text(f"  {safe.line(row['mapping'])}  # {safe.line(row['hint'])}"))
+    if len(rows) > UNMAPPED_SHOWN:
+        console.print(
+            Text(
+                f"  ... and {len(rows) - UNMAPPED_SHOWN} more (--json lists every one; "
+                f"rlvitals formats --explain {safe.line(rep.source)})",
+                style="dim",
+            )
+        )
 
 
 def render_json(reports: list[Report]) -> str:
@@ -122,6 +153,16 @@ def render_markdown(reports: list[Report]) -> str:
             f"{info.get('steps', 0)} steps. Worst finding: **{rep.worst}**."
         )
         lines.append("")
+        unmapped = rep.info.get("unmapped") or []
+        if unmapped:
+            keys = ", ".join(f"`{md_escape(r['key'])}`" for r in unmapped[:UNMAPPED_SHOWN])
+            more = (
+                f" and {len(unmapped) - UNMAPPED_SHOWN} more"
+                if len(unmapped) > UNMAPPED_SHOWN
+                else ""
+            )
+            lines.append(f"Read but not judged (map with `--mapping FILE`): {keys}{more}.")
+            lines.append("")
         if not rep.findings:
             lines.append("No findings.")
             lines.append("")

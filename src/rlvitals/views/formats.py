@@ -63,7 +63,7 @@ def _md_escape(text: str) -> str:
     return markdown_cell(text)
 
 
-NATIVE_NOTE = "Canonical names as written by rlvitals (METRICS.md); no mapping needed."
+NATIVE_NOTE = "Canonical names as written by rlvitals (docs/metrics.md); no mapping needed."
 TENSORBOARD_NOTE = (
     "Scalars from any framework; the framework is recognised from the tag names (HF "
     "Trainer's `train/` prefix stripped) and its table below applied."
@@ -96,6 +96,43 @@ def formats_markdown() -> str:
         "`rollout/truncated` (a batch rate) from the canonical `rollout/<metadata key>` family.",
         "When two rules give one canonical name, the first listed that the run logs wins for",
         "the whole run. Percentages printed by a console become fractions.",
+        "",
+        "## How a file is recognised",
+        "",
+        "By its content, never by its name alone. A JSON object with a `log_history` list,",
+        "or the bare list of HF Trainer step records, is a TRL trainer state whatever the",
+        "file is called (`training_logs.json`, `history.json`); a JSON list of another",
+        "loop's step records is the `json` format. Every format whose sniffer accepts a file",
+        "reads a sample of it (256 kB; 8 MB where no reading finds a printed step in the",
+        "first sample: a console whose first `step:N` line comes after long sample",
+        "printouts), and the reading with the most steps whose numbers the file prints wins",
+        "over one that numbers records itself (in order of appearance); a near tie goes to",
+        "the framework's own reader. `rlvitals formats --explain FILE` says which readings",
+        "were compared and what each read.",
+        "",
+        "In console logs, records are found by their shape wherever they are: inside",
+        "markdown code fences, among sample printouts, after ANSI colour codes and Ray",
+        "prefixes. Steps come from markers of any common shape, kept as printed (a resumed",
+        "run starts at 101): `step:N - k:v`, `step N/M`, `Step N |`, `[step N]`, `iter N:`, `update N`,",
+        "`Epoch:[e/E]` then `(i/N)` (MiniMind: update (e - 1) * N + i), a `step` key or",
+        "column. Pairs are",
+        "`k: v`, `k=v`, separated by `, `, ` - ` or `|`; values such as `np.float64(0.3)`,",
+        "`tensor(0.5)`, `nan`. Once a file prints a step with each record, key/value text",
+        "away from any record (an `x = 3` of a sample, a `{'A': 'true'}` ground truth) is",
+        "passed over, and `--explain` counts it.",
+        "",
+        "Keys by meaning reach short names too: abbreviations and spellings (`rew`, `rwd`,",
+        "`KL_ref`, `ent`, `gn`, `grad`, `len`, `resp_len`, `Avg Response Len`, `Adv Std`,",
+        "`acc`, `success_rate`) normalise to the synonyms of docs/metrics.md. Held-out",
+        "splits (`eval_reward`, `eval/`, `val/`, `test/`, `heldout_`, `val-core/`) read as",
+        "held-out evaluations `eval/<suite>/score` when they name a score, never as training",
+        "metrics. A percent of a fraction metric (`truncated_pct`, `clip %`, or a",
+        "`clip_ratio` whose values reach past 1 within 0..100) is divided by 100, and",
+        "`--explain` says so. A field that is null on every record was never measured: it is",
+        "left out, not read as a value gone non-finite (a null after values still is). A file",
+        "from which nothing at all could be read is an input error (exit 2). `rlvitals check`",
+        "lists under the verdict each numeric key that maps to nothing, with the `--mapping`",
+        "line that would map it (`info.unmapped` in `--json`).",
         "",
         "| format | kind | what it reads |",
         "|---|---|---|",
@@ -216,26 +253,70 @@ def explain_data(run: RunData) -> dict[str, Any]:
     return {
         "path": run.source,
         "format": run.format,
+        "reading": reading_notes(run),
         "mapped": mapped,
         "unmapped": unmapped,
+        "never_measured": list(run.info.get("never_measured") or []),
         "missing": dict(sorted(run.missing.items())),
     }
 
 
+def reading_notes(run: RunData) -> list[str]:
+    """What the reader chose and why, one sentence each: the format (the readings compared),
+    where the steps came from, lines passed over, units converted, fields never filled."""
+    info = run.info
+    out = []
+    if info.get("sniffed"):
+        out.append(str(info["sniffed"]))
+    by = info.get("records_by_step_source")
+    if isinstance(by, dict) and by:
+        parts = ", ".join(f"{n} by {how}" for how, n in sorted(by.items()))
+        out.append(f"records by where their step came from: {parts}")
+    if info.get("steps_numbered"):
+        out.append(
+            f"{info['steps_numbered']} step(s) numbered by the reader (in order of appearance): "
+            "the file prints no step for them"
+        )
+    if info.get("stray_records"):
+        out.append(
+            f"{info['stray_records']} key/value line(s) passed over: away from any step's "
+            "record in a file that prints its steps (sample printouts, not metrics)"
+        )
+    for target, why in sorted((info.get("units") or {}).items()):
+        out.append(f"{target}: {why}")
+    never = info.get("never_measured") or []
+    if never:
+        shown = ", ".join(never[:10]) + (f", ... ({len(never)} in all)" if len(never) > 10 else "")
+        out.append(f"declared but never filled (null on every record), so not metrics: {shown}")
+    labels = info.get("labels")
+    if isinstance(labels, dict) and labels:
+        out.append("text fields kept as labels: " + ", ".join(sorted(map(str, labels))))
+    return out
+
+
 def explain_json(run: RunData) -> str:
     """``explain_data`` as JSON."""
-    return dumps(explain_data(run), indent=2)
+    from . import safe
+
+    return safe.json_for_terminal(dumps(explain_data(run), indent=2))
 
 
 def explain_text(run: RunData, *, file: IO[str], width: int = 120) -> None:
     """``rlvitals formats --explain FILE``: the mapped keys, the unmapped ones, what is missing."""
     from rich.console import Console
-    from rich.markup import escape
+    from rich.markup import escape as _escape
     from rich.table import Table
+
+    from . import safe
+
+    def escape(text: Any) -> str:  # untrusted (a run's path, its keys): one safe line
+        return _escape(safe.line(text))
 
     d = explain_data(run)
     console = Console(file=file, width=width, highlight=False, soft_wrap=False)
     console.print(f"[bold]{escape(d['path'])}[/] read as [bold]{escape(d['format'])}[/]")
+    for note in d["reading"]:
+        console.print(f"  {escape(note)}")
     t = Table(box=None, pad_edge=False, title=f"{len(d['mapped'])} keys mapped")
     for col in ("source key", "canonical", "rule", "detail"):
         t.add_column(col)
@@ -243,7 +324,9 @@ def explain_text(run: RunData, *, file: IO[str], width: int = 120) -> None:
         detail = row["detail"] or ""
         if not row["used"]:
             detail = (detail + "; " if detail else "") + f"not used: {row['instead']} fills it"
-        t.add_row(escape(row["source"]), escape(row["canonical"]), row["rule"], escape(detail))
+        t.add_row(
+            escape(row["source"]), escape(row["canonical"]), escape(row["rule"]), escape(detail)
+        )
     console.print(t)
     if d["unmapped"]:
         console.print(f"[bold]{len(d['unmapped'])} keys left unmapped[/] (kept under their names)")
