@@ -129,8 +129,23 @@ def test_entropy_under_its_floor_in_an_excerpt_is_collapse():
 def test_most_groups_at_one_reward_while_the_reward_stands_still_is_no_signal():
     # iitd-aaipl: frac_reward_zero_std >= 0.5 on 72% of records, the entropy holding at 65% of
     # its start: info before ("the policy still explores"); most groups teach nothing: warn,
-    # a symptom (the run's verdict stays with the components' shortcut).
+    # a symptom (the run's verdict goes to the cause: replies cut from the start).
     rep = judge("trl/iitd-aaipl_checkpoint-500_trainer_state.json")
     g = next(f for f in rep.at_least("warn") if f.check == "groups")
     assert (g.verdict, g.evidence["symptom"]) == ("no_signal", True) and g.first_step <= 80
-    assert rep.verdict == "exploit_suspected"
+    assert rep.verdict == "out_of_room"
+
+
+def test_a_format_reward_rising_while_replies_are_cut_from_the_start_is_not_an_exploit():
+    # iitd-aaipl: 97% of replies hit the token limit from the first record; the valid-JSON
+    # component rose to its ceiling while the game score did not. With the task out of reach
+    # of what fits in the budget, that rise is the budget's consequence (info), not a
+    # shortcut (the old code warned "exploit suspected" and made it the run's verdict).
+    rep = judge("trl/iitd-aaipl_checkpoint-500_trainer_state.json")
+    comp = next(
+        f for f in rep.findings if f.check == "components" and f.verdict == "exploit_suspected"
+    )
+    assert comp.severity == "info" and comp.evidence["replies_cut_from_start"] is True
+    room = next(f for f in rep.at_least("warn") if f.check == "episodes")
+    assert room.verdict == "out_of_room" and room.evidence["start_level"] >= 0.5
+    assert rep.verdict == "out_of_room"

@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from ..model import Series
-from . import groups
+from . import episodes, groups
 from .base import Finding
 from .context import Context, finding, round_sig
 from .stats import MIN_WINDOW, noise_sigma, read_words
@@ -376,10 +376,13 @@ def check(ctx: Context) -> list[Finding]:
         # Tasks no attempt solves from the start leave only the other components to learn:
         # the difficulty is the cause (the groups check says so), this is its consequence.
         hard = groups.from_start(ctx) == "too_hard"
+        # So do replies cut at the token limit from the start: the task is out of reach of
+        # what fits in the budget (the episodes check names the cause).
+        cut_short = episodes.cut_from_start(ctx)
         out.append(
             finding(
                 NAME,
-                "info" if hard else "fail" if share >= DOMINANT else "warn",
+                "info" if hard or cut_short else "fail" if share >= DOMINANT else "warn",
                 "exploit_suspected",
                 f"exploit suspected: reward component {cut.name} rose{ceiling} "
                 f"({cut.head:.3g} -> {cut.tail:.3g}) while the task component "
@@ -391,6 +394,7 @@ def check(ctx: Context) -> list[Finding]:
                 gain_share=round_sig(share),
                 at_ceiling=cut.at_ceiling,
                 tasks_too_hard=hard,
+                replies_cut_from_start=cut_short,
                 action=f"The policy is buying reward through {cut.name}, not the task: read "
                 "the top-reward transcripts, then lower that component's weight, cap it, or "
                 "pay it only on correct answers (gate it on the task reward), and restart.",
@@ -400,6 +404,9 @@ def check(ctx: Context) -> list[Finding]:
     elif (late := late_shortcut(comps)) is not None and comps.task is not None:
         c = late.component
         hard = groups.from_start(ctx) == "too_hard"
+        # So do replies cut at the token limit from the start: the task is out of reach of
+        # what fits in the budget (the episodes check names the cause).
+        cut_short = episodes.cut_from_start(ctx)
         v = c.mean.values[c.mean.steps > late.since]
         c5 = np.convolve(v, np.ones(MIN_WINDOW) / MIN_WINDOW, mode="valid")
         hit = np.flatnonzero(c5 - late.before > c.margin)

@@ -209,3 +209,22 @@ def check(ctx: Context) -> list[Finding]:
             for f in hits[1:]
         }
     return [top]
+
+
+def cut_from_start(ctx: Context) -> bool:
+    """True when most episodes hit a limit from the run's first updates and still do (what
+    this check warns as out of room from the start). For the components check: replies cut
+    before they can finish leave the task out of reach, and a format or length component is
+    what can still be learned: the budget is the cause, that rise its consequence."""
+    memo = ctx.__dict__.setdefault("_episodes_cut_from_start", [])
+    if not memo:
+        th = ctx.thresholds
+        memo.append(
+            any(
+                f.severity == "warn"
+                and f.verdict == "out_of_room"
+                and (f.evidence.get("start_level") or 0.0) >= th.room_level
+                for f in check(ctx)
+            )
+        )
+    return bool(memo[0])
