@@ -434,8 +434,10 @@ for _i, _table in enumerate(CONSOLE_TABLES):
 register(
     Format(
         "console",
-        "any console log: step markers and key/value pairs, dicts, tables, tqdm postfixes "
-        "(Marin, LlamaFactory, notebooks, pasted fragments, any framework by shape)",
+        "any console log: step markers (step N/M, [step N], iter N, update N, Step N |, "
+        "Epoch:[e/E] then (i/N)) and key/value pairs, dicts, tables, tqdm postfixes, in markdown "
+        "fences or among sample printouts (Marin, LlamaFactory, MiniMind, notebooks, pasted "
+        "fragments, hand-written loops, any framework by shape)",
         lambda p: sniff_files(p, ConsoleReader.patterns, looks_like_records),
         ConsoleReader,
         priority=95,
