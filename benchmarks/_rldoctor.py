@@ -56,6 +56,26 @@ def rldoctor_bin() -> Path:
     return exe
 
 
+def ensure_tensorboard() -> None:
+    """rl-doctor's TensorBoard loader needs its ``tensorboard`` extra: installed into its venv
+    on first use (``rldoctor[tensorboard]``), so it reads event folders itself."""
+    python = rldoctor_bin().parent / "python"
+    ok = subprocess.run([str(python), "-c", "import tensorboard"], capture_output=True)
+    if ok.returncode != 0:
+        print("installing rldoctor[tensorboard] into its venv ...", file=sys.stderr)
+        subprocess.run(
+            [
+                str(python),
+                "-m",
+                "pip",
+                "install",
+                "-q",
+                f"rldoctor[tensorboard]=={RLDOCTOR_VERSION}",
+            ],
+            check=True,
+        )
+
+
 def _num(v: Any) -> float | None:
     if isinstance(v, bool):
         return float(v)
@@ -144,7 +164,8 @@ def their_verdict(f: dict[str, Any]) -> str:
     if det in ("length_pathology", "length_hacking"):
         return "out_of_room" if "trunc" in text else "exploit_suspected"
     if det in ("gradient_pathology", "grad_pathology"):
-        return "non_finite" if ("nan" in text or "non-finite" in text) else "drift"
+        # gradient spikes: rlvitals' own verdict for them is "unstable" (issue 27)
+        return "non_finite" if ("nan" in text or "non-finite" in text) else "unstable"
     if det in ("kl_drift", "clip_saturation"):
         return "drift"  # rlvitals judges the KL to the reference as drift too
     if det == "plateau":

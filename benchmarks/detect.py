@@ -3,6 +3,7 @@ long healthy run, judged by rlvitals and by rl-doctor side by side.
 
     python benchmarks/detect.py [--seeds 0 1 2] [--long-steps 10000] [--no-rldoctor]
     python benchmarks/detect.py --corpus [--no-rldoctor] [--no-live] [--json FILE]
+        [--wild DIR | --no-wild] [--wild-only] [--loops DIR | --no-loops]
 
 Per fault it reports the detection rate (a warn-or-worse finding with the right verdict, and
 the run's verdict right), the median delay in steps from the fault's onset to the finding's
@@ -14,7 +15,11 @@ findings (false alarms). Runs are kept in --out and reused with --reuse.
 
 With ``--corpus`` it judges the development corpus instead (``benchmarks/corpus/``, runs made
 by other tools: real TRL runs, the peers' simulators, public log fragments; see
-``benchmarks/_corpus.py``), with a table per label and per source.
+``benchmarks/_corpus.py``), with a table per label and per source; then the wild corpus
+(real runs users trained on GPUs, read in place from ``--wild``, default
+``<repo>/../shared/corpus/wild``; scored by issue 27's rule, ``benchmarks/_wild.py``), per label
+and per file; then our own plain-PyTorch GRPO loop's runs (``benchmarks/loop/``, made into
+``--loops``, default the benchmark cache), each logged to five trackers.
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ EXPECTED = {
     "entropy_collapse": "collapse",
     "stall": "stalled",
     "nan": "non_finite",
+    "bad_replica": "drift",
 }
 
 
@@ -230,6 +236,11 @@ def main() -> None:
         "--corpus", action="store_true", help="judge benchmarks/corpus/ (other tools' runs)"
     )
     ap.add_argument("--only", default=None, help="with --corpus: runs whose path contains this")
+    ap.add_argument("--wild", type=Path, default=None, help="the wild corpus (default: ../shared)")
+    ap.add_argument("--no-wild", action="store_true", help="with --corpus: skip the wild corpus")
+    ap.add_argument("--wild-only", action="store_true", help="with --corpus: only the wild part")
+    ap.add_argument("--loops", type=Path, default=None, help="our loop's runs (default: cache)")
+    ap.add_argument("--no-loops", action="store_true", help="with --corpus: skip our loop's runs")
     args = ap.parse_args()
     if args.corpus:
         corpus_main(args)
@@ -321,16 +332,57 @@ def main() -> None:
 
 
 def corpus_main(args: argparse.Namespace) -> None:
-    """``--corpus``: both tools on the development corpus, tables per label and source."""
+    """``--corpus``: both tools on the development corpus, tables per label and source; then
+    the wild corpus and our loop's runs."""
     import _corpus
 
+    out: dict[str, Any] = {}
     t = time.time()
-    results = _corpus.score(live=not args.no_live, rldoctor=not args.no_rldoctor, only=args.only)
-    print()
-    print(_corpus.table(results, rldoctor=not args.no_rldoctor))
-    print(f"\n{len(results)} corpus runs judged in {time.time() - t:.0f} s")
+    if not args.wild_only:
+        results = _corpus.score(
+            live=not args.no_live, rldoctor=not args.no_rldoctor, only=args.only
+        )
+        print()
+        print(_corpus.table(results, rldoctor=not args.no_rldoctor))
+        print(f"\n{len(results)} corpus runs judged in {time.time() - t:.0f} s")
+        out["corpus"] = results
+    if not args.no_wild:
+        import _wild
+
+        root = args.wild or _wild.WILD
+        if not (root / "manifest.json").is_file():
+            print(f"detect.py: error: {root}/manifest.json: no wild corpus there", file=sys.stderr)
+            sys.exit(2)
+        t = time.time()
+        wild = _wild.score(root, rldoctor=not args.no_rldoctor, live=not args.no_live)
+        print(f"\n## Wild corpus ({root})\n")
+        print(_wild.table(wild, rldoctor=not args.no_rldoctor))
+        print("\nWhat rlvitals missed, per file:\n")
+        print(_wild.misses(wild) or "(nothing)")
+        print(f"\n{len(wild)} wild files judged in {time.time() - t:.0f} s")
+        out["wild"] = wild
+    if True:  # the public repositories' logs: always (small)
+        import _wild
+
+        t = time.time()
+        pub = _wild.score(_wild.PUBLIC, rldoctor=not args.no_rldoctor, live=not args.no_live)
+        print("\n## Real logs from public repositories (benchmarks/corpus/public/repos)\n")
+        print(_wild.table(pub, rldoctor=not args.no_rldoctor))
+        print("\nWhat rlvitals missed, per file:\n")
+        print(_wild.misses(pub) or "(nothing)")
+        print(f"\n{len(pub)} files judged in {time.time() - t:.0f} s")
+        out["public_repos"] = pub
+    if not args.no_loops and not args.wild_only:
+        import _loops
+
+        t = time.time()
+        loops = _loops.score(args.loops, rldoctor=not args.no_rldoctor, live=not args.no_live)
+        print("\n## Our plain-PyTorch GRPO loop, five trackers\n")
+        print(_loops.table(loops, rldoctor=not args.no_rldoctor))
+        print(f"\n{len(loops)} loop runs judged in {time.time() - t:.0f} s")
+        out["loops"] = loops
     if args.json:
-        args.json.write_text(json.dumps(results, indent=1, default=str))
+        args.json.write_text(json.dumps(out, indent=1, default=str))
 
 
 if __name__ == "__main__":

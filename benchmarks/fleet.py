@@ -1,6 +1,7 @@
 """A fleet of runs: judged with --jobs 1 and --jobs 2, exported to Parquet, queried.
 
     python benchmarks/fleet.py [--runs 1000] [--steps 1000] [--keep DIR]
+    python benchmarks/fleet.py --jobs-only [--small 200x60] [--large 300x1000] [--repeat 3]
 
 Makes ``--runs`` healthy-looking runs of ``--steps`` updates each in our format (the step
 records of benchmarks/check_speed.py), then times, each in a fresh process so its peak RSS is
@@ -8,6 +9,10 @@ its own:
 
 - ``rlvitals check DIR --json`` with ``--jobs 1`` and ``--jobs 2`` (the ratio is the speed-up;
   on two shared cores it cannot pass 2);
+- with ``--jobs-only``: ``--jobs 2`` against ``--jobs 1`` on a small fleet (a few seconds of
+  work, where ``--jobs`` keeps to one process) and a large one, the two measured alternately
+  ``--repeat`` times; the median of the per-round ratios, with the load average (other
+  processes on the cores change the wall clock; alternating shares it between both sides);
 - ``rlvitals export DIR -o OUT --jobs 2``;
 - one aggregate query over the exported ``steps`` (``rlvitals query OUT ...``) against the same
   query in DuckDB reading the raw ``steps.jsonl`` files directly (``read_json_auto``), the
@@ -83,12 +88,55 @@ print(json.dumps([a, b, ra[0][0]]))
     return a, b, n
 
 
+def jobs_only(root: Path, small: str, large: str, repeat: int) -> None:
+    """--jobs 2 against --jobs 1 on a small and a large fleet, alternately."""
+    import statistics
+
+    rl = [sys.executable, "-m", "rlvitals", "check"]
+    for label, shape in (("small", small), ("large", large)):
+        runs, steps = (int(x) for x in shape.split("x"))
+        fleet = root / f"fleet-{runs}x{steps}"
+        if not fleet.is_dir():
+            fleet.mkdir(parents=True)
+            make_fleet(fleet, runs, steps)
+        size = sum(f.stat().st_size for f in fleet.rglob("*") if f.is_file()) / 1e6
+        ratios, ones, twos, loads = [], [], [], []
+        for _ in range(repeat):
+            loads.append(os.getloadavg()[0])
+            one, _, out1 = timed([*rl, str(fleet), "--json", "--jobs", "1"])
+            two, _, out2 = timed([*rl, str(fleet), "--json", "--jobs", "2"])
+            assert out1 == out2, "--jobs 2 printed other findings than --jobs 1"
+            ones.append(one)
+            twos.append(two)
+            ratios.append(one / two)
+        print(
+            f"{label} fleet, {runs} runs x {steps} updates ({size:,.0f} MB): --jobs 1 "
+            f"{statistics.median(ones):.1f} s, --jobs 2 {statistics.median(twos):.1f} s (medians); "
+            f"--jobs 2 speed-up {statistics.median(ratios):.2f}x (median of {repeat} alternated "
+            f"rounds: {', '.join(f'{r:.2f}' for r in ratios)}); load average "
+            f"{min(loads):.1f}-{max(loads):.1f} on {os.cpu_count()} CPUs",
+            flush=True,
+        )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=1000)
     ap.add_argument("--steps", type=int, default=1000)
     ap.add_argument("--keep", metavar="DIR", help="make the fleet here and keep it")
+    ap.add_argument("--jobs-only", action="store_true", help="only --jobs 2 against --jobs 1")
+    ap.add_argument("--small", default="200x60", help="small fleet, RUNSxSTEPS (200x60)")
+    ap.add_argument("--large", default="300x1000", help="large fleet, RUNSxSTEPS (300x1000)")
+    ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
+    if args.jobs_only:
+        root = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="rlvitals-fleet-"))
+        try:
+            jobs_only(root, args.small, args.large, args.repeat)
+        finally:
+            if not args.keep:
+                shutil.rmtree(root, ignore_errors=True)
+        return
     tmp = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="rlvitals-fleet-"))
     fleet, out = tmp / "runs", tmp / "tables"
     try:

@@ -1,29 +1,37 @@
-"""The live dashboard under load: step-to-page latency and the server's memory.
+"""The live dashboard under load: step-to-page latency, idle event streams, memory.
 
 Starts the real ``rlvitals serve`` on a folder of live runs (20 runs of 10,000 steps by
 default, each still appending a step every half second), then measures:
 
 - latency: from a step record written to ``steps.jsonl`` to its arrival at a page over
   server-sent events, and (with Chromium and selenium present) to its showing on the page;
+- idle event streams: ``--streams`` (1,000) pages left open from 127.0.0.1, each stream
+  served its first event, then ``--probes`` alternate GETs of ``/healthz`` and ``/``, each
+  on a new connection: how many were answered, and how fast;
 - memory: the server process's resident set size once every run is loaded, and its peak.
 
 Baselines measured in the same run: the latency with one small live run (how fast the
 server is with nothing else to do) and the memory of reading the same runs into the canonical
 model without the server (what the data costs by itself).
 
-    python benchmarks/serve.py [--runs 20] [--steps 10000] [--samples 40] [--no-browser]
+    python benchmarks/serve.py [--runs 20] [--steps 10000] [--samples 100] [--streams 1000]
+                               [--probes 200] [--no-browser]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import http.client
 import json
 import math
 import os
 import random
 import re
+import resource
+import selectors
 import shutil
+import socket
 import statistics
 import subprocess
 import sys
@@ -259,19 +267,94 @@ def page_latency(server: Server, dirs: list[Path], first_step: int, samples: int
     return lat
 
 
+def probe(server: Server, probes: int) -> dict[str, list[float | None]]:
+    """``probes`` GETs of ``/healthz`` and ``/`` in turn, each on a new connection, 50 ms
+    apart: each path's latencies (None: not answered with 200 within 10 s)."""
+    took: dict[str, list[float | None]] = {"/healthz": [], "/": []}
+    for i in range(probes):
+        path = "/healthz" if i % 2 == 0 else "/"
+        t = time.perf_counter()
+        try:
+            c = http.client.HTTPConnection(server.host, server.port, timeout=10)
+            c.request("GET", path)
+            ok = c.getresponse().status == 200
+            c.close()
+        except OSError:
+            ok = False
+        took[path].append(time.perf_counter() - t if ok else None)
+        time.sleep(0.05)
+    return took
+
+
+def idle_streams(
+    server: Server, streams: int, probes: int
+) -> tuple[float, dict[str, list[float | None]]]:
+    """Open ``streams`` idle event streams, each served its first event, then ``probe``.
+    Returns (seconds to open them, the probes)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = streams + 256
+    if soft != resource.RLIM_INFINITY and soft < want:  # a socket per stream
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(want, hard), hard))
+    t0 = time.time()
+    socks = []
+    try:
+        for _ in range(streams):
+            s = socket.create_connection((server.host, server.port), timeout=30)
+            s.sendall(f"GET /events HTTP/1.1\r\nHost: {server.host}:{server.port}\r\n\r\n".encode())
+            socks.append(s)
+        for s in socks:
+            got = b""
+            while b"event: index" not in got:
+                chunk = s.recv(65536)
+                if not chunk:
+                    raise SystemExit(f"an event stream was closed after {len(socks)} opened")
+                got += chunk
+        opened = time.time() - t0
+        # The pages read what they are sent, as a browser does, from one thread.
+        stop = threading.Event()
+
+        def drain() -> None:
+            sel = selectors.DefaultSelector()
+            for s in socks:
+                s.setblocking(False)
+                sel.register(s, selectors.EVENT_READ)
+            while not stop.is_set():
+                for key, _ in sel.select(0.2):
+                    with contextlib.suppress(OSError):
+                        key.fileobj.recv(1 << 16)  # type: ignore[union-attr]
+            sel.close()
+
+        reader = threading.Thread(target=drain, daemon=True)
+        reader.start()
+        try:
+            return opened, probe(server, probes)
+        finally:
+            stop.set()
+            reader.join(5)
+    finally:
+        for s in socks:
+            s.close()
+
+
 def stats(xs: list[float]) -> str:
     if not xs:
         return "n/a"
     xs = sorted(xs)
     p90 = xs[min(len(xs) - 1, int(0.9 * len(xs)))]
-    return f"p50 {statistics.median(xs) * 1000:.0f} ms, p90 {p90 * 1000:.0f} ms, max {xs[-1] * 1000:.0f} ms (n={len(xs)})"
+    p99 = xs[min(len(xs) - 1, int(0.99 * len(xs)))]
+    return (
+        f"p50 {statistics.median(xs) * 1000:.0f} ms, p90 {p90 * 1000:.0f} ms, "
+        f"p99 {p99 * 1000:.0f} ms, max {xs[-1] * 1000:.0f} ms (n={len(xs)})"
+    )
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--steps", type=int, default=10_000)
-    ap.add_argument("--samples", type=int, default=40)
+    ap.add_argument("--samples", type=int, default=100)
+    ap.add_argument("--streams", type=int, default=1000, help="idle event streams (0: skip)")
+    ap.add_argument("--probes", type=int, default=200)
     ap.add_argument("--no-browser", action="store_true")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="rlvitals-serve-bench-"))
@@ -299,6 +382,10 @@ def main() -> None:
             else page_latency(server, dirs, args.steps + args.samples, max(10, args.samples // 2))
         )
         rss, hwm = rss_kib(server.proc.pid)
+        if args.streams:
+            quiet = probe(server, args.probes)  # the same probes with no stream open
+            opened, probes = idle_streams(server, args.streams, args.probes)
+            s_rss, _ = rss_kib(server.proc.pid)
         server.close()
 
         mib = lambda k: k / 1024  # noqa: E731
@@ -311,6 +398,15 @@ def main() -> None:
             print(f"  step written -> shown on the page (Chromium):        {stats(page)}")
         else:
             print("  page latency: skipped (no Chromium/selenium, or --no-browser)")
+        if args.streams:
+            print(
+                f"  {args.streams} idle event streams from 127.0.0.1 opened and served in "
+                f"{opened:.1f} s; server {mib(s_rss):.0f} MiB with them open"
+            )
+            for label, got in (("with none open", quiet), ("with them open", probes)):
+                for path, xs in got.items():
+                    done = [x for x in xs if x is not None]
+                    print(f"  GET {path} {label}: {len(done)} of {len(xs)} answered, {stats(done)}")
         print(f"  server memory: {mib(rss):.0f} MiB resident, peak {mib(hwm):.0f} MiB")
         print(
             f"  the same runs read without the server (baseline): {mib(model_rss):.0f} MiB, "

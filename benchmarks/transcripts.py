@@ -16,17 +16,38 @@ peak RSS is its own:
   attempt (not per MB) is what counts: attempts/s against msgspec's decode of the same files.
 - a big file: one step file of ``--big-mb`` MB (a reply stuck in a loop), streamed in bounded
   memory, against msgspec decoding it whole.
+
+    python benchmarks/transcripts.py --traced 10000 [--before REV] [--reference 200]
+
+- a long traced run (``--traced UPDATES``): a run in the reference trainer's shape (64 tasks x
+  4 attempts an update, replies that repeat as a small policy's do; ``_traced.py``) written
+  with the writer, then the transcript scan of today's code against the scan of ``--before``
+  (a git revision, extracted from this checkout: default the commit before the scan looked at
+  each distinct reply once) on the same run, each in a fresh process: seconds, microseconds
+  an attempt, the speed-up, and whether the flag counts are identical; then ``rlvitals check``
+  of the run end to end (and with ``--check-before``, of the old code too, with its findings
+  compared). ``--reference UPDATES`` does the same on a real traced run of the reference
+  trainer (``rlvitals.grpo.demo_run``, needs torch), or ``--reference-dir DIR`` on one made
+  before.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
+import resource
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).parent))
+# The scan before each distinct reply was looked at once (today's code is the work tree's).
+BEFORE = "e65ebdb"
 
 CHILD = r"""
 import json, resource, sys, time
@@ -35,6 +56,7 @@ mode, run = sys.argv[1], Path(sys.argv[2])
 files = sorted((run / "transcripts").glob("step-*.json"))
 size = sum(f.stat().st_size for f in files)
 t0 = time.perf_counter()
+c0 = resource.getrusage(resource.RUSAGE_SELF)
 n = 0
 if mode == "scan":
     from rlvitals.transcripts import Rules, TranscriptStore, scan_run
@@ -55,6 +77,8 @@ elif mode == "stream":
             n += 1
     flagged = {}
 secs = time.perf_counter() - t0
+c1 = resource.getrusage(resource.RUSAGE_SELF)
+cpu = c1.ru_utime + c1.ru_stime - c0.ru_utime - c0.ru_stime
 # This process's own peak (VmHWM): ru_maxrss would keep the parent's peak across fork+exec.
 rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 try:
@@ -63,7 +87,7 @@ try:
             rss = int(line.split()[1]) / 1024
 except OSError:
     pass
-print(json.dumps({"secs": secs, "mb": size / 1e6, "attempts": n, "rss_mb": rss,
+print(json.dumps({"secs": secs, "cpu": cpu, "mb": size / 1e6, "attempts": n, "rss_mb": rss,
                   "flagged": flagged}))
 """
 
@@ -164,11 +188,106 @@ def write_big(root: Path, mb: int) -> Path:
     return d
 
 
-def child(mode: str, run: Path) -> dict:
+def child(mode: str, run: Path, src: Path | None = None) -> dict:
+    env = dict(os.environ, PYTHONPATH=str(src or ROOT / "src"))
     out = subprocess.run(
-        [sys.executable, "-c", CHILD, mode, str(run)], capture_output=True, text=True, check=True
+        [sys.executable, "-c", CHILD, mode, str(run)],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
     )
     return json.loads(out.stdout)
+
+
+def extract(rev: str, into: Path) -> Path | None:
+    """``src/`` of git revision ``rev`` of this checkout, extracted under ``into``."""
+    into.mkdir(parents=True, exist_ok=True)
+    try:
+        tar = subprocess.run(
+            ["git", "-C", str(ROOT), "archive", rev, "src"], capture_output=True, check=True
+        ).stdout
+        subprocess.run(["tar", "-x", "-C", str(into)], input=tar, check=True)
+    except (OSError, subprocess.CalledProcessError) as exc:
+        print(f"cannot extract {rev}: {exc}")
+        return None
+    return into / "src"
+
+
+def check(run: Path, src: Path | None = None) -> tuple[float, float, float, list]:
+    """``rlvitals check RUN --json`` in a fresh process: seconds, CPU seconds, peak RSS MB,
+    findings."""
+    env = dict(os.environ, PYTHONPATH=str(src or ROOT / "src"))
+    t0 = time.perf_counter()
+    c0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    out = subprocess.run(
+        [sys.executable, "-c", CHECK, str(run)], capture_output=True, text=True, env=env
+    )
+    secs = time.perf_counter() - t0
+    c1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = c1.ru_utime + c1.ru_stime - c0.ru_utime - c0.ru_stime
+    lines = out.stdout.strip().splitlines()
+    rss = float(lines[-1]) if lines else float("nan")
+    doc = json.loads("\n".join(lines[:-1]) or "{}")
+    found = [
+        (f.get("check"), f.get("severity"), f.get("first_step"), f.get("title"))
+        for r in doc.get("runs", [])
+        for f in r.get("findings", [])
+    ]
+    return secs, cpu, rss, found
+
+
+CHECK = r"""
+import contextlib, io, json, sys
+from rlvitals.cli import main
+buf = io.StringIO()
+with contextlib.redirect_stdout(buf):
+    try:
+        main(["check", sys.argv[1], "--json"])
+    except SystemExit:
+        pass
+print(buf.getvalue().strip())
+for line in open("/proc/self/status"):
+    if line.startswith("VmHWM:"):
+        print(int(line.split()[1]) / 1024)
+"""
+
+
+def long_run(run: Path, label: str, before: Path | None, check_before: bool) -> None:
+    """Today's scan against ``before``'s on ``run`` (interleaved), then ``check`` of it."""
+    new, old = child("scan", run), child("scan", run, before) if before else None
+    n = new["attempts"]
+    print(f"\n{label}: {n:,} attempts, {new['mb']:.0f} MB of transcripts")
+    print("  (seconds: wall clock / CPU of the process; on a shared machine the CPU is the "
+          "figure to compare)")  # fmt: skip
+    print(
+        f"  scan now:    {new['secs']:7.1f} / {new['cpu']:6.1f} s  "
+        f"{1e6 * new['cpu'] / n:6.2f} CPU us/attempt  peak RSS {new['rss_mb']:.0f} MB"
+    )
+    if old is not None:
+        same = old["flagged"] == new["flagged"] and old["attempts"] == n
+        print(
+            f"  scan before: {old['secs']:7.1f} / {old['cpu']:6.1f} s  "
+            f"{1e6 * old['cpu'] / n:6.2f} CPU us/attempt  peak RSS {old['rss_mb']:.0f} MB\n"
+            f"  -> {old['cpu'] / new['cpu']:.1f}x the speed of the scan before (CPU; "
+            f"{old['secs'] / new['secs']:.1f}x wall); flag counts "
+            f"{'identical' if same else 'DIFFER'}: {new['flagged']}"
+        )
+        if not same:
+            print(f"     before: {old['flagged']}")
+    secs, cpu, rss, found = check(run)
+    print(f"  rlvitals check, end to end: {secs:.1f} / {cpu:.1f} s, peak RSS {rss:.0f} MB, "
+          f"{len(found)} findings")  # fmt: skip
+    if check_before and before is not None:
+        secs_b, cpu_b, rss_b, found_b = check(run, before)
+        print(
+            f"  rlvitals check before: {secs_b:.1f} / {cpu_b:.1f} s, peak RSS {rss_b:.0f} MB "
+            f"-> {cpu_b / cpu:.1f}x (CPU); findings "
+            f"{'identical' if found == found_b else 'DIFFER'}"
+        )
+        if found != found_b:
+            for f in sorted(set(found) ^ set(found_b), key=str):
+                print(f"     {'now   ' if f in found else 'before'} {f}")
 
 
 def main() -> None:
@@ -177,9 +296,38 @@ def main() -> None:
     ap.add_argument("--attempts", type=int, default=128, help="attempts per step (128)")
     ap.add_argument("--big-mb", type=int, default=50)
     ap.add_argument("--short-steps", type=int, default=200, help="steps of short replies (200)")
+    ap.add_argument("--traced", type=int, metavar="UPDATES", help="only the long traced run")
+    ap.add_argument("--traced-dir", type=Path, help="where it is (made if missing; kept)")
+    ap.add_argument("--reference", type=int, metavar="UPDATES", help="a real traced run too")
+    ap.add_argument("--reference-dir", type=Path, help="a real traced run made before")
+    ap.add_argument("--before", default=BEFORE, help=f"git revision to compare ({BEFORE})")
+    ap.add_argument("--check-before", action="store_true", help="check with the old code too")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
+        if args.traced or args.reference or args.reference_dir:
+            before = extract(args.before, root / "before")
+            if args.traced:
+                run = args.traced_dir or root / f"traced-{args.traced}"
+                if not (run / "run.json").exists():
+                    from _traced import write_traced
+
+                    t0 = time.perf_counter()
+                    write_traced(run.parent, args.traced, name=run.name)
+                    print(f"wrote {run} in {time.perf_counter() - t0:.0f} s")
+                long_run(run, f"synthetic traced run, {args.traced} updates", before,
+                         args.check_before)  # fmt: skip
+            ref = args.reference_dir
+            if ref is None and args.reference:
+                from rlvitals.grpo import demo_run
+
+                t0 = time.perf_counter()
+                ref = demo_run(root, name="reference", steps=args.reference)
+                print(f"trained {ref} in {time.perf_counter() - t0:.0f} s")
+            if ref is not None:
+                long_run(ref, f"reference trainer's traced run ({ref.name})", before,
+                         args.check_before)  # fmt: skip
+            return
         print(f"transcripts: {args.attempts} attempts per step, LLM-sized replies (~1-2 kB)")
         rows = []
         for steps in args.steps:

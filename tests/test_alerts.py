@@ -8,6 +8,7 @@ import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,7 +22,7 @@ from rlvitals.views.watch import Watcher
 class Receiver:
     """A local webhook that follows a script: each request takes the next behaviour."""
 
-    def __init__(self, script: list[str]) -> None:
+    def __init__(self, script: list[str], tls: Any = None) -> None:
         self.script = list(script)
         self.accepted: dict[str, int] = {}  # Idempotency-Key -> times answered 200
         self.bodies: list[dict] = []
@@ -68,7 +69,10 @@ class Receiver:
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hooks/SECRET"
+        if tls is not None:  # an ssl.SSLContext: an https receiver
+            self.server.socket = tls.wrap_socket(self.server.socket, server_side=True)
+        scheme = "https" if tls is not None else "http"
+        self.url = f"{scheme}://127.0.0.1:{self.server.server_address[1]}/hooks/SECRET"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
 
@@ -487,3 +491,124 @@ def test_no_proxy_and_loopback_receivers_are_reached_directly(
     monkeypatch.delenv("https_proxy")
     monkeypatch.delenv("HTTPS_PROXY", raising=False)
     assert _proxy_for(urlsplit("https://hooks.slack.com/x")) is None
+
+
+def test_a_webhook_through_a_forwarding_proxy_arrives_once(
+    monkeypatch: pytest.MonkeyPatch, receiver: Receiver
+) -> None:
+    # A small forwarding proxy on 127.0.0.1 (a cluster's way out): it passes the request on to
+    # the receiver, whatever host the URL names, and the answer back.
+    import socket
+    from urllib.parse import urlsplit
+
+    target = urlsplit(receiver.url)
+    lines: list[str] = []
+
+    def forward(conn, body, r) -> None:  # type: ignore[no-untyped-def]
+        method, url, version = r.last_head.split("\r\n")[0].split(" ")
+        lines.append(f"{method} {url}")
+        path = urlsplit(url).path
+        head = r.last_head.split("\r\n", 1)[1]
+        data = json.dumps(body).encode()
+        head = "\r\n".join(
+            h for h in head.split("\r\n") if not h.lower().startswith(("content-length", "host"))
+        )
+        with socket.create_connection((target.hostname, target.port), timeout=5) as up:
+            up.sendall(
+                f"{method} {path} {version}\r\nHost: {target.netloc}\r\n{head}\r\n"
+                f"Content-Length: {len(data)}\r\nConnection: close\r\n\r\n".encode()
+                + data
+            )
+            while chunk := up.recv(65536):
+                conn.sendall(chunk)
+
+    proxy = RawReceiver(forward)
+    try:
+        for var in ("no_proxy", "NO_PROXY", "http_proxy", "https_proxy"):
+            monkeypatch.delenv(var, raising=False)
+        port = proxy.sock.getsockname()[1]
+        monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{port}")
+        monkeypatch.setenv("HTTPS_PROXY", f"http://127.0.0.1:{port}")
+        url = "http://hooks.example.invalid/hooks/SECRET"
+        n = WebhookNotifier(url, timeout=5)
+        assert n.target == f"http://hooks.example.invalid via http://127.0.0.1:{port}"
+        a = alert_for(_f("c", "drift", "m"), run="r")
+        n.send(a)
+        assert n.close(5) == 0 and n.delivered == 1 and n.retries == 0
+        assert lines == ["POST http://hooks.example.invalid/hooks/SECRET"]
+        assert receiver.accepted == {a.id: 1} and receiver.requests == 1  # arrived once
+    finally:
+        proxy.close()
+
+
+def test_webhook_without_the_extra_names_it_in_one_line(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    make_run(tmp_path, "w", 3)
+    code = (
+        "import sys\n"
+        "sys.modules['httpx'] = None\n"  # as if httpx were not installed
+        "from rlvitals.cli import main\n"
+        f"sys.exit(main(['watch', {str(tmp_path / 'w')!r}, '--webhook', 'https://h.example/x']))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60
+    )
+    assert out.returncode == 2
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and "pip install 'rlvitals[alerts]'" in lines[0], out.stderr
+
+
+def test_an_https_webhook_through_a_tunnelling_proxy_arrives_once(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # HTTPS_PROXY on 127.0.0.1 that tunnels (CONNECT) to an https receiver whose certificate
+    # comes from a private CA, trusted through SSL_CERT_FILE as a cluster's own CA would be.
+    import select
+    import socket
+    import ssl
+
+    import trustme
+
+    ca = trustme.CA()
+    tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("hooks.example.invalid").configure_cert(tls)
+    ca.cert_pem.write_to_path(str(tmp_path / "ca.pem"))
+    receiver = Receiver([], tls=tls)
+    port = receiver.server.server_address[1]
+    tunnels: list[str] = []
+
+    def tunnel(conn, body, r) -> None:  # type: ignore[no-untyped-def]
+        tunnels.append(r.last_head.split("\r\n")[0])
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as up:
+            conn.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
+            while True:
+                ready, _, _ = select.select([conn, up], [], [], 5)
+                if not ready:
+                    return
+                for a in ready:
+                    data = a.recv(65536)
+                    if not data:
+                        return
+                    (up if a is conn else conn).sendall(data)
+
+    proxy = RawReceiver(tunnel)
+    try:
+        for var in ("no_proxy", "NO_PROXY", "http_proxy", "https_proxy", "HTTP_PROXY"):
+            monkeypatch.delenv(var, raising=False)
+        proxy_port = proxy.sock.getsockname()[1]
+        monkeypatch.setenv("HTTPS_PROXY", f"http://127.0.0.1:{proxy_port}")
+        monkeypatch.setenv("SSL_CERT_FILE", str(tmp_path / "ca.pem"))
+        n = WebhookNotifier("https://hooks.example.invalid/hooks/SECRET", timeout=5)
+        assert n.target == f"https://hooks.example.invalid via http://127.0.0.1:{proxy_port}"
+        a = alert_for(_f("c", "drift", "m"), run="r")
+        n.send(a)
+        assert n.close(10) == 0 and n.delivered == 1 and n.retries == 0, n.failures
+        assert tunnels == ["CONNECT hooks.example.invalid:443 HTTP/1.1"]
+        assert receiver.accepted == {a.id: 1} and receiver.requests == 1  # arrived once
+    finally:
+        proxy.close()
+        receiver.close()

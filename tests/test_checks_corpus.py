@@ -185,12 +185,12 @@ def test_a_silent_store_with_no_end_state_is_stalled_or_ended():
     assert later.verdict == "learning" and not later.at_least("warn")
 
 
-def test_one_gradient_explosion_is_drift_at_its_step_live_too():
+def test_one_gradient_explosion_is_unstable_at_its_step_live_too():
     # rl-doctor's grad_spikes scenario: the first norm 90x its running median at step 52.
     data = read(str(CORPUS / "peers/rldoctor/grad_spikes-s3/records.jsonl"))
     for rep in (run_checks(data), run_checks(data.until(52))):
         f = next(f for f in rep.at_least("warn") if "exploded" in f.title)
-        assert (f.verdict, f.first_step, f.metric) == ("drift", 52, "train/grad_norm")
+        assert (f.verdict, f.first_step, f.metric) == ("unstable", 52, "train/grad_norm")
     assert "spikes" not in " ".join(f.title for f in run_checks(data).findings)
 
 
@@ -297,3 +297,16 @@ def test_a_burst_of_503s_is_healthy(tmp_path):
     lines = [*_steps(4), *burst, *_steps(4, t0=4)]
     rep = run_checks(read(str(_log(tmp_path, "burst.log", lines)), format="console"))
     assert not [f for f in rep.findings if "engine" in f.title]
+
+
+def test_groups_agreeing_at_the_token_limit_are_out_of_room_not_mastered():
+    # TRL 1.16, reward = reply length / 16 with 12 tokens allowed: every reply truncated, every
+    # attempt 0.75. The groups agree at the score the limit allows: the limit is the cause;
+    # and "different answers to one task rewarded" (every answer is right here) is a
+    # hypothesis no number confirms, not EXPLOIT SUSPECTED (issue 27).
+    rep = judge("trl/grpo-length-reward")
+    assert rep.verdict == "out_of_room", alarms(rep)
+    g = next(f for f in rep.findings if f.check == "groups" and f.verdict == "mastered")
+    assert g.severity == "info" and g.evidence["truncated_share"] >= 0.5
+    t = next(f for f in rep.findings if f.check == "transcripts")
+    assert t.severity == "info" and "answers_disagree" in t.evidence["flags"]

@@ -545,4 +545,38 @@ def test_an_explosion_early_in_a_run_is_a_warning_at_its_step(tmp_path):
     data = trl_run(tmp_path, "early", _spiky_rows(300, {60: 20.0}))
     for rep in (run_checks(data), run_checks(data.until(61))):
         f = next(f for f in rep.at_least("warn") if "exploded" in f.title)
-        assert (f.verdict, f.first_step) == ("drift", 61)
+        assert (f.verdict, f.first_step) == ("unstable", 61)
+
+
+# -- entropy falling late while the reward has risen: sharpening on any CPU -----------------
+
+
+def _late_fall_rows(rise: float, seed: int = 1) -> list[dict]:
+    # 40 updates: the reward climbs by ``rise`` over the first 30 then holds; entropy holds,
+    # then falls fast over the last 10 to about half its start (seed 1 of the demo on a Xeon:
+    # reward 0.53 -> 0.73, trend z 9, entropy at 53% of its start from update 31).
+    rng = np.random.default_rng(seed)
+    rows = []
+    for i in range(40):
+        level = 0.53 + rise * min(i, 30) / 30
+        ent = 1.5 * (0.93 ** max(0, i - 29))
+        rows.append(
+            base_row(
+                i,
+                rng,
+                reward=level + 0.02 * rng.standard_normal(),
+                entropy=ent * (1 + 0.01 * rng.standard_normal()),
+            )
+        )
+    return rows
+
+
+def test_entropy_falling_late_while_the_reward_rose_beyond_noise_is_sharpening(tmp_path):
+    rep = run_checks(trl_run(tmp_path, "sharp", _late_fall_rows(0.2)))
+    f = next(f for f in rep.findings if f.check == "policy" and f.verdict == "collapse")
+    assert f.severity == "info" and "sharpening" in f.title, f.title
+    assert rep.verdict == "learning" and not rep.at_least("warn"), alarms(rep)
+    # The same fall with a reward that never rose is a collapse.
+    flat = run_checks(trl_run(tmp_path, "flat", _late_fall_rows(0.0)))
+    f = next(f for f in flat.at_least("warn") if f.check == "policy")
+    assert f.verdict == "collapse" and "does not improve" in f.title

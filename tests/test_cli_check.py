@@ -85,11 +85,30 @@ def test_baseline_from_healthy_seeds_flags_a_different_run(runs, tmp_path, capsy
     capsys.readouterr()
     main(["check", str(runs["too_easy"]), "--baseline", str(b), "--json"])
     out = json.loads(capsys.readouterr().out)["runs"][0]
-    flagged = {f["metric"] for f in out["findings"] if f["check"] == "baseline"}
+    found = [f for f in out["findings"] if f["check"] == "baseline"]
+    flagged = {f["metric"] for f in found} | {
+        m for f in found for m in f["evidence"].get("metrics", {})
+    }
     assert "reward/mean" in flagged
     main(["check", seeds[0], "--baseline", str(b), "--json"])
     out = json.loads(capsys.readouterr().out)["runs"][0]
     assert not [f for f in out["findings"] if f["check"] == "baseline" and f["severity"] != "info"]
+
+
+def test_a_baseline_from_one_run_is_refused_and_many_ranges_are_one_card(runs, tmp_path, capsys):
+    """Newcomer 2026-12-03: a baseline from one run was accepted without a word ("your seeds
+    1 to 1"), and a run outside it got one WARN card per metric, each with the same advice."""
+    assert main(["baseline", str(runs["healthy"]), "-o", str(tmp_path / "one.json")]) == 2
+    assert "two or more healthy runs" in capsys.readouterr().err
+    assert not (tmp_path / "one.json").exists()
+    b = tmp_path / "ranges.json"
+    seeds = [str(runs[k]) for k in ("healthy", "healthy2", "healthy3")]
+    assert main(["baseline", *seeds, "-o", str(b)]) == 0
+    capsys.readouterr()
+    main(["check", str(runs["too_easy"]), "--baseline", str(b), "--json"])
+    found = json.loads(capsys.readouterr().out)["runs"][0]["findings"]
+    early = [f for f in found if f["check"] == "baseline" and "healthy range" in f["title"]]
+    assert len(early) == 1 and len(early[0]["evidence"]["metrics"]) > 2, early
 
 
 def test_bad_baseline_file_is_one_clear_line(runs, tmp_path, capsys):

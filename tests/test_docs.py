@@ -68,6 +68,38 @@ def test_the_cheap_documented_commands_run(
     assert capsys.readouterr().out.strip()
 
 
+FLEET = [(p, c) for p, c in COMMANDS if shlex.split(c)[1] in ("export", "query")]
+
+
+@pytest.mark.parametrize(("page", "command"), FLEET, ids=[f"{p}:{c}" for p, c in FLEET])
+def test_the_documented_export_and_query_commands_run_as_written(
+    page: str,
+    command: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Each `rlvitals export`/`query` line of the docs, run as written in a folder holding the
+    `runs/` and `tables/` it names."""
+    pytest.importorskip("duckdb")
+    import sys
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    from synth import synth_run
+
+    for name, kw in (("healthy", {"lr": 0.04}), ("nan", {"nan_loss_from": 8})):
+        synth_run(tmp_path / "runs", name, steps=16, **kw)
+    monkeypatch.chdir(tmp_path)
+    assert main(["export", "runs/", "-o", "tables/"]) == 0
+    if shlex.split(command)[1] == "export":
+        import shutil
+
+        shutil.rmtree(tmp_path / "tables")
+    capsys.readouterr()
+    assert main(shlex.split(command)[1:]) == 0, f"{page}: {command}"
+    assert capsys.readouterr().out.strip()
+
+
 def test_every_sample_run_path_is_made_by_a_documented_command() -> None:
     """A concrete ``runs/NAME`` a command reads is one a documented command writes."""
     placeholders = {

@@ -102,12 +102,46 @@ def test_json_has_one_shape_for_one_run_or_many(fleet, capsys):
     assert {"path", "verdict", "findings"} <= set(one["runs"][0])
 
 
-def test_jobs_2_judges_exactly_as_jobs_1(fleet, capsys):
+def test_jobs_2_judges_exactly_as_jobs_1(fleet, capsys, monkeypatch):
+    from rlvitals.fleet import judging
+
     main(["check", str(fleet), "--json", "--jobs", "1"])
     serial = json.loads(capsys.readouterr().out)
+    monkeypatch.setattr(judging, "SERIAL_SECONDS", 0.0)  # workers even for this small fleet
+    pools = []
+    real = judging.ProcessPoolExecutor
+    monkeypatch.setattr(judging, "ProcessPoolExecutor", lambda **kw: pools.append(1) or real(**kw))
     main(["check", str(fleet), "--json", "--jobs", "2"])
     parallel = json.loads(capsys.readouterr().out)
-    assert serial == parallel
+    assert pools and serial == parallel
+
+
+def test_jobs_2_stays_in_one_process_when_the_fleet_is_small(fleet, capsys, monkeypatch):
+    # Starting workers costs more than it saves on a few seconds' work: --jobs 2 over small
+    # runs judges them here, never slower than --jobs 1.
+    from rlvitals.fleet import judging
+
+    def no_pool(**kw):
+        raise AssertionError("a pool for a small fleet")
+
+    monkeypatch.setattr(judging, "ProcessPoolExecutor", no_pool)
+    assert main(["check", str(fleet), "--json", "--jobs", "2"]) in (0, 1)
+    assert len(json.loads(capsys.readouterr().out)["runs"]) == 4
+
+
+def _square(x: int) -> int:
+    return x * x
+
+
+def test_work_is_planned_by_size_and_comes_back_in_order(monkeypatch):
+    # Big items go to the workers first, small ones in batches; the results keep the order.
+    from rlvitals.fleet import judging
+
+    sizes = [10**6 * (i % 7) for i in range(40)]
+    assert sum(judging.estimate(sizes)) > judging.SERIAL_SECONDS
+    got = list(judging.ordered_map(_square, list(range(40)), jobs=2, sizes=sizes))
+    assert got == [i * i for i in range(40)]
+    assert list(judging.ordered_map(_square, [3, 4], jobs=2, sizes=[1, 1])) == [9, 16]
 
 
 @pytest.fixture(scope="module")

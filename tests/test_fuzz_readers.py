@@ -1,4 +1,6 @@
 """Damaged copies of real runs of every format: never a traceback, every intact record read.
+Also the stores added since (rlwatch, rlprobe, trackio), hostile file names, special files
+(FIFO, socket, /dev/zero, a folder named like a log, a symlink loop) and compressed inputs.
 
 Each example takes a run file under ``tests/data/`` (and a native run directory written by the
 real writer), damages one file (cut short, a flipped bit, inserted bytes, a Latin-1 byte, a
@@ -15,7 +17,7 @@ import io
 import json
 import shutil
 import tempfile
-from contextlib import redirect_stderr, redirect_stdout
+from contextlib import redirect_stderr, redirect_stdout, suppress
 from pathlib import Path
 
 import pytest
@@ -264,3 +266,142 @@ def test_unreadable_is_only_for_files_with_no_record(tmp_path: Path) -> None:
     p.write_bytes(b"garbage only\n")
     with pytest.raises(UnknownFormatError):
         read(p)
+
+
+# -- the readers added since (2026-12-03 attack): rlwatch and rlprobe stores, damaged --------
+
+PEERS = Path(__file__).resolve().parents[1] / "benchmarks" / "corpus" / "peers"
+STORES = [
+    (str(PEERS / "rlwatch" / "example-s0" / "metrics.db"), "rlwatch"),
+    (str(PEERS / "rlprobe" / "healthy-s5"), "rlprobe"),
+    (str(DATA / "trackio" / "grpo.db"), "trackio"),
+]
+
+
+@settings(
+    max_examples=12,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(case=st.sampled_from(STORES), d=damage)
+def test_damaged_tracker_and_peer_stores_never_traceback(
+    case: tuple[str, str], d: tuple[str, float, int, bytes]
+) -> None:
+    path, fmt = case
+    if fmt == "rlprobe":
+        pytest.importorskip("pyarrow")
+    root = Path(path)
+    target = root / "steps.parquet" if root.is_dir() else root
+    rel = target.relative_to(root) if root.is_dir() else Path(target.name)
+    _check(root, fmt, rel, *d)
+
+
+# -- hostile file names, special files and compressed inputs ----------------------------------
+
+_NAMES = [
+    b"c\xff\xfe.log",  # not UTF-8
+    b"\x1b]0;PWNED\x07run.log",  # a terminal title sequence
+    "x\u202etxt.log".encode(),  # a bidi override
+    b"t[12]*?.log",  # glob characters
+    b"-rf.log",  # a leading dash
+    b"with space\ttab.log",
+    b"a" * 200 + b".log",  # long
+]
+
+
+@pytest.mark.parametrize("raw", _NAMES, ids=[repr(n)[:30] for n in _NAMES])
+def test_hostile_file_names_are_read_and_shown_escaped(tmp_path: Path, raw: bytes) -> None:
+    import os
+
+    log = (DATA / "verl" / "issue2060_console.log").read_bytes()
+    try:
+        p = os.path.join(os.fsencode(tmp_path), raw)
+        with open(p, "wb") as f:
+            f.write(log)
+    except OSError:
+        pytest.skip("this file system refuses the name")
+    name = os.fsdecode(p)
+    for argv in (["check", name], ["metrics", name], ["check", str(tmp_path)]):
+        out = io.StringIO()
+        err = io.StringIO()
+        from rlvitals.cli import main
+
+        with redirect_stdout(out), redirect_stderr(err):
+            rc = main(argv)
+        text = out.getvalue() + err.getvalue()
+        assert rc in (0, 1), (argv, err.getvalue())
+        for ch in ("\x1b", "\x07", "\u202e", "\udcff"):
+            assert ch not in text, (argv, repr(ch))
+
+
+def test_special_files_in_a_folder_never_hang_a_command(tmp_path: Path) -> None:
+    """A FIFO, a socket, a link to /dev/zero, a folder named like a log and a symlink loop
+    among runs: each command ends, judges the real run and reads none of them."""
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    (runs / "verl.log").write_bytes((DATA / "verl" / "issue2060_console.log").read_bytes())
+    if hasattr(os, "mkfifo"):
+        os.mkfifo(runs / "fifo.jsonl")
+    os.symlink("/dev/zero", runs / "zero.log")
+    os.symlink(runs / "loop.log", runs / "loop.log")
+    (runs / "folder.jsonl").mkdir()
+    sock = socket.socket(socket.AF_UNIX)
+    with suppress(OSError):
+        sock.bind(str(runs / "sock.log"))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    try:
+        for argv in (["check", "runs", "--jobs", "2"], ["metrics", "runs/verl.log"]):
+            r = subprocess.run(
+                [sys.executable, "-m", "rlvitals", *argv],
+                cwd=tmp_path,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+            assert r.returncode in (0, 1), (argv, r.stderr)
+            assert "Traceback" not in r.stderr
+        for special in ("fifo.jsonl", "zero.log", "sock.log"):
+            if (runs / special).exists() or (runs / special).is_symlink():
+                r = subprocess.run(
+                    [sys.executable, "-m", "rlvitals", "check", f"runs/{special}"],
+                    cwd=tmp_path,
+                    env=env,
+                    capture_output=True,
+                    text=True,
+                    timeout=60,
+                )
+                assert r.returncode == 2 and "Traceback" not in r.stderr, (special, r.stderr)
+    finally:
+        sock.close()
+
+
+@pytest.mark.parametrize("kind", ["gzip", "bz2", "zip", "gzip-bomb"])
+def test_compressed_logs_are_one_error_line_in_bounded_time(tmp_path: Path, kind: str) -> None:
+    """A log compressed whole (gzip, bzip2, zip; a gzip bomb of 64 MiB of zeros): one line
+    saying what it is, exit 2, never decompressed whole."""
+    import bz2
+    import gzip
+    import time
+    import zipfile
+
+    log = (DATA / "verl" / "issue2060_console.log").read_bytes()
+    p = tmp_path / "train.log"
+    if kind == "gzip":
+        p.write_bytes(gzip.compress(log))
+    elif kind == "bz2":
+        p.write_bytes(bz2.compress(log))
+    elif kind == "zip":
+        with zipfile.ZipFile(p, "w", zipfile.ZIP_DEFLATED) as z:
+            z.writestr("train.log", log)
+    else:
+        p.write_bytes(gzip.compress(bytes(64 << 20), compresslevel=1))
+    t0 = time.monotonic()
+    rc, err = _cli(["check", str(p)])
+    assert rc == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert time.monotonic() - t0 < 30

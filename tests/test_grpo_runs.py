@@ -24,8 +24,8 @@ pytestmark = pytest.mark.slow
 GROUP = TaskConfig().group_size
 TASKS = TaskConfig().tasks_per_step // 5
 SMALL = {"task": {"tasks_per_step": TASKS, "heldout_tasks": 100}}
-# The faults that take the policy's own learning to show run at the default batch.
-FULL = {"task": {"tasks_per_step": TaskConfig().tasks_per_step}}
+# The faults that take the policy's own learning to show use the session's runs at the default
+# batch (conftest's trainer_run, shared with the checks' tests).
 
 
 @pytest.fixture(scope="module")
@@ -176,11 +176,10 @@ def test_too_hard_rejects_none_solved_groups_from_the_start(tmp_path: Path, cach
     assert series(d, "reward/mean_with_unusable") == [0.0] * 3
 
 
-def test_grader_exploit_climbs_on_train_reward_while_held_out_falls(
-    tmp_path: Path, cache: Path
-) -> None:
-    d = run(tmp_path, cache, "exploit", steps=30, fault="grader_exploit", fault_step=0,
-            overrides=FULL)  # fmt: skip
+def test_grader_exploit_climbs_on_train_reward_while_held_out_falls(trainer_run: Any) -> None:
+    # The session's 40-update exploit run at the default batch (shared with the transcript
+    # checks' tests): its onset at update 5 leaves the first updates honest.
+    d = trainer_run("grader_exploit")
     # The fault's own warm start: it stops at its lower target, and run.json says so.
     meta = json.loads((d / "run.json").read_text())
     assert meta["config"]["optim"]["warm_target_pass_rate"] == EXPLOIT_WARM_TARGET
@@ -192,7 +191,7 @@ def test_grader_exploit_climbs_on_train_reward_while_held_out_falls(
     held = [json.loads(line)["score"] for line in (d / "evals.jsonl").read_text().splitlines()]
     assert held[-1] < held[0] - 0.1
     # The shortcut in the transcripts: rewarded answers shorter than any full answer.
-    last = json.loads((d / "transcripts" / "step-000029.json").read_text())
+    last = json.loads((d / "transcripts" / f"step-{len(steps(d)) - 1:06d}.json").read_text())
     rewarded = [a["generations"][-1]["completion"] for a in last if a["reward"] == 1.0]
     short = [c for c in rewarded if c.endswith("$") and len(c) - 1 < 3]
     assert len(short) > 0.3 * len(rewarded)
@@ -226,11 +225,8 @@ def test_out_of_room_truncates_attempts_and_ends_lookups_at_max_turns(
     assert (math.isnan(max_turns[0]) or max_turns[0] == 0) and min(max_turns[1:]) > 0
 
 
-def test_entropy_collapse_sharpens_the_policy_onto_repeated_replies(
-    tmp_path: Path, cache: Path
-) -> None:
-    d = run(tmp_path, cache, "collapse", steps=12, fault="entropy_collapse", fault_step=1,
-            overrides=FULL)  # fmt: skip
+def test_entropy_collapse_sharpens_the_policy_onto_repeated_replies(trainer_run: Any) -> None:
+    d = trainer_run("entropy_collapse")  # the session's run, at the default batch
     entropy = series(d, "sampling/entropy_estimate")
     assert mean(entropy[-3:]) < 0.6 * entropy[0]
 
@@ -241,8 +237,8 @@ def test_entropy_collapse_sharpens_the_policy_onto_repeated_replies(
             replies.setdefault(a["group_id"], set()).add(a["generations"][-1]["completion"])
         return sum(len(r) == 1 for r in replies.values())
 
-    # A fast collapse can trip the unusable-groups guard before the 12th update (how fast
-    # depends on the CPU's math kernels): judge the last update the run wrote.
+    # A fast collapse can trip the unusable-groups guard early (how fast depends on the CPU's
+    # math kernels): judge the last update the run wrote.
     last = len(steps(d)) - 1
     assert last >= 5
     assert identical_groups(last) > identical_groups(0) + 5
@@ -278,6 +274,8 @@ def test_demo_command_runs_and_reports_json(
     out = json.loads(capsys.readouterr().out)
     assert out["run"] == str(tmp_path / "cli") and out["updates"] == 2
     assert json.loads((tmp_path / "cli" / "run.json").read_text())["status"] == "finished"
+    # the judgement too (newcomer 2026-12-03: `demo --json` had no verdict)
+    assert out["verdict"] and out["worst"] and isinstance(out["findings"], list)
 
 
 def test_demo_serve_shows_the_run_on_the_live_dashboard(

@@ -436,8 +436,36 @@ def test_mismatch_metrics_on_known_logprobs():
     assert m["train/mismatch_ess"] == pytest.approx(0.8644352, abs=1e-7)
     seq = [e**0.5, e**-0.5]  # w per attempt = exp(ΣΔ)
     assert m["train/mismatch_ess_seq"] == pytest.approx(sum(seq) ** 2 / (2 * (e + 1 / e)))
-    assert per[0] == {"kl": pytest.approx(k3[1] / 2), "abs_diff": pytest.approx(0.25), "tokens": 2}
-    assert per[1] == {"kl": pytest.approx(k3[2]), "abs_diff": pytest.approx(0.5), "tokens": 1}
+    # Each sequence's ratio: its token mean of exp(|Δ|) (NeMo-RL's token_mult_prob_error).
+    tme_a, tme_b = (1 + e**0.5) / 2, e**0.5
+    assert per[0] == {
+        "kl": pytest.approx(k3[1] / 2),
+        "abs_diff": pytest.approx(0.25),
+        "tokens": 2,
+        "tme": pytest.approx(tme_a),
+    }
+    assert per[1] == {
+        "kl": pytest.approx(k3[2]),
+        "abs_diff": pytest.approx(0.5),
+        "tokens": 1,
+        "tme": pytest.approx(tme_b),
+    }
+    assert m["train/mismatch_tme"] == pytest.approx((1 + 2 * e**0.5) / 3)
+    assert m["train/mismatch_seq_tme_max"] == pytest.approx(tme_b)
+    assert m["train/mismatch_seq_tme_p50"] == pytest.approx((tme_a + tme_b) / 2)
+    assert m["train/mismatch_seq_over"] == 1.0  # both sequences past 1.05
+
+
+def test_mismatch_tail_counts_the_sequences_past_the_line():
+    # Nine sequences agree to 1e-3 per token, one is off by 0.7 per token: the token-mean KL
+    # stays small while a tenth of the sequences are far off, which the tail metrics show.
+    ok = [([-1.0] * 20, [-1.001] * 20)] * 9
+    off = [([-1.0] * 20, [-1.7] * 20)]
+    m, per = mismatch_stats(ok + off)
+    assert m["train/mismatch_seq_over"] == pytest.approx(0.1)
+    assert m["train/mismatch_seq_tme_max"] == pytest.approx(math.exp(0.7))
+    assert m["train/mismatch_seq_tme_p50"] == pytest.approx(math.exp(0.001))
+    assert per[9]["tme"] == pytest.approx(math.exp(0.7)) and per[0]["tme"] < 1.01
 
 
 def test_k1_has_the_sign_of_sampler_minus_trainer():

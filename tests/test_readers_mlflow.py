@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import sqlite3
@@ -150,3 +151,17 @@ def test_points_logged_later_are_read_by_the_next_poll(stores: Path, tmp_path: P
         assert reader.run.series("critic/score/mean").at(9) == 0.5
     finally:
         f.write_bytes(before)
+
+
+def test_check_takes_the_tracking_uri_as_mlflow_users_write_it(
+    stores: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Newcomer 2026-12-03: ``rlvitals check sqlite:///mlflow.db`` (docs/formats.md's form,
+    relative, and the absolute ``sqlite:////...``) failed with 'sqlite:/mlflow.db: no such
+    file or directory'."""
+    from rlvitals.cli import main
+
+    monkeypatch.chdir(stores)
+    for uri in ("sqlite:///mlflow.db", f"sqlite:///{stores / 'mlflow.db'}"):
+        assert main(["check", uri, "--run", "second", "--json"]) == 0, uri
+        assert json.loads(capsys.readouterr().out)["runs"][0]["info"]["format"] == "mlflow"

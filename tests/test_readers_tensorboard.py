@@ -323,3 +323,29 @@ def test_damaged_copies_never_raise_and_never_read_a_wrong_value(
 
 def _f32(i: int) -> dict[str, float]:
     return {k: float(np.float32(v)) for k, v in _values(i).items()}
+
+
+def test_a_512_mib_length_mid_file_is_damage_when_records_follow(tmp_path: Path) -> None:
+    """F18 (adversarial 2026-12-03): a valid-CRC length of 512 MiB mid-file stopped the read
+    at 100 of 200 steps as if that record were still being written; valid records after it
+    show it is damage: one warning, the rest read. A step of 2**64 - 5 (-5 as int64) is
+    skipped with a warning, not read as step -5."""
+    recs = [_record(_event(i, [_simple("train/reward", i / 200)])) for i in range(200)]
+    header = struct.pack("<Q", 1 << 29)
+    bad = header + struct.pack("<I", masked_crc(header))
+    p = tmp_path / "events.out.tfevents.1.host"
+    p.write_bytes(
+        b"".join(recs[:100])
+        + bad
+        + b"".join(recs[100:])
+        + _record(_event(2**64 - 5, [_simple("train/reward", 0.5)]))
+    )
+    run = read(p)
+    assert run.series("train/reward").steps.tolist() == list(range(200))
+    assert any("valid records follow" in w for w in run.warnings)
+    assert any("step -5 out of range" in w for w in run.warnings)
+    # a record cut short at the end is still one being written: no skip, read when whole
+    p.write_bytes(b"".join(recs[:10]) + recs[10][:20])
+    r = open_reader(p)
+    r.poll()
+    assert len(r.run.series("train/reward")) == 10 and r.run.warnings == []

@@ -325,3 +325,19 @@ def test_damaged_copies_never_raise_and_never_read_a_wrong_value(tmp_path: Path,
     truth = _points(read(FIXTURE))
     run = read(p, "wandb")
     assert _points(run) <= truth
+
+
+def test_check_of_the_wandb_folder_judges_the_runs_not_wandbs_own_logs(
+    wandb_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Newcomer 2026-12-03: ``rlvitals check wandb`` read debug.log and debug-internal.log as
+    runs beside the real one and exited 2."""
+    for name in ("debug.log", "debug-internal.log"):
+        p = wandb_dir / name
+        if not p.exists():
+            p.write_text("2026-12-03 10:00:00,000 INFO    MainThread:1 [wandb_setup.py:1] x\n")
+    code = main(["check", str(wandb_dir), "--json"])
+    runs = json.loads(capsys.readouterr().out)["runs"]
+    assert code == 0, runs
+    assert not [r for r in runs if "debug" in r["path"]]
+    assert runs and all(r.get("info", {}).get("format") == "wandb" for r in runs)

@@ -47,6 +47,8 @@ def _assert_clean(text: str) -> None:
         ["check", "--json"],
         ["report", "--json"],
         ["transcripts"],
+        ["formats", "--explain"],
+        ["formats", "--json", "--explain"],
     ],
 )
 def test_commands_print_hostile_run_text_visibly_escaped(
@@ -55,6 +57,21 @@ def test_commands_print_hostile_run_text_visibly_escaped(
     d = _hostile_run(tmp_path)
     main([*argv, str(d)])
     out, err = capsys.readouterr()
+    _assert_clean(out)
+    _assert_clean(err)
+
+
+@pytest.mark.parametrize("json_out", [False, True])
+def test_query_and_export_print_hostile_run_text_visibly_escaped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], json_out: bool
+) -> None:
+    pytest.importorskip("duckdb")
+    d = _hostile_run(tmp_path)
+    sql = "select run, name, verdict from runs"
+    main(["query", str(d), sql, *(["--json"] if json_out else [])])
+    main(["export", str(d), "-o", str(tmp_path / ("t" + ATTACK))])
+    out, err = capsys.readouterr()
+    assert "run" in out
     _assert_clean(out)
     _assert_clean(err)
 

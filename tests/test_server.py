@@ -9,6 +9,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
@@ -16,6 +17,7 @@ import pytest
 from dashboard_runs import append_steps, make_run, step_record, write_run_json
 from rlvitals.checks.base import Finding, Report
 from rlvitals.cli import build_parser
+from rlvitals.views import hub as hub_mod
 from rlvitals.views import server as server_mod
 from rlvitals.views.server import Hub, prometheus_text, serve_in_background
 
@@ -37,7 +39,7 @@ def served(tmp_path: Path) -> Iterator[tuple[str, Path]]:
         stop()
 
 
-def _get(url: str, path: str, headers: dict[str, str] | None = None) -> tuple[int, dict, bytes]:
+def _get(url: str, path: str, headers: dict[str, str] | None = None) -> tuple[int, Any, bytes]:
     u = urlsplit(url)
     conn = http.client.HTTPConnection(u.hostname, u.port, timeout=5)
     conn.putrequest("GET", path, skip_host=bool(headers and "Host" in headers))
@@ -47,7 +49,7 @@ def _get(url: str, path: str, headers: dict[str, str] | None = None) -> tuple[in
     resp = conn.getresponse()
     body = resp.read()
     conn.close()
-    return resp.status, dict(resp.getheaders()), body
+    return resp.status, resp.headers, body  # names in any case
 
 
 def _runs(url: str) -> list[dict]:
@@ -212,7 +214,7 @@ def test_steps_out_of_order_replace_the_series(tmp_path: Path) -> None:
 def test_a_page_too_far_behind_is_dropped_not_waited_for(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(server_mod, "QUEUE_EVENTS", 4)
+    monkeypatch.setattr(hub_mod, "QUEUE_EVENTS", 4)
     hub, d = _hub(tmp_path)
     rid = next(iter(hub.runs))
     slow = hub.subscribe([rid])
@@ -515,14 +517,16 @@ def test_allow_host_serves_under_another_name_on_loopback(tmp_path: Path) -> Non
 
     make_run(tmp_path, "r", 3)
     server = make_server(Hub([tmp_path]), "127.0.0.1", 0, allowed_hosts=["Runs.Lab.Internal"])
-    t = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    t = threading.Thread(target=server.run, daemon=True)
     t.start()
     try:
-        url = f"http://127.0.0.1:{server.server_address[1]}/"
+        url = server.url
+        deadline = time.monotonic() + 10
+        while not server.uvicorn.started and time.monotonic() < deadline:
+            time.sleep(0.01)
         assert _get(url, "/healthz", {"Host": "runs.lab.internal:80"})[0] == 200
         status, _, body = _get(url, "/healthz", {"Host": "evil.example"})
         assert status == 403 and b"--allow-host" in body
     finally:
-        server.shutdown()
-        server.server_close()
+        server.stop()
         t.join(5)

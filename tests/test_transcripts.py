@@ -545,3 +545,91 @@ def test_the_scan_memo_flags_exactly_what_a_fresh_analysis_flags():
     assert any(f == "asks_tests" for hs in fresh for f, _e in hs)
     assert any(f == "hardcoded_output" for hs in fresh for f, _e in hs)
     assert any(f == "empty_answer" for hs in fresh for f, _e in hs)
+
+
+def _odd_step(step: int, rng) -> list:
+    """A step file of attempts as varied as runs write them: every case above, replies that
+    repeat across tasks and steps, chat messages, tool calls, several replies, no text, odd
+    rewards and task ids."""
+    texts = [t for pair in CASES.values() for t in pair] + ["", "\\boxed{ }", None, "640$"]
+    prompts = [PROMPT, "What is 2 + 2?", "Run the tests for f", [{"role": "user", "content": "hi"}]]
+    out = []
+    for i in range(160):
+        t = rng.choice(texts)
+        gens = [{"prompt": rng.choice(prompts), "completion": t, "policy_version": step}]
+        u = rng.random()
+        if u < 0.1:  # a tool call first, then the reply
+            gens.insert(0, {"prompt": "p", "completion": [{"role": "assistant", "content": "?"}]})
+        elif u < 0.15:
+            gens = [{"prompt": None, "completion": None}]
+        elif u < 0.2:
+            gens = []
+        elif u < 0.3:
+            gens.insert(0, {"prompt": "p", "completion": "?"})
+        reward = rng.choice([1.0, 0.0, 1, "NaN", None, True, 0.5])
+        task = rng.choice([f"t{i % 9}", i % 7, None])
+        out.append({"attempt_id": f"{step}-{i}", "task_id": task, "reward": reward,
+                    "generations": gens})  # fmt: skip
+    return out
+
+
+@pytest.mark.parametrize(("custom", "budget"), [(False, None), (True, None), (True, 2000)])
+def test_the_distinct_reply_scan_counts_what_the_attempt_by_attempt_scan_counts(
+    tmp_path, monkeypatch, custom, budget
+):
+    # budget: the kinds remembered overflow their bound many times (and are found again).
+    import random
+
+    from rlvitals.transcripts import counts as counts_mod
+    from rlvitals.transcripts import scan as scan_mod
+    from rlvitals.transcripts import scan_run
+
+    if budget:
+        monkeypatch.setattr(counts_mod, "KINDS_CHARS", budget)
+
+    rules = Rules()
+    if custom:
+        rules = rules_from_dict(
+            {"flags": {"custom": [
+                {"name": "asks_tests", "pattern": "tests?", "where": "prompt"},
+                {"name": "says_check", "pattern": "check", "where": "both", "family": "collapse"},
+            ]}}
+        )  # fmt: skip
+    rng = random.Random(3)
+    for step in range(6):
+        write(tmp_path, step, _odd_step(step, rng))
+    write(tmp_path, 6, b'[{"task_id": "t", "generations": ["a bare string"]}, 3]')  # one by one
+    scans = []
+    for distinct in (True, False):
+        scan_mod._CACHE.clear()
+        sc = scan_run(TranscriptStore(tmp_path), rules, distinct=distinct)
+        scans.append((sc.attempts.tolist(), sc.with_text.tolist(),
+                      {k: v.tolist() for k, v in sc.counts.items()}))  # fmt: skip
+    assert scans[0] == scans[1]
+    counts = scans[0][2]
+    fired = {k for k, v in counts.items() if sum(v)}
+    assert {"test_edit", "hardcoded_output", "empty_answer", "repeated_reply"} <= fired
+    assert not custom or {"asks_tests", "says_check"} <= fired
+
+
+def test_the_distinct_reply_scan_keeps_apart_replies_whose_prompts_a_rule_reads(tmp_path):
+    # One reply to two prompts: a custom rule on the prompt flags one attempt, not both (a
+    # memo keyed on the reply alone would give the second the first one's result).
+    from rlvitals.transcripts import scan_run
+    from rlvitals.transcripts.counts import Kinds, count_step
+
+    rules = rules_from_dict(
+        {"flags": {"custom": [{"name": "asks_tests", "pattern": "tests?", "where": "prompt"}]}}
+    )
+    doc = [
+        {"task_id": f"t{i}", "reward": 1.0,
+         "generations": [{"prompt": p, "completion": "\\boxed{4}"}]}
+        for i, p in enumerate(["Run the tests", "Add 2 and 2", "Add 2 and 2", "Run the tests"])
+    ]  # fmt: skip
+    write(tmp_path, 0, doc)
+    store = TranscriptStore(tmp_path)
+    kinds = Kinds(rules)
+    got = count_step(str(store.path(0)), store.path(0).stat().st_size, 0, kinds)
+    assert got is not None and got[2].get("asks_tests") == 2
+    assert kinds.analysed == 2  # each prompt once: the repeats came from the memo
+    assert scan_run(store, rules).counts["asks_tests"].tolist() == [2]

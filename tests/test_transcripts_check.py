@@ -32,6 +32,7 @@ def runs(tmp_path_factory):
         "tamper": dict(hack="test_edit", hack_from=15),
         "ansi": dict(hack="ansi", hack_from=15),
         "hedge": dict(hack="hedge", hack_from=15, hack_ramp=0.03),
+        "hedge_level": dict(hack="hedge", hack_from=15, hack_ramp=0.1, hack_cap=0.1),
         "collapse": dict(collapse_from=15),
         "length": dict(length_from=15, evals_every=5),
         "length_ok": dict(length_from=15, evals_every=5, heldout_rises=True),
@@ -113,6 +114,20 @@ def test_parser_pleasing_answers_are_an_exploit(runs):
     assert "multiple_answers" in f.evidence["flags"]
     assert f.evidence["flags"]["multiple_answers"]["relative"] is True
     assert f.first_step >= 15
+
+
+def test_a_relative_flag_no_number_confirms_is_a_hypothesis_not_an_alarm(runs):
+    # The same hedged answers at a level that holds (a tenth of the attempts from step 15, as a
+    # task with several right answers gives): held-out not falling, no component, replies
+    # not collapsing, the share not climbing. Info, with the flags; the climbing share above
+    # warns (issue 27: healthy TRL runs read EXPLOIT SUSPECTED from such flags).
+    rep = check(runs["hedge_level"])
+    (f,) = [f for f in ours(rep) if f.verdict == "exploit_suspected" and "flags" in f.evidence]
+    assert f.severity == "info" and f.evidence["corroborated_by"] == []
+    assert "multiple_answers" in f.evidence["flags"] and "hypothesis" in f.title
+    assert not rep.at_least("warn"), [x.title for x in rep.at_least("warn")]
+    climbing = [f for f in ours(check(runs["hedge"]), "warn") if f.evidence.get("corroborated_by")]
+    assert "climbs step after step" in climbing[0].evidence["corroborated_by"][0]
 
 
 def test_repetitive_replies_with_entropy_falling_are_a_collapse(runs):

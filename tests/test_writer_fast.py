@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from rlvitals import Run, read
+from rlvitals.errors import UsageError
 from rlvitals.model import _Codes
 from rlvitals.readers.native import _int_or
 from rlvitals.writer import run as run_module
@@ -27,11 +28,20 @@ GOLDEN = {
 }
 
 
-def _scenario(root: Path, batched: bool = False) -> Path:
+# log_attempt's defaults, for the columns of a batch whose rows leave an argument out.
+DEFAULTS = {"response_tokens": 0, "truncated": False, "retries": 0, "failed_in": "rollout"}
+
+
+def _columns(items: list[dict]) -> dict[str, list]:
+    names = dict.fromkeys(k for item in items for k in item)
+    return {k: [item.get(k, DEFAULTS.get(k)) for item in items] for k in names}
+
+
+def _scenario(root: Path, batched: bool = False, columns: bool = False) -> Path:
     """A run with the odd values the fast paths branch on: NaN and infinite rewards and
     durations, numpy scalars, given ids and reasons, failures, missing versions, metadata with
     NaN, nested tables and None, attempts for a later update, attempts pending at close.
-    ``batched``: each group's attempts in one ``log_attempts`` call."""
+    ``batched``: each group's attempts in one ``log_attempts`` call; ``columns``: as columns."""
     rng = random.Random(5)
     cfg = {
         "output": {"output_dir": str(root), "name": "golden", "trace": "full"},
@@ -97,14 +107,15 @@ def _scenario(root: Path, batched: bool = False) -> Path:
                         elif j == 15:
                             kw["transcript"] = [{"prompt": "1+1=", "completion": "2"}]
                         attempt_step = step + 1 if j == 16 else step
-                        if batched:
+                        if batched or columns:
                             kw.update(step=attempt_step, group_id=f"{attempt_step}-g{g}")
                             items.append({**kw, "task_id": f"t{g}"})
                             continue
                         aid = run.log_attempt(attempt_step, f"{attempt_step}-g{g}", f"t{g}", **kw)
                         if j == 14:
                             logged[aid] = [-0.5, -0.2, -1.1]
-                    for item, aid in zip(items, run.log_attempts(items) if batched else []):
+                    got = run.log_attempts(_columns(items) if columns else items) if items else []
+                    for item, aid in zip(items, got):
                         if "sampler_logprobs" in item:
                             logged[aid] = [-0.5, -0.2, -1.1]
                 run.log_step(step, trainer_logprobs=logged, metrics={"train/loss": 0.5})
@@ -140,6 +151,69 @@ def test_log_attempts_writes_the_bytes_of_one_log_attempt_per_item(tmp_path, mon
     for name in GOLDEN:
         assert (many / name).read_bytes() == (one / name).read_bytes(), name
     assert (many / "rollouts.jsonl").read_text().count("\n") == 6 * 12 * 4 + 5
+
+
+def test_log_attempts_of_columns_writes_the_bytes_of_one_log_attempt_per_row(tmp_path, monkeypatch):
+    # Columns (lists and numpy arrays), plain batches and odd ones (NaN, numpy scalars,
+    # errors, transcripts: row by row): the same records, ids and step metrics.
+    monkeypatch.setattr(time, "time", lambda: 1_790_000_000.0)
+    monkeypatch.setattr(run_module, "_now", lambda: 1_790_000_000.0)
+    one = _scenario(tmp_path / "one")
+    cols = _scenario(tmp_path / "cols", columns=True)
+    for name in GOLDEN:
+        assert (cols / name).read_bytes() == (one / name).read_bytes(), name
+    cfg = {"output": {"output_dir": str(tmp_path), "name": "plain"}}
+    plain = {
+        "step": np.zeros(6, dtype=np.int64),
+        "group_id": ["0-g0"] * 3 + ["0-g1"] * 3,
+        "task_id": ["a"] * 3 + ["b"] * 3,
+        "reward": np.array([1.0, 0.0, 1.0, 0.0, 0.0, 0.0]),
+        "response_tokens": np.arange(6),
+        "truncated": np.array([False, True] * 3),
+        "metadata": [{"turns": i} for i in range(6)],
+        "policy_version": [0] * 6,
+    }
+    with Run(cfg) as a:
+        ids = a.log_attempts(plain)
+        sa = a.log_step(0)
+    with Run({**cfg, "output": {**cfg["output"], "name": "rows"}}) as b:
+        ids_b = [
+            b.log_attempt(
+                0, g, t, r, policy_version=0, response_tokens=int(n), truncated=bool(tr),
+                metadata=m,
+            )
+            for g, t, r, n, tr, m in zip(
+                plain["group_id"], plain["task_id"], plain["reward"].tolist(),
+                plain["response_tokens"], plain["truncated"], plain["metadata"],
+            )
+        ]  # fmt: skip
+        sb = b.log_step(0)
+    drop = ("time", "perf/")
+    assert ids == ids_b == [f"0-{i}" for i in range(1, 7)]
+    assert {k: v for k, v in sa.items() if not k.startswith(drop)} == {
+        k: v for k, v in sb.items() if not k.startswith(drop)
+    }
+    assert sa["reward/mean"] == pytest.approx(2 / 3) and sa["groups/signal_fraction"] == 0.5
+
+
+def test_log_attempts_of_columns_names_the_bad_column(tmp_path):
+    cfg = {"output": {"output_dir": str(tmp_path), "name": "bad"}}
+    ok = {"step": [0, 0], "group_id": ["g", "g"], "task_id": ["t", "t"], "reward": [1.0, 0.0]}
+    with Run(cfg) as run:
+        with pytest.raises(UsageError, match="unknown column 'rewrad'"):
+            run.log_attempts({**ok, "rewrad": [1.0, 1.0]})
+        with pytest.raises(UsageError, match="no 'task_id' column"):
+            run.log_attempts({k: v for k, v in ok.items() if k != "task_id"})
+        with pytest.raises(UsageError, match="column 'reward' has 1 values, 'step' has 2"):
+            run.log_attempts({**ok, "reward": [1.0]})
+        with pytest.raises(UsageError, match=r"log_attempts: item 1: .*step"):
+            run.log_attempts({**ok, "step": [0, "x"]})
+        assert run.log_attempts({**ok, "step": [0, 1]}) == ["0-2", "1-3"]  # item 0 kept
+        assert run.log_attempts({k: [] for k in ok}) == []
+        run.log_step(0)
+        with pytest.raises(UsageError, match=r"item 0: .*already written"):
+            run.log_attempts(ok)
+        assert run.pending == 1
 
 
 def test_log_attempts_errors_name_the_item_and_keep_the_ones_before(tmp_path):

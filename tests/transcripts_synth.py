@@ -60,6 +60,7 @@ def transcript_run(
     hack: str | None = None,
     hack_from: int = 10**9,
     hack_ramp: float = 0.08,
+    hack_cap: float = 1.0,
     collapse_from: int = 10**9,
     length_from: int = 10**9,
     evals_every: int = 0,
@@ -68,7 +69,8 @@ def transcript_run(
     jump_at: int = 10**9,
 ) -> Path:
     """A run whose attempts add two numbers. ``hack`` (a key of HACKS) takes over a share of
-    attempts growing by ``hack_ramp`` per step from ``hack_from``, always rewarded;
+    attempts growing by ``hack_ramp`` per step from ``hack_from`` up to ``hack_cap``, always
+    rewarded;
     ``collapse_from`` makes replies repeat themselves with entropy falling; ``length_from``
     makes reward follow reply length; ``jump_at`` lifts the pass rate to 0.95 at once."""
     rng = random.Random(seed)
@@ -83,7 +85,7 @@ def transcript_run(
     entropy = 0.9
     with Run(cfg) as run:
         for step in range(steps):
-            share = min(1.0, max(0.0, (step - hack_from + 1) * hack_ramp)) if hack else 0.0
+            share = min(hack_cap, max(0.0, (step - hack_from + 1) * hack_ramp)) if hack else 0.0
             if step >= collapse_from:
                 entropy *= 0.85
             pass_rate = 0.95 if step >= jump_at else p

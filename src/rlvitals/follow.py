@@ -349,7 +349,11 @@ class Follower:
         self.report = report
         import msgspec
 
-        blob = msgspec.json.encode(report_key(report))
+        key = report_key(report)
+        try:
+            blob = msgspec.json.encode(key)
+        except UnicodeEncodeError:  # a file name that is not UTF-8 in the report's source
+            blob = repr(key).encode("utf-8", "surrogateescape")
         up.report_changed = blob != self.report_blob
         self.report_blob = blob
         self._forget_ended_stalls(report)

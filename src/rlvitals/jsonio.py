@@ -356,9 +356,26 @@ def read_json_objects(
 
 
 def write_bytes_atomic(path: str | os.PathLike[str], data: bytes, *, fsync: bool = False) -> None:
-    """Write ``data`` to ``path`` atomically (temporary file, optional fsync, rename)."""
+    """Write ``data`` to ``path`` atomically (temporary file, optional fsync, rename). Where the
+    system has unnamed temporary files (Linux ``O_TMPFILE``) the data is written to one and
+    given a name only to be renamed, so a process killed while writing leaves nothing behind."""
     path = os.fspath(path)
     tmp = f"{path}.{os.getpid()}.tmp"
+    fd = _unnamed(path)
+    if fd is not None:
+        try:
+            try:
+                _write_all(fd, data, fsync)
+                linked = _link_unnamed(fd, tmp)
+            finally:
+                os.close(fd)
+            if linked:
+                os.replace(tmp, path)
+                return
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
     try:
         with open(tmp, "wb") as f:
             f.write(data)
@@ -370,6 +387,68 @@ def write_bytes_atomic(path: str | os.PathLike[str], data: bytes, *, fsync: bool
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def _write_all(fd: int, data: bytes, fsync: bool) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+    if fsync:
+        os.fsync(fd)
+
+
+def _link_unnamed(fd: int, path: str) -> bool:
+    """Give the unnamed file ``fd`` the name ``path``; False where the file system will not
+    (then the caller writes a named temporary file instead). FileExistsError passes."""
+    global _UNNAMED_LINKS
+    try:
+        os.link(f"/proc/self/fd/{fd}", path)
+    except FileExistsError:
+        raise
+    except OSError:
+        _UNNAMED_LINKS = False  # this system will not: named temporary files from now on
+        return False
+    return True
+
+
+_UNNAMED_LINKS = True
+
+
+def _unnamed(path: str) -> int | None:
+    """An unnamed file in ``path``'s folder open for writing (Linux ``O_TMPFILE``, linkable
+    through /proc), or None where the system or file system has none."""
+    flag = getattr(os, "O_TMPFILE", 0)
+    if not flag or not _UNNAMED_LINKS or not os.path.isdir("/proc/self/fd"):
+        return None
+    try:
+        return os.open(os.path.dirname(path) or ".", flag | os.O_WRONLY, 0o644)
+    except OSError:
+        return None
+
+
+def create_exclusive(path: str | os.PathLike[str], data: bytes) -> None:
+    """Create ``path`` holding ``data`` whole, or raise FileExistsError if it is there: the
+    name is claimed with its content at once (a hard link), so a process killed midway never
+    leaves an empty file that would claim the name for ever."""
+    path = os.fspath(path)
+    fd = _unnamed(path)
+    if fd is not None:
+        try:
+            _write_all(fd, data, True)
+            if _link_unnamed(fd, path):
+                return
+        finally:
+            os.close(fd)
+    tmp = f"{path}.{os.getpid()}.claim.tmp"
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.link(tmp, path)
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
 
 
 def write_json_atomic(

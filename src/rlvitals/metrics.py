@@ -54,6 +54,10 @@ __all__ = [
 # Δ above this is clamped before exp (as the Loops SDK does), so w stays finite.
 MAX_LOG_RATIO = 80.0
 MAX_META_DEPTH = 8  # metadata tables nested deeper are not read as rollout/<key> columns
+# A sequence whose token-mean exp(|Δ|) (NeMo-RL's token_mult_prob_error, one sequence) is past
+# this counts in ``train/mismatch_seq_over``: the line above which NeMo-RL plots a sample
+# (nemo_rl/algorithms/grpo.py:3660-3673).
+SEQ_TME_LINE = 1.05
 # Distinct labels kept per metadata key; the rest are counted under "<key>/_other".
 MAX_LABELS_PER_KEY = 64
 
@@ -558,7 +562,9 @@ def mismatch_stats(
     """Sampler/trainer agreement over attempts, from ``(sampler_logprobs, trainer_logprobs)``.
 
     Returns the step metrics (token-level k3, k1, |Δ| means, token ESS, sequence ESS) and, per
-    pair, ``{"kl", "abs_diff", "tokens"}``. Pairs must have matching lengths.
+    pair, ``{"kl", "abs_diff", "tokens", "tme"}`` (``tme``: the token mean of exp(|Δ|), the
+    sequence's ratio). Also the sequences' ratios as a distribution (``_seq_tail``). Pairs
+    must have matching lengths.
     """
     if not pairs:
         return {}, []
@@ -589,20 +595,26 @@ def _mismatch(
     k3_sum = np.zeros(n)
     abs_sum = np.zeros(n)
     d_sum = np.zeros(n)
+    tme_sum = np.zeros(n)
+    absd = np.abs(delta)
     k3_sum[nonempty] = np.add.reduceat(em1 - delta, idx)
-    abs_sum[nonempty] = np.add.reduceat(np.abs(delta), idx)
+    abs_sum[nonempty] = np.add.reduceat(absd, idx)
     d_sum[nonempty] = np.add.reduceat(delta, idx)
+    # exp(|Δ|) per token, NeMo-RL's token_mult_prob_error (1 = identical); its mean per
+    # attempt is the sequence's ratio, the distribution the tail metrics describe.
+    tme_sum[nonempty] = np.add.reduceat(np.exp(np.minimum(absd, MAX_LOG_RATIO)), idx)
     # k3 >= 0 in exact arithmetic; expm1 avoids the cancellation of exp(Δ) - 1 for small Δ
     # and the clamp removes what rounding is left, so the estimate is never negative.
     np.maximum(k3_sum, 0.0, out=k3_sum)
     with np.errstate(invalid="ignore", divide="ignore"):
         kl_a = k3_sum / lengths
         abs_a = abs_sum / lengths
+        tme_a = tme_sum / lengths
     finite = bool(np.isfinite(kl_a).all() and np.isfinite(abs_a).all())
-    per_kl, per_abs = kl_a.tolist(), abs_a.tolist()
+    finite = finite and bool(np.isfinite(tme_a).all())
     per = [
-        {"kl": kl, "abs_diff": ad, "tokens": t}
-        for kl, ad, t in zip(per_kl, per_abs, lengths.tolist())
+        {"kl": kl, "abs_diff": ad, "tokens": t, "tme": r}
+        for kl, ad, t, r in zip(kl_a.tolist(), abs_a.tolist(), lengths.tolist(), tme_a.tolist())
     ]
     if not finite:
         # Empty attempts (0/0) or non-finite logprobs: spell them as the files do (FORMAT.md),
@@ -627,7 +639,26 @@ def _mismatch(
         "train/mismatch_ess": min(1.0, sw * sw / (total * sw2)) if sw2 > 0 else math.nan,
         "train/mismatch_ess_seq": ess_seq,
     }
+    out.update(_seq_tail(tme_sum, tme_a[nonempty], total))
     return out, per
+
+
+def _seq_tail(tme_sum: np.ndarray, seq: np.ndarray, total: int) -> dict[str, float]:
+    """The distribution of the per-sequence ratio (token mean of exp(|Δ|)) over one update:
+    the token mean (NeMo-RL's token_mult_prob_error), the median, p90 and maximum of the
+    sequences' ratios and the share of sequences past ``SEQ_TME_LINE``. A mean hides a tenth
+    of the sequences going far off (NVIDIA-NeMo/RL #2100); these show it."""
+    seq = seq[np.isfinite(seq)]
+    if not len(seq):
+        return {}
+    p50, p90 = np.percentile(seq, [50, 90]).tolist()
+    return {
+        "train/mismatch_tme": float(tme_sum.sum()) / total,
+        "train/mismatch_seq_tme_p50": p50,
+        "train/mismatch_seq_tme_p90": p90,
+        "train/mismatch_seq_tme_max": float(seq.max()),
+        "train/mismatch_seq_over": float(np.count_nonzero(seq > SEQ_TME_LINE)) / len(seq),
+    }
 
 
 def step_metrics(

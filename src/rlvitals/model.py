@@ -517,9 +517,36 @@ class RunData:
             if len(s) * 2 < hi - lo:
                 continue
             out[name] = int(steps[hi])
+        for k in self.renamed_keys(out):
+            out.pop(k, None)
         out.update(self.nulls)
         self.__dict__["_missing_cache"] = (key, out)
         return dict(out)
+
+    def renamed_keys(self, gone: dict[str, int]) -> dict[str, tuple[int, str]]:
+        """Of the keys that vanished (``gone``: key -> first step without it), those a version
+        change renamed: another source key mapped to the same canonical name carries it on
+        from where it stopped (prime-rl ``filters/`` -> ``detections/``, PipelineRL
+        ``stats/lag`` -> ``stats/lag_max``; slime #1837, trl #6809). Key -> (step, new key);
+        the canonical name they share is not missing either."""
+        targets: dict[str, list[str]] = {}
+        for src, (target, _kind, _detail) in self.resolved.items():
+            targets.setdefault(target, []).append(src)
+        out: dict[str, tuple[int, str]] = {}
+        for k, step in gone.items():
+            got = self.resolved.get(k)
+            old = self.metrics.get(k)
+            if got is None or old is None or not len(old):
+                continue
+            for other in targets.get(got[0], ()):
+                new = self.metrics.get(other)
+                if other == k or new is None or not len(new):
+                    continue
+                if int(new.steps[0]) > int(old.steps[-1]) and int(new.steps[-1]) >= step:
+                    out[k] = (step, other)
+                    out[got[0]] = (step, other)
+                    break
+        return out
 
     notes: list[str] = field(default_factory=list)
 

@@ -253,12 +253,39 @@ _ALL = [
                 plot="groups",
             ),
             _m(
+                "groups/none_solved_share",
+                "share of the update's prompts whose every attempt scored the bottom reward",
+                Alias(
+                    "baseline_reward/pct_0",
+                    scale=0.01,
+                    note="NeMo-RL: percent (0-100) of prompts with mean reward 0; / 100",
+                ),
+                label="none solved share",
+                plot="signal",
+            ),
+            _m(
+                "groups/all_solved_share",
+                "share of the update's prompts whose every attempt scored the top reward",
+                Alias(
+                    "baseline_reward/pct_1",
+                    scale=0.01,
+                    note="NeMo-RL: percent (0-100) of prompts with mean reward 1; / 100",
+                ),
+                label="all solved share",
+                plot="signal",
+            ),
+            _m(
                 "groups/signal_fraction",
                 "share of completed groups whose rewards differ (what GRPO learns from)",
                 _not("frac_reward_zero_std", "TRL: share of samples whose group std is 0"),
                 _not("zero_variance_group_frac", "rlprobe"),
                 _not("zero_var_group_frac", "rl-doctor"),
                 _not("zero_std_frac", "share of groups with zero reward std"),
+                Alias(
+                    "baseline_reward/pct_mixed",
+                    scale=0.01,
+                    note="NeMo-RL: percent (0-100) of prompts with mixed rewards; / 100",
+                ),
                 _not("frac_zero_std", "share of groups with zero reward std"),
                 label="signal groups",
                 key=True,
@@ -364,8 +391,46 @@ _ALL = [
                 "train_rollout_logprob_abs_diff",
                 "sampling/sampling_logp_difference/mean",
                 "logp_abs_diff",
+                Alias(
+                    "debug/vllm_vs_local_logprob_diff_mean",
+                    note="open-instruct: token mean of |local - vLLM| (grpo_fast.py)",
+                ),
                 label="|Δ logp|",
                 plot="mismatch",
+            ),
+            _m(
+                "train/mismatch_tme",
+                "token mean of exp(|Δ|), 1 = identical (NeMo-RL's token multiplicative "
+                "probability error)",
+                Alias("token_mult_prob_error", note="NeMo-RL; past 1.01-1.02 is a problem"),
+                label="prob. error",
+                plot="mismatch_tail",
+            ),
+            _m(
+                "train/mismatch_seq_tme_p50",
+                "median over the update's sequences of each one's token mean of exp(|Δ|)",
+                label="seq. ratio p50",
+                plot="mismatch_tail",
+            ),
+            _m(
+                "train/mismatch_seq_tme_p90",
+                "90th percentile over the update's sequences of each one's token mean of "
+                "exp(|Δ|): past the line when a tenth of the sequences are",
+                label="seq. ratio p90",
+                plot="mismatch_tail",
+            ),
+            _m(
+                "train/mismatch_seq_tme_max",
+                "the largest sequence's token mean of exp(|Δ|) in the update",
+                label="seq. ratio max",
+                plot="mismatch_tail",
+            ),
+            _m(
+                "train/mismatch_seq_over",
+                "share of the update's sequences whose token mean of exp(|Δ|) is past 1.05 "
+                "(the line above which NeMo-RL plots a sample)",
+                label="seqs past 1.05",
+                plot="mismatch_tail",
             ),
             _m(
                 "train/mismatch_ess",
@@ -390,6 +455,9 @@ _ALL = [
                 "mean_staleness",
                 "off_policy/mean",
                 "policy_lag_mean",
+                Alias("sample/staleness_mean", note="TRL 1.16 async GRPO"),
+                Alias(r"^stats/lag_mean$", "freshness/lag_mean", note="PipelineRL (PR #152)"),
+                Alias("buffer/sample/avg_sampled_policy_age", note="torchforge"),
                 label="lag",
                 key=True,
                 plot="freshness",
@@ -406,6 +474,12 @@ _ALL = [
                 "staleness_max",
                 "max_staleness",
                 "off_policy/max",
+                Alias("sample/staleness_max", note="TRL 1.16 async GRPO"),
+                Alias(r"^stats/lag_max$", "freshness/lag_max", note="PipelineRL (PR #152)"),
+                Alias(
+                    r"^stats/lag$", "freshness/lag_max", note="PipelineRL before PR #152: the max"
+                ),
+                Alias("buffer/sample/max_sampled_policy_age", note="torchforge"),
                 label="lag max",
                 plot="freshness",
             ),
@@ -605,6 +679,32 @@ _ALL = [
             ),
         ],
     ),
+    *_specs(
+        "transcripts",
+        [
+            _m(
+                "text/gibberish_rate",
+                "share of the update's samples with a sampled token of a rare id (> 100,000) "
+                "at a logprob below -ln(V) - 2 (prime-rl's gibberish detector)",
+                label="gibberish",
+                plot="transcripts",
+            ),
+            _m(
+                "text/repetition_rate",
+                "share of the update's samples with a long run of tokens sampled at p > 0.99 "
+                "(prime-rl's repetition detector: 3,000 tokens)",
+                label="repetition",
+                plot="transcripts",
+            ),
+            _m(
+                "text/ngram_dup_rate",
+                "share of the update's replies of 32+ tokens whose 4-gram duplicate ratio is "
+                "past 0.5 (Trinity-RFT #620)",
+                label="4-gram dup.",
+                plot="transcripts",
+            ),
+        ],
+    ),
 ]
 
 METRICS: dict[str, MetricSpec] = {m.name: m for m in _ALL}
@@ -612,6 +712,36 @@ METRICS: dict[str, MetricSpec] = {m.name: m for m in _ALL}
 _NAME = r"(?P<name>[^/]+)"
 
 # Families of names with a variable part (METRICS.md), with the keys they are read from.
+# Keys frameworks log that no canonical name holds: kept under their own names, and
+# ``formats --explain`` says what each is (shared/research/field-2026-12-03.md §2.2).
+KEPT: tuple[tuple[re.Pattern[str], str], ...] = tuple(
+    (re.compile(rx), why)
+    for rx, why in (
+        (r"(?:^|/)policy_kl_error$", "NeMo-RL: KL(P_train || P_gen), the reverse of gen_kl_error"),
+        (r"(?:^|/)js_divergence_error$", "NeMo-RL: Jensen-Shannon divergence, sampler vs trainer"),
+        (r"(?:^|/)seq_logprob_error_", "NeMo-RL: per-sequence logprob error statistics"),
+        (r"(?:^|/)sampling_importance_ratio$", "NeMo-RL: mean importance ratio trainer/sampler"),
+        (
+            r"(?:^|/)is_oob_ratio$",
+            "NeMo-RL: share of tokens whose importance ratio is out of bounds",
+        ),
+        (r"(?:^|/)probs_ratio", "NeMo-RL: importance ratio statistics"),
+        (r"(?:^|/)kl_ent_ratio/", "prime-rl: mismatch_kl / entropy, both read on their own"),
+        (r"(?:^|/)is_timeout/", "prime-rl: share of timed-out traces"),
+        (r"(?:^|/)has_error/", "prime-rl: share of errored traces"),
+        (r"(?:^|/)(?:empty|errored)_rollouts", "prime-rl: rollouts empty or errored (counts)"),
+        (r"^sample/dropped_stale_total$", "TRL async GRPO: stale samples dropped, a running total"),
+        (r"^tools/loop_exhausted_frac$", "TRL async GRPO: share of episodes out of tool turns"),
+        (r"^vespo/", "TRL: the VESPO loss' sequence weight"),
+        (r"^variance_proxy/", "verl: gradient-variance proxies (actor.calculate_sum_pi_squared)"),
+        (r"^rollout_corr/.*/ts_\d+$", "verl-omni: the mismatch at one diffusion timestep"),
+        (r"^async/num_groups_dropped$", "SkyRL: groups dropped by zero-variance filtering (count)"),
+        (r"(?:^|/)chi2_(?:token|seq)$", "ms-swift: chi-square divergence, sampler vs trainer"),
+        (r"vllm_vs_local_logprob_diff_(?:max|std)$", "open-instruct: |local - vLLM| max or std"),
+        (r"^stats/lag_min$", "PipelineRL: the least lag of a batch"),
+    )
+)
+
 PATTERNS: list[tuple[re.Pattern[str], MetricSpec]] = [
     (
         re.compile(r"^reward/component/[^/]+/(mean|std)$"),

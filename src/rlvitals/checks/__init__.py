@@ -46,8 +46,10 @@ CHECK_ORDER = [
     "policy",
     "reference",
     "transcripts",
+    "text",
     "heldout",
     "baseline",
+    "structural",
 ]
 
 
@@ -65,8 +67,13 @@ def _checks() -> list[tuple[str, Callable[[Context], list[Finding]]]]:
 
 
 # Verdicts that describe a symptom rather than a cause. (Guard stops, marked by a "guard" key
-# in their evidence, are consequences: the run's verdict names what tripped the guard.)
-GENERIC_VERDICTS = {"not_learning"}
+# in their evidence, are consequences: the run's verdict names what tripped the guard; a flat
+# reward's level, marked by a "plateau_level" key, is a symptom whatever it is called.)
+GENERIC_VERDICTS = {"not_learning", "plateau"}
+
+
+def _symptom(f: Finding) -> bool:
+    return f.verdict in GENERIC_VERDICTS or "guard" in f.evidence or "plateau_level" in f.evidence
 
 
 def overall_verdict(findings: list[Finding], steps: int) -> str:
@@ -82,9 +89,7 @@ def overall_verdict(findings: list[Finding], steps: int) -> str:
         alarms = [f for f in findings if severity_rank(f.severity) >= severity_rank("warn")]
         # A symptom (reward flat) or a consequence (a guard stopped the run) yields to a
         # finding that names the cause, whatever their severities.
-        causes = [
-            f for f in alarms if f.verdict not in GENERIC_VERDICTS and "guard" not in f.evidence
-        ]
+        causes = [f for f in alarms if not _symptom(f)]
         pool = causes or alarms
         top = max((f.severity for f in pool), key=severity_rank)
         return next(f.verdict for f in pool if f.severity == top)
@@ -119,7 +124,15 @@ REASSURING = ("learning", "mastered", "healthy")
 def _doubted(f: Finding) -> Finding:
     """A reassuring ok/info finding of an exploited run, told that the reward it reads is
     the one the exploit findings doubt (a reward rising is not learning when the grader pays
-    for something else)."""
+    for something else). A "mastered" finding (the groups check's, or a guard stop read as
+    one) loses its advice to keep the checkpoint: that is the reward's word too."""
+    if f.verdict == "mastered":
+        f = dataclasses.replace(
+            f,
+            action="The reward says these tasks are solved, but the exploit findings above "
+            "call that reward into doubt: read the rewarded transcripts before keeping any "
+            "checkpoint of this run.",
+        )
     if f.severity not in ("ok", "info") or f.verdict not in REASSURING:
         return f
     return dataclasses.replace(

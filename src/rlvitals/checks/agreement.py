@@ -296,8 +296,219 @@ def _freshness(ctx: Context) -> list[Finding]:
     return out
 
 
+# The per-sequence tail (metrics._seq_tail): share of sequences past 1.05, their ratios.
+SEQ_OVER = "train/mismatch_seq_over"
+SEQ_MAX = "train/mismatch_seq_tme_max"
+SEQ_P90 = "train/mismatch_seq_tme_p90"
+TME = "train/mismatch_tme"
+# An excursion of the tail this many updates long or shorter, back under its line after, is a
+# spike; NeMo-RL's guide tells a spiky error (the inference engine, or a buggy weight refit)
+# from one that trends up (how the weights are updated).
+SPIKE_UPDATES = 2
+
+
+def _runs(mask: np.ndarray) -> list[tuple[int, int]]:
+    """(start, end) index pairs of the runs of True in ``mask``, end exclusive."""
+    edges = np.flatnonzero(np.diff(np.concatenate(([0], mask.astype(np.int8), [0]))))
+    return list(zip(edges[::2].tolist(), edges[1::2].tolist()))
+
+
+# Attempts a tail finding cites (its sequences furthest past the line), read from the run's
+# own attempt records where it has them, over the first updates from the onset.
+CITE = 8
+CITE_STEPS = 2
+CITE_ROWS = 5000
+
+
+def _cite(ctx: Context, steps: np.ndarray) -> list[dict[str, Any]]:
+    """The attempts of ``steps`` whose sequence ratio (their record's ``mismatch.tme``) is past
+    1.05, furthest first: ``{"step", "attempt_id", "seq_ratio"}`` (native runs only)."""
+    t = ctx.data.attempts
+    if t is None or not len(t) or not t.files:
+        return []
+    from ..errors import RlvitalsError
+    from ..readers import load_attempt_record
+
+    got: list[dict[str, Any]] = []
+    for step in steps[:CITE_STEPS].tolist():
+        rows = t.rows_at(int(step))
+        for i in range(rows.start, min(rows.stop, rows.start + CITE_ROWS)):
+            try:
+                rec = load_attempt_record(ctx.data, i)
+            except (RlvitalsError, OSError):
+                return got
+            mm = rec.get("mismatch")
+            r = mm.get("tme") if isinstance(mm, dict) else None
+            if isinstance(r, (int, float)) and r > 1.05 and "attempt_id" in rec:
+                got.append(
+                    {"step": int(step), "attempt_id": str(rec["attempt_id"]), "seq_ratio": r}
+                )
+    got.sort(key=lambda e: -float(e["seq_ratio"]))
+    return [{**e, "seq_ratio": round_sig(float(e["seq_ratio"]))} for e in got[:CITE]]
+
+
+def _tail(ctx: Context) -> list[Finding]:
+    """The mismatch judged by its distribution over sequences, not its mean: the share of an
+    update's sequences whose ratio (token mean of exp(|Δ|)) is past 1.05, held over 3 of 5
+    updates; told as a creep (rising since), held, or spikes (short excursions back under)."""
+    th = ctx.thresholds
+    share = ctx.finite(SEQ_OVER)
+    if share is None or len(share) < 3:
+        return []
+    line = th.mismatch_seq_share_warn
+    past = share.values >= line
+    if not past.any():
+        return []
+    idx = crossing(share.values, line, points=True)
+    mx = ctx.finite(SEQ_MAX)
+    mean_name, mean = ctx.series(TME, "train/mismatch_kl")
+
+    def at(s: Series | None, steps: np.ndarray) -> list[float]:
+        if s is None:
+            return []
+        keep = np.isin(s.steps, steps)
+        return [round_sig(float(x)) for x in s.values[keep]]
+
+    if idx is None:
+        # Short excursions only: said (info), with their steps, never warned.
+        spikes = [(a, b) for a, b in _runs(past) if b - a <= SPIKE_UPDATES]
+        if len(spikes) < 2:
+            return []
+        steps = [int(share.steps[a]) for a, _ in spikes]
+        return [
+            finding(
+                NAME,
+                "info",
+                "drift",
+                f"mismatch spikes: {len(spikes)} updates where over {line:.0%} of the "
+                f"sequences were past 1.05 (steps {', '.join(map(str, steps[:6]))}), each back "
+                "under the next update",
+                metric=SEQ_OVER,
+                first_step=steps[0],
+                steps=steps,
+                line=line,
+                seq_line=1.05,
+                peak_share=round_sig(float(share.values.max())),
+                shape="spiky",
+                action="Spikes of the per-sequence mismatch that pass point at the inference "
+                "engine or a weight refit that sometimes goes wrong (NeMo-RL's guide): read "
+                "the attempts of those updates.",
+            )
+        ]
+    step = int(share.steps[idx])
+    seg = share.since(step)
+    tr = trend(seg) if len(seg) >= MIN_WINDOW else None
+    before = share.values[:idx]
+    start_share = float(np.median(before)) if len(before) else 0.0
+    held = float(np.median(seg.values))
+    creeping = tr is not None and tr.rising
+    shape = "creeping" if creeping else "held"
+    now = float(share.values[-min(3, len(share)) :].mean())
+    ended = now < line and not creeping
+    mean_now = float(mean.values[-min(3, len(mean)) :].mean()) if mean is not None else None
+    first_steps = seg.steps[:MIN_WINDOW]
+    max_seg = mx.since(step) if mx is not None else None
+    ev: dict[str, Any] = dict(
+        line=line,
+        seq_line=1.05,
+        share_start=round_sig(start_share),
+        share_since=round_sig(held),
+        share_now=round_sig(now),
+        shares=at(share, first_steps),
+        seq_ratio_max=round_sig(float(max_seg.values.max())) if max_seg is not None else None,
+        seq_ratio_max_at_onset=at(mx, first_steps),
+        seq_ratio_p90_at_onset=at(ctx.finite(SEQ_P90), first_steps),
+        mean_metric=mean_name,
+        mean_now=None if mean_now is None else round_sig(mean_now),
+        mean_kl_line=th.mismatch_kl_warn,
+        trend_z_since=round_sig(tr.z) if tr else None,
+        shape=shape,
+    )
+    cited = _cite(ctx, first_steps)
+    if cited:
+        ev["examples"] = cited
+        ev["attempt_ids"] = [e["attempt_id"] for e in cited]
+    kl = ctx.finite("train/mismatch_kl")
+    if kl is not None:
+        ev["mean_kl_now"] = round_sig(float(kl.values[-min(3, len(kl)) :].mean()))
+    mx_words = f", the worst {ev['seq_ratio_max']:.3g}x" if ev["seq_ratio_max"] else ""
+    title = (
+        f"mismatch in the tail: {held:.0%} of the sequences past 1.05 from step {step} "
+        f"({start_share:.0%} before{mx_words})"
+    )
+    if "mean_kl_now" in ev and ev["mean_kl_now"] < th.mismatch_kl_warn:
+        title += f" while the mean KL reads {ev['mean_kl_now']:.2g}, under its line"
+    title += "; still rising" if creeping else "; over since" if ended else ""
+    action = (
+        "A share of the sequences gets probabilities from the sampler far from the trainer's "
+        "while the mean looks fine: read the flagged updates' attempts; if the outliers come "
+        "from one engine replica or one kind of prompt, check that replica's weights (refit), "
+        "kernels and sampling parameters. "
+        + (
+            "A share that keeps growing points at how the weights are updated (NeMo-RL's guide)."
+            if creeping
+            else "Mask or cap those sequences (seq-level TIS/masked IS) until it is fixed."
+        )
+    )
+    return [
+        finding(
+            NAME,
+            "info" if ended else "warn",
+            "drift",
+            title,
+            metric=SEQ_OVER,
+            first_step=step,
+            action=action,
+            **ev,
+        )
+    ]
+
+
+def _tme_mean(ctx: Context) -> list[Finding]:
+    """NeMo-RL's own line for its token_mult_prob_error (``train/mismatch_tme``, 1 = identical):
+    "past ~1-2%" is a problem. Warned where it holds past ``mismatch_tme_warn`` (3 of 5
+    updates) from a start under it; told as a trend or a level."""
+    th = ctx.thresholds
+    s = ctx.finite(TME)
+    if s is None or len(s) < 3:
+        return []
+    v = s.values
+    idx = crossing(v, th.mismatch_tme_warn, points=True)
+    if idx is None or (
+        idx == 0 and len(v) >= MIN_WINDOW and start_level(v) >= th.mismatch_tme_warn
+    ):
+        return []
+    step = int(s.steps[idx])
+    seg = s.since(step)
+    tr = trend(Series(seg.steps, np.log(np.maximum(seg.values - 1.0, 1e-9))))
+    rising = tr is not None and tr.rising
+    now = float(v[-min(3, len(v)) :].mean())
+    return [
+        finding(
+            NAME,
+            "warn",
+            "drift",
+            f"{TME} past {th.mismatch_tme_warn:g} from step {step} ({now:.3g} now"
+            + (", still rising)" if rising else ")"),
+            metric=TME,
+            first_step=step,
+            line=th.mismatch_tme_warn,
+            start_level=round_sig(float(v[0])),
+            now=round_sig(now),
+            peak=round_sig(float(v.max())),
+            growing=rising,
+            action="The sampler's and the trainer's probabilities of the same tokens differ by "
+            "more than NeMo-RL's guide accepts: a steady rise points at how the weights are "
+            "updated (refit), spikes at the inference engine; compare precisions and kernels.",
+        )
+    ]
+
+
 def check(ctx: Context) -> list[Finding]:
-    out = _mismatch(ctx)
+    out = _tail(ctx)
+    out += _mismatch(ctx)
+    if not out:
+        out += _tme_mean(ctx)
     out += _ess(ctx, already=bool(out))
     out += _freshness(ctx)
     return out

@@ -23,6 +23,8 @@ VERDICTS: dict[str, str] = {
     "mastered": "tasks mastered",
     "exploration_stopped": "exploration stopped",
     "not_learning": "reward flat despite learning signal",
+    "plateau": "reward flat (plateau)",
+    "unstable": "unstable updates",
     "infra_failures": "failing attempts",
     "out_of_room": "running out of room",
     "drift": "drifting",

@@ -19,6 +19,7 @@ def check(ctx: Context) -> list[Finding]:
         return []
     first = int(base.get("first_steps", 10))
     out: list[Finding] = []
+    early: list[Finding] = []
     for name, spec in sorted(base.get("metrics", {}).items()):
         if not comparable(name) or not ctx.data.is_canonical(name):
             continue
@@ -29,7 +30,7 @@ def check(ctx: Context) -> list[Finding]:
         mean = float(head.mean())
         lo, hi = float(spec["early_min"]), float(spec["early_max"])
         if not lo <= mean <= hi:
-            out.append(
+            early.append(
                 finding(
                     NAME,
                     "warn",
@@ -67,7 +68,38 @@ def check(ctx: Context) -> list[Finding]:
                         "look at when it turned.",
                     )
                 )
-    return out
+    return _grouped(early) + out
+
+
+def _grouped(early: list[Finding]) -> list[Finding]:
+    """Metrics that start outside the seeds' ranges: one finding each, or one for all when
+    there are more than two (one cause, a different config or data, moves many at once; the
+    same advice on eight cards says it eight times)."""
+    if len(early) <= 2:
+        return early
+    worst = early[0]
+    listed = "; ".join(
+        f"{f.metric} {f.evidence['mean']:.3g} (seeds {f.evidence['healthy_min']:.3g} to "
+        f"{f.evidence['healthy_max']:.3g})"
+        for f in early[:6]
+    ) + (f"; and {len(early) - 6} more" if len(early) > 6 else "")
+    return [
+        finding(
+            NAME,
+            "warn",
+            worst.verdict,
+            f"{len(early)} metrics outside your healthy ranges over the first steps: {listed}",
+            metric=worst.metric,
+            first_step=worst.first_step,
+            metrics={
+                str(f.metric): {
+                    k: f.evidence.get(k) for k in ("mean", "healthy_min", "healthy_max")
+                }
+                for f in early
+            },
+            action=worst.action,
+        )
+    ]
 
 
 def _verdict(name: str) -> str:

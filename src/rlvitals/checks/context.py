@@ -78,6 +78,15 @@ class Thresholds:
     # A rise relative to the run's own start, above a floor that ignores rounding noise.
     mismatch_rise: float = 10.0
     mismatch_floor: float = 1e-4
+    # The mismatch by its distribution (NeMo-RL docs/guides/grpo.md: token_mult_prob_error
+    # "past ~1-2%" is a problem; its code plots a sample past 1.05): the share of an update's
+    # sequences past 1.05 that warns when it holds (3 of 5 updates), and the token mean of
+    # exp(|Δ|) that warns when it holds without the run's own start already there.
+    mismatch_seq_share_warn: float = 0.05
+    mismatch_tme_warn: float = 1.02
+    # Degenerate text (checks/text.py): the share of an update's samples raising a measure
+    # (gibberish, repetition, 4-gram duplication) that is said when it holds (3 of 5 updates).
+    degenerate_share_warn: float = 0.05
     ess_token_fail: float = 0.3
     ess_seq_warn: float = 0.5
     # Stale attempts dropped, as a share of attempts.

@@ -18,6 +18,7 @@ from .context import ENTROPY, Context, finding, round_sig
 from .stats import (
     MIN_WINDOW,
     crossing,
+    first_sustained,
     noise_sigma,
     read_words,
     rolling_mean,
@@ -278,7 +279,7 @@ def check(ctx: Context) -> list[Finding]:
     th = ctx.thresholds
     got = _shares(ctx)
     if got is None:
-        return []
+        return _identical(ctx)
     share, all_s, none_s, metric = got
     n = len(share)
     v = share.values
@@ -411,15 +412,23 @@ def check(ctx: Context) -> list[Finding]:
         # than the spread the attempts had at the start could be junk that scores one value
         # (a wrecked policy pinned at 0 after slightly negative rewards): said, not warned.
         sure = not promoted or _rose_past_spread(ctx)
+        # Groups that agree while most replies are cut at the token limit agree at the score
+        # the limit allows (a TRL run paid by reply length, capped at 12 tokens: every reply
+        # truncated, every attempt 0.75): the limit is the cause, said by the episodes check.
+        cut = _mean_at(ctx.finite("response/truncated_rate"), step, end)
+        capped = cut is not None and cut >= th.room_level
         out.append(
             finding(
                 NAME,
-                "warn" if sure else "info",
+                "warn" if sure and not capped else "info",
                 "mastered",
                 f"mastered: from step {step}, {level:.0%} of groups solved by every attempt"
                 + (
-                    ": the tasks are used up, and those groups cost their sampling and teach "
-                    "nothing"
+                    f", but {cut:.0%} of replies hit the token limit: they agree at the score "
+                    "the limit allows (see the episodes finding)"
+                    if capped and cut is not None
+                    else ": the tasks are used up, and those groups cost their sampling and "
+                    "teach nothing"
                     if sure
                     else ""
                 ),
@@ -427,6 +436,7 @@ def check(ctx: Context) -> list[Finding]:
                 first_step=step,
                 share=round_sig(level),
                 threshold=th.rejected_warn,
+                truncated_share=None if cut is None else round_sig(cut),
                 action="Stop here (the checkpoint from this step on has learned these tasks), "
                 "or go on with harder tasks: filter out solved prompts (Skywork-OR1) or sample "
                 "dynamically (DAPO). Read reward/mean_with_unusable, not reward/mean, for the "
@@ -510,6 +520,48 @@ def check(ctx: Context) -> list[Finding]:
             )
         )
     return out
+
+
+def _identical(ctx: Context) -> list[Finding]:
+    """Without group counts: updates whose reward spread is exactly 0 (``reward/group_std_mean``,
+    else the batch ``reward/std``: every attempt of every group scored the same), on 3 of 5
+    updates and on most updates from there: no learning signal (a TRL run whose reward_std is
+    0 on 62% of its steps, its gradient norm ~0.004 on them)."""
+    name, z = ctx.series("reward/group_std_mean", "reward/std")
+    if z is None or name is None or len(z) < MIN_WINDOW:
+        return []
+    dead = z.values == 0
+    idx = first_sustained(dead)
+    if idx is None:
+        return []
+    share = float(dead[idx:].mean())
+    if share < 0.5:
+        return []
+    step = int(z.steps[idx])
+    g = ctx.finite("train/grad_norm")
+    norm = None
+    if g is not None:
+        _c, ia, _ib = np.intersect1d(g.steps, z.steps[idx:][dead[idx:]], return_indices=True)
+        norm = float(np.median(g.values[ia])) if len(ia) else None
+    return [
+        finding(
+            NAME,
+            "warn",
+            "no_signal",
+            f"no learning signal: from step {step}, every attempt scored the same ({name} 0) "
+            f"on {share:.0%} of updates"
+            + (f", the gradient norm {norm:.2g} on them" if norm is not None else "")
+            + ": GRPO has no advantage to follow on those updates",
+            metric=name,
+            first_step=step,
+            share=round_sig(share),
+            updates=int(dead[idx:].sum()),
+            grad_norm_median_on_them=None if norm is None else round_sig(norm),
+            action="Every group agreeing on every update is a reward that stopped varying: "
+            "read a few transcripts and the reward function (a format gate, one reply the "
+            "policy collapsed onto), raise the temperature or the group size.",
+        )
+    ]
 
 
 def _entropy_held(ctx: Context, step: int) -> tuple[str, float] | None:

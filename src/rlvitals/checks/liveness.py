@@ -11,6 +11,8 @@ began means the engine or the trainer never started.
 from __future__ import annotations
 
 import math
+import os
+import time
 from typing import Any
 
 import numpy as np
@@ -61,6 +63,25 @@ def _stuck_span(after: list[dict]) -> float:
         first = h
     t0, t1 = to_float(first.get("time")), to_float(last.get("time"))
     return (t1 - t0) if t0 is not None and t1 is not None else 0.0
+
+
+def _writer_clock_behind(ctx: Context, last_time: float, now: float, limit: float) -> float | None:
+    """How far the writer's clock is behind this machine's, when the run's own records say so:
+    its step file (``steps.jsonl``, which holds only step records) was written within ``limit``
+    seconds on this machine's clock, yet its last record's time is older than that by more than
+    ``limit``. None otherwise, or when ``now`` is not this machine's clock (a replayed one)."""
+    if abs(now - time.time()) > 5:
+        return None
+    source = ctx.data.source
+    if not isinstance(source, str) or not os.path.isdir(source):
+        return None
+    try:
+        written = os.path.getmtime(os.path.join(source, "steps.jsonl"))
+    except OSError:
+        return None
+    if now - written <= limit and written - last_time > limit:
+        return written - last_time
+    return None
 
 
 def _step_times(ctx: Context) -> tuple[np.ndarray, np.ndarray] | None:
@@ -329,6 +350,22 @@ def check(ctx: Context) -> list[Finding]:
         )
         return out
     if gap <= limit:
+        return out
+    behind = _writer_clock_behind(ctx, last_time, now, limit)
+    if behind is not None:
+        out.append(
+            finding(
+                NAME,
+                "info",
+                "learning",
+                f"the writer's clock is about {behind:.0f} s behind this machine's: its last step "
+                f"record says {gap:.0f} s ago, but steps.jsonl was written within the last "
+                f"{limit:.0f} s; not a stall",
+                writer_clock_behind_seconds=round_sig(behind),
+                action="Nothing wrong with the run; sync the clocks (NTP) of the training "
+                "node and this machine to read times across them.",
+            )
+        )
         return out
     if hb_gap <= limit and progressing:
         last_hb = ctx.data.heartbeats[-1]

@@ -52,7 +52,7 @@ def _entropy(ctx: Context) -> list[Finding]:
     if fast is not None and (idx is None or fast < idx):
         idx = fast
     if idx is None:
-        return []
+        return _entropy_floor(ctx, name, s)
     step = int(s.steps[idx])
     tr = trend(s)
     low = float(np.nanmin(ratio))
@@ -76,7 +76,17 @@ def _entropy(ctx: Context) -> list[Finding]:
     rtr = trend(since) if since is not None and len(since) >= MIN_WINDOW else None
     lo, hi = ctx.reward_bounds
     high = since is not None and len(since) and float(since.values.mean()) >= lo + 0.8 * (hi - lo)
-    paying = (rtr is not None and rtr.rising) or bool(high)
+    # Held-out where evaluated: falling, the entropy bought nothing real.
+    held = heldout_change(ctx, step)
+    held_falling = held is not None and held["change"] < -2 * held["se"]
+    # Paying: the reward still rising since the fall, or high; or, over the whole run, rising
+    # beyond noise (the reward check's learning) with held-out not falling. A fall found late
+    # in a run leaves too few updates since it for a trend of their own (a healthy seed on
+    # another CPU: reward 0.53 -> 0.73 at trend z 9, held-out 0.77 -> 0.84, entropy at 53% of
+    # its start from update 31 of 40 read as "collapse ... while reward does not improve").
+    from .reward import learns
+
+    paying = (rtr is not None and rtr.rising) or bool(high) or (learns(ctx) and not held_falling)
     plateau = None
     late_n = max(PLATEAU_STEPS, len(r) // 3) if r is not None else 0
     if (
@@ -112,8 +122,6 @@ def _entropy(ctx: Context) -> list[Finding]:
     # component (where logged) not flat, held-out not falling.
     task = ctx.components.task
     task_flat = task is not None and task.flat
-    held = heldout_change(ctx, step)
-    held_falling = held is not None and held["change"] < -2 * held["se"]
     short = shrink is not None and shrink <= ENTROPY_LENGTH
     evidence.update(
         task_component=task.name if task is not None else None,
@@ -177,6 +185,57 @@ def _entropy(ctx: Context) -> list[Finding]:
     ]
 
 
+# A token entropy under this many nats on most updates is a near-deterministic policy (its top
+# token takes some 99.9% of the mass nearly everywhere), whatever the model: judged absolutely
+# only where the log starts mid-run, so its start is unknown (a pasted excerpt of TinyZero at
+# 0.003-0.008). A healthy instruct model on GSM8K sits at 0.02-0.04 (a real verl run, steps
+# 101-435): the line is half its lowest.
+ENTROPY_FLOOR = 0.01
+
+
+def _starts_mid_run(steps: np.ndarray) -> bool:
+    """Whether a log's first step lies well past the start at its own logging interval (a
+    resumed run, an excerpt): its first values are not the run's start."""
+    if len(steps) < 2:
+        return False
+    every = float(np.median(np.diff(steps)))
+    return every > 0 and float(steps[0]) > 2 * every + 1
+
+
+def _entropy_floor(ctx: Context, name: str, s: Series) -> list[Finding]:
+    """Entropy under ENTROPY_FLOOR on 3 of 5 updates (every one in a short log) of a log that
+    starts mid-run: collapse (warn; info while the reward rises beyond noise)."""
+    from .reward import learns
+
+    if not _starts_mid_run(s.steps):
+        return []
+    v = s.values
+    idx = crossing(v, ENTROPY_FLOOR, above=False, points=True)
+    if idx is None:
+        return []
+    last = float(v[-MIN_WINDOW:].mean())
+    fine = learns(ctx)
+    return [
+        finding(
+            NAME,
+            "info" if fine else "warn",
+            "collapse",
+            f"entropy collapse: {name} {last:.2g} nats over the last {MIN_WINDOW} updates, "
+            f"under {ENTROPY_FLOOR} from step {int(s.steps[idx])}: a near-deterministic policy"
+            + (" sharpening while its reward rises" if fine else "")
+            + f" (the log starts at step {int(s.steps[0])}: no start to hold it against)",
+            metric=name,
+            first_step=int(s.steps[idx]),
+            level=round_sig(last),
+            line=ENTROPY_FLOOR,
+            log_starts_at=int(s.steps[0]),
+            action="The policy gives one reply per prompt: read the transcripts for "
+            "repetition; a higher sampling temperature, an entropy bonus or clip-higher, or a "
+            "checkpoint from before the collapse.",
+        )
+    ]
+
+
 # Entropy under its warn ratio with replies at or under this share of their starting length:
 # the two together are not sharpening.
 ENTROPY_LENGTH = 0.5
@@ -232,6 +291,70 @@ def _length_collapse(ctx: Context) -> list[Finding]:
             action="Read the top-reward transcripts: an empty or one-token reply that the "
             "grader accepts, or a brevity bonus outweighing the task. Gate the bonus on a "
             "correct answer, or fix the grader, and restart.",
+        )
+    ]
+
+
+# Replies at or under this share of their start on most updates, while the reward does not
+# rise: a collapse (the wild corpus's length-collapse rule; a TRL run whose replies fell from
+# 39-96 tokens to 9 with every group scoring alike).
+REPLY_COLLAPSE = 0.25
+
+
+def _reply_collapse(ctx: Context) -> list[Finding]:
+    """Replies falling under REPLY_COLLAPSE of their start (median of the first five updates)
+    on 3 of 5 updates and on most updates since, while the reward does not rise beyond noise
+    (a rise is the shortcut rule's): collapse, warn where the rewards had no spread on most of
+    those updates (every attempt scoring alike: nothing left to learn from), else info."""
+    from .reward import learns
+
+    lname, length = ctx.series("response/length_mean")
+    if length is None or len(length) < 2 * MIN_WINDOW or learns(ctx):
+        return []
+    l0 = start_level(length.values, MIN_WINDOW)
+    if not l0 > 0:
+        return []
+    line = REPLY_COLLAPSE * l0
+    idx = crossing(length.values, line, above=False, points=True)
+    if idx is None:
+        return []
+    after = length.values[idx:]
+    share = float((after < line).mean())
+    if share < 0.5:
+        return []
+    dead = _no_spread(ctx, length.steps[idx:])
+    dead_share = float(dead.mean())
+    spread_known = any(ctx.finite(n) is not None for n in ("reward/group_std_mean", "reward/std"))
+    sure = dead_share >= 0.5
+    rname, _r = ctx.series("reward/mean_with_unusable", "reward/mean")
+    return [
+        finding(
+            NAME,
+            "warn" if sure else "info",
+            "collapse",
+            f"collapse: replies fell under {REPLY_COLLAPSE:.0%} of their start ({l0:.3g} "
+            f"tokens) from step {int(length.steps[idx])}, to a median of "
+            f"{float(np.median(after)):.3g} ({share:.0%} of updates since under the line), "
+            f"while {rname or 'the reward'} does not rise"
+            + (
+                f"; every attempt scored alike on {dead_share:.0%} of those updates"
+                if sure
+                else (
+                    f"; rewards still varied on {1 - dead_share:.0%} of those updates"
+                    if spread_known
+                    else "; no reward spread logged to confirm"
+                )
+            ),
+            metric=lname,
+            first_step=int(length.steps[idx]),
+            length_start=round_sig(l0),
+            length_median_since=round_sig(float(np.median(after))),
+            share_under_line=round_sig(share),
+            line=REPLY_COLLAPSE,
+            no_spread_share=round_sig(dead_share) if spread_known else None,
+            action="The policy settled on one short reply: read the transcripts from this "
+            "step; raise the sampling temperature or the group size, add an entropy bonus, "
+            "check the reward is not paying for stopping, or restart from before it.",
         )
     ]
 
@@ -331,8 +454,49 @@ SPIKE_RATE = 0.01
 PLATEAU_STEPS = 50
 
 
-def _grad_spikes(ctx: Context) -> list[Finding]:
+def _no_spread(ctx: Context, steps: np.ndarray) -> np.ndarray:
+    """Per update at ``steps``, whether its rewards had no spread at all (``reward/group_std_mean``
+    or the batch ``reward/std`` exactly 0: every attempt of every group scored the same), so
+    GRPO had no advantage to follow; False where unknown."""
+    out = np.zeros(len(steps), dtype=bool)
+    for name in ("reward/group_std_mean", "reward/std"):
+        z = ctx.finite(name)
+        if z is None:
+            continue
+        _c, ia, ib = np.intersect1d(steps, z.steps, return_indices=True)
+        out[ia] |= z.values[ib] == 0
+    return out
+
+
+def _grad_norm(ctx: Context) -> Series | None:
+    """The gradient norm of the updates that had something to learn from: an update whose
+    rewards had no spread moves the policy by its KL term alone, at a norm near 0 (a
+    collapsed TRL run: 0.003 on such updates, 0.4 on the others) that is no reference for
+    the updates that learn."""
     s = ctx.finite("train/grad_norm")
+    if s is None:
+        return None
+    dead = _no_spread(ctx, s.steps)
+    return Series(s.steps[~dead], s.values[~dead]) if dead.any() else s
+
+
+def _otherwise(ctx: Context) -> tuple[bool, str]:
+    """Whether gradient spikes are only a note (the run learns otherwise: its reward rises
+    beyond noise and its KL to the reference stays under the reference check's line), with
+    the words why."""
+    from .reference import KL_WARN, METRIC
+    from .reward import learns
+
+    kl = ctx.finite(METRIC)
+    if kl is not None and len(kl) >= MIN_WINDOW and crossing(kl.values, KL_WARN) is not None:
+        return False, f"with the KL to the reference over {KL_WARN}"
+    if not learns(ctx):
+        return False, "while the reward does not rise beyond noise"
+    return True, "while the run learns (reward rising beyond noise)"
+
+
+def _grad_spikes(ctx: Context) -> list[Finding]:
+    s = _grad_norm(ctx)
     if s is None or len(s) < 4 * MIN_WINDOW:
         return []
     v = s.values
@@ -346,20 +510,22 @@ def _grad_spikes(ctx: Context) -> list[Finding]:
     # Three or more such spikes are worth a look; at 1% of updates or more they are a
     # pattern, not bad luck (8 robust sigmas never happen in a healthy run that often).
     frequent = len(v) >= 100 and len(spikes) >= SPIKE_RATE * len(v)
+    fine, why = _otherwise(ctx)
     return [
         finding(
             NAME,
-            "warn" if frequent else "info",
-            "drift",
-            f"{len(spikes)} gradient-norm spikes (over 8 robust σ and 3x the median), first at "
-            f"step {int(s.steps[spikes[0]])}",
+            "warn" if frequent and not fine else "info",
+            "unstable",
+            f"unstable updates: {len(spikes)} gradient-norm spikes (over 8 robust σ and 3x the "
+            f"median), first at step {int(s.steps[spikes[0]])}, {why}",
             metric="train/grad_norm",
             first_step=int(s.steps[spikes[0]]),
             median=round_sig(med),
             spikes=[int(x) for x in s.steps[spikes][:20]],
             spike_rate=round_sig(len(spikes) / len(v)),
-            action="Spikes that cluster with a rising sampler/trainer mismatch precede "
-            "collapses; otherwise watch them.",
+            learns_otherwise=fine,
+            action="Spikes that cluster with a rising sampler/trainer mismatch or KL precede "
+            "collapses: lower the learning rate or clip gradients harder; otherwise watch them.",
         )
     ]
 
@@ -371,10 +537,11 @@ def _grad_spikes(ctx: Context) -> list[Finding]:
 # on a sharpened policy goes past it now and then (see the rate below).
 EXPLOSION = 10.0
 EXPLOSION_WINDOW = 50
+RECURRING = 3
 
 
 def _grad_explosion(ctx: Context) -> list[Finding]:
-    s = ctx.finite("train/grad_norm")
+    s = _grad_norm(ctx)
     if s is None or len(s) <= 2 * MIN_WINDOW:
         return []
     v = s.values
@@ -399,18 +566,28 @@ def _grad_explosion(ctx: Context) -> list[Finding]:
     j = int(alarm[0]) if len(alarm) else 0
     i, later, first = int(hits[j]), len(hits), int(s.steps[hits[0]])
     med = float(ref[i])
+    # Spikes on a run that learns otherwise are a note (a real Unsloth GRPO run: two spikes of
+    # 10x while its reward climbs 0.27 -> 1.59); on one that does not, or whose KL to the
+    # reference is past its line, they are unstable updates.
+    fine, why = _otherwise(ctx)
+    # On a run that learns, isolated explosions are a note; RECURRING ones (three or more)
+    # are unstable updates all the same (rl-doctor's grad_spikes scenario: 7 of 24-160x in
+    # 300 updates while its reward climbs as a healthy run's does).
+    recurring = later >= RECURRING
+    if fine and recurring:
+        why = f"{later} explosions: recurring, although the run learns"
     return [
         finding(
             NAME,
-            "warn" if len(alarm) else "info",
-            "drift",
-            f"gradient norm exploded to {round_sig(float(v[i]))} at step {int(s.steps[i])}, "
+            "warn" if len(alarm) and (recurring or not fine) else "info",
+            "unstable",
+            f"unstable updates: gradient norm exploded to {round_sig(float(v[i]))} at step {int(s.steps[i])}, "
             f"{float(v[i]) / med:.0f}x the median of the {min(i, w)} updates before"
             + (f" ({later} such updates in all" if later > 1 else "")
             + (f", the first at step {first}" if later > 1 and j else "")
             + (")" if later > 1 else "")
             + (
-                ""
+                f", {why}"
                 if len(alarm)
                 else f": {later} in {len(v)} updates, under {SPIKE_RATE:.0%} of them, the "
                 "tail of a long run's noise"
@@ -423,6 +600,7 @@ def _grad_explosion(ctx: Context) -> list[Finding]:
             first_explosion=first,
             explosion_rate=round_sig(float(later / len(v))),
             line=EXPLOSION,
+            learns_otherwise=fine,
             action="Look at the batch of that step (a degenerate or very long sample) and the "
             "sampler/trainer mismatch around it; lower the learning rate or clip gradients "
             "harder if it repeats.",
@@ -434,4 +612,12 @@ def check(ctx: Context) -> list[Finding]:
     explosion = _grad_explosion(ctx)
     # An explosion is the stronger reading of the same spikes: the spike count is not repeated.
     spikes = [] if explosion else _grad_spikes(ctx)
-    return _entropy(ctx) + _length_collapse(ctx) + _clip(ctx) + explosion + spikes
+    short = _length_collapse(ctx)
+    return (
+        _entropy(ctx)
+        + short
+        + ([] if short else _reply_collapse(ctx))
+        + _clip(ctx)
+        + explosion
+        + spikes
+    )

@@ -16,6 +16,7 @@ import numpy as np
 from ..model import Series
 from .base import Finding
 from .context import Context, finding, round_sig
+from .heldout import heldout_change
 from .stats import MIN_WINDOW, crossing, noise_sigma, rolling_mean, start_level, trend
 
 NAME = "reward"
@@ -119,6 +120,133 @@ def _reward_series(ctx: Context) -> tuple[str, Series] | tuple[None, None]:
     if every[1] is not None and (got[1] is None or len(every[1]) >= len(got[1]) // 2):
         return every
     return got
+
+
+# A reward flat over at least FLAT_MIN updates (its last quarter within FLAT_Z standard errors
+# of its first, or below it) is a plateau, whatever the groups say: past twenty updates "too
+# early to tell" is no answer (issue 27; the wild corpus's plateau rule is the same test).
+FLAT_MIN = 20
+FLAT_Z = 2.0
+# Where a flat reward sits: in the top fifth of its range it is saturated, in the bottom fifth
+# the tasks are too hard; from group statistics, most groups all solved or none solved.
+LEVEL_EDGE = 0.2
+GROUPS_EDGE = 0.5
+
+
+def quarters(v: np.ndarray) -> dict[str, float]:
+    """First- and last-quarter means (at least five points each) and their difference in
+    standard errors (each quarter's own spread over its length: the wild corpus's rule)."""
+    q = max(MIN_WINDOW, len(v) // 4)
+    a, b = v[:q], v[-q:]
+    se = math.sqrt(float(a.var()) / len(a) + float(b.var()) / len(b))
+    diff = float(b.mean() - a.mean())
+    z = diff / se if se > 0 else (0.0 if diff == 0 else math.copysign(math.inf, diff))
+    return dict(first=float(a.mean()), last=float(b.mean()), n=q, z=z, se=se)
+
+
+def _plateau_level(ctx: Context, s: Series, since: int) -> tuple[str, str, dict[str, Any]]:
+    """Where a flat reward sits: ("ceiling" | "floor" | "middle" | "unknown", how it was told,
+    evidence). From the groups all solved / none solved where logged; else from the reward's
+    range where it is evidently a score in [0, 1] (configured, or every value within it);
+    else unknown."""
+    from .groups import _shares
+
+    got = _shares(ctx)
+    if got is not None and (got[1] is not None or got[2] is not None):
+        _share, all_s, none_s, _m = got
+        a = float(all_s.since(since).values.mean()) if all_s is not None else 0.0
+        z = float(none_s.since(since).values.mean()) if none_s is not None else 0.0
+        ev: dict[str, Any] = {"all_solved_share": round_sig(a), "none_solved_share": round_sig(z)}
+        if a >= GROUPS_EDGE:
+            return "ceiling", f"{a:.0%} of groups solved by every attempt", ev
+        if z >= GROUPS_EDGE:
+            return "floor", f"{z:.0%} of groups solved by no attempt", ev
+        return "middle", f"{a:.0%} of groups all solved, {z:.0%} none solved", ev
+    rr = ctx.config_value("rollout", "reward_range")
+    if isinstance(rr, list) and len(rr) == 2:
+        lo, hi, how = float(rr[0]), float(rr[1]), "its configured range"
+    elif float(s.values.min()) >= 0.0 and float(s.values.max()) <= 1.0:
+        lo, hi, how = 0.0, 1.0, "a score in [0, 1]"
+    else:
+        return "unknown", "its range is unknown", {}
+    pos = (float(s.since(since).values.mean()) - lo) / (hi - lo) if hi > lo else math.nan
+    ev = {"range": [lo, hi], "position_in_range": round_sig(pos)}
+    if pos >= 1 - LEVEL_EDGE:
+        return "ceiling", f"{pos:.0%} of {how}", ev
+    if pos <= LEVEL_EDGE:
+        return "floor", f"{pos:.0%} of {how}", ev
+    return "middle", f"{pos:.0%} of {how}", ev
+
+
+def _flat(ctx: Context, name: str, s: Series) -> Finding | None:
+    """A reward flat within its noise over FLAT_MIN updates or more, not rising beyond noise
+    (the learning rule) nor falling (the collapse rule): a plateau (warn), named by its level:
+    near the ceiling saturated (``mastered``), near the floor ``too_hard``, else ``plateau``
+    (stuck, or level unknown). Not when held-out rises beyond twice its error (held-out is the
+    better witness)."""
+    n = len(s)
+    if n < FLAT_MIN:
+        return None
+    q = quarters(s.values)
+    if not q["z"] < FLAT_Z:
+        return None  # rising, not yet beyond noise: said as such
+    held = heldout_change(ctx, int(s.steps[0]))
+    if held is not None and held["change"] > 2 * held["se"]:
+        return None
+    level, how, ev = _plateau_level(ctx, s, int(s.steps[-int(q["n"])]))
+    verdict, words, action = {
+        "ceiling": (
+            "mastered",
+            "near the top of its range: saturated, nothing left to learn from these tasks",
+            "The tasks are used up: stop here, or go on with harder tasks (filter out solved "
+            "prompts, a curriculum). Compute spent on more updates teaches nothing.",
+        ),
+        "floor": (
+            "too_hard",
+            "near the bottom of its range: the tasks are too hard for the policy",
+            "Nothing is learned: easier tasks or a curriculum, a longer warm start or a larger "
+            "group; and check the grader or answer parser is not rejecting right answers.",
+        ),
+        "middle": (
+            "plateau",
+            "mid-range: stuck",
+            "The reward does not move: check the learning rate (too low, or 0?), that updates "
+            "reach the sampler's weights, that advantages are not zeroed, and whether the "
+            "reward varies within groups (GRPO learns only from that).",
+        ),
+        "unknown": (
+            "plateau",
+            "level unknown (no group statistics, range unknown): stuck",
+            "The reward does not move: check the learning rate (too low, or 0?), that updates "
+            "reach the sampler's weights, that advantages are not zeroed, and whether the "
+            "reward varies within groups (GRPO learns only from that).",
+        ),
+    }[level]
+    noise = noise_sigma(s.values)
+    zq = q["z"]
+    return finding(
+        NAME,
+        "warn",
+        verdict,
+        f"reward flat (plateau) over {n} updates: {name} {q['first']:.3g} (first {q['n']}) -> "
+        f"{q['last']:.3g} (last {q['n']}), {zq:+.1f} standard errors, noise {noise:.2g} per "
+        f"update; level {how}, {words}",
+        metric=name,
+        first_step=int(s.steps[0]),
+        plateau_level=level,
+        level_from=how,
+        first_mean=round_sig(q["first"]),
+        last_mean=round_sig(q["last"]),
+        quarter=q["n"],
+        z=round_sig(zq) if math.isfinite(zq) else zq,
+        z_line=FLAT_Z,
+        noise_per_step=round_sig(noise),
+        updates=n,
+        window=[int(s.steps[0]), int(s.steps[-1])],
+        heldout=held,
+        action=action,
+        **ev,
+    )
 
 
 def check(ctx: Context) -> list[Finding]:
@@ -256,6 +384,8 @@ def check(ctx: Context) -> list[Finding]:
                     **evidence,
                 )
             )
+        elif (flat := _flat(ctx, name, s)) is not None:
+            out.append(flat)
         else:
             hint = tr is not None and tr.z >= 1.0 and tail > head
             out.append(
@@ -312,3 +442,12 @@ def _exploration(ctx: Context, lo: float, hi: float) -> list[Finding]:
             "from before this step.",
         )
     ]
+
+
+def learns(ctx: Context) -> bool:
+    """Whether this check reads the run as learning (its reward rising beyond noise), computed
+    once per judging: for checks that judge a symptom less harshly on a run that learns."""
+    memo = ctx.__dict__.setdefault("_reward_learns", [])
+    if not memo:
+        memo.append(any(f.verdict == "learning" for f in check(ctx)))
+    return bool(memo[0])

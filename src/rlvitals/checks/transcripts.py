@@ -347,6 +347,11 @@ def _flag_alarm(sc: RunScan, flag: str, rules: Rules) -> dict[str, Any] | None:
     roll = rolling_mean(rate)
     after = roll[alarm:]
     peak_rate = float(np.nanmax(after)) if np.isfinite(after).any() else float(rate[alarm])
+    # The share rising step after step: a significant trend from its onset on, and its latest
+    # updates past twice the line (a flag that creeps up as a shortcut spreads, not a level
+    # that a task's own answers reach and hold).
+    tr = trend(Series(steps[alarm:], rate[alarm:]))
+    climbing = bool(tr is not None and tr.rising and float(rate[-MIN_WINDOW:].mean()) >= 2 * line)
     return dict(
         flag=flag,
         title=spec(flag, rules).title,
@@ -358,6 +363,8 @@ def _flag_alarm(sc: RunScan, flag: str, rules: Rules) -> dict[str, Any] | None:
         cusum=round_sig(cus[2]) if cus is not None else None,
         relative=relative,
         rates=[round_sig(float(v)) for v in rate[alarm : alarm + 10]],
+        climbing=climbing,
+        trend_z=round_sig(tr.z) if tr is not None and math.isfinite(tr.z) else None,
     )
 
 
@@ -424,6 +431,39 @@ def _entropy_falling(ctx: Context, onset: int) -> dict[str, Any] | None:
     )
 
 
+# Replies at or under this share of their start while the reward rises: the length
+# corroboration of a transcript flag (policy.py calls a fifth a shortcut on its own).
+FLAG_LENGTH = 0.25
+
+
+def _corroboration(ctx: Context, alarms: list[dict[str, Any]]) -> list[str]:
+    """What in the numbers backs relative transcript flags, in words (empty: nothing): held-out
+    falling since the first flag's onset, a reward component at its ceiling while the task
+    component stays flat, replies collapsing while the reward rises, a flag's share climbing
+    step after step."""
+    from .reward import learns
+
+    out = []
+    onset = min(a["onset"] for a in alarms)
+    held = heldout_change(ctx, onset)
+    if held is not None and held["change"] < -2 * held["se"]:
+        out.append(f"held-out {held['suite']} falls {held['first']:.3g} -> {held['last']:.3g}")
+    comps = ctx.components
+    cut = comps.shortcut()
+    if cut is not None and cut.at_ceiling and comps.task is not None:
+        out.append(f"component {cut.name} is at its ceiling while {comps.task.name} stays flat")
+    _ln, length = ctx.series("response/length_mean")
+    if length is not None and len(length) >= 2 * MIN_WINDOW and learns(ctx):
+        l0 = start_level(length.values)
+        l1 = float(length.values[-MIN_WINDOW:].mean())
+        if l0 > 0 and l1 / l0 <= FLAG_LENGTH:
+            out.append(f"replies collapsed to {l1 / l0:.0%} of their start while the reward rose")
+    climbing = [a["flag"] for a in alarms if a.get("climbing")]
+    if climbing:
+        out.append(f"the share of {', '.join(climbing)} climbs step after step")
+    return out
+
+
 def _family(ctx: Context, sc: RunScan, family: str, rules: Rules) -> list[Finding]:
     th = ctx.thresholds
     names = [f for f in flag_names(rules) if spec(f, rules).family == family]
@@ -458,13 +498,27 @@ def _family(ctx: Context, sc: RunScan, family: str, rules: Rules) -> list[Findin
         hard = any(not a["relative"] for a in alarms)
         big = any(a["peak_rate"] >= fail_rate for a in alarms)
         jump = ctx.reward_jump
+        # A relative flag (a heuristic on answers: several right answers, a bonus paying a
+        # few padding tokens can raise it in a healthy run) is a hypothesis until the numbers
+        # agree; a hard flag (tampering, hard-coding) is wrong in any amount.
+        backing = [] if hard else _corroboration(ctx, alarms)
+        sev = "fail" if hard or (big and backing) else "warn" if backing else "info"
         return [
             finding(
                 NAME,
-                "fail" if hard or big else "warn",
+                sev,
                 "exploit_suspected",
-                f"exploit suspected from transcripts: {shown}{more}{cite}",
+                (
+                    f"exploit suspected from transcripts: {shown}{more}"
+                    + (f", and {' and '.join(backing)}" if backing else "")
+                    + cite
+                    if hard or backing
+                    else f"transcript flags, a hypothesis no number confirms (held-out not "
+                    f"falling, no component at its ceiling over a flat task, replies not "
+                    f"collapsing, the flags' share not climbing): {shown}{more}{cite}"
+                ),
                 reward_jump=jump,
+                corroborated_by=backing,
                 action="Read the cited attempts (`rlvitals transcripts RUN --flag "
                 f"{first['flag']}`): if the reward is earned without doing the task, fix the "
                 "grader or environment and start a new run; training longer on a broken "

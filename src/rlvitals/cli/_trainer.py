@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 import warnings
@@ -11,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import MissingExtraError, RlvitalsError
+from ..jsonio import dumps
+from ..views import safe
 
 DEFAULT_PORT = 8765
 
@@ -102,6 +103,10 @@ def run_trainer(config: Any, args: argparse.Namespace, *, steps: int) -> Path:
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     args._tally = tally
     if args.json:
+        from ..checks import run_checks
+        from ..readers import read
+
+        report = run_checks(read(run_dir))  # the judgement, as `rlvitals check --json` gives it
         out = {
             "run": str(run_dir),
             "fault": args.fault,
@@ -109,8 +114,11 @@ def run_trainer(config: Any, args: argparse.Namespace, *, steps: int) -> Path:
             "reward_first5": tally.first5(),
             "reward_last5": tally.last5(),
             "heldout": [{"step": s, "score": v} for s, v in tally.evals],
+            "verdict": report.verdict,
+            "worst": report.worst,
+            "findings": [f.to_dict() for f in report.findings],
         }
-        sys.stdout.write(json.dumps(out) + "\n")
+        sys.stdout.write(safe.json_for_terminal(dumps(out)) + "\n")
     elif args.quiet:
         print(run_dir)
     else:

@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from ..baseline import build, save
+from ..errors import UsageError
 from ._source import add_source_args, read_source
 
 
@@ -31,6 +32,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if len(args.paths) < 2:
+        raise UsageError(
+            "a baseline needs two or more healthy runs of one setup (seeds): from one run its "
+            "ranges are that run's own values, with no spread between seeds to judge against"
+        )
     runs = [read_source(p, args) for p in args.paths]
     base = build(runs, first=args.first)
     save(base, args.output)

@@ -19,13 +19,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import ReadError, UnknownFormatError
-from ..readers.base import is_regular_file, open_binary
+from ..readers.base import is_regular_file, local_path, open_binary
 
 __all__ = ["Discovery", "find_runs"]
 
 _LOG_SUFFIXES = {".jsonl", ".json", ".csv", ".log", ".txt", ".out", ".err", ".tsv", ".md"}
 _SAMPLE_DUMP = re.compile(r"^\d+\.jsonl$")
 _SKIP_DIRS = {"__pycache__", "node_modules", ".git", ".ipynb_checkpoints"}
+# W&B's own logs of its service, beside the runs in a wandb/ folder: never a run.
+_WANDB_LOGS = {"debug.log", "debug-internal.log", "debug-cli.log", "debug-core.log"}
+_WANDB_RUN = re.compile(r"^(offline-)?run-\d{8}_\d{6}-\w+$")
 # Folders where frameworks put a run's samples beside its log: not runs of their own when the
 # folder above holds a log.
 _SAMPLE_DIRS = re.compile(
@@ -108,6 +111,7 @@ def _walk(d: Path, found: Discovery, depth: int) -> None:
         return
     subdirs: list[Path] = []
     has_log = False
+    wandb_dir = any(e.name == "latest-run" or _WANDB_RUN.match(e.name) for e in entries)
     for e in entries:
         if e.name.startswith(".") or e.name in _SKIP_DIRS:
             continue
@@ -120,7 +124,7 @@ def _walk(d: Path, found: Discovery, depth: int) -> None:
             if e.is_symlink() and Path(os.path.realpath(p)).parent == Path(os.path.realpath(d)):
                 continue  # an alias of a sibling (W&B's latest-run): the run once, by name
             subdirs.append(p)
-        elif _SAMPLE_DUMP.match(e.name):
+        elif _SAMPLE_DUMP.match(e.name) or (wandb_dir and e.name in _WANDB_LOGS):
             continue
         elif p.suffix.lower() in _LOG_SUFFIXES or ".log" in e.name:
             if _recognised(p):
@@ -149,11 +153,12 @@ def find_runs(path: str | os.PathLike[str]) -> Discovery:
         from ..readers.remote import remote_runs
 
         return Discovery(runs=remote_runs(os.fspath(path)))
-    p = Path(path)
+    text = os.fspath(path)
+    p = local_path(text)  # a tracking URI (sqlite:///mlflow.db, file:///x/mlruns) names one
     if not p.exists():
-        raise UnknownFormatError("no such file or directory", path=str(p))
+        raise UnknownFormatError("no such file or directory", path=text)
     if p.is_file():
-        return Discovery(runs=[str(p)])
+        return Discovery(runs=[text])
     if not p.is_dir():
         raise UnknownFormatError(
             "not a regular file (a FIFO, a socket or a device); not read", path=str(p)

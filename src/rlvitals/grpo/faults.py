@@ -78,6 +78,16 @@ nan
     mismatch metrics (``train/mismatch_kl``...) are NaN. Like a mixed-precision grad
     scaler, the trainer skips the optimizer step on non-finite gradients, so the run goes on
     with NaN losses and unchanged weights.
+bad_replica
+    One inference engine replica of ten runs a broken sampling kernel: it samples from the
+    logits divided by ``REPLICA_TEMPERATURE`` (1.6, hotter than the trainer's distribution) and
+    reports the logprobs of that distribution. Whole groups go to one replica, so a tenth of
+    the groups, every attempt in them, carry sampler logprobs far from the trainer's (each
+    sequence's token mean of exp(|Δ|) far past 1.05), while the token means
+    (``train/mismatch_kl`` under its 0.01 line, ``train/mismatch_tme``) move little: the
+    tail shows in ``train/mismatch_seq_tme_p90`` and ``train/mismatch_seq_over`` (about 0.1)
+    from the onset. Reward barely moves. The shape of NVIDIA-NeMo/RL #2100, where a mean
+    hides the outlier sequences.
 
 This module imports no torch: ``--list-faults`` stays cheap.
 """
@@ -172,6 +182,12 @@ FAULTS: dict[str, Fault] = {
             "no step record after the onset; heartbeats stuck in 'sampling'",
         ),
         Fault(
+            "bad_replica",
+            5,
+            "one engine replica of ten samples from a hotter distribution (a kernel bug)",
+            "train/mismatch_seq_over near 0.1 and seq. ratio p90 past 1.05; means stay low",
+        ),
+        Fault(
             "nan",
             5,
             "the trainer's logits overflow to infinity",
@@ -195,6 +211,10 @@ COLLAPSE_COEF = 10.0
 # at 5x 3, 3 and 2 (seeds 0-2) but seed 0 gave no reply to many tasks in its transcripts; at
 # 6x 2, 3 and 2, one wrong reply to many tasks from updates 10, 19 and 9.
 COLLAPSE_LR_SCALE = 6.0
+# bad_replica: replicas serving the groups (one of them broken) and the broken one's logit
+# divisor.
+REPLICAS = 10
+REPLICA_TEMPERATURE = 1.4
 # Tasks of the too_easy task set (all memorised before training).
 EASY_TASKS = 32
 
@@ -307,6 +327,18 @@ class ActiveFault:
         if self.on("out_of_room", step):
             return min(task.max_new_tokens, task.digits + 1), 1
         return task.max_new_tokens, task.max_turns
+
+    def temperature(self, step: int, temperature: float, n_rows: int, group_size: int) -> Any:
+        """The sampling temperature of update ``step``: one number, or with ``bad_replica`` a
+        (rows, 1) tensor whose rows of every ``REPLICAS``-th group (one replica's) run hotter."""
+        if not self.on("bad_replica", step):
+            return temperature
+        import torch
+
+        t = torch.full((n_rows, 1), float(temperature))
+        group = torch.arange(n_rows) // group_size
+        t[group % REPLICAS == 0] *= REPLICA_TEMPERATURE
+        return t
 
     def grader(self, step: int) -> Grader:
         """The training grader at update ``step`` (held-out always uses the honest one)."""

@@ -25,6 +25,7 @@ run; the staleness is real, the overlap in wall time is not.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import os
 import time
 import warnings
@@ -244,6 +245,7 @@ def _loop(
     lead = ocfg.async_lead if cfg.training.mode == "async" else 0
     queue: deque[Batch] = deque()
     next_to_sample = 0
+    walls: list[float] = [time.monotonic()]  # when each update ended, on this machine's clock
     for step in range(ocfg.steps):
         # -- sample: fill the pipeline up to `lead` updates ahead -------------------------
         while next_to_sample <= step + lead:
@@ -264,8 +266,11 @@ def _loop(
             if stall:
                 # Half of the batch's attempts came back; the rest never will. The heartbeat
                 # keeps reporting the same phase and count; no step record comes. After
-                # `stall` seconds the process gives up without closing the run, as a job
-                # killed by its scheduler leaves it: run.json still says "running".
+                # `stall` seconds (longer on a busy machine, so the stall outlasts the line
+                # the checks draw from the steps this machine took) the process gives up
+                # without closing the run, as a job killed by its scheduler leaves it:
+                # run.json still says "running".
+                stall = stall_wait(stall, walls)
                 emit("stall", {"step": next_to_sample, "seconds": stall})
                 run.progress("sampling", attempts_needed=len(batch.attempt_ids) * 2)
                 time.sleep(stall)
@@ -304,6 +309,7 @@ def _loop(
         metrics["perf/grading_seconds"] = batch.grading_seconds
         metrics["perf/training_seconds"] = training_seconds
         record = run.log_step(step, trainer_logprobs=trainer_logprobs, metrics=metrics)
+        walls.append(time.monotonic())
         emit("step", record)
 
         # -- sync the sampler --------------------------------------------------------------
@@ -373,7 +379,7 @@ def _sample(
             rows,
             max_new_tokens=max_new_tokens,
             max_turns=max_turns,
-            temperature=tcfg.temperature,
+            temperature=active.temperature(step, tcfg.temperature, len(rows), G),
             generator=generator,
         )
         ep.seconds = time.perf_counter() - t0
@@ -442,3 +448,18 @@ def _sample(
             group_ids.append(gid)
             rewards.append(reward)
     return Batch(step, ep, ids, group_ids, rewards, ep.seconds, grading_seconds)
+
+
+def stall_wait(seconds: float, walls: list[float]) -> float:
+    """How long the ``stall`` fault hangs: ``seconds``, or longer where updates are slow (a
+    busy machine), so it outlasts the checks' stall line (``stall_intervals`` typical steps,
+    the 90th percentile of the updates so far) by a fifth, and the demo shows the stall."""
+    from ..checks.context import Thresholds
+
+    th = Thresholds()
+    steps = [b - a for a, b in itertools.pairwise(walls)]
+    if not steps:
+        return seconds
+    typical = sorted(steps)[int(0.9 * (len(steps) - 1))]
+    line = max(th.stall_intervals * typical, th.stall_min_seconds)
+    return max(seconds, 1.2 * line + 1.0)

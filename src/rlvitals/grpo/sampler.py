@@ -104,11 +104,12 @@ class Sampler:
         *,
         max_new_tokens: int,
         max_turns: int,
-        temperature: float = 1.0,
+        temperature: float | torch.Tensor = 1.0,
         greedy: bool = False,
         generator: torch.Generator | None = None,
     ) -> Episodes:
-        """Run one episode per task (repeat a task in ``tasks`` for a group)."""
+        """Run one episode per task (repeat a task in ``tasks`` for a group). ``temperature``:
+        one number, or a (rows, 1) tensor of one per row."""
         B = len(tasks)
         prompts = torch.tensor([encode(t.prompt) for t in tasks])  # (B, P)
         replies = torch.tensor([encode(t.tool_reply) for t in tasks])  # (B, L)

@@ -10,7 +10,9 @@ as such and the rest stay under their own names.
 
 from __future__ import annotations
 
+import functools
 import math
+import os
 import re
 import sqlite3
 import urllib.parse
@@ -22,7 +24,7 @@ from ..errors import ReadError, UnknownFormatError
 from ..jsonio import to_float
 from ..model import RunData
 from ..schema import is_canonical
-from .base import open_binary
+from .base import is_regular_file, open_binary
 from .mapping import MappingTable, Rule, apply_table
 
 __all__ = [
@@ -33,6 +35,8 @@ __all__ = [
     "map_by_keys",
     "number",
     "query",
+    "sqlite_problem",
+    "sqlite_refusal",
     "tables",
 ]
 
@@ -176,12 +180,36 @@ def is_sqlite(path: Path) -> bool:
         return False
 
 
-def connect(path: Path) -> sqlite3.Connection:
-    """A read-only connection (a live writer keeps writing; WAL databases read what is
-    committed). A file SQLite cannot open is one ``ReadError``."""
-    uri = "file:" + urllib.parse.quote(str(path.resolve())) + "?mode=ro"
+def _wal_mode(path: Path) -> bool:
+    """Whether the database's header says WAL (bytes 18 and 19 are 2)."""
     try:
-        conn = sqlite3.connect(uri, uri=True, timeout=10, check_same_thread=False)
+        with open_binary(path) as f:
+            head = f.read(20)
+    except OSError:
+        return False
+    return len(head) == 20 and head[18] == 2 and head[19] == 2
+
+
+def _uri(path: Path) -> str:
+    """A read-only URI for ``path``. A WAL database with no ``-wal`` file beside it (no writer
+    has it open) is opened ``immutable``: SQLite would otherwise create ``-wal`` and ``-shm``
+    files in the user's folder and leave them there, and a reader never writes there. One
+    with a ``-wal`` file is read through it (its last commits live there)."""
+    p = path.resolve()
+    query = "mode=ro"
+    if _wal_mode(p) and not os.path.exists(f"{p}-wal"):
+        query += "&immutable=1"
+    return "file:" + urllib.parse.quote(str(p)) + "?" + query
+
+
+def connect(path: Path, *, timeout: float = 10.0) -> sqlite3.Connection:
+    """A read-only connection (a live writer keeps writing; WAL databases read what is
+    committed), which writes nothing beside the file. A file SQLite cannot open is one
+    ``ReadError``."""
+    if not is_regular_file(path):
+        raise ReadError("not a regular file; not read", path=str(path))
+    try:
+        conn = sqlite3.connect(_uri(path), uri=True, timeout=timeout, check_same_thread=False)
         conn.execute("SELECT 1 FROM sqlite_master LIMIT 1")
     except sqlite3.Error as exc:
         raise ReadError(f"cannot open the SQLite database ({exc})", path=str(path)) from None
@@ -200,21 +228,73 @@ def query(path: Path, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any,
         conn.close()
 
 
+_SNIFF_TIMEOUT = 1.0  # seconds a sniff waits for a locked database
+
+
+@functools.lru_cache(maxsize=64)
+def _schema(key: tuple[str, int, int, int]) -> tuple[dict[str, frozenset[str]], str | None]:
+    """(table -> columns, None), or ({}, why it cannot be read), for one version of a file:
+    the three tracker sniffers ask once, and a locked file costs one short wait, not three."""
+    path = Path(key[0])
+    try:
+        conn = connect(path, timeout=_SNIFF_TIMEOUT)
+    except ReadError as exc:
+        return {}, exc.detail
+    try:
+        names = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+        cols = {
+            n: frozenset(r[1] for r in conn.execute(f'PRAGMA table_info("{n}")')) for n in names
+        }
+        return cols, None
+    except sqlite3.Error as exc:
+        return {}, f"cannot read the SQLite database ({exc})"
+    finally:
+        conn.close()
+
+
+def _key(path: Path) -> tuple[str, int, int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (str(path.resolve()), st.st_ino, st.st_mtime_ns, st.st_size)
+
+
 def tables(path: Path) -> dict[str, set[str]]:
     """Table name -> column names of an SQLite file; empty where it is none or unreadable."""
     if not is_sqlite(path):
         return {}
-    try:
-        conn = connect(path)
-    except ReadError:
+    key = _key(path)
+    if key is None:
         return {}
-    try:
-        names = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")]
-        return {n: {r[1] for r in conn.execute(f'PRAGMA table_info("{n}")')} for n in names}
-    except sqlite3.Error:
-        return {}
-    finally:
-        conn.close()
+    return {k: set(v) for k, v in _schema(key)[0].items()}
+
+
+SQLITE_FORMATS = frozenset({"trackio", "rlwatch", "mlflow"})
+
+
+def sqlite_refusal(path: Path, candidates: Sequence[str]) -> str | None:
+    """Why ``path``, an SQLite file no tracker reader took, is not read at all (rather than
+    its pages being parsed as a console log); None for any other file."""
+    if SQLITE_FORMATS.intersection(candidates) or not is_sqlite(path):
+        return None
+    problem = sqlite_problem(path)
+    if problem is not None:
+        return f"an SQLite database that cannot be read ({problem}); damaged, cut short or locked"
+    shown = ", ".join(sorted(tables(path))[:6]) or "none"
+    return (
+        "an SQLite database, but no tracker store this version knows (trackio, rlwatch, "
+        f"MLflow); its tables: {shown}"
+    )
+
+
+def sqlite_problem(path: Path) -> str | None:
+    """Why an SQLite file cannot be read (damaged, truncated, locked), or None: such a file is
+    reported as what it is, never handed to the text readers."""
+    if not is_sqlite(path):
+        return None
+    key = _key(path)
+    return None if key is None else _schema(key)[1]
 
 
 def poll_store(

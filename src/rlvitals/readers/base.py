@@ -129,6 +129,7 @@ class FileState:
     """
 
     __slots__ = (
+        "cr",
         "extra",
         "ident",
         "line",
@@ -152,6 +153,7 @@ class FileState:
         self.pending_line = 0
         self.pending_step: int | None = None
         self.extra: dict[str, Any] = {}
+        self.cr = False  # the file ends its lines with a lone CR (old Mac style): read as LF
 
 
 def check_state(st: FileState, *, content: bool = True) -> str | None:
@@ -178,6 +180,8 @@ def check_state(st: FileState, *, content: bool = True) -> str | None:
                 now = f.read(len(st.mark))
         except OSError:
             return None
+        if st.cr:
+            now = now.replace(b"\r", b"\n")
         if now != st.mark:
             return "the file was rewritten"
     return None
@@ -239,6 +243,11 @@ def read_chunks(
                 bom = _bom(data)
                 st.offset = len(bom)
                 data = data[len(bom) :]
+                # Lines ended by a lone CR (no LF in the file's first chunk, CRs between
+                # lines): each CR read as a newline, byte for byte, so offsets hold.
+                st.cr = b"\n" not in data and data.count(b"\r") >= 2
+            if st.cr:
+                data = data.replace(b"\r", b"\n")
             if skipping:
                 nl = data.find(b"\n")
                 if nl < 0:

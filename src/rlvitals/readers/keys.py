@@ -25,7 +25,7 @@ from collections.abc import Iterable
 from functools import lru_cache
 from typing import Any
 
-from ..schema import METRICS, PATTERNS, Alias, is_canonical
+from ..schema import KEPT, METRICS, PATTERNS, Alias, is_canonical
 
 __all__ = [
     "KINDS",
@@ -209,7 +209,10 @@ def _exact() -> dict[str, tuple[int, str, Alias]]:
 def _patterns() -> tuple[tuple[int, re.Pattern[str], Alias], ...]:
     out = []
     i = len(_exact())
-    for _, spec in PATTERNS:
+    # Regular-expression synonyms of fixed names too (a key a version renamed, whose plain
+    # form would read as another metric's: PipelineRL's old ``stats/lag``).
+    specs = [*(spec for _, spec in PATTERNS), *METRICS.values()]
+    for spec in specs:
         for a in spec.aliases:
             if a.source.startswith("^"):
                 out.append((i, re.compile(a.source), a))
@@ -383,6 +386,9 @@ def unmapped_reason(key: str) -> str:
     """Why ``key`` stays under its own name, for ``formats --explain``."""
     if is_eval_key(key):
         return "a held-out split's key: never read as a training metric"
+    for rx, why in KEPT:
+        if rx.search(key):
+            return f"{why}; no canonical name, kept as logged"
     last = normalise(key).rsplit("_", 1)[-1]
     if last in _STATS:
         return f"a {last} of a metric, not its mean; map it with --mapping"

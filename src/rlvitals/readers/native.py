@@ -85,6 +85,11 @@ def _shards(d: Path, base: str) -> list[Path]:
     return out
 
 
+def safe_repr(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 class NativeReader:
     """Reads an rlvitals run directory incrementally.
 
@@ -109,6 +114,8 @@ class NativeReader:
         self._attempts = AttemptTableBuilder()
         self._shard_index: dict[Path, int] = {}
         self._odd: set[Path] = set()  # run files that are not files (said once)
+        self._from_attempts = False  # the reward per update computed from the attempts
+        self._reward_steps: set[int] = set()  # the updates it was computed for
 
     def files(self) -> list[Path]:
         """Every JSON Lines file of the run that exists now."""
@@ -157,7 +164,42 @@ class NativeReader:
         changed |= self._read_lines(self.dir / PROGRESS, self._on_progress, final)
         if len(self._attempts):
             self.run.attempts = self._attempts.table()
+            if changed:
+                self._rewards_from_attempts()
         return changed
+
+    def _rewards_from_attempts(self) -> None:
+        """A run whose step records are lost (steps.jsonl empty, unreadable or gone) while its
+        attempts are there: the reward per update computed from the attempts, with one
+        warning, so the run is judged on what it holds, not "too early to tell"."""
+        a = self.run.attempts
+        metrics = self.run.metrics
+        own = {"reward/mean", "reward/mean_with_unusable"}
+        if a is None or not len(a) or (own & set(metrics.names()) and not self._from_attempts):
+            return
+        if self.run.steps().size and not self._from_attempts:
+            return  # the step records are there: they measure the reward themselves
+        if not self._from_attempts:
+            self.run.warnings.append(
+                f"{self.dir / STEPS}: no step record (empty, unreadable or missing) beside "
+                f"{len(a)} attempts in {ROLLOUTS}: the reward per update is computed from them"
+            )
+        self._from_attempts = True
+        steps = np.asarray(a.step)
+        reward = np.asarray(a.reward, dtype=np.float64)
+        ok = ~np.asarray(a.reward_missing) & np.isfinite(reward)
+        trained = np.asarray(a.trained) & ok
+        live = self.run.info.get("status") == "running"
+        top = int(steps.max())
+        for step in np.unique(steps):
+            if int(step) in self._reward_steps or (live and int(step) == top):
+                continue  # added before, or still gathering its attempts
+            self._reward_steps.add(int(step))
+            at = steps == step
+            if (at & ok).any():
+                metrics.add(int(step), "reward/mean_with_unusable", float(reward[at & ok].mean()))
+            if (at & trained).any():
+                metrics.add(int(step), "reward/mean", float(reward[at & trained].mean()))
 
     def _restart(self, why: str) -> None:
         clear_run(self.run, why)
@@ -189,6 +231,12 @@ class NativeReader:
         if not isinstance(info, dict):
             self.run.warnings.append(f"{p}: expected a JSON object; run info skipped")
             return False
+        status = info.get("status")
+        if status is not None and not isinstance(status, str):
+            self.run.warnings.append(
+                f"{p}: status {safe_repr(status)} is not a word such as 'running'; read as unknown"
+            )
+            info = {**info, "status": None}
         self.run.info = info
         return True
 

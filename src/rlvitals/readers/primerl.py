@@ -1,6 +1,8 @@
 """prime-rl: the trainer's and orchestrator's ``metrics.jsonl`` and their console summaries.
 
-``metrics.jsonl`` rows are ``{"step": N, "time": t, ...}``, several per step (merged). The
+``metrics.jsonl`` rows are ``{"step": N, "time": t, ...}``, several per step (merged); newer
+versions write one ``monitors/file/metrics.jsonl`` with a ``producer`` per row and ``step: null``
+rows for wall-time inference metrics. The
 console prints one summary per step, ``Step N | 18m 23s | Loss -0.0003 | Entropy 0.37 | ...``
 (older versions: ``Time: 5.13s | Loss: 12.25``). Console keys are kept as
 ``trainer/<Label>`` or ``orchestrator/<Label>`` (the orchestrator's line has a Reward), with
@@ -42,9 +44,23 @@ PRIME_RL = MappingTable(
         Rule("off_policy/mean", "freshness/lag_mean", "async: steps off policy"),
         Rule("off_policy/max", "freshness/lag_max"),
         Rule("time/step", "perf/step_seconds"),
+        Rule(
+            r"^train/agg/all/(?:filters|detections)/gibberish/mean$",
+            "text/gibberish_rate",
+            "every trace measured (filters/ from PR #1746, detections/ since PR #2734)",
+        ),
+        Rule(
+            r"^train/agg/all/(?:filters|detections)/repetition/mean$",
+            "text/repetition_rate",
+            "every trace measured (filters/ from PR #1746, detections/ since PR #2734)",
+        ),
     ),
     (
         ("train/agg/all/*/solved_{none,all}", "count or share not verified; kept as logged"),
+        ("kl_ent_ratio/*", "mismatch_kl / entropy, both read on their own; kept as logged"),
+        ("train/agg/all/*/is_timeout/*", "share of timed-out traces; kept as logged"),
+        ("train/agg/all/*/has_error/*", "share of errored traces; kept as logged"),
+        ("producer", "which process wrote the row (monitors/file/metrics.jsonl), not a metric"),
         ("perf/throughput", "trainer tokens per second, not generated tokens"),
         ("is_masked/*", "trust-region mask shares, no canonical name"),
     ),
@@ -144,15 +160,43 @@ class PrimeConsoleReader(TextLogReader):
 
 
 class PrimeJsonlReader(JsonlMetricsReader):
+    """Both layouts: ``outputs/{trainer,orchestrator}/metrics.jsonl`` (older) and one
+    ``<run>/monitors/file/metrics.jsonl`` that every process appends to, each row naming its
+    ``producer`` (``src/prime_rl/monitors/file/monitor.py``). Rows with ``"step": null`` are
+    inference metrics sampled on wall time, not on a training step: left out with one note, never
+    a warning per row."""
+
     name = "prime-rl"
     table = PRIME_RL
     glob = ("metrics.jsonl", "*.jsonl", "*/metrics.jsonl", "*/*/metrics.jsonl")
 
+    def reset(self) -> None:
+        super().reset()
+        self._timed = 0
+
     def accept(self, p: Path) -> bool:
         return _is_prime(p)
 
+    def row(self, rec: dict[str, Any], p: Path, lineno: int) -> None:
+        if "step" in rec and rec["step"] is None:
+            self._timed += 1
+            if self._timed == 1:
+                self.run.notes.append(
+                    f"{p}: rows with step null (inference metrics sampled on wall time, "
+                    "prime-rl's file monitor) are not placed on training steps"
+                )
+            return
+        super().row(rec, p, lineno)
 
-_MARKERS = ('"mismatch_kl/', '"entropy/all/', '"off_policy/', '"train/agg/', '"optim/grad_norm"')
+
+_MARKERS = (
+    '"mismatch_kl/',
+    '"entropy/all/',
+    '"off_policy/',
+    '"train/agg/',
+    '"optim/grad_norm"',
+    '"inference/agg/',
+)
 
 
 def _is_prime(p: Path) -> bool:
@@ -182,7 +226,8 @@ def _sniff_jsonl(path: Path) -> bool:
 register(
     Format(
         "prime-rl",
-        "prime-rl metrics.jsonl (trainer and orchestrator; several rows per step)",
+        "prime-rl metrics.jsonl (outputs/{trainer,orchestrator}/ or monitors/file/ with a "
+        "producer per row; several rows per step)",
         _sniff_jsonl,
         PrimeJsonlReader,
         priority=22,

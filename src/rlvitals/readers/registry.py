@@ -308,6 +308,12 @@ def detect(path: str | os.PathLike[str]) -> Detection:
 def _detect(p: Path, fmts: list[Format], *, nested: bool) -> Detection:
     _check_readable(p)
     cands = [f for f in fmts if f.accepts(p)]
+    if not p.is_dir():
+        from ._trackers import sqlite_refusal
+
+        refused = sqlite_refusal(p, [f.name for f in cands])
+        if refused is not None:
+            raise UnknownFormatError(refused, path=str(p))
     subs = _sub_runs(p, fmts, nested=nested) if p.is_dir() else []
     layout_subs = [(s, _layout(s, fmts)) for s in subs]
     layout_subs = [(s, name) for s, name in layout_subs if name is not None]

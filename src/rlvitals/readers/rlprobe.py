@@ -22,6 +22,7 @@ from typing import Any
 from ..errors import MissingExtraError, ReadError
 from ..model import Event, RunData
 from . import Format, register
+from ._parquet import read_bounded
 from .base import open_binary
 from .mapping import MappingTable, Rule, apply_table
 
@@ -150,7 +151,7 @@ class RlprobeReader:
             if self._read.get(p) == key:
                 continue  # each file is written once; rows already read are skipped by step
             try:
-                table = pq.read_table(p)
+                table = read_bounded(pq, p, self.run.warnings.append)
             except Exception as exc:  # pyarrow raises its own types for a torn file
                 self.run.warnings.append(f"{p}: not a readable parquet file ({exc}); skipped")
                 continue

@@ -21,6 +21,7 @@ and its mapping table applied to whole series after each read.
 
 from __future__ import annotations
 
+import os
 import struct
 import zlib
 from pathlib import Path
@@ -232,6 +233,10 @@ def _event_files(path: Path) -> list[Path]:
     return sorted(p for p in path.rglob("*tfevents*") if p.is_file())
 
 
+GZIP_RATIO = 100  # a gzip'd event file is decompressed up to this many times its size
+GZIP_MIN_BYTES = 64 << 20  # ... or this many bytes, whichever is more
+
+
 class TensorBoardReader:
     """Every scalar of every event file under a path, read incrementally, none sampled away."""
 
@@ -243,6 +248,7 @@ class TensorBoardReader:
         self.extra_rules = extra_rules
         self._offsets: dict[Path, int] = {}
         self._tail: dict[Path, tuple[int, int]] = {}  # file -> (record offset, bytes it claims)
+        self._gz_seen: dict[Path, tuple[int, int]] = {}  # gzip'd file -> (size, mtime) read
 
     def poll(self) -> bool:
         """Read the records written since the last call; True if any were."""
@@ -276,15 +282,30 @@ class TensorBoardReader:
                 if f.read(2) != b"\x1f\x8b":  # not gzip'd: only the new bytes
                     f.seek(offset)
                     return f.read()
+                st = os.fstat(f.fileno())
+                key = (st.st_size, st.st_mtime_ns)
+                if self._gz_seen.get(p) == key:
+                    return None  # unchanged since it was decompressed: nothing new
                 raw = b"\x1f\x8b" + f.read()
         except OSError as exc:
             self.run.warnings.append(f"{p}: cannot read ({exc.strerror})")
             return None
-        try:  # a gzip'd event file: what decompresses so far, from the last record read
-            return zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(raw)[offset:]
+        self._gz_seen[p] = key
+        # A gzip'd event file: what decompresses so far, from the last record read, within
+        # GZIP_RATIO times its size (a 1 MB file of zeros would expand to a gigabyte).
+        limit = max(GZIP_MIN_BYTES, GZIP_RATIO * len(raw))
+        try:
+            d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            out = d.decompress(raw, limit)
         except zlib.error as exc:
             self.run.warnings.append(f"{p}: gzip'd but not readable ({exc})")
             return None
+        if d.unconsumed_tail:
+            self.run.warnings.append(
+                f"{p}: gzip'd, and expands to more than {GZIP_RATIO} times its size (a "
+                f"decompression bomb?); read the first {limit} bytes only"
+            )
+        return out[offset:]
 
     def _read_file(self, p: Path, add: Any) -> bool:
         offset = self._offsets.get(p, 0)
@@ -320,6 +341,16 @@ class TensorBoardReader:
                 continue
             end = i + 12 + length + 4
             if end > n:
+                j = _resync(data, i + 1)
+                if _whole_record_at(data, j):
+                    # Valid records follow: the length is damage, not a record being written.
+                    warn(
+                        f"{p}: byte {offset + i}: a record claims {length:,} bytes, but valid "
+                        f"records follow it; skipped {j - i} bytes to the next one"
+                    )
+                    i = j
+                    changed = True
+                    continue
                 self._tail[p] = (offset + i, length)
                 break  # the rest of this record is still being written
             body = data[i + 12 : i + 12 + length]
@@ -337,14 +368,32 @@ class TensorBoardReader:
             except (_Bad, struct.error, UnicodeDecodeError) as exc:
                 warn(f"{p}: byte {offset + i_at}: bad event ({exc}); skipped")
                 continue
+            step = int(step or 0)
+            if step < 0:  # an int64 step below 0 (2**64 - 5 written as an unsigned number)
+                warn(f"{p}: byte {offset + i_at}: step {step} out of range (0..2**63-1); skipped")
+                continue
             for tag, v in scalars:
-                add(int(step or 0), tag, v)
+                add(step, tag, v)
         self._offsets[p] = offset + i
         return changed
 
 
 MAX_RECORD = 1 << 30  # a TFRecord claiming more than this is damage, not data
 _NP_TABLE = np.array(_TABLE, dtype=np.uint32)
+
+
+def _whole_record_at(data: bytes, j: int) -> bool:
+    """Whether a whole TFRecord (header, data and both checksums) sits at ``j``."""
+    if j + 12 > len(data):
+        return False
+    header = data[j : j + 8]
+    (length,) = struct.unpack("<Q", header)
+    if struct.unpack("<I", data[j + 8 : j + 12])[0] != masked_crc(header):
+        return False
+    end = j + 12 + length + 4
+    if length > MAX_RECORD or end > len(data):
+        return False
+    return struct.unpack("<I", data[end - 4 : end])[0] == masked_crc(data[j + 12 : end - 4])
 
 
 def _resync(data: bytes, start: int) -> int:

@@ -178,6 +178,7 @@ class WandbReader:
         self._unstepped: set[str] = set()
         self._last_step = -1
         self._broken = False
+        self._zeros_warned: set[int] = set()  # where a stretch of zeros was warned
         self.tables: list[TableRef] = []  # the run's tables, in logging order
 
     def poll(self) -> bool:
@@ -239,6 +240,17 @@ class WandbReader:
                 break
             crc, length, kind = struct.unpack_from("<IHB", data, pos)
             if kind == 0 and length == 0 and crc == 0:  # zeros: skip the rest of the block
+                stop = min(pos + space, n)
+                tail = data[pos:stop]
+                damaged = pos + space < n or tail.count(0) != len(tail) or bool(parts)
+                if damaged and at not in self._zeros_warned:  # records follow the zeros
+                    self._zeros_warned.add(at)
+                    changed = True
+                    self.run.warnings.append(
+                        f"{self.file}: byte {at}: zero bytes where a record belongs (damaged, "
+                        f"or never written before a crash); skipped to byte {at + space}, the "
+                        "records there are lost"
+                    )
                 if pos + space > n:
                     break
                 pos += space

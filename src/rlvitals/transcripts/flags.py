@@ -464,35 +464,42 @@ class StepAnalyzer:
         rewarded = a.reward is not None and a.reward > self.rules.rewarded_above
         memo = self._memo
         key = None
+        got = None
         if memo is not None and len(final) + len(wrote) <= MEMO_CHARS:
             prompts = None
-            if self._prompts_always or (
-                "hardcoded_output" in self.on
-                and ("return" in wrote or "print" in wrote or "==" in wrote)
-            ):
+            if self.reads_prompts(wrote):
                 prompts = tuple(g.prompt_text() for g in a.generations)
             replied = not final.strip() and any(g.completion is not None for g in a.generations)
             key = (final, wrote, rewarded, replied, prompts)
             got = memo.get(key)
-            if got is not None:
-                own, light = got
-                self._light.append(_Light(a.index, a.task_id, a.group_id, a.reward, *light))
-                hits = list(own)
-                if hits:
-                    r.hits[a.index] = hits
-                return hits
-        hits = list(self._own(a, final, wrote, rewarded))
-        if key is not None and memo is not None:
-            if len(memo) >= MEMO_ENTRIES:
-                memo.clear()
-            x = self._light[-1]
-            memo[key] = (tuple(hits), (x.answer, x.shown, x.reply, x.reply_shown))
+        if got is None:
+            got = self.assess(a, final, wrote, rewarded)
+            if key is not None and memo is not None:
+                if len(memo) >= MEMO_ENTRIES:
+                    memo.clear()
+                memo[key] = got
+        own, light = got
+        self._light.append(_Light(a.index, a.task_id, a.group_id, a.reward, *light))
+        hits = list(own)
         if hits:
             r.hits[a.index] = hits
         return hits
 
-    def _own(self, a: TranscriptAttempt, final: str, wrote: str, rewarded: bool) -> Iterator[Hit]:
-        rules, on = self.rules, self.on
+    def reads_prompts(self, wrote: str) -> bool:
+        """Whether an attempt's own flags read its prompts, given what it wrote (custom rules
+        on prompts always; hard-coded outputs when the reply returns, prints or compares)."""
+        return self._prompts_always or (
+            "hardcoded_output" in self.on
+            and ("return" in wrote or "print" in wrote or "==" in wrote)
+        )
+
+    def assess(
+        self, a: TranscriptAttempt, final: str, wrote: str, rewarded: bool
+    ) -> tuple[tuple[Hit, ...], tuple[Any, ...]]:
+        """An attempt's own flags, and what the cross-attempt flags need of it (its answer,
+        normalised and shown, and its final reply, hashed and shown): everything here depends
+        on the texts, ``rewarded`` and (where ``reads_prompts``) the prompts alone."""
+        rules = self.rules
         ans = read_answer(final, rules)
         if (
             ans is None
@@ -500,20 +507,19 @@ class StepAnalyzer:
             and any(g.completion is not None for g in a.generations)
         ):
             ans = Answer([(0, 0, "")], "reply", "")  # it replied, with nothing: an empty answer
-        norm = ans.norm if ans is not None else None
         reply_norm = " ".join(final.split())
-        self._light.append(
-            _Light(
-                a.index,
-                a.task_id,
-                a.group_id,
-                a.reward,
-                norm,
-                excerpt(ans.text, width=60) if ans is not None else "",
-                hash(reply_norm),
-                excerpt(reply_norm, width=60),
-            )
+        light = (
+            ans.norm if ans is not None else None,
+            excerpt(ans.text, width=60) if ans is not None else "",
+            hash(reply_norm),
+            excerpt(reply_norm, width=60),
         )
+        return tuple(self._own(a, wrote, rewarded, ans)), light
+
+    def _own(
+        self, a: TranscriptAttempt, wrote: str, rewarded: bool, ans: Answer | None
+    ) -> Iterator[Hit]:
+        rules, on = self.rules, self.on
         # Tampering and hard-coding: what the policy wrote, every reply.
         if wrote:
             yield from self._tampering(a, wrote)
@@ -683,64 +689,93 @@ class StepAnalyzer:
 
     def finish(self) -> StepResult:
         """Add the flags that compare attempts of the update with each other."""
-        on, rules = self.on, self.rules
         light = self._light
         self._light = []
         r = self.result
-        tasks = {x.task for x in light if x.task is not None}
-        need = max(3, math.ceil(rules.limit("constant_share") * len(tasks)))
-        rewards = [x.reward for x in light if x.reward is not None and math.isfinite(x.reward)]
-        top = max(rewards) if rewards else None
-
-        def add(x: _Light, name: str, ex: str) -> None:
-            r.hits.setdefault(x.index, []).append(Hit(name, ex))
-
-        winners = [
-            x
-            for x in light
-            if top is not None
-            and x.reward == top
-            and top > rules.rewarded_above
-            and x.answer is not None
-            and x.task is not None
-        ]
-        if "answers_disagree" in on and rules.unique:
-            by_task: dict[str, list[_Light]] = defaultdict(list)
-            for x in winners:
-                by_task[x.task].append(x)  # type: ignore[index]
-            for task, xs in by_task.items():
-                answers = {x.answer for x in xs}
-                if len(answers) > 1:
-                    shown = sorted({x.shown for x in xs})[:4]
-                    ex = f"task {excerpt(task, width=40)}: rewarded answers " + ", ".join(
-                        f"'{s}'" for s in shown
-                    )
-                    for x in xs:
-                        add(x, "answers_disagree", ex)
-        constant: set[int] = set()
-        if len(tasks) >= 5:
-            if "constant_answer" in on:
-                by_answer: dict[str, list[_Light]] = defaultdict(list)
-                for x in winners:
-                    by_answer[x.answer].append(x)  # type: ignore[index]
-                for xs in by_answer.values():
-                    n = len({x.task for x in xs})
-                    if n >= need:
-                        ex = f"answer '{xs[0].shown}' rewarded on {n} of {len(tasks)} tasks"
-                        for x in xs:
-                            add(x, "constant_answer", ex)
-                            constant.add(x.index)
-            if "repeated_reply" in on:
-                by_reply: dict[int, list[_Light]] = defaultdict(list)
-                for x in light:
-                    # A rewarded constant answer is the grader's doing (an exploit), not a
-                    # collapse: it is not counted twice.
-                    if x.task is not None and x.index not in constant:
-                        by_reply[x.reply].append(x)
-                for xs in by_reply.values():
-                    n = len({x.task for x in xs})
-                    if n >= need:
-                        ex = f"reply '{xs[0].reply_shown}' given on {n} of {len(tasks)} tasks"
-                        for x in xs:
-                            add(x, "repeated_reply", ex)
+        cols = Columns(
+            [x.task for x in light],
+            [x.reward for x in light],
+            [x.answer for x in light],
+            [x.shown for x in light],
+            [x.reply for x in light],
+            [x.reply_shown for x in light],
+        )
+        for j, name, ex in cross_hits(self.rules, self.on, cols):
+            r.hits.setdefault(light[j].index, []).append(Hit(name, ex))
         return r
+
+
+@dataclass
+class Columns:
+    """What the cross-attempt flags read of an update's attempts with text, one list each."""
+
+    task: list[str | None]
+    reward: list[float | None]
+    answer: list[str | None]  # normalised
+    shown: list[str]  # the answer as written, escaped, short
+    reply: list[int]  # hash of the whitespace-normalised final reply
+    reply_shown: list[str]
+
+
+def cross_hits(rules: Rules, on: set[str], c: Columns) -> list[tuple[int, str, str]]:
+    """The flags that compare an update's attempts with each other: (position in ``c``,
+    flag, excerpt), in the order they are added to an attempt's hits."""
+    out: list[tuple[int, str, str]] = []
+    task, reward, answer = c.task, c.reward, c.answer
+    n = len(task)
+    tasks = set(task)
+    tasks.discard(None)
+    need = max(3, math.ceil(rules.limit("constant_share") * len(tasks)))
+    rewards = [x for x in reward if x is not None]
+    total = sum(rewards)
+    if total - total != 0.0:  # a NaN or an infinity among them: the finite ones
+        rewards = [x for x in rewards if math.isfinite(x)]
+    top = max(rewards) if rewards else None
+    winners = (
+        [j for j in range(n) if reward[j] == top and answer[j] is not None and task[j] is not None]
+        if top is not None and top > rules.rewarded_above
+        else []
+    )
+    if "answers_disagree" in on and rules.unique:
+        by_task: dict[str, list[int]] = defaultdict(list)
+        for j in winners:
+            by_task[task[j]].append(j)  # type: ignore[index]
+        for t, js in by_task.items():
+            if len({answer[j] for j in js}) > 1:
+                shown = sorted({c.shown[j] for j in js})[:4]
+                ex = f"task {excerpt(t, width=40)}: rewarded answers " + ", ".join(
+                    f"'{s}'" for s in shown
+                )
+                out.extend((j, "answers_disagree", ex) for j in js)
+    constant: set[int] = set()
+    if len(tasks) >= 5:
+        if "constant_answer" in on:
+            by_answer: dict[str, list[int]] = defaultdict(list)
+            for j in winners:
+                by_answer[answer[j]].append(j)  # type: ignore[index]
+            for js in by_answer.values():
+                k = len({task[j] for j in js})
+                if k >= need:
+                    ex = f"answer '{c.shown[js[0]]}' rewarded on {k} of {len(tasks)} tasks"
+                    out.extend((j, "constant_answer", ex) for j in js)
+                    constant.update(js)
+        if "repeated_reply" in on:
+            # A rewarded constant answer is the grader's doing (an exploit), not a collapse:
+            # it is not counted twice. Replies given to fewer than ``need`` tasks are most.
+            reply = c.reply
+            tasks_of: dict[int, set[str]] = defaultdict(set)
+            for h, tk in set(zip(reply, task)):
+                if tk is not None:
+                    tasks_of[h].add(tk)
+            many = {h for h, ts in tasks_of.items() if len(ts) >= need}
+            if many:
+                by_reply: dict[int, list[int]] = defaultdict(list)
+                for j in range(n):
+                    if reply[j] in many and task[j] is not None and j not in constant:
+                        by_reply[reply[j]].append(j)
+                for js in by_reply.values():
+                    k = len({task[j] for j in js})
+                    if k >= need:
+                        ex = f"reply '{c.reply_shown[js[0]]}' given on {k} of {len(tasks)} tasks"
+                        out.extend((j, "repeated_reply", ex) for j in js)
+    return out

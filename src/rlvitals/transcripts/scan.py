@@ -3,7 +3,8 @@
 ``scan_run`` reads each step file once, flags its attempts and keeps only counts (a few numbers
 per step), so memory does not grow with the transcripts. The counts of a file are cached by
 its path, size and modification time (and the rules), so ``watch`` and repeated checks only
-read new files. ``examples`` reads a few chosen steps again to cite flagged attempts.
+read new files. ``examples`` reads a few chosen steps again to cite flagged attempts. Each distinct reply is
+looked at once per scan (``counts.py``).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..model import RunData
+from .counts import Kinds, count_step
 from .flags import FAMILY_KEY, FAMILY_KEYS, Hit, Memo, StepAnalyzer, StepResult, flag_names
 from .rules import Rules
 from .store import TranscriptAttempt, TranscriptStore
@@ -73,21 +75,33 @@ def analyze_step(
 
 
 def _count_step(
-    store: TranscriptStore, step: int, rules: Rules, memo: Memo | None = None
+    store: TranscriptStore,
+    step: int,
+    rules: Rules,
+    memo: Memo | None = None,
+    kinds: Kinds | None = None,
+    fp: str | None = None,
 ) -> tuple[int, int, dict[str, int]]:
-    fp = rules.fingerprint()
+    path = str(store.path(step))
     fk = store.file_key(step)
-    key = (str(store.path(step)), *(fk or (-1, -1)), fp)
+    key = (path, *(fk or (-1, -1)), fp or rules.fingerprint())
     got = _CACHE.get(key)
     if got is not None and fk is not None:
         _CACHE.move_to_end(key)
         return got
-    an = StepAnalyzer(step, rules, memo)
-    for a in store.iter_step(step):
-        an.add(a)
-    res = an.finish()
-    out = (res.attempts, res.with_text, res.counts(rules))
-    if fk is not None and not store.had_problem(step):
+    out = None
+    # Files in our format (a framework's sample dump has a store of its own): distinct replies.
+    if kinds is not None and fk is not None and type(store) is TranscriptStore:
+        out = count_step(path, fk[0], step, kinds)
+    if out is None:  # a file the distinct-reply path cannot take as it is: one by one
+        an = StepAnalyzer(step, rules, memo)
+        for a in store.iter_step(step):
+            an.add(a)
+        res = an.finish()
+        out = (res.attempts, res.with_text, res.counts(rules))
+        if store.had_problem(step):
+            return out
+    if fk is not None:
         _CACHE[key] = out
         if len(_CACHE) > _CACHE_MAX:
             _CACHE.popitem(last=False)
@@ -100,17 +114,24 @@ def scan_run(
     *,
     steps: Iterable[int] | None = None,
     progress: Callable[[int, int], None] | None = None,
+    distinct: bool = True,
 ) -> RunScan:
-    """Flag counts for every step file of the run (or ``steps``)."""
+    """Flag counts for every step file of the run (or ``steps``).
+
+    Each distinct reply is analysed once (``counts.py``); ``distinct=False`` reads every
+    attempt one by one instead (the same counts, slower: for comparing the two)."""
     todo = list(store.steps() if steps is None else steps)
     names = flag_names(rules)
     n = len(todo)
     attempts = np.zeros(n, dtype=np.int64)
     with_text = np.zeros(n, dtype=np.int64)
     counts = {f: np.zeros(n, dtype=np.int64) for f in [*names, *FAMILY_KEYS]}
-    memo: Memo = {}  # one run, one set of rules: replies seen in earlier steps
+    # One run, one set of rules: replies seen in earlier steps are not looked at again.
+    memo: Memo = {}
+    kinds = Kinds(rules) if distinct else None
+    fp = rules.fingerprint()
     for i, s in enumerate(todo):
-        a, t, c = _count_step(store, s, rules, memo)
+        a, t, c = _count_step(store, s, rules, memo, kinds, fp)
         attempts[i], with_text[i] = a, t
         for f, k in c.items():
             if f in counts:

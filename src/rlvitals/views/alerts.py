@@ -3,10 +3,10 @@
 Two parts. ``AlertTracker`` decides what is new: a finding is known by a stable key, (check,
 verdict, metric), so an early alarm never mutes a later, different one, and there is no global
 cap to use up. A known finding is posted again only when its severity rises (warn, then fail).
-``WebhookNotifier`` delivers: a few background threads post the alerts, each attempt within one
-overall deadline, retrying with exponential backoff (and ``Retry-After``) on timeouts,
-connection errors, 408, 429 and 5xx, one alert never holding back another, so the caller never
-waits on the network. Each alert carries an id (also sent as the ``Idempotency-Key`` header,
+``WebhookNotifier`` delivers (httpx, the ``alerts`` extra): one background event loop posts
+the alerts, each attempt within one overall deadline, retrying with exponential backoff (and
+``Retry-After``) on timeouts, connection errors, 408, 429 and 5xx, one alert never holding back
+another, so the caller never waits on the network. Each alert carries an id (also sent as the ``Idempotency-Key`` header,
 the same on every retry) so a receiver can drop the copy a retry after a lost answer sends;
 such retries are bounded. An alert that cannot be delivered is reported (``failures``).
 
@@ -16,25 +16,23 @@ webhooks read) plus an ``rlvitals`` object with the structured fields.
 
 from __future__ import annotations
 
-import base64
+import asyncio
 import contextlib
 import hashlib
-import heapq
-import http.client
 import json
 import logging
-import socket
+import ssl
 import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import SplitResult, unquote, urlsplit
+from urllib.parse import SplitResult, urlsplit
 from urllib.request import getproxies, proxy_bypass
 
 from .. import __version__
 from ..checks.base import VERDICTS, Finding, severity_rank
-from ..errors import UsageError
+from ..errors import MissingExtraError, UsageError
 from ..jsonio import clean
 from . import safe
 
@@ -154,19 +152,8 @@ class _Retry(Exception):
         self.ambiguous = ambiguous
 
 
-@dataclass(order=True)
-class _Job:
-    due: float
-    seq: int
-    alert: Alert = field(compare=False)
-    started: float = field(compare=False, default=0.0)
-    attempts: int = field(compare=False, default=0)
-    unanswered: int = field(compare=False, default=0)
-    wait: float = field(compare=False, default=0.0)
-
-
 class WebhookNotifier:
-    """Posts alerts to ``url`` from a few background threads; ``send`` never blocks.
+    """Posts alerts to ``url`` with httpx from a background event loop; ``send`` never blocks.
 
     Each attempt has one overall deadline (connecting, sending and reading the answer
     together), so a receiver that trickles a byte every few seconds is abandoned at it. Alerts
@@ -188,7 +175,8 @@ class WebhookNotifier:
         give_up_after: seconds after which an alert that still fails is dropped.
         max_unanswered: attempts that went out with no answer before the alert is dropped.
         workers: alerts in flight at once.
-        on_event: called with ("delivered" | "retry" | "dropped", alert, detail) from a worker.
+        on_event: called with ("delivered" | "retry" | "dropped", alert, detail) from the
+            delivery thread.
     """
 
     def __init__(
@@ -210,6 +198,10 @@ class WebhookNotifier:
             parts.port  # noqa: B018 - raises on a bad port
         except ValueError:
             raise UsageError(f"--webhook: bad port in {_display(url)!r}") from None
+        try:
+            import httpx
+        except ImportError:
+            raise MissingExtraError("alerts", "webhook alerts (--webhook)") from None
         self.url = url
         self.timeout = timeout
         self.backoff = backoff
@@ -221,19 +213,31 @@ class WebhookNotifier:
         self.dropped = 0
         self.retries = 0
         self.failures: list[tuple[Alert, str]] = []  # dropped alerts and why
-        self._heap: list[_Job] = []
-        self._seq = 0
         self._inflight = 0
-        self._cond = threading.Condition()
+        self._lock = threading.Lock()
         self._idle = threading.Event()
         self._idle.set()
         self._stop = threading.Event()
-        self._threads = [
-            threading.Thread(target=self._run, name=f"rlvitals-webhook-{i}", daemon=True)
-            for i in range(max(1, workers))
-        ]
-        for t in self._threads:
-            t.start()
+        proxy = _proxy_for(parts)
+        # The environment's proxy (or none) is decided above, as curl would; certificates
+        # from the system's store, as the standard library's client used them.
+        self._client = httpx.AsyncClient(
+            proxy=proxy.geturl() if proxy is not None else None,
+            trust_env=False,
+            verify=ssl.create_default_context(),
+            timeout=timeout,
+            follow_redirects=False,
+            limits=httpx.Limits(max_connections=max(1, workers), max_keepalive_connections=0),
+            headers={"User-Agent": f"rlvitals/{__version__}"},
+        )
+        self._transport_errors = (httpx.TransportError, httpx.DecodingError)
+        self._loop = asyncio.new_event_loop()
+        self._slots = asyncio.Semaphore(max(1, workers))
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, name="rlvitals-webhook", daemon=True
+        )
+        self._thread.start()
 
     @property
     def target(self) -> str:
@@ -245,24 +249,22 @@ class WebhookNotifier:
 
     @property
     def pending(self) -> int:
-        with self._cond:
+        with self._lock:
             return self._inflight
 
     def send(self, alert: Alert) -> None:
         """Queue ``alert`` for delivery and return at once."""
         if self._stop.is_set():
             raise UsageError("webhook notifier is closed")
-        now = time.monotonic()
-        with self._cond:
+        with self._lock:
             self._inflight += 1
             self._idle.clear()
-            self._push(_Job(now, 0, alert, started=now, wait=self.backoff))
+        self._loop.call_soon_threadsafe(self._start, alert)
 
-    def _push(self, job: _Job) -> None:
-        self._seq += 1
-        job.seq = self._seq
-        heapq.heappush(self._heap, job)
-        self._cond.notify()
+    def _start(self, alert: Alert) -> None:
+        task = self._loop.create_task(self._deliver(alert))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     def flush(self, timeout: float) -> bool:
         """Wait up to ``timeout`` seconds for every queued alert; True if all are done."""
@@ -272,27 +274,34 @@ class WebhookNotifier:
         """Flush for up to ``timeout`` seconds, then stop; returns how many alerts were not
         delivered (dropped, or still pending)."""
         self.flush(timeout)
-        self._stop.set()
-        with self._cond:
-            self._cond.notify_all()
-        end = time.monotonic() + min(2.0, self.timeout + 1)
-        for t in self._threads:
-            t.join(timeout=max(0.0, end - time.monotonic()))
+        if not self._stop.is_set():
+            self._stop.set()
+
+            async def shut() -> None:  # what is still queued stays counted in ``pending``
+                for task in list(self._tasks):
+                    task.cancel()
+                await asyncio.gather(*self._tasks, return_exceptions=True)
+                await self._client.aclose()
+
+            with contextlib.suppress(Exception):
+                asyncio.run_coroutine_threadsafe(shut(), self._loop).result(2.0)
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(2.0)
         return self.pending + self.dropped
 
-    def _finish(self, kind: str, job: _Job, detail: str) -> None:
-        with self._cond:
+    def _finish(self, kind: str, alert: Alert, detail: str) -> None:
+        with self._lock:
             if kind == "delivered":
                 self.delivered += 1
             else:
                 self.dropped += 1
-                self.failures.append((job.alert, detail))
+                self.failures.append((alert, detail))
             self._inflight -= 1
             if self._inflight == 0:
                 self._idle.set()
         if kind == "dropped":
-            log.warning("webhook alert %s not delivered: %s", job.alert.id, detail)
-        self._emit(kind, job.alert, detail)
+            log.warning("webhook alert %s not delivered: %s", alert.id, detail)
+        self._emit(kind, alert, detail)
 
     def _emit(self, kind: str, alert: Alert, detail: str) -> None:
         if self.on_event is not None:
@@ -301,120 +310,65 @@ class WebhookNotifier:
             except Exception as exc:  # a display callback must not stop delivery
                 log.warning("alert callback failed: %s", exc)
 
-    def _take(self) -> _Job | None:
-        with self._cond:
-            while not self._stop.is_set():
-                now = time.monotonic()
-                if self._heap and self._heap[0].due <= now:
-                    return heapq.heappop(self._heap)
-                wait = self._heap[0].due - now if self._heap else None
-                self._cond.wait(wait)
-            return None
-
-    def _run(self) -> None:
+    async def _deliver(self, alert: Alert) -> None:
+        """Attempts until delivered, refused for good, or given up on; backoff between."""
+        data = json.dumps(alert.body, ensure_ascii=False).encode("utf-8")
+        started = time.monotonic()
+        wait, attempts, unanswered = self.backoff, 0, 0
         while True:
-            job = self._take()
-            if job is None:
-                return  # closing: what is still queued stays counted in ``pending``
-            self._attempt(job)
+            attempts += 1
+            try:
+                async with self._slots:
+                    await self._post(data, alert.id)
+            except _Permanent as exc:
+                return self._finish("dropped", alert, f"{exc}; not retried")
+            except _Retry as exc:
+                unanswered += exc.ambiguous
+                now = time.monotonic()
+                pause = min(
+                    exc.retry_after if exc.retry_after is not None else wait, self.max_backoff
+                )
+                tries = f"{attempts} attempt{'s' if attempts > 1 else ''}"
+                if unanswered >= self.max_unanswered:
+                    return self._finish("dropped", alert, f"{exc} ({tries})")
+                if now - started + pause > self.give_up_after:
+                    return self._finish(
+                        "dropped", alert, f"{exc} ({tries} in {now - started:.0f} s)"
+                    )
+                self.retries += 1
+                self._emit("retry", alert, str(exc))
+                await asyncio.sleep(pause)
+                wait = min(wait * 2, self.max_backoff)
+                continue
+            return self._finish("delivered", alert, "")
 
-    def _attempt(self, job: _Job) -> None:
-        data = json.dumps(job.alert.body, ensure_ascii=False).encode("utf-8")
-        job.attempts += 1
-        try:
-            self._post(data, job.alert.id)
-        except _Permanent as exc:
-            self._finish("dropped", job, f"{exc}; not retried")
-            return
-        except _Retry as exc:
-            if exc.ambiguous:
-                job.unanswered += 1
-            now = time.monotonic()
-            pause = exc.retry_after if exc.retry_after is not None else job.wait
-            pause = min(pause, self.max_backoff)
-            tries = f"{job.attempts} attempt{'s' if job.attempts > 1 else ''}"
-            if job.unanswered >= self.max_unanswered:
-                self._finish("dropped", job, f"{exc} ({tries})")
-                return
-            if now - job.started + pause > self.give_up_after:
-                self._finish("dropped", job, f"{exc} ({tries} in {now - job.started:.0f} s)")
-                return
-            if self._stop.is_set():
-                self._finish("dropped", job, f"{exc} (closing)")
-                return
-            self.retries += 1
-            self._emit("retry", job.alert, str(exc))
-            job.due = now + pause
-            job.wait = min(job.wait * 2, self.max_backoff)
-            with self._cond:
-                self._push(job)
-            return
-        self._finish("delivered", job, "")
-
-    def _post(self, data: bytes, alert_id: str) -> None:
+    async def _post(self, data: bytes, alert_id: str) -> None:
         """One attempt, within ``timeout`` seconds in all."""
-        parts = urlsplit(self.url)
-        host, port = parts.hostname or "", parts.port
-        cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
-        headers = {
-            "Content-Type": "application/json; charset=utf-8",
-            "User-Agent": f"rlvitals/{__version__}",
-            "Idempotency-Key": alert_id,
-        }
-        if parts.username is not None:
-            headers["Authorization"] = _basic(parts)
-        path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-        proxy = _proxy_for(parts)
-        if proxy is None:
-            conn = cls(host, port, timeout=self.timeout)
-        else:
-            auth = {"Proxy-Authorization": _basic(proxy)} if proxy.username is not None else {}
-            default = 443 if proxy.scheme == "https" else 80
-            conn = cls(proxy.hostname or "", proxy.port or default, timeout=self.timeout)
-            if parts.scheme == "https":  # a tunnel: the proxy sees the host, not the alert
-                conn.set_tunnel(host, port, headers=auth)
-            else:  # the proxy forwards a request for the whole URL (its credentials left out)
-                netloc = f"[{host}]" if ":" in host else host
-                path = f"http://{netloc}{f':{port}' if port else ''}{path}"
-                headers.update(auth)
-        expired = threading.Event()
-
-        def abort() -> None:  # the deadline: unblock whatever read or write is waiting
-            expired.set()
-            sock = conn.sock
-            if sock is not None:
-                with contextlib.suppress(OSError):
-                    sock.shutdown(socket.SHUT_RDWR)
-
-        timer = threading.Timer(self.timeout, abort)
-        timer.daemon = True
         sent = False
-        timer.start()
+
+        async def trace(event: str, info: Any) -> None:  # httpcore's progress of the request
+            nonlocal sent
+            if event.endswith("send_request_body.complete"):
+                sent = True
+
+        headers = {"Content-Type": "application/json; charset=utf-8", "Idempotency-Key": alert_id}
         try:
-            conn.request("POST", path, body=data, headers=headers)
-            sent = True
-            resp = conn.getresponse()
-            status = resp.status
-            retry_after = resp.getheader("Retry-After")
-            with contextlib.suppress(OSError, http.client.HTTPException, ValueError):
-                resp.read(1 << 16)  # the answer's body is not needed: the status says it
-        except (OSError, http.client.HTTPException, ValueError) as exc:
-            why = f"no answer within {self.timeout:g} s" if expired.is_set() else _reason(exc)
-            raise _Retry(why, None, ambiguous=sent) from None
-        finally:
-            timer.cancel()
-            conn.close()
+            async with asyncio.timeout(self.timeout):
+                resp = await self._client.post(
+                    self.url, content=data, headers=headers, extensions={"trace": trace}
+                )
+        except TimeoutError:
+            raise _Retry(f"no answer within {self.timeout:g} s", None, ambiguous=sent) from None
+        except self._transport_errors as exc:
+            raise _Retry(_reason(exc), None, ambiguous=sent) from None
+        status = resp.status_code
         if 200 <= status < 300:
             return
         if status in (408, 429) or status >= 500:
-            raise _Retry(f"HTTP {status}", _retry_after(retry_after), ambiguous=False)
+            raise _Retry(
+                f"HTTP {status}", _retry_after(resp.headers.get("Retry-After")), ambiguous=False
+            )
         raise _Permanent(f"HTTP {status}")
-
-
-def _basic(parts: SplitResult) -> str:
-    """Basic auth from a URL's ``user:password@``."""
-    cred = f"{unquote(parts.username or '')}:{unquote(parts.password or '')}"
-    return "Basic " + base64.b64encode(cred.encode()).decode()
 
 
 _LOOPBACK = ("localhost", "127.", "::1", "[::1]")
@@ -437,11 +391,12 @@ def _proxy_for(parts: SplitResult) -> SplitResult | None:
 
 
 def _reason(exc: BaseException) -> str:
-    if isinstance(exc, (TimeoutError, socket.timeout)):
-        return "timed out"
-    if isinstance(exc, ConnectionRefusedError):
+    text = str(exc)
+    if "timed out" in text.lower() or type(exc).__name__.endswith("Timeout"):
+        return f"no answer within the deadline ({type(exc).__name__})"
+    if "refused" in text.lower():
         return "connection refused"
-    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def _display(url: str) -> str:

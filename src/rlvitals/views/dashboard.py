@@ -150,6 +150,16 @@ PLOTS: tuple[Plot, ...] = (
         refs=((0.01, "0.01"), (0.1, "0.1")),
     ),
     Plot(
+        "mismatch_tail",
+        "Mismatch per sequence (the tail)",
+        plot_members("mismatch_tail"),
+        "Each sequence's token mean of exp(|Δ|) (1 = identical): its median, 90th percentile "
+        "and maximum per update, and the share of sequences past 1.05. A mean under its "
+        "line can hide a tenth of the sequences far off; the p90 shows them.",
+        log=True,
+        refs=((1.02, "1.02"), (1.05, "1.05")),
+    ),
+    Plot(
         "ess",
         "Importance weights (ESS)",
         plot_members("ess"),
@@ -377,6 +387,18 @@ def run_summary(run_id: str, data: RunData, report: Report | None) -> dict[str, 
     )
 
 
+def _report_dict(report: Report, source: str) -> dict[str, Any]:
+    """The report as the page shows it: each next step with ``RUN`` replaced by the run's
+    path, as the terminal prints it."""
+    from .check import action_for
+
+    out = clean(report.to_dict())
+    for fd, f in zip(out.get("findings") or [], report.findings):
+        if isinstance(fd, dict) and fd.get("action"):
+            fd["action"] = action_for(f, source)
+    return out
+
+
 def run_payload(
     run_id: str,
     data: RunData,
@@ -400,7 +422,7 @@ def run_payload(
         "series": series_payload(
             data, names, max_points=max_points, derived=report.series if report else None
         ),
-        "report": clean(report.to_dict()) if report else None,
+        "report": _report_dict(report, data.source) if report else None,
         "transcripts": {str(k): v for k, v in (transcripts or {}).items()},
         "transcript_steps": sorted(transcripts or {})
         if transcript_steps is None
@@ -531,12 +553,25 @@ def transcript_steps(
     return [{"step": s, "why": why} for s, why in chosen]
 
 
-def flagged_ids(report: Report | None) -> set[str]:
-    ids: set[str] = set()
+def flagged_ids(report: Report | None) -> dict[str, list[str]]:
+    """The attempts the findings cite, each with the flags it raised (the card names them)."""
+    ids: dict[str, list[str]] = {}
     for f in report.findings if report else []:
-        got = f.evidence.get("attempt_ids") if isinstance(f.evidence, dict) else None
-        if isinstance(got, list):
-            ids.update(str(a) for a in got)
+        ev = f.evidence if isinstance(f.evidence, dict) else {}
+        got = ev.get("attempt_ids")
+        if not isinstance(got, list):
+            continue
+        per = {
+            str(e.get("attempt_id")): [str(x) for x in e.get("flags") or ()]
+            for e in ev.get("examples") or ()
+            if isinstance(e, dict)
+        }
+        every = [str(k) for k in ev.get("flags") or ()] if isinstance(ev.get("flags"), dict) else []
+        for a in got:
+            names = ids.setdefault(str(a), [])
+            for flag in per.get(str(a)) or every or [f.check]:
+                if flag not in names:
+                    names.append(flag)
     return ids
 
 
@@ -554,7 +589,7 @@ def load_transcripts(
     data: RunData,
     step: int,
     *,
-    flagged: set[str] | None = None,
+    flagged: dict[str, list[str]] | set[str] | None = None,
     limit: int = MAX_ATTEMPTS,
     within: str | os.PathLike[str] | None = None,
 ) -> list[dict[str, Any]] | None:
@@ -596,6 +631,8 @@ def load_transcripts(
             continue
         entry = _clip(clean(_entry(a)))
         entry["flagged"] = is_flagged
+        if is_flagged and isinstance(flagged, dict):
+            entry["flags"] = list(flagged[a.attempt_id])
         if len(kept) < limit:
             heapq.heappush(kept, (rank, entry))
         else:

@@ -63,7 +63,7 @@ def _md_escape(text: str) -> str:
     return markdown_cell(text)
 
 
-NATIVE_NOTE = "Canonical names as written by rlvitals (METRICS.md); no mapping needed."
+NATIVE_NOTE = "Canonical names as written by rlvitals (docs/metrics.md); no mapping needed."
 TENSORBOARD_NOTE = (
     "Scalars from any framework; the framework is recognised from the tag names (HF "
     "Trainer's `train/` prefix stripped) and its table below applied."
@@ -296,14 +296,21 @@ def reading_notes(run: RunData) -> list[str]:
 
 def explain_json(run: RunData) -> str:
     """``explain_data`` as JSON."""
-    return dumps(explain_data(run), indent=2)
+    from . import safe
+
+    return safe.json_for_terminal(dumps(explain_data(run), indent=2))
 
 
 def explain_text(run: RunData, *, file: IO[str], width: int = 120) -> None:
     """``rlvitals formats --explain FILE``: the mapped keys, the unmapped ones, what is missing."""
     from rich.console import Console
-    from rich.markup import escape
+    from rich.markup import escape as _escape
     from rich.table import Table
+
+    from . import safe
+
+    def escape(text: Any) -> str:  # untrusted (a run's path, its keys): one safe line
+        return _escape(safe.line(text))
 
     d = explain_data(run)
     console = Console(file=file, width=width, highlight=False, soft_wrap=False)
@@ -317,7 +324,9 @@ def explain_text(run: RunData, *, file: IO[str], width: int = 120) -> None:
         detail = row["detail"] or ""
         if not row["used"]:
             detail = (detail + "; " if detail else "") + f"not used: {row['instead']} fills it"
-        t.add_row(escape(row["source"]), escape(row["canonical"]), row["rule"], escape(detail))
+        t.add_row(
+            escape(row["source"]), escape(row["canonical"]), escape(row["rule"]), escape(detail)
+        )
     console.print(t)
     if d["unmapped"]:
         console.print(f"[bold]{len(d['unmapped'])} keys left unmapped[/] (kept under their names)")

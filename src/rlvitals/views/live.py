@@ -370,12 +370,25 @@ def summary(t: RunTally, run_dir: str, *, fault: str | None = None) -> Table:
     if fault:
         table.add_row("fault", escape(fault))
     table.add_row("updates", str(t.done))
-    table.add_row("reward", f"{_fmt(t.first5())} (first 5 updates) -> {_fmt(t.last5())} (last 5)")
+    table.add_row(
+        "reward",
+        f"{_fmt(t.first5())} (mean of the first 5 updates) -> {_fmt(t.last5())} (of the last 5)",
+    )
     if t.evals:
         first, last = t.evals[0], t.evals[-1]
         table.add_row(
-            "held-out", f"{first[1]:.3f} (update {first[0]}) -> {last[1]:.3f} (update {last[0]})"
+            "held-out",
+            f"{first[1]:.3f} (one eval, update {first[0]}) -> {last[1]:.3f} (one eval, "
+            f"update {last[0]})",
         )
+    table.add_row(
+        "",
+        Text(
+            "the checks below compare windows of their own (their lines say which), with "
+            "every update and eval in",
+            style="dim",
+        ),
+    )
     table.add_row("wall time", f"{time.perf_counter() - t.started:.1f} s")
     if t.note:
         table.add_row("note", escape(t.note))

@@ -56,11 +56,30 @@ def report_payload(
                 max_points=REPORT_MAX_POINTS,
             )
         )
+    _tell_apart(payload_runs)
     return {
         "generated": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "runs": payload_runs,
         "baseline": baseline or {},
     }
+
+
+def _tell_apart(runs: list[dict[str, Any]]) -> None:
+    """Runs that share a name (two ``metrics.jsonl`` files) get the folders that tell their
+    paths apart: ``metrics.jsonl (generic)``, ``metrics.jsonl (tinker)``."""
+    by_name: dict[str, list[dict[str, Any]]] = {}
+    for r in runs:
+        by_name.setdefault(str(r.get("name")), []).append(r)
+    for name, same in by_name.items():
+        if len(same) < 2:
+            continue
+        parts = [Path(str(r.get("source") or "")).parts for r in same]
+        for depth in range(2, max(map(len, parts)) + 1):
+            tails = ["/".join(p[-depth:-1]) for p in parts]
+            if len(set(tails)) == len(tails):
+                for r, tail in zip(same, tails):
+                    r["name"] = f"{name} ({tail})"
+                break
 
 
 def render_report(

@@ -1,591 +1,75 @@
-"""The live dashboard: ``rlvitals serve DIR_OR_RUNS...`` (standard library only).
+"""The live dashboard over HTTP: ``rlvitals serve DIR_OR_RUNS...`` (the ``serve`` extra).
 
-One poller thread follows every run it was given (a run, or a folder whose runs it discovers,
-new ones included), reading only the bytes that arrived since its last pass. Each pass sends
-the new points of each run's series to the pages that show that run, as server-sent events,
-and re-judges a changed run at most once a second (less often when judging is slow).
+Starlette under uvicorn; the runs, their judgements and what changed come from ``Hub``
+(``views/hub.py``), so this module only serves. Event streams are async: an idle page holds
+a socket and a few kilobytes, never a thread. Work that reads or encodes runs runs in
+Starlette's thread pool, at most ``THREADS_PER_CLIENT`` requests of one client address at a
+time, so no one client can hold the pool; ``/healthz`` takes no thread and no lock.
 
 Routes: ``/`` the page; ``/events?runs=ID,...`` the event stream (an ``index`` of the runs,
 then a ``snapshot`` of each run asked for, then ``delta`` events); ``/api/runs``,
 ``/api/run/ID``, ``/api/transcripts/ID/STEP`` as JSON; ``/metrics`` in Prometheus text
-format; ``/healthz``. Nothing else: a run is addressed by an id the server made, never by a
+format; ``/healthz``. Nothing else: a run is addressed by an id the hub made, never by a
 path, so no request can reach a file the server was not given. It binds 127.0.0.1 unless told
 otherwise. It refuses requests whose Host header names a host it does not serve under (DNS
 rebinding: a page elsewhere that points its own name at this address): on a loopback address
 only loopback names; on another address, IP literals, this machine's names and the names given
 with ``allowed_hosts`` (``"*"``: any).
+
+Limits: a request's line and headers must arrive within ``header_timeout`` (uvicorn has no
+such deadline, hence ``_protocol``); an idle kept-alive connection is closed after 5 s
+(uvicorn's); a client that stops reading its answer for ``write_timeout`` is cut off; one
+client address holds at most ``MAX_PER_CLIENT`` connections (beyond, new ones are closed at
+once), so one client can fill neither the thread pool nor the file descriptors for the others.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-import hashlib
+import contextvars
 import ipaddress
-import math
+import logging
 import os
-import queue
 import re
+import resource
 import socket
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
-from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
 
-import msgspec
+from ..errors import MissingExtraError, RlvitalsError
 
-from ..checks.base import SEVERITIES, Report
-from ..errors import ReadError, RlvitalsError, UnknownFormatError
-from ..follow import Follower
-from ..model import RunData
-from ..schema import TRANSCRIPTS, is_canonical
-from .dashboard import (
-    csp_header,
-    dashboard_metrics,
-    flagged_ids,
-    load_transcripts,
-    page_html,
-    run_payload,
-    run_summary,
-    series_payload,
-    transcript_steps,
-)
-from .safe import json_for_html
+try:
+    import uvicorn
+    from starlette.applications import Starlette
+    from starlette.concurrency import run_in_threadpool
+    from starlette.requests import Request
+    from starlette.responses import Response, StreamingResponse
+    from starlette.routing import Route
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+except ImportError as exc:  # pragma: no cover - tested in a subprocess
+    raise MissingExtraError("serve", "the live dashboard (rlvitals serve)") from exc
+
+from .dashboard import csp_header, page_html
+from .hub import _ID_OK, Hub, _encode, prometheus_text, unsurrogate
 
 __all__ = ["Hub", "make_server", "prometheus_text", "serve", "serve_in_background"]
 
-_ENC = msgspec.json.Encoder()
-_ID_OK = re.compile(r"^[A-Za-z0-9._-]{1,80}$")
-_SKIP_DIRS = {TRANSCRIPTS, "checkpoints", "__pycache__", "node_modules"}
-_LOG_SUFFIXES = {".jsonl", ".json", ".log", ".txt", ".csv"}
-QUEUE_EVENTS = 512  # a page further behind than this is dropped; its browser reconnects
-
-
-def run_id_for(path: Path, name: str) -> str:
-    """A stable, URL-safe id: the run's name and a hash of its absolute path."""
-    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.")[:48] or "run"
-    digest = hashlib.sha1(str(path.resolve()).encode("utf-8", "surrogateescape")).hexdigest()
-    return f"{slug}-{digest[:6]}"
-
-
-class _Run:
-    """One followed run: its follower (reader and judge), and what the pages already have."""
-
-    def __init__(self, run_id: str, path: Path, follower: Follower) -> None:
-        self.id = run_id
-        self.path = path
-        self.follower = follower
-        self.sent: dict[str, tuple[int, int, float]] = {}  # name -> (points, last step, value)
-        self.tsteps: list[dict[str, Any]] = []
-        self.n_warnings = 0
-
-    @property
-    def reader(self) -> Any:
-        return self.follower.reader
-
-    @property
-    def data(self) -> RunData:
-        return self.follower.data
-
-    @property
-    def report(self) -> Report | None:
-        return self.follower.report
-
-    @property
-    def last_check(self) -> float:
-        return self.follower.last_judged
-
-
-class _Subscriber:
-    def __init__(self, runs: set[str]) -> None:
-        self.runs = runs
-        self.queue: queue.Queue[bytes | None] = queue.Queue(QUEUE_EVENTS)
-        self.dead = False
-
-    def put(self, event: bytes) -> None:
-        if self.dead:
-            return
-        try:
-            self.queue.put_nowait(event)
-        except queue.Full:
-            # Too far behind: drop it. Its EventSource reconnects and gets fresh snapshots.
-            self.dead = True
-            with contextlib.suppress(queue.Empty):
-                while True:
-                    self.queue.get_nowait()
-            self.queue.put_nowait(None)
-
-
-def _encode(data: Any) -> bytes:
-    """JSON for the page: bidi, C1 and separator characters in run text arrive as visible
-    ``\\u202e`` text (``safe.json_for_html``), never as characters that reorder the page."""
-    raw = _ENC.encode(data)
-    if raw.isascii():
-        return raw
-    return json_for_html(raw.decode("utf-8")).encode("utf-8")
-
-
-def _event(kind: str, data: Any) -> bytes:
-    return b"event: " + kind.encode() + b"\ndata: " + _encode(data) + b"\n\n"
-
-
-class Hub:
-    """Follows the runs, judges them, and fans their changes out to the pages.
-
-    Args:
-        paths: runs (any format rlvitals reads) and folders to discover runs under.
-        baseline: a baseline (``rlvitals.baseline.load``) the checks hold runs against.
-        shading: the same ranges for the plots (``dashboard.baseline_ranges``).
-        stall_after: seconds without a step record or heartbeat that make a run stalled.
-        judge: the function that judges a run (default: ``rlvitals.checks.run_checks``).
-        thresholds, transcript_rules: as ``rlvitals check --set`` and ``--rules``.
-        follow_links: serve runs and transcript files that symbolic links inside the folders
-            point to outside them (by default only real paths inside are served).
-        source_format: the format of the runs given directly (``--from``), not of those
-            discovered under folders.
-        mapping: a user mapping file (``--mapping``) for every run.
-        run: the run (``--run``) of the tracker stores given directly.
-    """
-
-    def __init__(
-        self,
-        paths: Sequence[str | os.PathLike[str]],
-        *,
-        baseline: dict[str, Any] | None = None,
-        shading: dict[str, Any] | None = None,
-        stall_after: float | None = None,
-        check_interval: float = 1.0,
-        discover_interval: float = 2.0,
-        depth: int = 2,
-        judge: Callable[[RunData], Report] | None = None,
-        thresholds: Any = None,
-        transcript_rules: str | None = None,
-        follow_links: bool = False,
-        source_format: str | None = None,
-        mapping: str | os.PathLike[str] | None = None,
-        run: str | None = None,
-    ) -> None:
-        self.source_format = source_format  # for the runs given directly
-        self.store_run = run  # likewise
-        self.mapping = mapping  # for every run
-        self.roots: list[Path] = []
-        self.explicit: list[Path] = []
-        for p in paths:
-            path = Path(p)
-            if not path.exists():
-                raise ReadError("no such file or directory", path=str(path))
-            if path.is_dir() and self._sniff(path) is None:
-                self.roots.append(path)
-            else:
-                self.explicit.append(path)
-        self.baseline = baseline
-        self.shading = shading or {}
-        self.stall_after = stall_after
-        self.check_interval = check_interval
-        self.discover_interval = discover_interval
-        self.depth = depth
-        self.recheck_idle = 5.0
-        self.judge_budget = 0.05
-        self._judge = judge
-        self.thresholds = thresholds
-        self.transcript_rules = transcript_rules
-        self.follow_links = follow_links
-        self._real_roots = [r.resolve() for r in self.roots]
-        self._transcript_slots = threading.BoundedSemaphore(2)  # transcript reads at once
-        self.lock = threading.RLock()
-        self.runs: dict[str, _Run] = {}
-        self._by_path: dict[Path, str] = {}
-        self._not_runs: dict[Path, float] = {}  # path -> mtime when it was not a run
-        self._subs: list[_Subscriber] = []
-        self._last_discover = -math.inf
-        self.stopped = threading.Event()
-        for path in self.explicit:
-            self._add(path, must=True)
-        self.discover(force=True)
-
-    # -- runs ------------------------------------------------------------------------------
-
-    @staticmethod
-    def _sniff(path: Path) -> str | None:
-        from ..readers import sniff
-
-        try:
-            return sniff(path)
-        except UnknownFormatError:
-            return None
-
-    def _add(self, path: Path, *, must: bool = False) -> bool:
-        from ..readers import open_reader
-
-        key = path.resolve()
-        if key in self._by_path:
-            return False
-        try:
-            fmt = self.source_format if must else None
-            reader = open_reader(
-                path, fmt, mapping=self.mapping, run=self.store_run if must else None
-            )
-        except UnknownFormatError:
-            if must:
-                raise
-            return False
-        name = path.name if path.is_dir() else path.stem
-        follower = Follower(
-            reader,
-            path=path,
-            source_format=fmt,
-            mapping=self.mapping,
-            baseline=self.baseline,
-            thresholds=self.thresholds,
-            transcript_rules=self.transcript_rules,
-            stall_after=self.stall_after,
-            checks_every_s=self.check_interval,
-            idle_check_s=self.recheck_idle,
-            cost_factor=10.0,
-            judge=lambda data, now: self.judge(data),
-        )
-        run = _Run(run_id_for(path, name), path, follower)
-        while run.id in self.runs:  # two paths, one hash prefix: keep ids unique
-            run.id += "x"
-        self.runs[run.id] = run
-        self._by_path[key] = run.id
-        return True
-
-    def _candidates(self, root: Path, depth: int) -> Iterable[Path]:
-        try:
-            entries = sorted(os.scandir(root), key=lambda e: e.name)
-        except OSError:
-            return
-        for e in entries:
-            if e.name.startswith(".") or e.name in _SKIP_DIRS:
-                continue
-            p = Path(e.path)
-            try:
-                if not self.follow_links and (e.is_symlink() or not self._inside(p)):
-                    continue  # a link out of the served folder: not served (--follow-links)
-                is_dir = e.is_dir()
-            except OSError:
-                continue
-            if not is_dir and Path(e.name).suffix not in _LOG_SUFFIXES:
-                continue
-            yield p
-            if is_dir and depth > 1:
-                key = p.resolve()
-                if key not in self._by_path:
-                    yield from self._candidates(p, depth - 1)
-
-    def _inside(self, p: Path) -> bool:
-        """Whether ``p``'s real path lies inside one of the served folders."""
-        try:
-            real = p.resolve()
-        except (OSError, RuntimeError):
-            return False
-        return any(real == r or r in real.parents for r in self._real_roots)
-
-    def discover(self, *, force: bool = False) -> bool:
-        """Look for new runs under the folders; True if one was found."""
-        now = time.monotonic()
-        if not force and now - self._last_discover < self.discover_interval:
-            return False
-        self._last_discover = now
-        found = False
-        for root in self.roots:
-            for p in self._candidates(root, self.depth):
-                key = p.resolve()
-                if key in self._by_path or self._inside_run(key):
-                    continue
-                try:
-                    mtime = p.stat().st_mtime
-                except OSError:
-                    continue
-                if self._not_runs.get(key) == mtime:
-                    continue
-                if self._sniff(p) is None:
-                    self._not_runs[key] = mtime
-                    continue
-                with self.lock:
-                    found |= self._add(p)
-        return found
-
-    def _inside_run(self, key: Path) -> bool:
-        return any(parent in self._by_path for parent in key.parents)
-
-    # -- judging ---------------------------------------------------------------------------
-
-    def judge(self, data: RunData) -> Report:
-        if self._judge is not None:
-            return self._judge(data)
-        from ..checks import run_checks
-
-        return run_checks(
-            data,
-            baseline=self.baseline,
-            stall_after=self.stall_after,
-            thresholds=self.thresholds,
-            transcript_rules=self.transcript_rules,
-        )
-
-    # -- the poll loop ---------------------------------------------------------------------
-
-    def _delta(self, run: _Run, names: list[str]) -> dict[str, Any]:
-        data = run.data
-        derived = run.report.series if run.report is not None else {}
-        since: dict[str, int] = {}
-        replace: set[str] = set()
-        for name in names:
-            s = data.series(name)
-            if s is None:
-                s = derived.get(name)
-            if s is None:
-                continue
-            n = len(s)
-            old = run.sent.get(name)
-            if old is None:
-                since[name] = 0
-            elif n > old[0] and old[0] and s.steps[old[0] - 1] == old[1]:
-                since[name] = old[0]
-                if float(s.values[old[0] - 1]) != old[2] and not (
-                    math.isnan(old[2]) and math.isnan(s.values[old[0] - 1])
-                ):
-                    replace.add(name)
-            elif n == old[0] and n and s.steps[-1] == old[1] and _same(s.values[-1], old[2]):
-                continue
-            else:
-                replace.add(name)
-            if n:
-                run.sent[name] = (n, int(s.steps[-1]), float(s.values[-1]))
-        for name in replace:
-            since[name] = 0
-        out = series_payload(data, list(since), since, derived=derived)
-        for name in replace:
-            if name in out:
-                out[name]["r"] = True
-        return out
-
-    def _snapshot(self, run: _Run) -> dict[str, Any]:
-        payload = run_payload(run.id, run.data, run.report, transcript_steps=run.tsteps)
-        return payload
-
-    def _publish(self, run: _Run, *, report_changed: bool) -> None:
-        """Send what changed in ``run`` since the pages last heard of it."""
-        names = dashboard_metrics(run.data, run.report)
-        summary = run_summary(run.id, run.data, run.report)
-        event: dict[str, Any] = {
-            "id": run.id,
-            "summary": summary,
-            "series": self._delta(run, names),
-        }
-        if report_changed:
-            event["report"] = _report_dict(run.report)
-            event["transcript_steps"] = run.tsteps
-        if len(run.data.warnings) != run.n_warnings:
-            run.n_warnings = len(run.data.warnings)
-            event["warnings"] = run.data.warnings[:50]
-            event["n_warnings"] = run.n_warnings
-        blob = _event("delta", event)
-        for sub in self._subs:
-            if run.id in sub.runs:
-                sub.put(blob)
-
-    def poll(self, now: float | None = None) -> int:
-        """One pass: read every run's new records and send them, then re-judge the runs that
-        are due, oldest judgement first, for at most ``judge_budget`` seconds (at least one).
-        Returns how many events went out."""
-        now = time.monotonic() if now is None else now
-        found = self.discover()
-        changed = 0
-        for run in list(self.runs.values()):
-            with self.lock:  # per run, so a long first read does not hold every page up
-                up = run.follower.read()
-                if up.reset:
-                    # Recreated under the same path: the pages get it afresh, never a mix.
-                    run.sent = {}
-                    run.tsteps = []
-                    run.n_warnings = 0
-                    blob = _event("snapshot", self._snapshot(run))
-                    for sub in self._subs:
-                        if run.id in sub.runs:
-                            sub.put(blob)
-                    changed += 1
-                elif up.new_data:
-                    self._publish(run, report_changed=False)
-                    changed += 1
-        t0 = time.perf_counter()
-        due = sorted(
-            (r for r in self.runs.values() if r.follower.due(now)), key=lambda r: r.last_check
-        )
-        for run in due:
-            with self.lock:
-                up = run.follower.judge(now=now)
-                if up.report_changed:
-                    run.tsteps = transcript_steps(run.data, run.report)
-                    self._publish(run, report_changed=True)
-                    changed += 1
-                elif up.error and len(run.data.warnings) != run.n_warnings:
-                    self._publish(run, report_changed=False)
-                    changed += 1
-            if time.perf_counter() - t0 > self.judge_budget:
-                break
-        with self.lock:
-            if changed or found:
-                index = _event("index", {"runs": self._index()})
-                for sub in self._subs:
-                    sub.put(index)
-            self._subs = [s for s in self._subs if not s.dead]
-        return changed
-
-    def run_forever(self, interval: float = 0.1) -> None:
-        """Poll until ``stop()``."""
-        while not self.stopped.is_set():
-            t0 = time.monotonic()
-            try:
-                self.poll()
-            except Exception as exc:  # the dashboard must outlive one bad pass
-                print(f"rlvitals serve: poll failed: {type(exc).__name__}: {exc}", file=sys.stderr)
-            self.stopped.wait(max(0.0, interval - (time.monotonic() - t0)))
-
-    def stop(self) -> None:
-        self.stopped.set()
-        with self.lock:
-            for sub in self._subs:
-                with contextlib.suppress(queue.Full):
-                    sub.queue.put_nowait(None)
-            self._subs = []
-
-    # -- what handlers ask for -------------------------------------------------------------
-
-    def _index(self) -> list[dict[str, Any]]:
-        return [run_summary(r.id, r.data, r.report) for r in self.runs.values()]
-
-    def index(self) -> list[dict[str, Any]]:
-        with self.lock:
-            return self._index()
-
-    def snapshot(self, run_id: str) -> dict[str, Any] | None:
-        with self.lock:
-            run = self.runs.get(run_id)
-            return None if run is None else self._snapshot(run)
-
-    def transcripts(self, run_id: str, step: int) -> list[dict[str, Any]] | None:
-        """One step's transcripts, streamed from the file (``TranscriptStore``), at most two
-        reads at a time; a file that is a link out of the run is not served."""
-        with self.lock:
-            run = self.runs.get(run_id)
-            if run is None:
-                return None
-            data, flagged = run.data, flagged_ids(run.report)
-        within = None if self.follow_links else run.path
-        with self._transcript_slots:
-            return load_transcripts(data, step, flagged=flagged, within=within)
-
-    def subscribe(self, run_ids: Iterable[str]) -> _Subscriber:
-        """A new page: the index and a snapshot of each run asked for, then every delta."""
-        with self.lock:
-            wanted = {r for r in run_ids if r in self.runs}
-            sub = _Subscriber(wanted)
-            sub.put(_event("index", {"runs": self._index()}))
-            for rid in wanted:
-                sub.put(_event("snapshot", self._snapshot(self.runs[rid])))
-            self._subs.append(sub)
-            return sub
-
-    def unsubscribe(self, sub: _Subscriber) -> None:
-        with self.lock:
-            if sub in self._subs:
-                self._subs.remove(sub)
-
-    def metrics(self) -> str:
-        with self.lock:
-            return prometheus_text((r.id, r.data, r.report) for r in self.runs.values())
-
-
-def _same(a: float, b: float) -> bool:
-    return a == b or (math.isnan(a) and math.isnan(b))
-
-
-def _report_dict(report: Report | None) -> dict[str, Any]:
-    from ..jsonio import clean
-
-    return clean(report.to_dict()) if report is not None else {}
-
-
-# -- Prometheus --------------------------------------------------------------------------
-
-
-def _label(v: Any) -> str:
-    s = "" if v is None else str(v)
-    return s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-
-
-def _pvalue(v: float) -> str:
-    if math.isnan(v):
-        return "NaN"
-    if math.isinf(v):
-        return "+Inf" if v > 0 else "-Inf"
-    return repr(float(v))
-
-
-def prometheus_text(runs: Iterable[tuple[str, RunData, Report | None]]) -> str:
-    """Every run's latest canonical metric values and its verdict, in Prometheus text format
-    (exposition format 0.0.4). Metric names are a label, so any canonical name fits."""
-    fams: dict[str, tuple[str, list[str]]] = {
-        "rlvitals_metric": ("Latest value of a canonical rlvitals metric of the run.", []),
-        "rlvitals_last_step": ("Last update (optimizer step) recorded.", []),
-        "rlvitals_last_step_timestamp_seconds": ("Unix time of the last step record.", []),
-        "rlvitals_heartbeat_timestamp_seconds": ("Unix time of the last progress heartbeat.", []),
-        "rlvitals_running": ("1 while the run's status is running, else 0.", []),
-        "rlvitals_status": ("The run's status (the one that holds is 1).", []),
-        "rlvitals_verdict": ("The run's verdict from the checks (the one that holds is 1).", []),
-        "rlvitals_worst_severity": ("Worst finding: 0 ok, 1 info, 2 warn, 3 fail.", []),
-        "rlvitals_findings": ("Findings of the run by severity.", []),
-    }
-
-    def add(fam: str, labels: dict[str, Any], value: float) -> None:
-        lab = ",".join(f'{k}="{_label(v)}"' for k, v in labels.items())
-        fams[fam][1].append(f"{fam}{{{lab}}} {_pvalue(value)}")
-
-    for run_id, data, report in runs:
-        base = {"run": data.info.get("name") or Path(data.source).name, "run_id": run_id}
-        for name in data.names():
-            if not is_canonical(name):
-                continue
-            s = data.series(name)
-            if s is not None and len(s):
-                add("rlvitals_metric", {**base, "metric": name}, float(s.values[-1]))
-        if data.last_step is not None:
-            add("rlvitals_last_step", base, data.last_step)
-        t = data.series("time")
-        if t is not None and len(t):
-            add("rlvitals_last_step_timestamp_seconds", base, float(t.values[-1]))
-        if data.heartbeats:
-            hb = data.heartbeats[-1].get("time")
-            if isinstance(hb, (int, float)):
-                add("rlvitals_heartbeat_timestamp_seconds", base, float(hb))
-        status = data.info.get("status")
-        if status is not None:
-            add("rlvitals_running", base, 1.0 if status == "running" else 0.0)
-            add("rlvitals_status", {**base, "status": status}, 1.0)
-        if report is not None:
-            add("rlvitals_verdict", {**base, "verdict": report.verdict}, 1.0)
-            add("rlvitals_worst_severity", base, SEVERITIES.index(report.worst))
-            counts = dict.fromkeys(SEVERITIES, 0)
-            for f in report.findings:
-                counts[f.severity] += 1
-            for sev, n in counts.items():
-                add("rlvitals_findings", {**base, "severity": sev}, n)
-    lines = []
-    for fam, (help_text, samples) in fams.items():
-        lines.append(f"# HELP {fam} {help_text}")
-        lines.append(f"# TYPE {fam} gauge")
-        lines.extend(samples)
-    return "\n".join(lines) + "\n"
-
-
-# -- HTTP --------------------------------------------------------------------------------
+THREADS_PER_CLIENT = 8  # requests of one client address in the thread pool at once
+MAX_PER_CLIENT = 4096  # open connections of one client address (idle event streams included)
+KEEPALIVE = 15.0  # seconds between comments on an idle event stream
+_STEP_OK = re.compile(r"^\d{1,9}$")
+_HEADERS = [
+    (b"cache-control", b"no-store"),
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"no-referrer"),
+]
+
+
+# -- which Host headers are ours ---------------------------------------------------------
 
 _LOOPBACK_NAMES = {"localhost", "127.0.0.1", "::1"}
 
@@ -624,263 +108,6 @@ def host_allowed(header: str, loopback_only: bool, allowed: frozenset[str]) -> b
     return not loopback_only
 
 
-class _Handler(BaseHTTPRequestHandler):
-    server: _Server
-    protocol_version = "HTTP/1.1"
-    server_version = "rlvitals"
-    sys_version = ""
-    _head_only = False
-
-    def log_message(self, format: str, *args: Any) -> None:
-        if self.server.verbose:
-            super().log_message(format, *args)
-
-    # Only GET and HEAD.
-    def do_POST(self) -> None:
-        self._send(
-            HTTPStatus.METHOD_NOT_ALLOWED, b"method not allowed\n", headers={"Allow": "GET, HEAD"}
-        )
-
-    do_PUT = do_DELETE = do_PATCH = do_OPTIONS = do_POST
-
-    def do_HEAD(self) -> None:
-        self._dispatch(head=True)
-
-    def do_GET(self) -> None:
-        self._dispatch(head=False)
-
-    def setup(self) -> None:
-        super().setup()
-        # The request line and headers must arrive within ``header_timeout`` in all (a client
-        # that sends one byte every few seconds is cut off, slowloris), and an idle socket
-        # times out after ``idle_timeout`` (a kept-alive connection nobody uses).
-        self.connection.settimeout(self.server.idle_timeout)
-        self._header_timer = threading.Timer(self.server.header_timeout, self._too_slow)
-        self._header_timer.daemon = True
-        self._header_timer.start()
-
-    def _too_slow(self) -> None:
-        with contextlib.suppress(OSError):
-            self.connection.shutdown(socket.SHUT_RDWR)
-
-    def parse_request(self) -> bool:
-        ok = super().parse_request()
-        self._header_timer.cancel()
-        if ok and (self.headers.get("Content-Length") or self.headers.get("Transfer-Encoding")):
-            # GET and HEAD take no body: never read one as a second, pipelined request.
-            self.close_connection = True
-        return ok
-
-    def finish(self) -> None:
-        self._header_timer.cancel()
-        super().finish()
-
-    def _host_ok(self) -> bool:
-        srv = self.server
-        return host_allowed(self.headers.get("Host", ""), srv.loopback_only, srv.allowed_hosts)
-
-    def _dispatch(self, *, head: bool) -> None:
-        self._head_only = head
-        hub = self.server.hub
-        if not self._host_ok():
-            self._send(
-                HTTPStatus.FORBIDDEN,
-                b"unexpected Host header: this server is not served under that name (start "
-                b"`rlvitals serve` with --allow-host NAME to serve under it)\n",
-            )
-            return
-        url = urlsplit(self.path)
-        parts = url.path.split("/")[1:]
-        try:
-            if url.path == "/":
-                self._page()
-            elif url.path == "/events":
-                runs = parse_qs(url.query).get("runs", [""])[0]
-                self._events([r for r in runs.split(",") if _ID_OK.match(r)])
-            elif url.path == "/metrics":
-                self._send(
-                    HTTPStatus.OK,
-                    hub.metrics().encode("utf-8"),
-                    "text/plain; version=0.0.4; charset=utf-8",
-                )
-            elif url.path == "/healthz":
-                self._send(HTTPStatus.OK, b"ok\n")
-            elif url.path == "/api/runs":
-                self._json({"runs": hub.index()})
-            elif len(parts) == 3 and parts[:2] == ["api", "run"] and _ID_OK.match(parts[2]):
-                snap = hub.snapshot(parts[2])
-                self._json(snap) if snap is not None else self._not_found()
-            elif (
-                len(parts) == 4
-                and parts[:2] == ["api", "transcripts"]
-                and _ID_OK.match(parts[2])
-                and re.fullmatch(r"\d{1,9}", parts[3])
-            ):
-                got = hub.transcripts(parts[2], int(parts[3]))
-                self._json(got) if got is not None else self._not_found()
-            else:
-                self._not_found()
-        except (BrokenPipeError, ConnectionResetError):
-            pass
-
-    def _not_found(self) -> None:
-        self._send(HTTPStatus.NOT_FOUND, b"not found\n")
-
-    def _send(
-        self,
-        status: HTTPStatus,
-        body: bytes,
-        ctype: str = "text/plain; charset=utf-8",
-        headers: dict[str, str] | None = None,
-    ) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(len(body)))
-        self.send_header("Cache-Control", "no-store")
-        self.send_header("X-Content-Type-Options", "nosniff")
-        self.send_header("Referrer-Policy", "no-referrer")
-        for k, v in (headers or {}).items():
-            self.send_header(k, v)
-        self.end_headers()
-        if not self._head_only:
-            self.wfile.write(body)
-
-    def _json(self, value: Any) -> None:
-        self._send(HTTPStatus.OK, _encode(value), "application/json")
-
-    def _page(self) -> None:
-        hub = self.server.hub
-        html = page_html(
-            {
-                "index": hub.index(),
-                "runs": [],
-                "baseline": hub.shading,
-                "stall_after": hub.stall_after or 600,
-            },
-            live=True,
-            title="rlvitals live",
-        )
-        self._send(
-            HTTPStatus.OK,
-            html.encode("utf-8"),
-            "text/html; charset=utf-8",
-            {"Content-Security-Policy": csp_header(live=True), "X-Frame-Options": "DENY"},
-        )
-
-    def _events(self, run_ids: list[str]) -> None:
-        hub = self.server.hub
-        self.send_response(HTTPStatus.OK)
-        self.send_header("Content-Type", "text/event-stream; charset=utf-8")
-        self.send_header("Cache-Control", "no-store")
-        self.send_header("X-Accel-Buffering", "no")
-        self.send_header("X-Content-Type-Options", "nosniff")
-        self.send_header("Connection", "close")
-        self.end_headers()
-        self.close_connection = True
-        if self._head_only:
-            return
-        sub = hub.subscribe(run_ids)
-        try:
-            self.wfile.write(b"retry: 1000\n\n")
-            self.wfile.flush()
-            while not hub.stopped.is_set():
-                try:
-                    ev = sub.queue.get(timeout=self.server.keepalive)
-                except queue.Empty:
-                    self.wfile.write(b": keepalive\n\n")
-                    self.wfile.flush()
-                    continue
-                if ev is None:
-                    break
-                self.wfile.write(ev)
-                self.wfile.flush()
-        except (BrokenPipeError, ConnectionResetError, OSError):
-            pass
-        finally:
-            hub.unsubscribe(sub)
-
-
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-    request_queue_size = 128  # the listen backlog (the standard library's is 5)
-    max_connections = 256  # connections served at once; more are closed at once
-    header_timeout = 10.0
-    idle_timeout = 30.0
-    hub: Hub
-    loopback_only: bool
-    allowed_hosts: frozenset[str]
-    verbose: bool
-    keepalive: float
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._slots = threading.BoundedSemaphore(self.max_connections)
-
-    def process_request(self, request: Any, client_address: Any) -> None:
-        """One thread per connection, at most ``max_connections`` at once: a flood of idle
-        sockets is closed, not given a thread each."""
-        if not self._slots.acquire(blocking=False):
-            self.shutdown_request(request)
-            return
-        try:
-            super().process_request(request, client_address)
-        except BaseException:
-            self._slots.release()
-            raise
-
-    def process_request_thread(self, request: Any, client_address: Any) -> None:
-        try:
-            super().process_request_thread(request, client_address)
-        finally:
-            self._slots.release()
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        """A client that hung up mid-answer is routine (a closed tab, a malformed request
-        answered with an error it did not wait for): nothing to say. Anything else is one
-        line, never a traceback in the user's terminal."""
-        exc = sys.exc_info()[1]
-        if isinstance(exc, ConnectionError):
-            return
-        print(
-            f"rlvitals serve: request from {client_address[0]} failed: {type(exc).__name__}: {exc}",
-            file=sys.stderr,
-        )
-
-
-def make_server(
-    hub: Hub,
-    host: str = "127.0.0.1",
-    port: int = 0,
-    *,
-    verbose: bool = False,
-    header_timeout: float = 10.0,
-    idle_timeout: float = 30.0,
-    allowed_hosts: Iterable[str] = (),
-) -> _Server:
-    """An HTTP server for ``hub`` on ``host:port`` (0: any free port), not yet serving.
-
-    A request's line and headers must arrive within ``header_timeout`` seconds; a connection
-    idle for ``idle_timeout`` is closed. ``allowed_hosts``: host names it answers under beside
-    loopback ones (and, bound to another address, IP literals and this machine's names);
-    ``"*"`` accepts any Host header."""
-    try:
-        server = _Server((host, port), _Handler)
-    except OSError as exc:
-        raise RlvitalsError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
-    server.hub = hub
-    server.loopback_only = _is_loopback(host)
-    names = {h.lower().rstrip(".") for h in allowed_hosts}
-    if not server.loopback_only:
-        names |= _machine_names()
-    server.allowed_hosts = frozenset(names)
-    server.verbose = verbose
-    server.keepalive = 15.0
-    server.header_timeout = header_timeout
-    server.idle_timeout = idle_timeout
-    return server
-
-
 def _machine_names() -> set[str]:
     """This machine's own names (a page can only rebind a name its author controls)."""
     names = set()
@@ -892,14 +119,380 @@ def _machine_names() -> set[str]:
     return names
 
 
-def _url(server: _Server) -> str:
-    host, port = server.server_address[:2]
-    if isinstance(host, bytes):
-        host = host.decode()
-    shown = host if host not in ("0.0.0.0", "::", "") else "127.0.0.1"
-    if ":" in shown:
-        shown = f"[{shown}]"
-    return f"http://{shown}:{port}/"
+# -- the application ---------------------------------------------------------------------
+
+
+class _SlowClient(Exception):
+    """A client that did not take its answer within the write deadline."""
+
+
+# The connection a request came on (set by ``_protocol`` for the request's task), so a client
+# past the write deadline is aborted: closing would wait to flush what it does not read.
+_CONNECTION: contextvars.ContextVar[Any] = contextvars.ContextVar("rlvitals_connection")
+
+
+class _Guard:
+    """Around the whole application: the Host check, the headers every answer carries, no
+    second request read from a GET's body, and the write deadline."""
+
+    def __init__(
+        self, app: Any, *, loopback_only: bool, allowed: frozenset[str], write_timeout: float
+    ) -> None:
+        self.app = app
+        self.loopback_only = loopback_only
+        self.allowed = allowed
+        self.write_timeout = write_timeout
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        headers = dict(scope["headers"])
+        extra = list(_HEADERS)
+        if headers.get(b"content-length", b"0") != b"0" or b"transfer-encoding" in headers:
+            # GET and HEAD take no body: never read one as a second, pipelined request.
+            extra.append((b"connection", b"close"))
+        if not host_allowed(
+            headers.get(b"host", b"").decode("latin-1"), self.loopback_only, self.allowed
+        ):
+            body = (
+                b"unexpected Host header: this server is not served under that name (start "
+                b"`rlvitals serve` with --allow-host NAME to serve under it)\n"
+            )
+            return await Response(body, 403, media_type="text/plain")(scope, receive, send)
+
+        async def guarded(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                have = {k for k, _ in message.get("headers", [])}
+                message["headers"] = [
+                    *message.get("headers", []),
+                    *(h for h in extra if h[0] not in have),
+                ]
+            try:
+                async with asyncio.timeout(self.write_timeout):  # no task per send
+                    await send(message)
+            except TimeoutError:
+                raise _SlowClient from None
+
+        try:
+            await self.app(scope, receive, guarded)
+        except _SlowClient:
+            conn = _CONNECTION.get(None)
+            if conn is not None:
+                conn.transport.abort()
+
+
+class _Clients:
+    """How many requests of each client address are in the thread pool (at most ``limit``)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.slots: dict[str, tuple[asyncio.Semaphore, int]] = {}
+
+    async def run(self, request: Request, fn: Callable[..., Any], *args: Any) -> Any:
+        addr = request.client.host if request.client else ""
+        sem, users = self.slots.get(addr) or (asyncio.Semaphore(self.limit), 0)
+        self.slots[addr] = (sem, users + 1)
+        try:
+            async with sem:
+                return await run_in_threadpool(fn, *args)
+        finally:
+            sem, users = self.slots[addr]
+            if users == 1:
+                del self.slots[addr]
+            else:
+                self.slots[addr] = (sem, users - 1)
+
+
+def create_app(
+    hub: Hub,
+    *,
+    loopback_only: bool = True,
+    allowed_hosts: frozenset[str] = frozenset(),
+    write_timeout: float = 30.0,
+    stuck_after: float = 60.0,
+    keepalive: float = KEEPALIVE,
+) -> Any:
+    """The ASGI application serving ``hub``."""
+    clients = _Clients(THREADS_PER_CLIENT)
+
+    def text(body: str, status: int = 200, **kw: Any) -> Response:
+        return Response(body.encode("utf-8"), status, media_type="text/plain", **kw)
+
+    def as_json(value: Any) -> Response:
+        if value is None:
+            return text("not found\n", 404)
+        return Response(_encode(value), media_type="application/json")
+
+    def render_page() -> bytes:
+        payload = {
+            "index": hub.index(),
+            "runs": [],
+            "baseline": hub.shading,
+            "stall_after": hub.stall_after or 600,
+        }
+        return page_html(unsurrogate(payload), live=True, title="rlvitals live").encode("utf-8")
+
+    async def page(request: Request) -> Response:
+        html = await clients.run(request, render_page)
+        policy = {"Content-Security-Policy": csp_header(live=True), "X-Frame-Options": "DENY"}
+        return Response(html, media_type="text/html", headers=policy)
+
+    async def healthz(request: Request) -> Response:
+        stuck = hub.stuck_for()
+        if stuck > stuck_after:  # the poller is blocked: the page would silently stop updating
+            where = f" (reading {unsurrogate(hub.reading)})" if hub.reading else ""
+            return text(f"poller stuck: no pass finished for {stuck:.0f} s{where}\n", 503)
+        return text("ok\n")
+
+    async def metrics(request: Request) -> Response:
+        body = await clients.run(request, hub.metrics)
+        return Response(body.encode("utf-8"), media_type="text/plain; version=0.0.4")
+
+    async def runs(request: Request) -> Response:
+        return as_json({"runs": await clients.run(request, hub.index)})
+
+    async def one_run(request: Request) -> Response:
+        rid = request.path_params["rid"]
+        return as_json(await clients.run(request, hub.snapshot, rid) if _ID_OK.match(rid) else None)
+
+    async def transcripts(request: Request) -> Response:
+        rid, step = request.path_params["rid"], request.path_params["step"]
+        if not (_ID_OK.match(rid) and _STEP_OK.match(step)):
+            return text("not found\n", 404)
+        return as_json(await clients.run(request, hub.transcripts, rid, int(step)))
+
+    async def events(request: Request) -> Response:
+        headers = {"X-Accel-Buffering": "no", "Connection": "close"}
+        if request.method == "HEAD":
+            return Response(media_type="text/event-stream", headers=headers)
+        wanted = [r for r in request.query_params.get("runs", "").split(",") if _ID_OK.match(r)]
+        loop = asyncio.get_running_loop()
+        wake = asyncio.Event()
+
+        def notify() -> None:  # from the poller thread
+            with contextlib.suppress(RuntimeError):  # the loop has closed: nobody to wake
+                loop.call_soon_threadsafe(wake.set)
+
+        sub = await clients.run(request, hub.subscribe, wanted, notify)
+        return StreamingResponse(
+            _stream(hub, sub, wake, keepalive), media_type="text/event-stream", headers=headers
+        )
+
+    get = ["GET", "HEAD"]
+    routes = [
+        Route("/", page, methods=get),
+        Route("/events", events, methods=get),
+        Route("/metrics", metrics, methods=get),
+        Route("/healthz", healthz, methods=get),
+        Route("/api/runs", runs, methods=get),
+        Route("/api/run/{rid}", one_run, methods=get),
+        Route("/api/transcripts/{rid}/{step}", transcripts, methods=get),
+    ]
+    app = Starlette(routes=routes)
+    app.router.redirect_slashes = False
+    app.router.default = _not_found_app
+    return _Guard(
+        app, loopback_only=loopback_only, allowed=allowed_hosts, write_timeout=write_timeout
+    )
+
+
+async def _not_found_app(scope: Any, receive: Any, send: Any) -> None:
+    await Response(b"not found\n", 404, media_type="text/plain")(scope, receive, send)
+
+
+async def _stream(
+    hub: Hub, sub: Any, wake: asyncio.Event, keepalive: float
+) -> AsyncIterator[bytes]:
+    """A page's events as they are queued; a comment when idle, so a vanished client is found."""
+    try:
+        yield b"retry: 1000\n\n"
+        while not hub.stopped.is_set():
+            wake.clear()
+            got = sub.take()
+            if got:
+                done = got[-1] is None
+                chunk = b"".join(ev for ev in got if ev is not None)
+                if chunk:
+                    yield chunk
+                if done:
+                    return
+                continue
+            try:
+                async with asyncio.timeout(keepalive):
+                    await wake.wait()
+            except TimeoutError:
+                yield b": keepalive\n\n"
+    finally:
+        sub.dead = True  # the poller drops it on its next pass (no lock taken on this loop)
+
+
+# -- the server --------------------------------------------------------------------------
+
+
+def _protocol(header_timeout: float, max_per_client: int) -> type[H11Protocol]:
+    """uvicorn's h11 protocol with a deadline for a request's line and headers (a client that
+    sends a byte now and then, slowloris, is closed at it) and a bound on the connections of
+    one client address (beyond it, a new connection is closed at once)."""
+    open_by: dict[str, int] = {}
+
+    class Protocol(H11Protocol):
+        _timer: asyncio.TimerHandle | None = None
+        _addr: str | None = None
+
+        def connection_made(self, transport: Any) -> None:
+            super().connection_made(transport)
+            addr = self.client[0] if self.client else ""
+            if open_by.get(addr, 0) >= max_per_client:
+                transport.close()
+                return
+            open_by[addr] = open_by.get(addr, 0) + 1
+            self._addr = addr
+            self._arm()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._disarm()
+            if self._addr is not None:
+                left = open_by.pop(self._addr) - 1
+                if left:
+                    open_by[self._addr] = left
+                self._addr = None
+            super().connection_lost(exc)
+
+        def _arm(self) -> None:
+            self._disarm()
+            self._timer = self.loop.call_later(header_timeout, self._too_slow)
+
+        def _disarm(self) -> None:
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+
+        def _too_slow(self) -> None:
+            self._timer = None
+            if not self.transport.is_closing():
+                self.transport.close()
+
+        def handle_events(self) -> None:
+            cycle = self.cycle
+            token = _CONNECTION.set(self)  # the request's task, made in there, inherits it
+            try:
+                super().handle_events()
+            finally:
+                _CONNECTION.reset(token)
+            if self.cycle is not cycle:  # a whole request line and headers arrived
+                self._disarm()
+
+        def on_response_complete(self) -> None:
+            self._arm()  # the next request on this connection gets its own deadline
+            super().on_response_complete()
+
+    return Protocol
+
+
+class _OneLine(logging.Formatter):
+    """uvicorn's messages as one line each: never a traceback in the user's terminal."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        msg = f"rlvitals serve: {record.getMessage()}".rstrip()
+        if record.exc_info and record.exc_info[1] is not None:
+            exc = record.exc_info[1]
+            msg += f" {type(exc).__name__}: {exc}"
+        return msg
+
+
+def _quiet_logs(verbose: bool) -> None:
+    err = logging.getLogger("uvicorn.error")
+    if not any(isinstance(h.formatter, _OneLine) for h in err.handlers):
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(_OneLine())
+        # An answer left unfinished on purpose (the write deadline) is no error.
+        handler.addFilter(lambda r: "without completing response" not in r.getMessage())
+        for name in ("uvicorn.error", "uvicorn.access"):
+            log = logging.getLogger(name)
+            log.handlers = [handler]
+            log.propagate = False
+    err.setLevel(logging.INFO if verbose else logging.ERROR)
+    logging.getLogger("uvicorn.access").setLevel(logging.INFO if verbose else logging.WARNING)
+
+
+class Server:
+    """The dashboard's HTTP server, bound (so its address is known) but not yet serving."""
+
+    def __init__(
+        self,
+        hub: Hub,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        verbose: bool = False,
+        header_timeout: float = 10.0,
+        write_timeout: float = 30.0,
+        allowed_hosts: Iterable[str] = (),
+        max_per_client: int = MAX_PER_CLIENT,
+        stuck_after: float = 60.0,
+    ) -> None:
+        self.hub = hub
+        loopback_only = _is_loopback(host)
+        names = {h.lower().rstrip(".") for h in allowed_hosts}
+        if not loopback_only:
+            names |= _machine_names()
+        self.allowed_hosts = frozenset(names)
+        try:
+            family = socket.AF_INET6 if ":" in host else socket.AF_INET
+            self.sock = socket.socket(family, socket.SOCK_STREAM)
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            self.sock.bind((host, port))
+            self.sock.listen(1024)  # connections wait in the backlog until uvicorn runs
+        except OSError as exc:
+            self.sock.close()
+            raise RlvitalsError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+        self.sock.set_inheritable(True)
+        _quiet_logs(verbose)
+        app = create_app(
+            hub,
+            loopback_only=loopback_only,
+            allowed_hosts=self.allowed_hosts,
+            write_timeout=write_timeout,
+            stuck_after=stuck_after,
+        )
+        config = uvicorn.Config(
+            app,
+            http=_protocol(header_timeout, max_per_client),
+            loop="asyncio",
+            ws="none",
+            lifespan="off",
+            log_config=None,
+            access_log=verbose,
+            server_header=False,
+            backlog=1024,
+            timeout_graceful_shutdown=2,
+        )
+        self.uvicorn = uvicorn.Server(config)
+        self.host, self.port = self.sock.getsockname()[:2]
+
+    @property
+    def url(self) -> str:
+        shown = self.host if self.host not in ("0.0.0.0", "::", "") else "127.0.0.1"
+        return f"http://{f'[{shown}]' if ':' in shown else shown}:{self.port}/"
+
+    def run(self) -> None:
+        """Serve until ``stop()`` (or, in the main thread, SIGINT or SIGTERM)."""
+        self.uvicorn.run(sockets=[self.sock])
+
+    def stop(self) -> None:
+        self.uvicorn.should_exit = True
+
+
+def make_server(hub: Hub, host: str = "127.0.0.1", port: int = 0, **options: Any) -> Server:
+    """An HTTP server for ``hub`` on ``host:port`` (0: any free port), bound, not yet serving.
+
+    ``header_timeout``: seconds for a request's line and headers; ``write_timeout``: for a
+    client to take each part of its answer; ``allowed_hosts``: host names it answers under
+    beside loopback ones (and, bound to another address, IP literals and this machine's
+    names; ``"*"`` accepts any Host header); ``max_per_client``: open connections of one
+    client address; ``stuck_after``: seconds without a finished poll pass after which
+    ``/healthz`` answers 503."""
+    return Server(hub, host, port, **options)
 
 
 def serve_in_background(
@@ -907,11 +500,7 @@ def serve_in_background(
     host: str = "127.0.0.1",
     port: int = 0,
     *,
-    baseline: dict[str, Any] | None = None,
-    shading: dict[str, Any] | None = None,
     poll_interval: float = 0.1,
-    stall_after: float | None = None,
-    follow_links: bool = False,
     header_timeout: float = 10.0,
     **hub_options: Any,
 ) -> tuple[str, Callable[[], None]]:
@@ -919,30 +508,36 @@ def serve_in_background(
 
     ``rlvitals demo --serve`` uses it to show the run it trains. ``stop()`` closes the server
     and its event streams and returns once the threads are done. ``hub_options`` go to
-    ``Hub`` (``thresholds``, ``transcript_rules``, ``judge``).
+    ``Hub`` (``baseline``, ``shading``, ``stall_after``, ``follow_links``, ``thresholds``,
+    ``transcript_rules``, ``judge``).
     """
-    hub = Hub(
-        paths,
-        baseline=baseline,
-        shading=shading,
-        stall_after=stall_after,
-        follow_links=follow_links,
-        **hub_options,
-    )
+    hub = Hub(paths, **hub_options)
     server = make_server(hub, host, port, header_timeout=header_timeout)
     poller = threading.Thread(target=hub.run_forever, args=(poll_interval,), daemon=True)
-    http = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)
+    http = threading.Thread(target=server.run, daemon=True, name="rlvitals-serve")
     poller.start()
     http.start()
+    deadline = time.monotonic() + 10
+    while not server.uvicorn.started and http.is_alive() and time.monotonic() < deadline:
+        time.sleep(0.01)
 
     def stop() -> None:
         hub.stop()
-        server.shutdown()
-        server.server_close()
+        server.stop()
         poller.join(timeout=5)
         http.join(timeout=5)
 
-    return _url(server), stop
+    return server.url, stop
+
+
+def _more_files() -> None:
+    """Raise this process's open-file limit to its hard limit: each page holds a socket."""
+    with contextlib.suppress(ValueError, OSError):
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if hard == resource.RLIM_INFINITY or hard > 1 << 20:
+            hard = 1 << 20
+        if soft != resource.RLIM_INFINITY and soft < hard:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
 def serve(
@@ -950,42 +545,23 @@ def serve(
     host: str = "127.0.0.1",
     port: int = 8765,
     *,
-    baseline: dict[str, Any] | None = None,
-    shading: dict[str, Any] | None = None,
     poll_interval: float = 0.1,
-    stall_after: float | None = None,
     verbose: bool = False,
     on_ready: Callable[[str, Hub], None] | None = None,
-    follow_links: bool = False,
-    thresholds: Any = None,
-    transcript_rules: str | None = None,
-    source_format: str | None = None,
-    mapping: str | os.PathLike[str] | None = None,
-    run: str | None = None,
     allowed_hosts: Iterable[str] = (),
+    **hub_options: Any,
 ) -> None:
-    """Serve in the foreground until interrupted (``source_format``, ``mapping``, ``run``:
-    see Hub; ``allowed_hosts``: see ``make_server``)."""
-    hub = Hub(
-        paths,
-        baseline=baseline,
-        shading=shading,
-        stall_after=stall_after,
-        follow_links=follow_links,
-        thresholds=thresholds,
-        transcript_rules=transcript_rules,
-        source_format=source_format,
-        mapping=mapping,
-        run=run,
-    )
+    """Serve in the foreground until interrupted (``hub_options``: see Hub; ``allowed_hosts``:
+    see ``make_server``)."""
+    _more_files()
+    hub = Hub(paths, **hub_options)
     server = make_server(hub, host, port, verbose=verbose, allowed_hosts=allowed_hosts)
     poller = threading.Thread(target=hub.run_forever, args=(poll_interval,), daemon=True)
     poller.start()
     if on_ready is not None:
-        on_ready(_url(server), hub)
+        on_ready(server.url, hub)
     try:
-        server.serve_forever(poll_interval=0.2)
+        server.run()
     finally:
         hub.stop()
-        server.server_close()
         poller.join(timeout=5)

@@ -1,15 +1,13 @@
 """A run directory coming into being: its name, its ``run.json``, created once.
 
 Two processes starting the same run name must not both write into it: the directory's
-``run.json`` is created exclusively (``O_EXCL``), so the second process gets one clear error
-instead of interleaving its records with the first one's. A folder that is already there
+``run.json`` is created exclusively and whole (a hard link, so never an empty file), and the
+second process gets one clear error instead of interleaving its records with the first one's. A folder that is already there
 without a ``run.json`` (made by hand, or by a shard writer that attached first) is taken.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
 import platform
 import sys
 import uuid
@@ -20,7 +18,7 @@ from typing import Any
 
 from .. import __version__
 from ..errors import ConfigError, UsageError
-from ..jsonio import write_json_atomic
+from ..jsonio import create_exclusive, dumps
 from ..schema import RUN_JSON
 
 __all__ = ["create_run_dir", "now_iso", "unique_name", "versions"]
@@ -65,17 +63,9 @@ def create_run_dir(d: Path, meta: Mapping[str, Any]) -> None:
     except OSError as exc:
         raise _cannot(d, exc) from None
     path = d / RUN_JSON
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:  # the name and run.json's whole content claimed at once: never an empty run.json
+        create_exclusive(path, (dumps(meta, indent=2) + "\n").encode())
     except FileExistsError:
         raise UsageError(f"{d}: a run directory is already there; choose another name") from None
     except OSError as exc:
-        raise _cannot(d, exc) from None
-    os.close(fd)
-    try:
-        write_json_atomic(path, meta)
-    except OSError as exc:
-        # Leave no half-claimed name behind: the empty run.json would block a retry.
-        with contextlib.suppress(OSError):
-            path.unlink()
         raise _cannot(d, exc) from None

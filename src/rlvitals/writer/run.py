@@ -1,18 +1,21 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+import re
 import threading
 import time
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
+from itertools import groupby
 from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
 from ..config import Config, load_config
 from ..errors import RunStopped, UsageError
-from ..jsonio import ENCODER, LineFile, clean, encode_line
+from ..jsonio import ENCODER, LineFile, clean, dumps, encode_line
 from ..jsonio import write_json_atomic as _write_json_atomic
 from ..metrics import (
     UNFINISHED,
@@ -33,6 +36,7 @@ from ..schema import (
     RUN_JSON,
     STEPS,
 )
+from .columns import build, plain_columns, rows
 from .directory import create_run_dir, now_iso, unique_name
 from .directory import versions as versions_of
 from .heartbeat import Heartbeat, log_progress
@@ -53,6 +57,7 @@ from .shard import ShardIntake
 __all__ = ["Run", "WriterWarning"]
 
 _tokens = attrgetter("response_tokens")
+_step = attrgetter("step")
 _now = time.time
 # log_attempts' plain attempts: these arguments only (the others go through log_attempt).
 _PLAIN_KEYS = frozenset(
@@ -138,6 +143,7 @@ class Run:
         # Attempts with working data to drop or non-finite numbers to spell when written.
         self._fixups: list[Attempt] = []
         self._warned: set[str] = set()
+        self._failures: dict[tuple[Any, ...], int] = {}  # write failures by kind: how many
         self._phase = "starting"
         self._progress_extra: dict[str, Any] = {}
         self._meta = {
@@ -359,8 +365,13 @@ class Run:
         finally:
             lock.release()
 
-    def log_attempts(self, attempts: Iterable[Mapping[str, Any]]) -> list[str]:
+    def log_attempts(self, attempts: Iterable[Mapping[str, Any]] | Mapping[str, Any]) -> list[str]:
         """Record several attempts in one call; returns their ids, in order.
+
+        ``attempts`` is either columns, a mapping of ``log_attempt``'s argument names to one
+        list or numpy array each (``{"step": [3, 3], "group_id": ["3-g0", "3-g0"], "task_id":
+        ["t17", "t17"], "reward": np.array([1.0, 0.0])}``): the fastest way in (see
+        ``writer/columns.py``), or an iterable of mappings, one per attempt.
 
         Each item is a mapping of ``log_attempt``'s arguments (``{"step": 3, "group_id":
         "3-g0", "task_id": "t17", "reward": 1.0, ...}``): what a sampler that finishes a batch
@@ -376,6 +387,8 @@ class Run:
                 the item's index. The items before it are recorded.
             RunStopped: as ``log_attempt``.
         """
+        if isinstance(attempts, Mapping):
+            return self._log_columns(attempts)
         ids: list[str] = []
         append = ids.append
         plain_shapes = _PLAIN_SHAPES
@@ -462,6 +475,30 @@ class Run:
                 self._counter, self._id_step, self._id_prefix = n, id_step, id_prefix
                 if reset:
                     self._failures_in_a_row = 0
+        return ids
+
+    def _log_columns(self, columns: Mapping[str, Any]) -> list[str]:
+        """``log_attempts`` of a batch given as columns (``writer/columns.py``)."""
+        n, cols = plain_columns(columns)
+        with self._lock:
+            self._check_open("log_attempts")
+            if cols is None or min(cols["step"]) < self._next_step:
+                return self.log_attempts(rows(columns))  # errors name the row
+            ids, made = build(cols, n, self._counter + 1, _now())
+            self._counter += n
+            last = made[-1].step
+            self._id_step, self._id_prefix = last, f"{last}-"
+            pending = self._pending
+            for step, group in groupby(made, _step):
+                bucket = pending.get(step)
+                if bucket is None:
+                    pending[step] = list(group)
+                else:
+                    bucket.extend(group)
+            if min(cols["step"]) <= self._decided_upto:  # they join an update already decided
+                self._decided = None
+                self._decided_upto = -1
+            self._failures_in_a_row = 0
         return ids
 
     def _log_one(self, i: int, d: Any) -> str:
@@ -797,12 +834,36 @@ class Run:
     def _append(self, name: str, record: Mapping[str, Any]) -> None:
         self._files[name].append(encode_line(record))
 
+    def _write_final_meta(self, meta: dict[str, Any]) -> None:
+        """run.json with the run's end, atomically; on a full disk (no room for the temporary
+        copy) over the old one in place, which needs no new room, so a reader does not see
+        the run ``running`` for ever."""
+        try:
+            _write_json_atomic(self.dir / RUN_JSON, meta)
+        except OSError as exc:
+            if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+                raise
+            data = (dumps(meta, indent=None) + "\n").encode()
+            with open(self.dir / RUN_JSON, "r+b") as f:
+                f.write(data)
+                f.truncate()
+
     def _guarded(self, what: str, fn: Any, *args: Any) -> None:
-        """Run a write; a failure becomes a WriterWarning, never an exception in the loop."""
+        """Run a write; a failure becomes a WriterWarning, never an exception in the loop. The
+        same failure again (a full disk fails every write) is counted, not warned each time;
+        ``close`` says how many there were."""
         try:
             fn(*args)
         except Exception as exc:
-            warn(f"{what}: {type(exc).__name__}: {exc}")
+            kind = (
+                re.sub(r"^step \d+: ", "", what),
+                type(exc).__name__,
+                getattr(exc, "errno", None),
+            )
+            seen = self._failures.get(kind, 0)
+            self._failures[kind] = seen + 1
+            if not seen:
+                warn(f"{what}: {type(exc).__name__}: {exc}")
 
     def _mirror_log(self, record: Mapping[str, Any]) -> None:
         try:
@@ -879,12 +940,13 @@ class Run:
             self._meta["status"] = status
             self._meta["stop_reason"] = reason
             self._meta["ended"] = now_iso()
-            self._guarded(
-                f"run.json not updated to {status!r}",
-                _write_json_atomic,
-                self.dir / RUN_JSON,
-                self._meta,
-            )
+            self._guarded(f"run.json not updated to {status!r}", self._write_final_meta, self._meta)
             self._guarded("W&B finish failed", self._mirror.finish, status)
+            again = sum(n - 1 for n in self._failures.values())
+            if again:
+                warn(
+                    f"{again} more writes failed the same way as those warned (the run's "
+                    "files miss what they held)"
+                )
         if self._heartbeat is not None:
             self._heartbeat.join(timeout=5)

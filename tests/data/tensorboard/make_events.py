@@ -5,7 +5,8 @@
 ``trl_run/`` holds simple_value scalars as HF Trainer writes them (``train/<key>``, via
 transformers' rewrite_logs); ``verl_tf2/`` holds TF2-style tensor-encoded scalars
 (``tf.summary.scalar``: a float32 or float64 scalar tensor with plugin "scalars"), both written
-by ``tensorboard.summary.writer.event_file_writer.EventFileWriter``. Wall times are fixed so the
+by ``tensorboard.summary.writer.event_file_writer.EventFileWriter``; ``nemo_rl_run/`` holds
+NeMo-RL's GRPO metrics as its TensorboardLogger writes them (simple_value, ``train/<key>``). Wall times are fixed so the
 files are reproducible byte for byte.
 """
 
@@ -72,6 +73,35 @@ VERL = [
         },
     ),
 ]
+# NeMo-RL's TensorboardLogger.log_metrics (nemo_rl/utils/logger.py @0275e758): for each metric,
+# ``name = f"{prefix}/{name}"`` then ``SummaryWriter.add_scalar(name, scalar, step)`` (a
+# simple_value scalar); GRPO logs its metrics with prefix="train" (algorithms/grpo.py:3762).
+# Key names from the 2026-08-22 snapshot (shared/research/field-2026-12-03.md §2.1); the
+# baseline_reward shares are percent (0-100, grpo.py:2441-2445). Values made up.
+NEMO = [
+    (
+        step,
+        {
+            "train/loss": -0.01 * step,
+            "train/token_mult_prob_error": tme,
+            "train/gen_kl_error": gen_kl,
+            "train/policy_kl_error": gen_kl * 1.1,
+            "train/js_divergence_error": gen_kl * 0.25,
+            "train/sampling_importance_ratio": 1.0 - gen_kl,
+            "train/is_oob_ratio": 0.0,
+            "train/approx_entropy": 0.52,
+            "train/baseline_reward/pct_0": pct0,
+            "train/baseline_reward/pct_1": pct1,
+            "train/baseline_reward/pct_mixed": 100.0 - pct0 - pct1,
+            "train/mean_gen_tokens_per_sample": 812.0 + step,
+        },
+    )
+    for step, tme, gen_kl, pct0, pct1 in (
+        (1, 1.004, 0.0002, 25.0, 12.5),
+        (2, 1.006, 0.0003, 18.75, 18.75),
+        (3, 1.031, 0.0041, 12.5, 31.25),
+    )
+]
 
 
 def _simple(tag: str, v: float) -> summary_pb2.Summary.Value:
@@ -114,4 +144,5 @@ def write(dirname: str, rows: list, tensor: bool) -> None:
 if __name__ == "__main__":
     write("trl_run", TRL, tensor=False)
     write("verl_tf2", VERL, tensor=True)
+    write("nemo_rl_run", NEMO, tensor=False)
     sys.exit(0)

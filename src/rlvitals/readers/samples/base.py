@@ -37,6 +37,7 @@ import numpy as np
 from ...jsonio import read_json_objects
 from ...metrics import Attempt, RunState, decide, step_metrics
 from ...model import AttemptTableBuilder, RunData
+from ...transcripts.degenerate import DegenerateCounts
 from ...transcripts.store import Generation, TranscriptAttempt, TranscriptStore
 
 __all__ = [
@@ -87,10 +88,25 @@ class Sample:
     metadata: dict[str, Any] = field(default_factory=dict)
     sampler_logprobs: Any = None  # per generated token, from the sampler
     trainer_logprobs: Any = None  # the trainer's logprobs of the same tokens
+    token_ids: Any = None  # the generated token ids (degenerate-text measures), where dumped
     file: int = 0  # index into the source's files
     offset: int = -1  # byte offset of its line (JSON Lines) or its row (Parquet, .pt)
     time: float = math.nan
     error: str | None = None  # "rollout_failed/<Type>" when the framework says it failed
+
+
+def _degenerate(
+    samples: list[Sample], vocab_size: int | None
+) -> tuple[dict[str, float], dict[str, list[int]]]:
+    """Degenerate-text rates of one step (``transcripts.degenerate``), over every sample that
+    carries its generated token ids or its sampled logprobs, and the samples each measure
+    flagged."""
+    if not any(s.token_ids is not None or s.sampler_logprobs is not None for s in samples):
+        return {}, {}
+    counts = DegenerateCounts(vocab_size=vocab_size)
+    for i, s in enumerate(samples):
+        counts.add(i, s.token_ids, s.sampler_logprobs)
+    return counts.rates(), counts.flagged
 
 
 def digest(value: Any) -> str:
@@ -139,6 +155,9 @@ class DumpFormat:
     versioned = False
     #: whether the dump records each sample's generated tokens
     has_tokens = False
+    # The tokenizer's vocabulary size, where the dump says it (gibberish is measured against
+    # a uniform guess over it; without it, not measured).
+    vocab_size: int | None = None
     #: whether the dump says which samples hit the token limit
     has_truncation = False
     #: whether a sample without a reward (and without a failure of its own) is a reward
@@ -355,6 +374,12 @@ class SampleSource:
             for name in [k for k in m if k.startswith(_GROUPED)]:
                 del m[name]
         m[NONFINITE_REWARDS] = float(sum(self._nonfinite(s) for s in samples))
+        rates, flagged = _degenerate(samples, self.format.vocab_size)
+        m.update(rates)
+        if any(flagged.values()):
+            # The samples each measure flagged, for the text check to cite (a few per step).
+            flags = self.run.info.setdefault("text_flags", {})
+            flags[step] = {k: [f"{step}-{i}" for i in v[:8]] for k, v in flagged.items() if v}
         self._add_metrics(step, m, versioned, self.format.has_tokens)
         self._add_rows(step, samples, attempts, versioned)
 

@@ -90,7 +90,13 @@ class NemoRlTrainData(DumpFormat):
             "trained": None if sample_mask is None else sample_mask > 0,
             "sampler": None,
             "trainer": None,
+            "ids": None,
         }
+        if gen is not None and isinstance(ids, list) and len(ids) >= len(gen):
+            try:
+                out["ids"] = np.asarray(ids[: len(gen)], dtype=np.int64)[gen]
+            except (TypeError, ValueError, OverflowError):
+                out["ids"] = None
         g = _row(_one(rec, "generation_logprobs"), n)
         t = _row(_one(rec, "prev_logprobs"), n)
         if gen is not None and g is not None and t is not None and len(g) == len(t) == len(gen):
@@ -119,6 +125,7 @@ class NemoRlTrainData(DumpFormat):
                 discard_reason=None if r["trained"] is not False else "sample_loss_mask",
                 sampler_logprobs=r["sampler"],
                 trainer_logprobs=r["trainer"],
+                token_ids=r["ids"],
                 metadata=meta,
                 file=index(p),
                 offset=offset,

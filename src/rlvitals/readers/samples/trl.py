@@ -36,13 +36,16 @@ _FILE = re.compile(r"^completions_(\d+)\.parquet$")
 _FIXED = ("step", "prompt", "completion", "advantage")
 
 
-def read_table(path: Path) -> dict[str, list[Any]]:
-    """A completions parquet as columns of Python values."""
+def read_table(path: Path, warn: Any = None) -> dict[str, list[Any]]:
+    """A completions parquet as columns of Python values (within ``_parquet``'s bound; what
+    lies past it is left unread, with one ``warn``)."""
     try:
         import pyarrow.parquet as pq
     except ImportError:
         raise MissingExtraError("trl", "reading TRL completions parquet") from None
-    table = pq.read_table(path)
+    from .._parquet import read_bounded
+
+    table = read_bounded(pq, path, warn if warn is not None else (lambda _m: None))
     return {name: table.column(name).to_pylist() for name in table.column_names}
 
 
@@ -194,7 +197,7 @@ class TrlCompletions(CompletionRows):
 
     def _load(self, p: Path, warn: Callable[[str], None]) -> dict[str, list[Any]] | None:
         try:
-            cols = read_table(p)
+            cols = read_table(p, warn)
         except MissingExtraError:
             raise
         except Exception as exc:  # pyarrow raises its own types for a torn or foreign file

@@ -108,7 +108,7 @@
   var runsTable = h("table", "runs-table", secRuns);
   var secVerdict = h("section", "verdicts", main);
   var secFindings = h("section", "findings", main);
-  h("h2", null, secFindings, "Findings, in the order the checks read the run");
+  h("h2", null, secFindings, "Findings, worst first");
   var findingsBody = h("div", null, secFindings);
   var secPlots = h("section", "plots", main);
   h("h2", null, secPlots, "Dashboard");
@@ -188,7 +188,8 @@
     el.replaceChildren();
     if (!LIVE || r.status && r.status !== "running") {
       // A report is read later, and a finished run has no pulse: say when, not how long ago.
-      h("span", null, el, r.last_time ? "last step record at " + when(r.last_time) : "no step records");
+      h("span", null, el, r.last_time ? "last step record at " + when(r.last_time) :
+        r.last_step !== null && r.last_step !== undefined ? "step " + r.last_step + " read (this run records no times)" : "no step records");
       return;
     }
     var now = Date.now() / 1000;
@@ -200,6 +201,7 @@
       if (hb.attempts_needed) what += ", " + (hb.attempts_done || 0) + "/" + hb.attempts_needed + " attempts";
       parts.push(what);
     }
+    if (!parts.length && r.last_step !== null && r.last_step !== undefined) parts.push("step " + r.last_step + " read (this run records no times)");
     var line = h("span", null, el, parts.join(" · ") || "no step records yet");
     var stall = D.stall_after || 600;
     var latest = Math.max(r.last_time || 0, hbt || 0);
@@ -511,7 +513,7 @@
     det.open = open;
     var bits = ["attempt " + e.attempt_id, "task " + e.task_id, "group " + e.group_id,
                 "reward " + valueText(e.reward), e.trained ? "trained" : "not trained"];
-    if (e.flagged) bits.push("flagged");
+    if (e.flagged) bits.push(e.flags && e.flags.length ? "flagged: " + e.flags.join(", ") : "flagged");
     h("summary", null, det, bits.join(" · "));
     var gens = Array.isArray(e.generations) ? e.generations : [];
     if (!gens.length) h("p", "muted", det, "No generations recorded.");

@@ -1,0 +1,135 @@
+"""The sampler/trainer mismatch judged by its distribution over sequences, not its mean: the
+share of an update's sequences whose ratio (token mean of exp(|Δ|)) is past 1.05, told as
+held, creeping or spiky; found on the reference trainer's bad_replica fault within five
+updates of its onset, quiet on healthy seeds."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from rlvitals import read
+from rlvitals.checks import run_checks
+from rlvitals.checks.context import Thresholds
+
+
+def _run(tmp_path: Path, shares: list[float], kl: float = 3e-5, mx: float = 1.03) -> Path:
+    d = tmp_path / "run"
+    d.mkdir()
+    with open(d / "steps.jsonl", "w") as f:
+        for i, s in enumerate(shares):
+            rec = {
+                "step": i,
+                "time": 1000.0 + 10 * i,
+                "train/mismatch_kl": kl,
+                "train/mismatch_tme": 1.0 + 0.3 * s,
+                "train/mismatch_seq_over": s,
+                "train/mismatch_seq_tme_p90": 1.02,
+                "train/mismatch_seq_tme_max": mx if s == 0 else 40.0,
+            }
+            f.write(json.dumps(rec) + "\n")
+    return d
+
+
+def _tail(rep):
+    return [f for f in rep.findings if f.metric == "train/mismatch_seq_over"]
+
+
+def test_a_tenth_of_the_sequences_off_is_found_while_the_mean_kl_is_low(tmp_path):
+    rep = run_checks(read(_run(tmp_path, [0.0] * 10 + [0.1] * 10)))
+    (f,) = _tail(rep)
+    assert f.severity == "warn" and f.verdict == "drift" and f.first_step == 10
+    assert f.evidence["shape"] == "held"
+    assert f.evidence["share_since"] == pytest.approx(0.1)
+    assert f.evidence["seq_ratio_max"] == 40.0
+    assert "under its line" in f.title  # the mean KL (3e-5) is far under 0.01
+
+
+def test_a_creeping_tail_is_told_from_a_held_one(tmp_path):
+    shares = [0.0] * 10 + [0.06 + 0.02 * k for k in range(10)]
+    (f,) = _tail(run_checks(read(_run(tmp_path, shares))))
+    assert f.evidence["shape"] == "creeping" and "still rising" in f.title
+    assert "how the weights are updated" in f.action
+
+
+def test_spikes_are_said_never_warned(tmp_path):
+    shares = [0.0] * 20
+    for i in (5, 11, 16):
+        shares[i] = 0.2
+    (f,) = _tail(run_checks(read(_run(tmp_path, shares))))
+    assert f.severity == "info" and f.evidence["shape"] == "spiky"
+    assert f.steps == [5, 11, 16]
+
+
+def test_a_healthy_tail_is_quiet(tmp_path):
+    shares = [0.0, 0.01, 0.0, 0.02, 0.0] * 4  # a few sequences now and then: noise
+    assert _tail(run_checks(read(_run(tmp_path, shares)))) == []
+
+
+def test_the_share_line_is_overridable(tmp_path):
+    data = read(_run(tmp_path, [0.0] * 10 + [0.1] * 10))
+    th = Thresholds().with_overrides({"mismatch_seq_share_warn": "0.2"})
+    assert _tail(run_checks(data, thresholds=th)) == []
+
+
+# -- the reference trainer -----------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_bad_replica_is_found_live_within_five_updates_with_the_tails_numbers(trainer_run):
+    data = read(trainer_run("bad_replica"))
+    onset = data.info["fault_step"]
+    kl = data.series("train/mismatch_kl").finite()
+    # The mean stays under the drift line of a stable run the whole time...
+    assert float(kl.values.max()) < Thresholds().mismatch_kl_warn
+    times = data.series("time")
+    for k in range(onset, onset + 6):
+        rep = run_checks(data.until(k), now=times.at(k))
+        tail = [f for f in _tail(rep) if f.severity == "warn"]
+        if tail:
+            break
+    else:
+        pytest.fail("the tail was not found within 5 updates of the onset")
+    (f,) = tail
+    assert rep.verdict == "drift" and f.first_step == onset
+    # ... while about a tenth of the sequences are past 1.05, some several times over.
+    assert 0.07 <= f.evidence["share_since"] <= 0.12
+    assert f.evidence["seq_ratio_max"] > 2.0
+    # It cites the attempts furthest off, and the report offers them at the onset, flagged.
+    cited = f.evidence["examples"]
+    assert cited and all(e["seq_ratio"] > 1.05 and e["step"] >= onset for e in cited)
+    from rlvitals.views.report import report_payload
+
+    full = run_checks(data)
+    payload = report_payload([(data, full)])["runs"][0]
+    at_onset = payload["transcripts"][str(onset)]  # JSON object keys
+    flagged = {a["attempt_id"] for a in at_onset if a.get("flagged")}
+    assert flagged and flagged <= set(f.evidence["attempt_ids"])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [0, 1])
+def test_healthy_seeds_keep_their_sequences_under_the_line(trainer_run, seed):
+    data = read(trainer_run(None, seed=seed))
+    over = data.series("train/mismatch_seq_over").finite()
+    assert len(over) and float(over.values.max()) < Thresholds().mismatch_seq_share_warn
+    assert math.isfinite(float(data.series("train/mismatch_seq_tme_max").finite().values.max()))
+    assert _tail(run_checks(data)) == []
+
+
+def test_the_mean_ratio_past_nemo_rls_line_warns_when_nothing_else_does(tmp_path):
+    d = tmp_path / "run"
+    d.mkdir()
+    with open(d / "steps.jsonl", "w") as f:
+        for i in range(20):
+            tme = 1.004 if i < 8 else 1.004 + 0.004 * (i - 7)
+            f.write(json.dumps({"step": i, "train/mismatch_tme": tme}) + "\n")
+    (f,) = [x for x in run_checks(read(d)).findings if x.metric == "train/mismatch_tme"]
+    assert (
+        f.severity == "warn" and f.first_step == 11 and f.evidence["growing"]
+    )  # 1.004 + 4 x 0.004
+    th = Thresholds().with_overrides({"mismatch_tme_warn": "1.1"})
+    assert not [x for x in run_checks(read(d), thresholds=th).findings if x.check == "agreement"]
