@@ -113,6 +113,8 @@ def test_units_are_told_apart(tmp_path: Path, key: str, target: str, value: floa
         ("reward_eval", "eval/eval/score"),
         ("acc/val", "eval/val/score"),
         ("dev_acc", "eval/dev/score"),
+        ("eval_gsm8k_acc", "eval/gsm8k/score"),  # a benchmark's score: its suite
+        ("val/math500_accuracy", "eval/math500/score"),
     ],
 )
 def test_held_out_splits_named_last_never_read_as_training(
@@ -121,3 +123,9 @@ def test_held_out_splits_named_last_never_read_as_training(
     run = _read_one(tmp_path, key)
     assert run.resolved[key][0] == target
     assert not run.has("reward/mean")
+
+
+def test_a_held_out_part_of_the_reward_is_not_the_score(tmp_path: Path) -> None:
+    for key in ("eval/format_acc", "eval/gsm8k_acc_std", "eval/reward_metrics/format_reward"):
+        run = _read_one(tmp_path, key)
+        assert key not in run.resolved and "held-out" in run.unmapped[key]

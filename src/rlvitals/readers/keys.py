@@ -489,6 +489,10 @@ def eval_score(key: str) -> tuple[str, Alias] | None:
             scale = 0.01 if len(kept) < len(toks) or seg.endswith("%") else 1.0
         else:
             suite.append(seg)
+    if metric is None:  # ``eval/gsm8k_acc``, ``test_aime24_accuracy``: a benchmark's score
+        toks = normalise(segs[-1]).split("_")
+        if len(toks) > 1 and toks[-1] in ("accuracy", "score") and _DIGIT_RE.search(toks[-2]):
+            metric, suite = segs[-1], [*segs[:-1], "_".join(toks[:-1])]
     if metric is None:
         return None
     name = "/".join(suite) if suite else word
@@ -561,6 +565,9 @@ _AMBIGUOUS: tuple[tuple[Any, str], ...] = (
 )
 
 
+# A benchmark's name has a digit (gsm8k, math500, aime24): ``<name>_acc`` is its score, where
+# ``format_acc`` may be a part of the reward.
+_DIGIT_RE = re.compile(r"\d")
 _NO_MATCH = "no table rule, synonym or token match"
 _COMPONENT_WORDS = frozenset({"reward", "penalty", "bonus"})
 # Segments that group a loop's reward parts (``train/reward_metrics/format_reward``).
