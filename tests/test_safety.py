@@ -193,7 +193,7 @@ def test_markdown_summary_shows_untrusted_text_as_written(title: str) -> None:
     # the inline content of the heading and of each table cell (the rest is our own text)
     cells = [
         t
-        for prev, t in zip(tokens, tokens[1:])
+        for prev, t in zip(tokens, tokens[1:], strict=False)
         if t.type == "inline" and prev.type in ("heading_open", "td_open")
     ]
     kinds = {c.type for t in cells for c in t.children or []}
