@@ -3,6 +3,7 @@ sanitiser (``views/safe.py``), as visible escapes."""
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
@@ -193,7 +194,7 @@ def test_markdown_summary_shows_untrusted_text_as_written(title: str) -> None:
     # the inline content of the heading and of each table cell (the rest is our own text)
     cells = [
         t
-        for prev, t in zip(tokens, tokens[1:], strict=False)
+        for prev, t in itertools.pairwise(tokens)
         if t.type == "inline" and prev.type in ("heading_open", "td_open")
     ]
     kinds = {c.type for t in cells for c in t.children or []}

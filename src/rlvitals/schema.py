@@ -1,4 +1,4 @@
-"""The run directory's names and the canonical metric vocabulary (METRICS.md): ONE declaration.
+"""The run directory's names and the canonical metric vocabulary (docs/metrics.md): ONE declaration.
 
 One vocabulary for every run, whatever framework wrote it: the writer emits these names, every
 reader maps its framework's keys onto them by meaning, and every check and view reads only them.
@@ -32,7 +32,7 @@ __all__ = [
 
 FORMAT_ID = "rlvitals-run/1"
 
-# File names inside a run directory (FORMAT.md).
+# File names inside a run directory (docs/format.md).
 RUN_JSON = "run.json"
 STEPS = "steps.jsonl"
 ROLLOUTS = "rollouts.jsonl"
@@ -44,7 +44,7 @@ CHECKPOINTS = "checkpoints"
 # Keys of a step record that are not metrics.
 RESERVED_STEP_KEYS = frozenset({"step", "time", "policy_version"})
 
-# How non-finite numbers are spelled in our files (FORMAT.md).
+# How non-finite numbers are spelled in our files (docs/format.md).
 NONFINITE_STRINGS = {"NaN": float("nan"), "Infinity": float("inf"), "-Infinity": float("-inf")}
 
 
@@ -711,7 +711,7 @@ METRICS: dict[str, MetricSpec] = {m.name: m for m in _ALL}
 
 _NAME = r"(?P<name>[^/]+)"
 
-# Families of names with a variable part (METRICS.md), with the keys they are read from.
+# Families of names with a variable part (docs/metrics.md), with the keys they are read from.
 # Keys frameworks log that no canonical name holds: kept under their own names, and
 # ``formats --explain`` says what each is (shared/research/field-2026-12-03.md §2.2).
 KEPT: tuple[tuple[re.Pattern[str], str], ...] = tuple(

@@ -3,7 +3,7 @@
 The HTML report (``report.py``) and the live page (``server.py``) are one page: the same
 inline JavaScript (``assets/``) draws the same plots from the same JSON. The report embeds the
 JSON; the live page receives it over server-sent events. This module says which plots exist
-(adapted from the twelve plots of research/science.md to the canonical metrics of METRICS.md)
+(the plots a GRPO run is usually read by, on the canonical metrics of docs/metrics.md)
 and turns a run, its Report and a baseline into that JSON.
 
 Run text is untrusted: it travels only as JSON, embedded with ``<``, ``>``, ``&`` and
