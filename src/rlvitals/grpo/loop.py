@@ -223,6 +223,8 @@ def train(
                 emit,
             )
     except RunStopped as exc:
+        if exc.record is not None:  # the update that tripped the guard is in steps.jsonl
+            emit("step", exc.record)
         emit("stopped", {"reason": exc.reason, "message": str(exc)})
     return run.dir
 

@@ -642,7 +642,11 @@ class Run:
             self._guarded(f"step {step}: attempts not written", self._write_attempts, batch, step)
             self._guarded(f"step {step}: step record not written", self._append, STEPS, record)
             self._mirror_log(record)
-            self._check_unusable(step, decision)
+            try:
+                self._check_unusable(step, decision)
+            except RunStopped as exc:
+                exc.record = record  # written: the caller counts this update
+                raise
             return record
 
     def _batch(self, step: int, *, take: bool = False) -> list[Attempt]:
