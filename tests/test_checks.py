@@ -143,15 +143,17 @@ def test_groups_agreeing_while_entropy_holds_is_not_exploration_stopped(tmp_path
     # The same agreeing groups, but every attempt still samples as widely as at the start
     # (sampling/entropy_estimate holds): the tasks split into ones every attempt solves and
     # ones none does (the reference trainer's out_of_room fault: lookups lose their only turn
-    # to the tool call). Said, not warned: "the policy became deterministic" would be false.
+    # to the tool call). "The policy became deterministic" would be false; that most groups
+    # teach nothing while the reward stands still is true: no signal, a warning and a symptom
+    # (issue 27: a real TRL run with 63% of groups at one reward read info).
     p = synth_run(tmp_path, "split", steps=40, lr=0.0, start_pass=(0.4, 0.9), collapse_from=20)
     rep = check(p)
     f = next(f for f in rep.findings if f.check == "groups")
-    assert (f.verdict, f.severity) == ("exploration_stopped", "info")
+    assert (f.verdict, f.severity) == ("no_signal", "warn") and f.evidence["symptom"] is True
     assert f.evidence["entropy_metric"] == "sampling/entropy_estimate"
     assert f.evidence["entropy_ratio"] >= 0.9
     assert "still explores" in f.title
-    assert rep.verdict != "exploration_stopped"
+    assert not [x for x in rep.findings if x.verdict == "exploration_stopped"]
 
 
 def test_burst_of_failed_attempts_is_found_with_its_steps(runs):

@@ -124,3 +124,13 @@ def test_entropy_under_its_floor_in_an_excerpt_is_collapse():
     data = read(str(WILD / VERL))
     assert float(np.min(data.series("train/entropy").values)) >= 0.02
     assert not [f for f in run_checks(data).findings if f.check == "policy"]
+
+
+def test_most_groups_at_one_reward_while_the_reward_stands_still_is_no_signal():
+    # iitd-aaipl: frac_reward_zero_std >= 0.5 on 72% of records, the entropy holding at 65% of
+    # its start: info before ("the policy still explores"); most groups teach nothing: warn,
+    # a symptom (the run's verdict stays with the components' shortcut).
+    rep = judge("trl/iitd-aaipl_checkpoint-500_trainer_state.json")
+    g = next(f for f in rep.at_least("warn") if f.check == "groups")
+    assert (g.verdict, g.evidence["symptom"]) == ("no_signal", True) and g.first_step <= 80
+    assert rep.verdict == "exploit_suspected"

@@ -229,3 +229,28 @@ def test_query_error_is_one_line(exported, capsys):
     assert err.count("\n") == 1 and "nope" in err and "Traceback" not in err
     assert main(["query", str(exported)]) == 2
     assert "SQL" in capsys.readouterr().err
+
+
+def test_a_big_runs_transcripts_are_counted_in_a_second_process(tmp_path, monkeypatch):
+    # Judging one run alone, its transcripts are counted by a forked worker while the run's
+    # other files are read here; the report is the same as when this process counts them.
+    import os
+
+    from rlvitals.fleet import judge, judging
+    from rlvitals.transcripts import scan as scan_mod
+    from transcripts_synth import transcript_run
+
+    run = str(transcript_run(tmp_path, "big", steps=12, hack="test_edit", hack_from=6))
+    scan_mod._CACHE.clear()
+    alone = judge([run], jobs=1)[0].to_dict()
+    assert any(f["check"] == "transcripts" for f in alone["findings"])
+    scan_mod._CACHE.clear()
+    monkeypatch.setattr(judging, "PRESCAN_BYTES", 0)  # this run counts as big
+    parent, real = os.getpid(), scan_mod.count_step
+
+    def in_the_worker(*args, **kw):
+        assert os.getpid() != parent, "a step file counted here, not by the worker"
+        return real(*args, **kw)
+
+    monkeypatch.setattr(scan_mod, "count_step", in_the_worker)
+    assert judge([run], jobs=1)[0].to_dict() == alone

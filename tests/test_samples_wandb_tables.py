@@ -241,7 +241,10 @@ def test_rewarded_empty_replies_flag_as_they_do_from_trl_parquet(tmp_path: Path,
     from_wandb = transcript_findings(wb, capsys)
     from_parquet = transcript_findings(out.parent, capsys)
     flagged = [f for f in from_wandb if "empty_answer" in f.get("evidence", {}).get("flags", {})]
-    assert flagged and flagged[0]["severity"] in ("warn", "fail")
+    # A transcript flag alone is a hypothesis (issue 27): info here, where no number (held-out,
+    # replies, the flag's share climbing) corroborates it; both sources must say the same.
+    assert flagged and flagged[0]["severity"] == "info"
+    assert flagged[0]["verdict"] == "exploit_suspected"
     assert flagged[0]["first_step"] >= 12
 
     def key(fs: list[dict[str, Any]]) -> list[tuple[Any, ...]]:

@@ -21,10 +21,10 @@ from rlvitals.writer import run as run_module
 
 # sha256 of rollouts.jsonl and steps.jsonl that ``_scenario`` writes, as the writer wrote them
 # before its fast paths (per-attempt _queue, needs_fixup, two-pass step metrics): the fast
-# paths must not change one byte.
-# Re-pinned when the per-sequence mismatch was added (issue 28): the only change is the new
-# fields, each attempt's mismatch.tme and each step's train/mismatch_tme and
-# train/mismatch_seq_* (compared record by record: no other value moved).
+# paths must not change one byte. Updated on 3 December for the mismatch distribution (commit
+# 52a8134: each attempt's mismatch record gains ``tme``, the step ``train/mismatch_tme`` and
+# ``train/mismatch_seq_*``): decoded, those keys are the only difference from the bytes of the
+# writer at e65ebdb on this scenario.
 GOLDEN = {
     "rollouts.jsonl": "03177c722665cbb52692fdf5f168c114eef9e1ffdc06468e05682c87df6f9350",
     "steps.jsonl": "0a032cb053015514fdc386bf8012bd42cbc33ca21dd6dacedaebff7778a34f1b",

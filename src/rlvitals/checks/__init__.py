@@ -68,12 +68,16 @@ def _checks() -> list[tuple[str, Callable[[Context], list[Finding]]]]:
 
 # Verdicts that describe a symptom rather than a cause. (Guard stops, marked by a "guard" key
 # in their evidence, are consequences: the run's verdict names what tripped the guard; a flat
-# reward's level, marked by a "plateau_level" key, is a symptom whatever it is called.)
+# reward's level, marked by a "plateau_level" key, and findings marked "symptom" are symptoms
+# whatever they are called.)
 GENERIC_VERDICTS = {"not_learning", "plateau"}
 
 
 def _symptom(f: Finding) -> bool:
-    return f.verdict in GENERIC_VERDICTS or "guard" in f.evidence or "plateau_level" in f.evidence
+    ev = f.evidence
+    return (
+        f.verdict in GENERIC_VERDICTS or "guard" in ev or "plateau_level" in ev or "symptom" in ev
+    )
 
 
 def overall_verdict(findings: list[Finding], steps: int) -> str:

@@ -478,17 +478,22 @@ def check(ctx: Context) -> list[Finding]:
         )
     elif (held := _entropy_held(ctx, step)) is not None:
         # The attempts still disagree token by token; the tasks split by kind instead.
+        # Still, most groups teach nothing while the reward stands still (a real TRL run: 72%
+        # of its records with half the groups or more at one reward): no signal from them, a
+        # warning, and a symptom that yields the run's verdict to its cause (the episodes
+        # check's budget, a component).
         ename, ratio = held
         out.append(
             finding(
                 NAME,
-                "info",
-                "exploration_stopped",
-                f"from step {step}, {level:.0%} of groups have one reward for every attempt "
-                f"while {rname or 'the reward'} does not improve, but {ename} holds at "
-                f"{ratio:.0%} of its start: the policy still explores; tasks split into ones "
-                "every attempt solves and ones none does",
+                "warn",
+                "no_signal",
+                f"no learning signal from most groups: from step {step}, {level:.0%} of groups "
+                f"have one reward for every attempt while {rname or 'the reward'} does not "
+                f"improve; {ename} holds at {ratio:.0%} of its start, so the policy still "
+                "explores: the tasks split into ones every attempt solves and ones none does",
                 metric=metric,
+                symptom=True,
                 first_step=step,
                 share=round_sig(level),
                 threshold=th.rejected_warn,

@@ -7,6 +7,7 @@ JSON form), so what ``--jobs 4`` prints is what ``--jobs 1`` prints.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import sys
@@ -54,6 +55,7 @@ def _read_and_check(path: str, options: dict[str, Any]) -> tuple[Any, Any, str |
     from ..readers import read
     from ..readers.keys import require_metrics, unmapped_numeric
 
+    pre = _prescan(path, options)
     try:
         data = read(
             path,
@@ -63,6 +65,8 @@ def _read_and_check(path: str, options: dict[str, Any]) -> tuple[Any, Any, str |
             run=options.get("run"),
         )
         require_metrics(data, path)  # keys but no canonical metric: an error, not "too early"
+        _take(pre)
+        pre = None
         report = run_checks(
             data,
             baseline=options.get("baseline"),
@@ -78,7 +82,62 @@ def _read_and_check(path: str, options: dict[str, Any]) -> tuple[Any, Any, str |
         return None, None, str(exc)
     except (OSError, MemoryError, RecursionError, ValueError) as exc:
         return None, None, f"{path}: could not be read: {type(exc).__name__}: {exc}"
+    finally:
+        _take(pre)  # a failed read: its worker is waited for (it ends with its scan)
     return data, report, None
+
+
+# A run whose transcripts are this big has them counted in a second process while this one
+# reads its other files (rlvitals check of one run, or --jobs 1): on two cores a 10,000-update
+# traced run's scan and its 2.56 million attempts are read side by side.
+PRESCAN_BYTES = 64 << 20
+
+
+def _prescan(path: str, options: dict[str, Any]) -> Any:
+    """A future of the run's transcript counts (``transcripts.scan.cached_counts``), computed
+    in a forked process, when the run is big and this process judges alone; else None."""
+    if not options.get("prescan") or (os.cpu_count() or 1) < 2:
+        return None
+    from ..checks.context import RULES_ENV, RULES_FILES
+    from ..transcripts.rules import load_rules
+    from ..transcripts.store import TranscriptStore
+
+    store = TranscriptStore(path)
+    if not store.exists:
+        return None
+    try:
+        with os.scandir(store.dir) as it:
+            size = sum(e.stat().st_size for e in it if e.is_file())
+    except OSError:
+        return None
+    if size < PRESCAN_BYTES:
+        return None
+    rules_path = options.get("transcript_rules") or os.environ.get(RULES_ENV)
+    if not rules_path:
+        rules_path = next(
+            (str(store.run_dir / n) for n in RULES_FILES if (store.run_dir / n).is_file()), None
+        )
+    try:
+        rules = load_rules(rules_path) if rules_path else None
+    except Exception:  # the check names a bad rules file itself
+        return None
+    from ..transcripts.rules import Rules
+    from ..transcripts.scan import cached_counts
+
+    pool = ProcessPoolExecutor(max_workers=1, mp_context=_context())
+    future = pool.submit(cached_counts, str(store.run_dir), rules or Rules())
+    pool.shutdown(wait=False)
+    return future
+
+
+def _take(pre: Any) -> None:
+    """Take the pre-scan's counts into this process's cache (nothing if it failed)."""
+    if pre is None:
+        return
+    from ..transcripts.scan import take_counts
+
+    with contextlib.suppress(Exception):  # a worker that died: the files are counted here
+        take_counts(pre.result())
 
 
 def _one(path: str, options: dict[str, Any]) -> Outcome:
@@ -208,6 +267,8 @@ def judge_iter(paths: Sequence[str], *, jobs: int = 1, **options: Any) -> Iterat
     transcript_rules) and the reader's (source_format, mapping, run).
     """
     sizes = [run_bytes(p) for p in paths] if jobs != 1 and len(paths) > 1 else None
+    if jobs == 1 or len(paths) == 1:  # judged here alone: a second core may count transcripts
+        options = {**options, "prescan": True}
     yield from ordered_map(_one_star, [(p, options) for p in paths], jobs, sizes)
 
 

@@ -21,7 +21,7 @@ from .flags import FAMILY_KEY, FAMILY_KEYS, Hit, Memo, StepAnalyzer, StepResult,
 from .rules import Rules
 from .store import TranscriptAttempt, TranscriptStore
 
-__all__ = ["RunScan", "analyze_step", "examples", "publish", "scan_run"]
+__all__ = ["RunScan", "analyze_step", "cached_counts", "examples", "publish", "scan_run"]
 
 SERIES_PREFIX = "transcripts/"
 _CACHE_MAX = 200_000
@@ -139,6 +139,31 @@ def scan_run(
         if progress is not None:
             progress(i + 1, n)
     return RunScan(np.asarray(todo, dtype=np.int64), attempts, with_text, counts, names)
+
+
+def cached_counts(
+    run_dir: str, rules: Rules
+) -> list[tuple[tuple[str, int, int, str], tuple[int, int, dict[str, int]]]]:
+    """The counts of every step file of the run in our format, as entries of this module's
+    cache: what another process (``fleet.judging``'s pre-scan) computes so that the process
+    judging the run finds its files counted. An entry is only used for the same file, size,
+    modification time and rules fingerprint, so a stale or foreign one is never read."""
+    store = TranscriptStore(run_dir)
+    if not store.exists:
+        return []
+    scan_run(store, rules)
+    prefix = str(store.dir)
+    return [(k, v) for k, v in _CACHE.items() if k[0].startswith(prefix)]
+
+
+def take_counts(
+    entries: list[tuple[tuple[str, int, int, str], tuple[int, int, dict[str, int]]]],
+) -> None:
+    """Add ``cached_counts``' entries to this process's cache."""
+    for k, v in entries:
+        _CACHE[k] = v
+    while len(_CACHE) > _CACHE_MAX:
+        _CACHE.popitem(last=False)
 
 
 def examples(
