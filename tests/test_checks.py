@@ -484,7 +484,7 @@ def test_text_view_shows_untrusted_text_literally(tmp_path):
     out = buf.getvalue()
     assert "[bold]x[/bold]" in out and "[red]boom[/red] <b>" in out
     md = render_markdown([rep])
-    assert "<script>" not in md and "&lt;script&gt;" in md
+    assert "<script>" not in md and "&lt;script>" in md
     assert json.loads(render_json([rep]))["findings"][0]["title"] == "[red]boom[/red] <b>"
 
 
@@ -550,3 +550,50 @@ def test_learning_title_never_says_rose_to_a_lower_value():
     assert f.verdict == "learning"
     first, last = f.evidence["first_mean"], f.evidence["last_mean"]
     assert last < first and f"to {last:.3g}" not in f.title and "rose above" in f.title
+
+
+def _trl_state(path: Path, every: int, records: int) -> Path:
+    # A TRL trainer_state.json as Trainer writes it: one log_history entry per logging_steps.
+    rng = np.random.default_rng(0)
+    last = every * records
+    hist = [
+        {
+            "step": every * k,
+            "epoch": every * k / last,
+            "reward": 0.3 + 0.4 * every * k / last + float(rng.normal(0, 0.02)),
+            "reward_std": 0.3,
+            "loss": 0.01,
+            "learning_rate": 1e-6,
+        }
+        for k in range(1, records + 1)
+    ]
+    state = {"global_step": last, "max_steps": last, "logging_steps": every, "log_history": hist}
+    write_json_atomic(path / "trainer_state.json", state)
+    return path / "trainer_state.json"
+
+
+def _titles(path: Path, capsys) -> tuple[str, str]:
+    from rlvitals.cli import main
+
+    main(["check", str(path)])
+    head = capsys.readouterr().out.splitlines()[0]
+    main(["check", str(path), "--json"])
+    rep = json.loads(capsys.readouterr().out)["runs"][0]
+    return head, " | ".join(f["title"] for f in rep["findings"] if f["check"] == "reward")
+
+
+def test_a_log_every_5_steps_counts_records_not_steps(tmp_path, capsys) -> None:
+    # TRL logging_steps=5 over 500 updates: 100 records. The reward's first window is the
+    # first 10 records (steps 5-50), not "first 10 steps"; the header does not say 100 steps.
+    from rlvitals.cli import main
+
+    head, titles = _titles(_trl_state(tmp_path, 5, 100), capsys)
+    assert "100 records to step 500" in head and "100 steps" not in head
+    assert "(first 10 records, steps 5-50)" in titles and "first 10 steps" not in titles
+    main(["check", str(tmp_path / "trainer_state.json"), "--format", "markdown"])
+    assert "100 records to step 500." in capsys.readouterr().out
+
+
+def test_a_log_of_every_step_still_counts_steps(tmp_path, capsys) -> None:
+    head, titles = _titles(_trl_state(tmp_path, 1, 100), capsys)
+    assert "100 steps" in head and "(first 10 steps)" in titles and "records" not in titles

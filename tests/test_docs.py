@@ -144,11 +144,36 @@ def test_links_point_at_files_that_exist() -> None:
             assert path.exists(), f"{page.name} links to {target}, which is not in the repo"
 
 
+DEAD_NAMES = ("METRICS.md", "FORMAT.md", "research/", "science.md", "trainer-notes.md")
+
+
 def test_no_page_names_a_file_the_repo_does_not_have() -> None:
+    # The project's own notes (METRICS.md, FORMAT.md, research/*.md) are not shipped: a user
+    # has docs/metrics.md and docs/format.md.
     for page in PAGES:
         text = page.read_text()
-        for name in ("METRICS.md", "FORMAT.md", "research/frameworks.md"):
-            assert name not in text or page.name in ("formats.md", "metrics.md"), (page, name)
+        for name in (*DEAD_NAMES, "research notes"):
+            assert name not in text, (page.name, name)
+
+
+def test_what_a_user_reads_in_the_package_names_only_shipped_files(capsys) -> None:
+    # Docstrings (help(), an IDE), error messages and ``rlvitals formats`` point at docs/*.md.
+    import ast
+
+    from rlvitals.cli import main
+
+    src = ROOT / "src" / "rlvitals"
+    for path in src.rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                for name in ("METRICS.md", "FORMAT.md", "research/", "trainer-notes.md"):
+                    assert name not in node.value, (str(path.relative_to(src)), name)
+    for fmt in ("rlvitals", "trl", "verl"):
+        assert main(["formats", fmt]) == 0
+        out = capsys.readouterr().out
+        assert "METRICS.md" not in out and "FORMAT.md" not in out, fmt
+        assert fmt != "rlvitals" or "(docs/metrics.md)" in out
 
 
 def test_install_lines_name_real_extras_from_a_clone() -> None:

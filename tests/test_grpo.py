@@ -324,6 +324,31 @@ def test_list_faults_names_every_fault_with_its_onset(capsys: pytest.CaptureFixt
     assert all(name in text for name in FAULTS)
 
 
+@pytest.mark.parametrize("width", [40, 60, 80, 120, 200])
+def test_list_faults_wraps_every_cell_at_any_width(width: int) -> None:
+    # ``demo --list-faults`` on a terminal of any width: no cell is cut (no "…"), and each
+    # column, read down the table, holds every character of its cells (long names such as
+    # ``discard/rollouts/stale`` fold onto the next line instead of being cut).
+    import io
+
+    from rich.console import Console
+
+    from rlvitals.grpo.faults import describe
+    from rlvitals.views.live import fault_table
+
+    rows = describe()
+    buf = io.StringIO()
+    Console(file=buf, width=width, color_system=None).print(fault_table(rows))
+    out = buf.getvalue()
+    assert "…" not in out
+    assert "NAME[@STEP]" in out
+    body = [ln for ln in out.splitlines() if ln.startswith("│")]
+    assert all(len(ln) <= width for ln in out.splitlines())
+    columns = ["".join(ln.split("│")[i + 1].replace(" ", "") for ln in body) for i in range(4)]
+    for i, key in enumerate(("name", "default_step", "does", "shows")):
+        assert columns[i] == "".join(str(r[key]).replace(" ", "") for r in rows), key
+
+
 def test_bad_fault_and_bad_config_are_one_line_errors(
     tmp_path, capsys: pytest.CaptureFixture[str]
 ) -> None:

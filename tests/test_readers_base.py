@@ -99,7 +99,11 @@ CASES = {
         "x.log",
         b"Global step 0: {'rollout/reward_mean': 0.1}\nGlobal step 1: {'rollout/reward_mean': 0.2}",
     ),
-    "prime-rl-console": ("x.log", b"Step 0 | Reward 0.1 | Loss 1\nStep 1 | Reward 0.2 | Loss 1"),
+    # prime-rl's orchestrator summary (its trainer prints Loss on lines of its own)
+    "prime-rl-console": (
+        "x.log",
+        b"Step 0 | 1m 2s | Reward 0.1 | Truncation 0.0%\nStep 1 | 1m 4s | Reward 0.2 | Truncation 0.0%",
+    ),
 }
 
 

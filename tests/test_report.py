@@ -116,7 +116,7 @@ def test_every_canonical_metric_has_a_plot() -> None:
     placed = plot_metrics(names)
     for name in names:
         assert any(name in v for v in placed.values()), f"{name} is on no plot"
-    assert 10 <= len(PLOTS) <= 20
+    assert 10 <= len(PLOTS) <= 24
 
 
 def test_non_finite_values_travel_as_their_strings(tmp_path: Path) -> None:
@@ -217,3 +217,54 @@ def test_long_series_are_thinned_to_their_extremes_in_a_report():
     assert np.nanmax(va) == 7.0
     short = np.arange(10)
     assert thin(short, short * 1.0, 4000)[0] is short
+
+
+def test_counts_rates_retries_and_correlation_get_plots_of_their_own() -> None:
+    # The newcomer's screenshots: "Episodes" drew a count of 640 next to rates of 0-3,
+    # "Failed attempts" showed only retries, and the reward-length correlation (-1 to 1)
+    # shared the axis of 19 flag rates. Each now sits on a plot of its kind.
+    names = [
+        "rollout/termination_reason/answer",  # a count this update
+        "rollout/turns",  # a mean
+        "rollouts/retries",
+        "discard/rollouts/grading_failed/ConnectionError",
+        "transcripts/reward_length_spearman",
+        "transcripts/empty_answer_rate",
+    ]
+    placed = {n: pid for pid, ns in plot_metrics(names).items() for n in ns}
+    assert len(set(placed.values())) == len(names), placed
+    assert placed["rollouts/retries"] != "failures"
+    assert placed["discard/rollouts/grading_failed/ConnectionError"] == "failures"
+    assert placed["rollout/turns"] == "episodes" != placed["rollout/termination_reason/answer"]
+    assert placed["transcripts/empty_answer_rate"] == "transcripts"
+
+
+def test_transcript_flags_never_raised_are_not_drawn(run_dir: Path) -> None:
+    import numpy as np
+
+    from rlvitals.checks.base import Report
+    from rlvitals.model import Series
+    from rlvitals.views.dashboard import dashboard_metrics
+
+    steps = np.arange(4)
+    zero, some = Series(steps, np.zeros(4)), Series(steps, np.array([0.0, 0.0, 0.25, 0.5]))
+    series = {f"transcripts/quiet{i}_rate": zero for i in range(16)}
+    series |= {
+        "transcripts/empty_answer_rate": some,
+        "transcripts/named_rate": zero,  # a finding names it: drawn
+        "transcripts/flagged_rate": zero,
+        "transcripts/reward_length_spearman": some,
+    }
+    rep = Report(
+        str(run_dir),
+        "learning",
+        [Finding("transcripts", "info", "learning", "x", metric="transcripts/named_rate")],
+        series=series,
+    )
+    flags = [n for n in dashboard_metrics(read(run_dir), rep) if n.startswith("transcripts/")]
+    assert sorted(flags) == [
+        "transcripts/empty_answer_rate",
+        "transcripts/flagged_rate",
+        "transcripts/named_rate",
+        "transcripts/reward_length_spearman",
+    ]

@@ -3,6 +3,7 @@ sanitiser (``views/safe.py``), as visible escapes."""
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
@@ -129,7 +130,7 @@ def test_one_rule_for_every_surface() -> None:
     assert safe.line(s) == "a\\x1b[31mb c d\\u202ee\\x85"
     assert safe.block(s) == "a\\x1b[31mb\tc\nd\\u202ee\\x85"
     assert safe.visible(s) == "a\\x1b[31mb\\x09c\\x0ad\\u202ee\\x85"
-    assert safe.markdown("<b>|x|</b>\x1b") == "&lt;b&gt;\\|x\\|&lt;/b&gt;\\\\x1b"
+    assert safe.markdown("<b>|x|</b>\x1b") == "&lt;b>\\|x\\|&lt;/b>\\\\x1b"
     assert safe.slack("<!channel> a&b <https://x|y>\x1b[2J\u202e") == (
         "&lt;!channel&gt; a&amp;b &lt;https://x|y&gt;[2J"
     )
@@ -158,3 +159,58 @@ def test_next_texts_name_the_real_path_not_run(tmp_path: Path) -> None:
     assert "rlvitals transcripts 'runs/my run' --flag answers_disagree" in buf.getvalue()
     assert " RUN " not in buf.getvalue()
     assert "runs/my run" in render_markdown([rep]).replace("\\", "")
+
+
+HOSTILE_MD = [
+    "pass rate 0.705 -> 0.0325 (steps 12-40), train/reward_mean",
+    "<img src=x onerror=alert(1)> <!-- c --> &amp; &#60;b&#62;",
+    "**bold** _it_ `code` ~~gone~~ [link](javascript:alert(1)) ![img](http://x/y.png)",
+    "a | b \\| c \\",
+    "# heading",
+    "> quote",
+    "- item",
+    "12. item",
+    "<https://example.com> *x*y_z_",
+]
+
+
+@pytest.mark.parametrize("title", HOSTILE_MD)
+def test_markdown_summary_shows_untrusted_text_as_written(title: str) -> None:
+    # ``check --format markdown`` rendered by a CommonMark/GFM renderer (markdown-it, as a PR
+    # comment or CI summary would be): each cell shows exactly the text it was given, with no
+    # tag, link, image, code span or emphasis made from it, and the table keeps its 5 columns.
+    from markdown_it import MarkdownIt
+
+    from rlvitals.checks.base import Finding, Report
+    from rlvitals.views.check import render_markdown
+
+    rep = Report(title, "drift", [Finding(title, "warn", "drift", title, first_step=3)])
+    tokens = (
+        MarkdownIt("commonmark")
+        .enable("table")
+        .enable("strikethrough")
+        .parse(render_markdown([rep]))
+    )
+    # the inline content of the heading and of each table cell (the rest is our own text)
+    cells = [
+        t
+        for prev, t in itertools.pairwise(tokens)
+        if t.type == "inline" and prev.type in ("heading_open", "td_open")
+    ]
+    kinds = {c.type for t in cells for c in t.children or []}
+    assert kinds <= {"text"}, (title, kinds)
+    texts = ["".join(c.content for c in t.children or []) for t in cells]
+    assert texts[0].startswith(f"{title}: ")  # the heading
+    assert len(texts) == 1 + 5  # the heading and one row of 5 cells
+    assert texts.count(title) == 2  # the check and the finding cells
+
+
+def test_markdown_numbers_and_arrows_read_plainly() -> None:
+    from rlvitals.checks.base import Finding, Report
+    from rlvitals.views.check import render_markdown
+
+    title = "pass rate fell 0.705 -> 0.0325 over steps 12-40 (reward_mean)"
+    rep = Report("runs/a-b.1", "collapse", [Finding("reward", "fail", "collapse", title)])
+    md = render_markdown([rep])
+    assert f"| {title} |" in md
+    assert "## runs/a-b.1: " in md

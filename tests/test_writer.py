@@ -259,6 +259,10 @@ def test_too_many_rejected_groups_in_a_row_stop_the_run(tmp_path):
     assert meta["stop_reason"] == "max_consecutive_unusable_groups"
     # The update that tripped the guard is written before the run stops.
     assert [s["step"] for s in lines(run.dir / "steps.jsonl")] == [0, 1]
+    # ... and handed to the caller with the stop, so a loop's tally of updates (the demo's
+    # summary) counts it as the check does: 2 updates, not 1 against "2 steps".
+    assert stopped.value.record is not None and stopped.value.record["step"] == 1
+    assert stopped.value.record == lines(run.dir / "steps.jsonl")[-1]
     assert run.closed
     with pytest.raises(UsageError):
         run.log_attempt(2, "g", "t", 1.0, policy_version=2)

@@ -16,6 +16,8 @@ Messages say what was expected and what came.
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = [
     "ConfigError",
     "MissingExtraError",
@@ -81,6 +83,9 @@ class RunStopped(RlvitalsError):
     def __init__(self, reason: str, message: str):
         super().__init__(f"run stopped by {reason}: {message}")
         self.reason = reason
+        # The step record written just before the guard tripped (``log_step``), else None: a
+        # loop that reports its updates counts this one too.
+        self.record: dict[str, Any] | None = None
 
 
 class MissingExtraError(RlvitalsError, ImportError):

@@ -1,7 +1,7 @@
 """JSON Lines in and out, with non-finite numbers surviving the round trip.
 
 Our files spell non-finite numbers as the strings ``"NaN"``, ``"Infinity"`` and ``"-Infinity"``
-(FORMAT.md); readers also accept the bare tokens Python's json writes. numpy and torch scalars
+(docs/format.md); readers also accept the bare tokens Python's json writes. numpy and torch scalars
 become plain numbers. Encoding never raises on odd values: what cannot be encoded becomes its
 ``repr`` string, so a writer never loses a record over one value.
 

@@ -1,4 +1,4 @@
-"""Metric computations from the attempts a loop logs (METRICS.md).
+"""Metric computations from the attempts a loop logs (docs/metrics.md).
 
 Pure functions over one update's attempts: which attempts train and why the others do not
 (``decide``), and the canonical step metrics (``step_metrics``). The writer calls them; tests
@@ -74,7 +74,7 @@ class Attempt(msgspec.Struct, gc=False, omit_defaults=True):
     """One attempt as logged, plus what the update decides about it.
 
     It is also the attempt's ``rollouts.jsonl`` record: the fields up to ``mismatch`` are the
-    record's keys in FORMAT.md order (``retries`` and ``mismatch`` only when set), and the
+    record's keys in docs/format.md order (``retries`` and ``mismatch`` only when set), and the
     writer encodes a whole update's attempts in one call. The fields after them are working
     data; the writer drops them (back to their defaults, which are not encoded) once the
     update is written, so written attempts hold no logprobs or transcripts.
@@ -153,7 +153,7 @@ def decide(
     """Decide which attempts of update ``step`` train, and why the others are discarded.
 
     See the module docstring for the rules. The trainer's weight version during update ``step``
-    is ``step`` (FORMAT.md), so an attempt sampled with version ``v`` has lag ``step - v``.
+    is ``step`` (docs/format.md), so an attempt sampled with version ``v`` has lag ``step - v``.
     Deciding again (with other ``explicit`` decisions) starts afresh.
     """
     decision = Decision(step)
@@ -617,7 +617,7 @@ def _mismatch(
         for kl, ad, t, r in zip(kl_a.tolist(), abs_a.tolist(), lengths.tolist(), tme_a.tolist())
     ]
     if not finite:
-        # Empty attempts (0/0) or non-finite logprobs: spell them as the files do (FORMAT.md),
+        # Empty attempts (0/0) or non-finite logprobs: spell them as the files do (docs/format.md),
         # since these dicts are written as the attempts' ``mismatch`` records.
         per = [clean(p) for p in per]
     w = em1 + 1.0  # Σw² from w itself: from w - 1 it cancels badly when w << 1
@@ -679,7 +679,7 @@ def step_metrics(
 
     Which attempts each metric reads:
     - reward/mean, reward/std, freshness/*: the trained attempts.
-    - groups/*, reward/group_std_mean, reward/mean_with_unusable: the groups (see METRICS.md);
+    - groups/*, reward/group_std_mean, reward/mean_with_unusable: the groups (see docs/metrics.md);
       all_solved / none_solved / signal_fraction judge each group's graded attempts.
     - response/length_mean, response/truncated_rate: attempts that produced a response (not
       rollout failures, not unversioned), so a burst of failures does not read as shorter

@@ -155,7 +155,7 @@ class SeriesBuilder:
 
 @dataclass
 class AttemptTable:
-    """One row per attempt, as columns (FORMAT.md rollouts.jsonl).
+    """One row per attempt, as columns (docs/format.md rollouts.jsonl).
 
     Strings with few distinct values (discard reasons, task and group ids) are stored as codes
     into a list of names. ``offsets`` locate each record in its shard file, so a view can read

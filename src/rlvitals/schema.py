@@ -1,4 +1,4 @@
-"""The run directory's names and the canonical metric vocabulary (METRICS.md): ONE declaration.
+"""The run directory's names and the canonical metric vocabulary (docs/metrics.md): ONE declaration.
 
 One vocabulary for every run, whatever framework wrote it: the writer emits these names, every
 reader maps its framework's keys onto them by meaning, and every check and view reads only them.
@@ -32,7 +32,7 @@ __all__ = [
 
 FORMAT_ID = "rlvitals-run/1"
 
-# File names inside a run directory (FORMAT.md).
+# File names inside a run directory (docs/format.md).
 RUN_JSON = "run.json"
 STEPS = "steps.jsonl"
 ROLLOUTS = "rollouts.jsonl"
@@ -44,7 +44,7 @@ CHECKPOINTS = "checkpoints"
 # Keys of a step record that are not metrics.
 RESERVED_STEP_KEYS = frozenset({"step", "time", "policy_version"})
 
-# How non-finite numbers are spelled in our files (FORMAT.md).
+# How non-finite numbers are spelled in our files (docs/format.md).
 NONFINITE_STRINGS = {"NaN": float("nan"), "Infinity": float("inf"), "-Infinity": float("-inf")}
 
 
@@ -200,6 +200,7 @@ _ALL = [
                 Alias("reward/std_dev", note="OpenPipe ART (newer)"),
                 "within_group_reward_std",
                 Alias("group_rewards_std", note="mlx-lm-lora GRPO 'Group rewards std'"),
+                Alias("group_std", note="a loop's group std (MiniMind 'GrpStd')"),
                 label="group std",
                 key=True,
                 plot="signal",
@@ -711,7 +712,7 @@ METRICS: dict[str, MetricSpec] = {m.name: m for m in _ALL}
 
 _NAME = r"(?P<name>[^/]+)"
 
-# Families of names with a variable part (METRICS.md), with the keys they are read from.
+# Families of names with a variable part (docs/metrics.md), with the keys they are read from.
 # Keys frameworks log that no canonical name holds: kept under their own names, and
 # ``formats --explain`` says what each is (shared/research/field-2026-12-03.md §2.2).
 KEPT: tuple[tuple[re.Pattern[str], str], ...] = tuple(
@@ -968,16 +969,27 @@ def metrics_markdown() -> str:
         "",
         "Tokens are normalised through abbreviations too (`rew`/`rwd` reward, `ent` entropy,",
         "`gn` grad norm, `len` length, `resp` response, `adv` advantage, `acc` accuracy,",
-        "`trunc` truncated): `KL_ref`, `Avg Response Len` and `Adv Std` find their names. A",
-        "key that says it is a percent (`_pct`, `%`) of a fraction metric is divided by 100. A",
-        "loop's `<what>_reward`, `<what>_penalty` or `<what>_bonus` that names nothing else is",
-        "one part of its reward: `reward/component/<key>/mean`.",
+        "`trunc` truncated, `grp` group, plurals such as `lengths`, a whole key `R` the reward),",
+        "phrases (`non_stop_rate` is the truncated rate) and word order (`reward_total` is",
+        "`total_reward`): `KL_ref`, `Avg Response Len`, `GrpStd` and `Adv Std` find their names.",
+        "A split word may come last (`success_rate/train`) or be part of the name",
+        "(`loss/total`). A key that says it is a percent (`_pct`, `%`) of a fraction metric, or",
+        "of an accuracy or success rate read as the reward, is divided by 100; a time in",
+        "milliseconds (`step_time_ms`) is divided by 1,000. A loop's `<what>_reward`,",
+        "`<what>_penalty` or `<what>_bonus` that names nothing else (not `episode_reward`,",
+        "`kl_penalty`), alone or under split prefixes and a group of parts",
+        "(`train/reward_metrics/format_reward`), is one part of its reward:",
+        "`reward/component/<name>/mean`.",
         "",
-        "Keys of held-out splits (`eval`, `val`, `test`, `validation`, `heldout` prefixes) never",
-        "fall back to a training metric: one that names a score (`eval_reward`, `val/acc`,",
-        "`test/score`) reads as `eval/<suite>/score`, the suite from its other segments or the",
+        "Keys of held-out splits (`eval`, `val`, `test`, `validation`, `heldout`, `dev`",
+        "prefixes, or named last: `success_rate/eval`, `reward_test`) never fall back to a",
+        "training metric: one that names a score (`eval_reward`, `val/acc`, `test/score`,",
+        "`acc/val`) reads as `eval/<suite>/score`, the suite from its other segments or the",
         "split's word. A KL-like key that no step maps (a bare `kl`, `kl_div`) stays",
-        "unmapped under its own name: which of the three KLs it is cannot be guessed.",
+        "unmapped under its own name: which of the three KLs it is cannot be guessed. Names",
+        "that look like a metric and are not (a value loss, a coefficient, a return, an",
+        "advantage mean, an episode's length, `reward_<what>`, a time of an unnamed part) stay",
+        "unmapped too, and `formats --explain` says why.",
         "",
         "Sinks store NaN differently (verl's file logger writes `null`, prime-rl drops the key,",
         'TRL logs `None`, trackio and W&B JSON write `"NaN"`): `null`, `None`, `"NaN"`,',

@@ -13,14 +13,13 @@ them unweighted), else 1.
 - The same after the task component stopped rising: a run that learned the task for a while,
   then bought the rest of its reward through another component (most of that component's
   rise, to its ceiling, comes after the task's plateau began). The proxy rising after the
-  true objective has peaked is the signature of over-optimisation (Gao et al. 2022,
-  research/science.md §4).
+  true objective has peaked is the signature of over-optimisation (Gao et al. 2022).
 - The reward leaving its components behind: where the components explain the reward over
   the first half of the run (a least-squares fit, R² ≥ 0.98) and the reward then rises beyond
   that fit by more than its noise, a part of the reward no logged component accounts for is
   rising: an unlogged term (a length bonus, a judge's quirk). With reply length growing by
   half or more alongside it, it is the length exploit Singhal et al. (2023) found behind most
-  of PPO's reward gain (research/science.md §4): exploit suspected.
+  of PPO's reward gain: exploit suspected.
 - A component holding most of the reward's rise, or of its spread (what the advantages are
   made of), is reported (info), as is a dead component (constant: it adds nothing).
 

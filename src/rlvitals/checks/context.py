@@ -1,7 +1,7 @@
 """What every check reads: the run, the thresholds, the time, an optional baseline.
 
-Thresholds live here, in one place, each with the source it comes from
-(research/science.md); a user can override any of them (``check --set name=value``).
+Thresholds live here, in one place, each with the source it comes from (docs/checks.md
+says what each check holds a run against); a user can override any of them (``check --set name=value``).
 """
 
 from __future__ import annotations

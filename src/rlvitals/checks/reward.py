@@ -309,7 +309,7 @@ def check(ctx: Context) -> list[Finding]:
                 NAME,
                 "warn",
                 "collapse",
-                f"{name} fell from {head:.3g} (first {head_n} steps) to {tail:.3g} "
+                f"{name} fell from {head:.3g} ({_window(s, head_n)}) to {tail:.3g} "
                 f"(last {MIN_WINDOW})",
                 metric=name,
                 first_step=int(s.steps[fell_idx]) if fell_idx is not None else None,
@@ -343,10 +343,10 @@ def check(ctx: Context) -> list[Finding]:
     elif learning:
         first = int(s.steps[rose_idx]) if rose_idx is not None else None
         if tail > head or first is None:
-            words = f"rose from {head:.3g} (first {head_n} steps) to {tail:.3g} (last {MIN_WINDOW})"
+            words = f"rose from {head:.3g} ({_window(s, head_n)}) to {tail:.3g} (last {MIN_WINDOW})"
         else:  # it rose, then came back (groups solved by all are rejected, for one)
             words = (
-                f"rose above {head:.3g} (first {head_n} steps) from step {first}; "
+                f"rose above {head:.3g} ({_window(s, head_n)}) from step {first}; "
                 f"{tail:.3g} over the last {MIN_WINDOW}"
             )
         out.append(
@@ -373,7 +373,7 @@ def check(ctx: Context) -> list[Finding]:
                     NAME,
                     "warn",
                     "not_learning",
-                    f"{name} flat over {n} steps ({head:.3g} -> {tail:.3g}) although "
+                    f"{name} flat over {_window(s)} ({head:.3g} -> {tail:.3g}) although "
                     f"{signal:.0%} of groups carry signal",
                     metric=name,
                     first_step=int(s.steps[0]),
@@ -394,7 +394,7 @@ def check(ctx: Context) -> list[Finding]:
                     "info",
                     "too_early",
                     f"{name} {'rising slowly, not yet beyond noise' if hint else 'not rising yet'}"
-                    f" over {n} steps ({head:.3g} -> {tail:.3g})",
+                    f" over {_window(s)} ({head:.3g} -> {tail:.3g})",
                     metric=name,
                     action="Read it as a mean over five or more steps; wait, or see the rejected "
                     "groups below for why there is no signal.",
@@ -403,6 +403,18 @@ def check(ctx: Context) -> list[Finding]:
             )
     out.extend(_exploration(ctx, lo, hi))
     return out
+
+
+def _window(s: Series, k: int | None = None) -> str:
+    """The first ``k`` points of ``s`` (all of them without ``k``) in words: ``first 10 steps``,
+    or, where the log skips steps (TRL's ``logging_steps`` > 1), ``first 10 records, steps
+    5-50``: a count of log records is never called a count of updates."""
+    st = s.steps if k is None else s.steps[:k]
+    n, a, b = len(st), int(st[0]), int(st[-1])
+    lead = f"{n}" if k is None else f"first {n}"
+    if b - a == n - 1:
+        return f"{lead} steps"
+    return f"{lead} records, steps {a}-{b}"
 
 
 def _exploration(ctx: Context, lo: float, hi: float) -> list[Finding]:

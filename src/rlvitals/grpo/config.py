@@ -2,7 +2,7 @@
 
 They sit beside the writer's ``[output]``, ``[training]`` and ``[rollout]`` in one TOML file and
 are validated the same way (an unknown key or a wrong type is an error naming section and key).
-The defaults are the measured healthy setup of ``research/trainer-notes.md``: a character-level
+The defaults are the measured healthy setup (docs/trainer.md): a character-level
 transformer of about 400k parameters, two-digit additions, 160 tasks x 4 attempts per update, a
 warm start to a sampled pass rate of 0.45, one torch thread (docs/trainer.md has the figures).
 """

@@ -5,7 +5,7 @@ each fault has a default that leaves a few healthy updates first, except the tas
 which are wrong from the start). run.json records ``fault`` and ``fault_step`` so a benchmark
 can score whether, and how soon, a check finds it.
 
-What each fault does, and where it shows (canonical metric names, METRICS.md):
+What each fault does, and where it shows (canonical metric names, docs/metrics.md):
 
 stale_sampler
     The sampler stops receiving new weights (a broken weight sync). Its attempts carry the

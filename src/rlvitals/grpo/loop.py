@@ -1,6 +1,6 @@
 """The training loop, instrumented with rlvitals' writer: the worked example of docs/trainer.md.
 
-Per update ``step`` (FORMAT.md's versions: update s trains weights of version s, makes s + 1):
+Per update ``step`` (docs/format.md's versions: update s trains weights of version s, makes s + 1):
 
     sample    the sampler plays tasks_per_step x group_size episodes with its weight copy;
               each attempt is graded as it finishes and logged with ``run.log_attempt``
@@ -223,6 +223,8 @@ def train(
                 emit,
             )
     except RunStopped as exc:
+        if exc.record is not None:  # the update that tripped the guard is in steps.jsonl
+            emit("step", exc.record)
         emit("stopped", {"reason": exc.reason, "message": str(exc)})
     return run.dir
 

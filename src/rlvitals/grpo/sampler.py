@@ -6,7 +6,7 @@ engine does, and a weight version: the trainer pushes new weights after each
 update with ``load(model, version)``. Generation runs on a KV cache, one position per loop turn
 for the whole batch, and records the log-probability the sampler gave each token it sampled.
 Because the trainer recomputes those log-probabilities in float32, the two disagree a little
-(a real, small mismatch: about 2e-5 to 5e-5 of k3 with bfloat16, see trainer-notes.md).
+(a real, small mismatch: about 2e-5 to 5e-5 of k3 with bfloat16, as measured on this trainer).
 
 Episodes are multi-turn and batched. Every row is one attempt; at each position a row either
 samples a token (the model's reply), is fed the next token of its tool's reply (forced, not

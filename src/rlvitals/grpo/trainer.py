@@ -85,7 +85,7 @@ def group_advantages(rewards: Sequence[float], groups: Sequence[str]) -> list[fl
 
 @dataclass
 class UpdateStats:
-    """What one update measured, under canonical metric names (METRICS.md)."""
+    """What one update measured, under canonical metric names (docs/metrics.md)."""
 
     metrics: dict[str, float]
     stepped: int  # optimizer steps taken (a non-finite one is skipped)

@@ -5,7 +5,7 @@ needs a pass rate well above zero. The warm start trains on correct episodes (ne
 entropy on the tokens the model itself would write: ``?``, the answer digits, ``$``; never on
 the prompt or the tool's reply) and **stops on a target pass rate**, not after a fixed number
 of steps: a small transformer picks up addition suddenly, at a step that varies by seed
-(trainer-notes.md: 180-320 steps), and a fixed length leaves some seeds at a pass rate near 0,
+(measured: 180-320 steps), and a fixed length leaves some seeds at a pass rate near 0,
 where every group scores all zeros and GRPO has nothing to learn from. The sampled check is
 skipped while even greedy decoding (read off each step's logits) solves too few episodes of the
 batch to be near the target: the long plateau before addition clicks costs no sampling.

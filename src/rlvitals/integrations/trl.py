@@ -3,7 +3,7 @@
     from rlvitals.integrations.trl import RLVitalsCallback
     trainer = GRPOTrainer(..., callbacks=[RLVitalsCallback(output_dir="runs", halt_on="fail")])
 
-What it records, in ``<output_dir>/<name>`` (FORMAT.md; the name defaults to the trainer's own
+What it records, in ``<output_dir>/<name>`` (docs/format.md; the name defaults to the trainer's own
 output folder's name):
 
 - a step record per ``on_log``: every key TRL logged under its own name, and the canonical

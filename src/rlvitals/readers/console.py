@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from . import Format, register
+from . import keys as _keys
 from .mapping import Mapper, MappingTable, Rule
 from .shapes import Record, ShapeParser, add_events
 from .textlog import TextLogReader, _file_date, _FileState, clean_line, head, sniff_files
@@ -162,6 +163,12 @@ def _score(table: MappingTable, keys: Set[str]) -> int:
     return score
 
 
+def _plain(key: str) -> bool:
+    """A one-word lower-case key any loop prints (``loss``, ``kl``, ``reward``, ``lr``): no
+    evidence of a framework (``reward_std``, ``completion_length`` are)."""
+    return re.fullmatch(r"[a-z]+[0-9]*", key) is not None
+
+
 def framework_table(keys: Set[str]) -> tuple[str, MappingTable] | None:
     """The registered framework table that names the most of ``keys`` (at least two)."""
     from . import FORMATS
@@ -284,7 +291,13 @@ class ConsoleReader(TextLogReader):
         hit = framework_table(keys)
         self.run.info["key_table"] = None if hit is None else hit[0]
         if hit is not None:
-            table = MappingTable(hit[1].name, (*hit[1].rules, _IDENTITY), hit[1].unmapped)
+            rules = hit[1].rules
+            if _score(hit[1], {k for k in keys if not _plain(k)}) < 2:
+                # Chosen on plain words any loop prints (loss, reward, lr, kl): a name the
+                # framework gives one meaning and the words do not (a bare kl is its KL to the
+                # reference in TRL, any KL elsewhere) is not taken from its table.
+                rules = tuple(r for r in rules if r.is_pattern or not _keys.is_kl_like(r.source))
+            table = MappingTable(hit[1].name, (*rules, _IDENTITY), hit[1].unmapped)
             self.mapper = Mapper(table, self.run, extra=self._extra)
 
     def _record(self, rec: Record) -> None:
@@ -349,7 +362,11 @@ def console_table_of(p: Path) -> str | None:
     if not keys:
         return None
     hit = framework_table(keys)
-    return hit[1].name if hit is not None and hit[1] in CONSOLE_TABLES else None
+    if hit is None or hit[1] not in CONSOLE_TABLES:
+        return None
+    if hit[1] is ART and "%|" not in head(p):
+        return None  # ART's records are tqdm bars; its keys alone are words any loop prints
+    return hit[1].name
 
 
 @functools.lru_cache(maxsize=64)
@@ -434,8 +451,11 @@ for _i, _table in enumerate(CONSOLE_TABLES):
 register(
     Format(
         "console",
-        "any console log: step markers and key/value pairs, dicts, tables, tqdm postfixes "
-        "(Marin, LlamaFactory, notebooks, pasted fragments, any framework by shape)",
+        "any console log: step markers (step N/M, [step N], iter N, update N, Step N |, "
+        "steps=N/M, [it N], Episode N/M, epoch=N alone, "
+        "Epoch:[e/E] then (i/N)) and key/value pairs, dicts, tables, tqdm postfixes, in markdown "
+        "fences or among sample printouts (Marin, LlamaFactory, MiniMind, notebooks, pasted "
+        "fragments, hand-written loops, any framework by shape)",
         lambda p: sniff_files(p, ConsoleReader.patterns, looks_like_records),
         ConsoleReader,
         priority=95,

@@ -2,7 +2,7 @@
 
 A row needs a step (``step``, ``global_step``, ``_step``, ``iteration`` or ``iter``); every other
 numeric field is a metric. Nested objects are flattened with ``/``. Keys that already are
-canonical names (METRICS.md) are taken as such; anything else is mapped only by a user mapping
+canonical names (docs/metrics.md) are taken as such; anything else is mapped only by a user mapping
 file (``--mapping FILE``: ``canonical name = "source key"``, TOML or JSON). Several rows for
 one step merge (later values win). The same reader, with a framework's table, reads
 tinker-cookbook's and prime-rl's ``metrics.jsonl``.

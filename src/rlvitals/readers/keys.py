@@ -67,12 +67,31 @@ SPLIT_PREFIXES = frozenset(
 MEAN_WORDS = frozenset({"mean", "avg", "average"})
 # Prefixes of held-out splits: such a key never maps to a training metric by synonym.
 EVAL_WORDS = frozenset(
-    {"eval", "evaluation", "val", "valid", "validation", "test", "heldout", "val-core", "val-aux"}
+    {
+        "eval",
+        "evaluation",
+        "val",
+        "valid",
+        "validation",
+        "test",
+        "heldout",
+        "holdout",
+        "dev",
+        "val-core",
+        "val-aux",
+    }
 )
-_EVAL_RE = re.compile(r"^(?:eval|evaluation|val|valid|validation|test|heldout)(?:[_\-/.]|$)", re.I)
+_EVAL_RE = re.compile(
+    r"^(?:eval|evaluation|val|valid|validation|test|heldout|holdout|dev)(?:[_\-/.\s]|$)", re.I
+)
+# A held-out split named last: ``success_rate/eval``, ``acc/val``; as a last token of a plain
+# name only the unambiguous words (``reward_eval``, ``acc_test``: ``_val`` may be a value).
+_EVAL_LAST_TOKENS = frozenset({"eval", "evaluation", "test", "heldout", "holdout", "validation"})
+# A training split named last (``success_rate/train``, ``loss_train``): dropped like a prefix.
+TRAIN_TAILS = frozenset({"train", "training"})
 _CAMEL = re.compile(r"([a-z0-9])([A-Z])")
 _SEG = re.compile(r"[/.]+")
-_TOK = re.compile(r"[\s_\-:]+")
+_TOK = re.compile(r"[\s_\-:()\[\]]+")
 _KL = re.compile(r"(?:^|_)(?:kl|kld|kl\d|k[123]_kl|kldiv|kl_div\w*|kullback\w*)(?:_|$)")
 
 # Short names and abbreviations people give metrics in their own loops, token by token (both
@@ -105,12 +124,26 @@ TOKEN_SYNONYMS = {
     "stdev": "std",
     "tok": "tokens",
     "toks": "tokens",
+    # plurals a loop names its lists by (``response_lengths``, ``train_accuracies``)
+    "lengths": "length",
+    "accuracies": "accuracy",
+    "scores": "score",
+    "entropies": "entropy",
+    "grp": "group",
+    "nonstop": "truncated",
 }
+# Phrases of several tokens with one meaning (on the joined form): a response that did not
+# stop by itself hit the token limit; an accuracy rate is an accuracy.
+PHRASE_SYNONYMS = (
+    (re.compile(r"(?:(?<=_)|^)(?:non|no|not)_(?:stop|stopped|eos|eos_token)(?=_|$)"), "truncated"),
+    (re.compile(r"(?:(?<=_)|^)accuracy_(?:rate|ratio)(?=_|$)"), "accuracy"),
+)
 # A whole key (normalised) that is one short word of its own.
 WORD_SYNONYMS = {
     "grad": "grad_norm",
     "length": "response_length",
     "grad_norm_mean": "grad_norm",
+    "r": "reward",  # a whole key ``R``/``r``: the reward (``[it 40] R=0.5``)
 }
 # Tokens that say a value is a percent (0-100) where the canonical metric is a fraction.
 PERCENT_TOKENS = frozenset({"pct", "percent", "percentage", "perc"})
@@ -159,32 +192,48 @@ _STATS = frozenset(
 Candidate = tuple[str, int, str, Alias]  # target, priority, kind, alias
 
 
-def normalise(key: str) -> str:
+def normalise(key: str, *, keep_prefixes: bool = False) -> str:
     """A key reduced to its meaning-bearing tokens: ``Train/Reward_Mean`` -> ``reward``.
 
     Lower case (camelCase split first), ``/`` and ``.`` as path separators, ``_ - :`` and
-    spaces as token separators; a last ``mean``/``avg`` segment and leading split prefixes
-    (``train/``, ``actor/``...) are dropped, then a first or last ``mean`` token.
+    spaces as token separators; a last ``mean``/``avg``/``train`` segment and leading split
+    prefixes (``train/``, ``actor/``..., unless ``keep_prefixes``) are dropped, then a first or
+    last ``mean`` token; abbreviations, plurals and phrases (``non_stop``) as one word.
     """
-    k = _CAMEL.sub(r"\1_\2", key.strip()).lower()
+    k = _CAMEL.sub(r"\1_\2", key.strip()).lower().replace("%", "_pct")
     segs = [s for s in (_TOK.sub("_", s).strip("_") for s in _SEG.split(k)) if s]
-    while len(segs) > 1 and segs[-1] in MEAN_WORDS:
+    while len(segs) > 1 and (segs[-1] in MEAN_WORDS or segs[-1] in TRAIN_TAILS):
         segs.pop()
-    while len(segs) > 1 and segs[0] in SPLIT_PREFIXES:
+    while not keep_prefixes and len(segs) > 1 and segs[0] in SPLIT_PREFIXES:
         segs.pop(0)
     toks = "_".join(segs).split("_")
-    if len(toks) > 1 and toks[-1] in MEAN_WORDS:
+    while len(toks) > 1 and (toks[-1] in MEAN_WORDS or toks[-1] in TRAIN_TAILS):
         toks.pop()
     if len(toks) > 1 and toks[0] in MEAN_WORDS:
         toks.pop(0)
     out = "_".join(TOKEN_SYNONYMS.get(t, t) for t in toks if t)
+    for rx, word in PHRASE_SYNONYMS:
+        out = rx.sub(word, out)
     return WORD_SYNONYMS.get(out, out)
 
 
 def is_eval_key(key: str) -> bool:
-    """Whether ``key`` belongs to a held-out split (``eval/``, ``val-core/``, ``eval_``...)."""
+    """Whether ``key`` belongs to a held-out split (``eval/``, ``val-core/``, ``eval_``, or
+    named last: ``success_rate/eval``, ``reward_test``)."""
     first = _SEG.split(key.strip().lower(), maxsplit=1)[0]
-    return first in EVAL_WORDS or bool(_EVAL_RE.match(key.strip()))
+    return first in EVAL_WORDS or bool(_EVAL_RE.match(key.strip())) or _eval_tail(key) is not None
+
+
+def _eval_tail(key: str) -> tuple[str, str] | None:
+    """(split word, the rest) of a key that names its held-out split last, else None."""
+    segs = [x for x in _SEG.split(key.strip()) if x]
+    if len(segs) > 1 and segs[-1].lower() in EVAL_WORDS:
+        return segs[-1].lower(), "/".join(segs[:-1])
+    if len(segs) == 1:
+        toks = [t for t in _TOK.split(_CAMEL.sub(r"\1_\2", segs[0]).lower()) if t]
+        if len(toks) > 1 and toks[-1] in _EVAL_LAST_TOKENS:
+            return toks[-1], "_".join(toks[:-1])
+    return None
 
 
 def is_kl_like(key: str) -> bool:
@@ -275,9 +324,15 @@ def fallback(key: str) -> list[Candidate]:
         return [(target, prio, "synonym", a)]
     n = normalise(key)
     tok = _token_hit(n)
+    if tok is None:  # the split word may be part of the name: ``loss/total``, ``Loss/policy``
+        full = normalise(key, keep_prefixes=True)
+        tok = _token_hit(full) if full != n else None
     if tok is not None:
         target, a = tok
         return [(target, base, "tokens", a)]
+    unit = _unit(key)
+    if unit is not None:
+        return [(unit[0], base + 1, "tokens", unit[1])]
     pct = _percent(key)
     if pct is not None:
         return [(pct[0], base + 1, "tokens", pct[1])]
@@ -289,13 +344,25 @@ def fallback(key: str) -> list[Candidate]:
 
 def _component(key: str, n: str) -> tuple[str, Alias] | None:
     """A loop's own part of its reward, named ``<what>_reward`` (``format_reward``,
-    ``noop_penalty``, ``length_bonus``) beside its total: ``reward/component/<key>/mean``."""
-    toks = n.split("_")
-    if len(toks) < 2 or toks[-1] not in _COMPONENT_WORDS or "/" in key.strip("/"):
+    ``noop_penalty``, ``length_bonus``, under split prefixes or a group of reward parts:
+    ``train/format_reward``, ``reward_metrics/format_reward``, ``train/extrinsic_reward_mean``)
+    beside its total: ``reward/component/<name>/mean``. A <what> that names an aggregate
+    (``episode_reward``, ``total_reward``) or another quantity (``kl_penalty``,
+    ``entropy_bonus``) is not a part."""
+    segs = [x for x in _SEG.split(key.strip()) if x]
+    if not segs:
         return None
-    if any(t in _STATS for t in toks):
+    for seg in segs[:-1]:
+        word = _TOK.sub("_", _CAMEL.sub(r"\1_\2", seg)).lower()
+        if word not in SPLIT_PREFIXES and word not in _PART_GROUPS:
+            return None
+    toks = normalise(segs[-1]).split("_")
+    if len(toks) < 2 or toks[-1] not in _COMPONENT_WORDS:
         return None
-    name = re.sub(r"[^\w.-]+", "_", key.strip()).strip("_")
+    if any(t in _STATS or t in _NOT_PART for t in toks):
+        return None
+    last = re.sub(r"(?i)[_\-\s]*(?:mean|avg|average)$", "", segs[-1].strip())
+    name = re.sub(r"[^\w.-]+", "_", last).strip("_")
     target = f"reward/component/{name}/mean"
     note = "a part of the reward, by its name (<what>_reward, _penalty, _bonus)"
     return target, Alias(key, target, 1.0, 0.0, note)
@@ -303,14 +370,58 @@ def _component(key: str, n: str) -> tuple[str, Alias] | None:
 
 def _token_hit(n: str) -> tuple[str, Alias] | None:
     """The index entry of a normalised form, else of the form without a leading word that
-    says where it was computed (``actor_loss`` -> ``loss``)."""
+    says where it was computed (``actor_loss`` -> ``loss``), else of the same words in
+    another order (``reward_total`` -> ``total_reward``, ``kl_ref`` -> ``ref_kl``)."""
     idx = token_index()
     tok = idx.get(n)
+    toks = n.split("_")
+    rest = "_".join(toks[1:]) if len(toks) > 1 and toks[0] in _LEAD_WORDS else ""
+    if tok is None and rest:
+        tok = idx.get(rest)
     if tok is None:
-        toks = n.split("_")
-        if len(toks) > 1 and toks[0] in _LEAD_WORDS:
-            tok = idx.get("_".join(toks[1:]))
+        bags = _bag_index()
+        tok = bags.get(_bag(n)) or (bags.get(_bag(rest)) if rest else None)
     return tok
+
+
+def _bag(n: str) -> tuple[str, ...]:
+    return tuple(sorted(t for t in n.split("_") if t))
+
+
+@lru_cache(maxsize=1)
+def _bag_index() -> dict[tuple[str, ...], tuple[str, Alias]]:
+    """The token index by its words in any order; a bag two canonical names share is left out."""
+    seen: dict[tuple[str, ...], set[str]] = {}
+    first: dict[tuple[str, ...], tuple[str, Alias]] = {}
+    for n, (target, a) in token_index().items():
+        b = _bag(n)
+        seen.setdefault(b, set()).add(target)
+        first.setdefault(b, (target, a))
+    for n, targets in token_conflicts().items():
+        seen.setdefault(_bag(n), set()).update(targets)
+    return {b: first[b] for b, targets in seen.items() if len(targets) == 1 and b in first}
+
+
+# Synonyms of reward/mean that are fractions (right/wrong, success/failure): a percent of one
+# is the reward / 100.
+_FRACTION_SCORES = frozenset({"accuracy", "success_rate", "solve_rate", "pass_rate", "success"})
+_MS_TOKENS = frozenset({"ms", "msec", "msecs", "millis", "milliseconds"})
+_SEC_TOKENS = frozenset({"s", "sec", "secs", "second", "seconds"})
+
+
+def _unit(key: str) -> tuple[str, Alias] | None:
+    """A time in milliseconds or seconds by its last word (``step_time_ms``, ``gen time
+    (s)``) of a canonical figure in seconds: the figure, milliseconds divided by 1,000."""
+    toks = normalise(re.sub(r"[()\[\]]", " ", key)).split("_")
+    if len(toks) < 2 or toks[-1] not in _MS_TOKENS | _SEC_TOKENS:
+        return None
+    tok = _token_hit("_".join(toks[:-1]))
+    if tok is None or not tok[0].endswith("_seconds"):
+        return None
+    target, a = tok
+    if toks[-1] in _SEC_TOKENS:
+        return target, Alias(key, target, a.scale, a.offset, "seconds, by its unit")
+    return target, Alias(key, target, a.scale * 0.001, a.offset, "milliseconds: value / 1000")
 
 
 def _percent(key: str) -> tuple[str, Alias] | None:
@@ -329,7 +440,10 @@ def _percent(key: str) -> tuple[str, Alias] | None:
         tok = _token_hit(form)
         if tok is not None:
             break
-    if tok is None or tok[0] not in FRACTIONS:
+    if tok is None:
+        return None
+    # a fraction metric, or a right/wrong reward (``acc %``, ``success_pct``)
+    if tok[0] not in FRACTIONS and not (tok[0] == "reward/mean" and base in _FRACTION_SCORES):
         return None
     target, a = tok
     note = "a percent (0-100) read as a fraction: value / 100"
@@ -344,7 +458,11 @@ def eval_score(key: str) -> tuple[str, Alias] | None:
     k = key.strip()
     m = re.match(r"^(val-core|val-aux)(?:[_\-/.]|$)", k, re.I) or _EVAL_RE.match(k)
     if m is None:
-        return None
+        tail = _eval_tail(k)
+        hit = eval_score(f"{tail[0]}/{tail[1]}") if tail is not None else None
+        if hit is None:
+            return None
+        return hit[0], Alias(key, hit[0], hit[1].scale, hit[1].offset, hit[1].note)
     word = m.group(0).rstrip("_-/.").lower()
     rest = k[m.end() :]
     segs = [s for s in _SEG.split(rest) if s]
@@ -371,6 +489,10 @@ def eval_score(key: str) -> tuple[str, Alias] | None:
             scale = 0.01 if len(kept) < len(toks) or seg.endswith("%") else 1.0
         else:
             suite.append(seg)
+    if metric is None:  # ``eval/gsm8k_acc``, ``test_aime24_accuracy``: a benchmark's score
+        toks = normalise(segs[-1]).split("_")
+        if len(toks) > 1 and toks[-1] in ("accuracy", "score") and _DIGIT_RE.search(toks[-2]):
+            metric, suite = segs[-1], [*segs[:-1], "_".join(toks[:-1])]
     if metric is None:
         return None
     name = "/".join(suite) if suite else word
@@ -399,11 +521,96 @@ def unmapped_reason(key: str) -> str:
             "KL-like, but which KL (to the reference, PPO old-vs-new, sampler/trainer "
             "mismatch) cannot be told from the name; map it with --mapping"
         )
+    toks = normalise(key, keep_prefixes=True).split("_")
+    for test, why in _AMBIGUOUS:
+        if test(toks):
+            return f"{_NO_MATCH}: {why}; map it with --mapping"
     return f"{_NO_MATCH}; map it with --mapping"
 
 
+# Names a loop gives that look like a canonical metric and are not, or cannot be told apart
+# from several: why each stays under its own name (``formats --explain``).
+_AMBIGUOUS: tuple[tuple[Any, str], ...] = (
+    (
+        lambda t: "loss" in t and bool({"value", "vf", "critic", "v"} & set(t)),
+        "a value (critic) loss, not the policy loss",
+    ),
+    (
+        lambda t: bool({"coef", "coeff", "coefficient", "beta", "alpha", "weight"} & set(t)),
+        "a coefficient or weight, not a measurement",
+    ),
+    (
+        lambda t: bool({"return", "returns"} & set(t)),
+        "a return sums rewards (over an episode or a batch): not the mean reward",
+    ),
+    (
+        lambda t: "advantage" in t,
+        "an advantage other than its std (advantages are centred): no canonical name",
+    ),
+    (
+        lambda t: (
+            bool({"episode", "ep", "epi", "episodic"} & set(t))
+            and bool({"length", "len", "steps"} & set(t))
+        ),
+        "an episode's length in environment steps, not a response length",
+    ),
+    (
+        lambda t: "reward" in t[:2] and t[-1] not in {"reward", *PERCENT_TOKENS} and len(t) > 1,
+        "reward_<what>: a part of the reward or the total under another name, the name cannot tell",
+    ),
+    (
+        lambda t: bool({"duration", "time", "seconds"} & set(t)),
+        "a time of some part of the loop: which part, the name does not say",
+    ),
+)
+
+
+# A benchmark's name has a digit (gsm8k, math500, aime24): ``<name>_acc`` is its score, where
+# ``format_acc`` may be a part of the reward.
+_DIGIT_RE = re.compile(r"\d")
 _NO_MATCH = "no table rule, synonym or token match"
 _COMPONENT_WORDS = frozenset({"reward", "penalty", "bonus"})
+# Segments that group a loop's reward parts (``train/reward_metrics/format_reward``).
+_PART_GROUPS = frozenset(
+    {
+        "reward",
+        "rewards",
+        "reward_metrics",
+        "reward_components",
+        "reward_component",
+        "reward_parts",
+        "reward_breakdown",
+        "components",
+    }
+)
+# Words that make a <what>_reward an aggregate or another quantity, not a part of the reward.
+_NOT_PART = frozenset(
+    {
+        "total",
+        "episode",
+        "episodic",
+        "ep",
+        "epi",
+        "batch",
+        "overall",
+        "final",
+        "sum",
+        "all",
+        "raw",
+        "scalar",
+        "combined",
+        "cumulative",
+        "cum",
+        "running",
+        "best",
+        "kl",
+        "entropy",
+        "loss",
+        "value",
+        "clip",
+        "grad",
+    }
+)
 
 
 def _suggest(key: str) -> tuple[str, str]:

@@ -1,4 +1,4 @@
-"""Mapping tables: a framework's metric keys onto the canonical names, by meaning (METRICS.md).
+"""Mapping tables: a framework's metric keys onto the canonical names, by meaning (docs/metrics.md).
 
 A table is data: each ``Rule`` maps one source key (or a regular expression over keys) to the
 canonical name of what it really measures, with an optional linear transform (percent to
@@ -278,7 +278,7 @@ def _rules_from(obj: Any, where: str) -> list[Rule]:
         if not is_canonical(target):
             raise ReadError(
                 f"key {target!r} is not a canonical metric name (see `rlvitals formats` and "
-                "METRICS.md)",
+                "docs/metrics.md)",
                 path=where,
             )
         if source.startswith("^"):

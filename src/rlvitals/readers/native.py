@@ -1,4 +1,4 @@
-"""rlvitals run directories (FORMAT.md, format 1): run.json, steps, rollouts, evals, progress.
+"""rlvitals run directories (docs/format.md, format 1): run.json, steps, rollouts, evals, progress.
 
 Every JSON Lines file is read from where the last pass stopped (byte offsets), so a live view
 costs time proportional to the new bytes. Shards (``steps.<shard>.jsonl``,

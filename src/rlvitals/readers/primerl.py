@@ -208,13 +208,20 @@ def _is_prime(p: Path) -> bool:
 # of another loop, with its own key names, is not prime-rl's (the console reader reads it).
 _LABELS = re.compile(
     r"\| (?:Loss|Entropy|Mismatch KL|Grad\. Norm|LR|Reward|Trainable|Truncation|Peak Mem\.|"
-    r"Throughput|MFU|Max Off-Policy|Time)\b:?"
+    r"Throughput|MFU|Max Off-Policy|Time)(?::? [-+\d.])"
 )
+# prime-rl prints its trainer's and its orchestrator's summaries on lines of their own: a line
+# with a label of each (``Step 3 | Reward: 0.4 | Loss: 0.1``) is a hand-written loop's.
+_TRAINER_ONLY = re.compile(r"\| (?:Loss|Entropy|Mismatch KL|Grad\. Norm|MFU)\b")
+_ORCHESTRATOR_ONLY = re.compile(r"\| (?:[\w .]*?\b)?(?:Reward|Trainable|Truncation|Turns)\b")
 
 
 def _is_prime_console(p: Path) -> bool:
     m = STEP.search(head(p))
-    return m is not None and bool(_LABELS.search(m.group(0)))
+    if m is None or not _LABELS.search(m.group(0)):
+        return False
+    line = m.group(0)
+    return not (_TRAINER_ONLY.search(line) and _ORCHESTRATOR_ONLY.search(line))
 
 
 def _sniff_jsonl(path: Path) -> bool:

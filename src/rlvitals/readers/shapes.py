@@ -81,25 +81,46 @@ _SEG_PAIR = re.compile(
 )
 # ``Train loss 0.000`` / ``Peak mem 32.940 GB``: words then a number (after a step marker).
 _SEG_WORDS = re.compile(rf"^([A-Za-z][\w./ -]*?[A-Za-z)\]])\s+({_VALUE}){_UNIT}\.?$", re.I)
+# A segment of two or more ``key number`` pairs separated by single spaces (keys of one token).
+_WORD_PAIR = re.compile(rf"([A-Za-z_][\w./-]*)\s+({_VALUE}){_UNIT}(?=\s|$)", re.I)
+_WORD_RUN = re.compile(rf"(?:[A-Za-z_][\w./-]*\s+{_VALUE}{_UNIT}(?:\s+|$)){{2,}}", re.I)
+_TAG = re.compile(r"^\[[A-Za-z][\w .-]*\]\s*")  # ``[teacher] ...``: the loop's own tag
 _DIGIT = re.compile(r"\d")
 _NONNUM = re.compile(r"\b(?:nan|inf|infinity)\b", re.I)
 _RULE = re.compile(r"^[-=_*#~]{5,}$")  # a separator line: the step's block ends
-_SPLIT = re.compile(r"\s+-\s+|\s*\|\s*|\s*[,;]\s+|\s+•\s+|\t+|\s{3,}")
+_SPLIT = re.compile(r"\s+-\s+|\s*\|\s*|\s*[,;]\s+|\s+•\s+|\t+|(?<![:=\s])\s{3,}")
 _MARKER = re.compile(
-    r"(?<![\w/.])(global[ _]step|train[ _]step|step|iter(?:ation)?|update(?=\s*[:=#]?\s*\d)|"
+    r"(?<![\w/.])(global[ _]step|train[ _]step|steps?|iter(?:ation)?|update(?=\s*[:=#]?\s*\d)|"
+    r"it(?=\s*[:=#]?\s*\d)|episode|epoch(?=\s*[:=#]?\s*\d+\s*(?:[/|,:\]]|\s\S|$))|"
     r"(?:rollout|perf)(?= \d+:\s*(?:\{|$)))"
     r"\s*[:=#]?\s*(\d+)"
     r"(?:\s*/\s*(\d+))?(?![\w.]|:\d)",
     re.I,
 )
-_MARKER_HINT = re.compile(r"step|iter|perf|rollout|epoch|update", re.I)
+_MARKER_HINT = re.compile(r"step|iter|perf|rollout|epoch|update|episode|\bit\b", re.I)
+# Counters that number something other than updates when an update counter is printed too:
+# ``epoch 1 iter 20`` is update 20, ``[GRU] epoch=10 | ...`` alone is update 10.
+_OUTER_MARKERS = ("epoch", "episode")
 # ``Epoch:[1/3](12/9751)``, ``Epoch 2/3 [5/100]``: the batch within the epoch, of N batches.
 _EPOCH_POS = re.compile(
     r"(?<![\w/.])epoch\s*[:=]?\s*\[?\s*(\d+)\s*/\s*(\d+)\s*\]?\s*[,:]?\s*[(\[]\s*(\d+)\s*/\s*(\d+)\s*[)\]]",
     re.I,
 )
 _MARKER_WORDS = frozenset(
-    {"step", "iter", "iteration", "global_step", "train_step", "perf", "rollout", "update"}
+    {
+        "step",
+        "steps",
+        "iter",
+        "iteration",
+        "it",
+        "global_step",
+        "train_step",
+        "perf",
+        "rollout",
+        "update",
+        "episode",
+        "epoch",
+    }
 )
 _LEAD_MARKER = re.compile(
     _MARKER.pattern.replace("(?<![\\w/.])", r"^[^\w{]*") + r"\s*[:|,\-]?", re.I
@@ -236,6 +257,14 @@ def line_pairs(text: str) -> tuple[dict[str, float], int]:
             if f is not None:
                 out[clean_key(m.group(1))] = f
                 loose += 1
+            continue
+        seg = _TAG.sub("", seg, count=1)
+        if _WORD_RUN.fullmatch(seg):  # ``[tag] it 4 reward 0.5 success 0.4 lr 3e-4 time 12.3s``
+            for k, v in _WORD_PAIR.findall(seg):
+                f = _number(v)
+                if f is not None:
+                    out[k] = f
+                    loose += 1
     return out, loose
 
 
@@ -487,7 +516,8 @@ class ShapeParser:
             return max(k - 1, 0) * n + i
         best: tuple[int, int] | None = None
         for m in _MARKER.finditer(head):
-            rank = 0 if m.group(1).lower().startswith(("global", "train")) else 1
+            word = m.group(1).lower()
+            rank = 0 if word.startswith(("global", "train")) else 2 if word in _OUTER_MARKERS else 1
             if best is None or rank < best[0]:
                 best = (rank, int(m.group(2)))
         return None if best is None else best[1]

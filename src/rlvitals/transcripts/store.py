@@ -1,6 +1,6 @@
 """The transcripts of a run directory, read lazily, one step file at a time.
 
-``transcripts/step-NNNNNN.json`` holds the attempts of update NNNNNN (FORMAT.md). Nothing is
+``transcripts/step-NNNNNN.json`` holds the attempts of update NNNNNN (docs/format.md). Nothing is
 read until asked; a step's attempts are yielded one by one. Small files are decoded at once
 (msgspec); large ones, and any file msgspec refuses, are streamed element by element in
 bounded memory (``stream.py``), so a 50 MB file or a torn one costs what one attempt costs,
@@ -63,7 +63,7 @@ def _int(v: Any) -> int | None:
 
 @dataclass(slots=True)
 class Generation:
-    """One model reply of an attempt (FORMAT.md ``generations[]``)."""
+    """One model reply of an attempt (docs/format.md ``generations[]``)."""
 
     prompt: Any = None  # text or chat messages; None with trace = "samples"
     completion: Any = None

@@ -67,7 +67,7 @@ def render_text(
         head.append("run ", style="dim")
         head.append(safe.line(rep.source), style="bold")
         info = rep.info
-        bits = [info.get("format"), info.get("status"), f"{info.get('steps', 0)} steps"]
+        bits = [info.get("format"), info.get("status"), steps_read(rep)]
         head.append(safe.line("  " + "  ".join(str(b) for b in bits if b)), style="dim")
         console.print(head)
         verdict = Text("verdict: ", style="bold")
@@ -136,6 +136,16 @@ def render_json(reports: list[Report]) -> str:
     return safe.json_for_terminal(dumps([r.to_dict() for r in reports], indent=2))
 
 
+def steps_read(rep: Report) -> str:
+    """``120 steps``; where the log holds fewer records than its last step (a logging interval
+    over 1, as TRL's ``logging_steps``), ``100 records to step 500``."""
+    n = int(rep.info.get("steps", 0) or 0)
+    last = rep.last_step
+    if last is not None and n and last > n:
+        return f"{n} records to step {last}"
+    return f"{n} steps"
+
+
 def md_escape(text: Any) -> str:
     """Escape Markdown (and HTML) so untrusted text shows as itself (``safe.markdown``)."""
     return safe.markdown(text)
@@ -150,7 +160,7 @@ def render_markdown(reports: list[Report]) -> str:
         info = rep.info
         lines.append(
             f"Format {md_escape(info.get('format'))}, status {md_escape(info.get('status'))}, "
-            f"{info.get('steps', 0)} steps. Worst finding: **{rep.worst}**."
+            f"{steps_read(rep)}. Worst finding: **{rep.worst}**."
         )
         lines.append("")
         unmapped = rep.info.get("unmapped") or []

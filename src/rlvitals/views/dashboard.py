@@ -3,7 +3,7 @@
 The HTML report (``report.py``) and the live page (``server.py``) are one page: the same
 inline JavaScript (``assets/``) draws the same plots from the same JSON. The report embeds the
 JSON; the live page receives it over server-sent events. This module says which plots exist
-(adapted from the twelve plots of research/science.md to the canonical metrics of METRICS.md)
+(the plots a GRPO run is usually read by, on the canonical metrics of docs/metrics.md)
 and turns a run, its Report and a baseline into that JSON.
 
 Run text is untrusted: it travels only as JSON, embedded with ``<``, ``>``, ``&`` and
@@ -51,6 +51,12 @@ __all__ = [
     "series_payload",
     "transcript_steps",
 ]
+
+
+RETRIES = "rollouts/retries"
+REWARD_LENGTH = "transcripts/reward_length_spearman"
+# Derived transcript series drawn whatever their values (the rest only once a flag was raised).
+_FLAG_TOTALS = ("transcripts/flagged_rate", "transcripts/repetition_rate")
 
 
 @dataclass(frozen=True)
@@ -115,16 +121,31 @@ PLOTS: tuple[Plot, ...] = (
     Plot(
         "failures",
         "Failed attempts",
-        plot_members("failures"),
+        tuple(m for m in plot_members("failures") if m != RETRIES),
         "Attempts that never reached training, by reason. A trickle is normal; a burst means "
         "the environment or grader is broken.",
+    ),
+    Plot(
+        "retries",
+        "Attempt retries",
+        (RETRIES,),
+        "Tries an attempt needed beyond its first (a grader or sandbox call repeated). A "
+        "retried attempt that then succeeded trained as usual: these are not failures.",
+    ),
+    Plot(
+        "episode_counts",
+        "Episode endings (count per update)",
+        ("rollout/*/*",),
+        "How many of the update's episodes ended each way (rollout/<key>/<label>, a count): "
+        "max_turns or another limit rising with a flat reward means the agent is running out "
+        "of room. Counts, drawn apart from the rates and means below.",
     ),
     Plot(
         "episodes",
         "Episodes (agent and grader metadata)",
         plot_members("episodes"),
-        "Why episodes end and every reward component. max_turns or truncated rising with a "
-        "flat reward: the agent is running out of room, not learning.",
+        "Episode metadata as means and rates (turns, booleans as rates in [0, 1]) and every "
+        "reward component the grader returns.",
     ),
     Plot(
         "length",
@@ -189,11 +210,20 @@ PLOTS: tuple[Plot, ...] = (
         "the KL to the reference policy.",
     ),
     Plot(
+        "flag_corr",
+        "Reward-length correlation",
+        (REWARD_LENGTH,),
+        "Spearman correlation of reward with reply length within each update (-1 to 1): "
+        "strongly positive while replies grow and held-out does not is length exploitation.",
+        refs=((0.0, "0"),),
+    ),
+    Plot(
         "transcripts",
         "Transcript flags",
         plot_members("transcripts"),
         "Share of each update's episodes whose transcripts raise a flag (rewarded empty "
-        "answers, one reply to many tasks...): read the flagged attempts below.",
+        "answers, one reply to many tasks...), for the flags raised at least once: read the "
+        "flagged attempts below.",
     ),
     Plot(
         "grad",
@@ -351,11 +381,25 @@ def dashboard_metrics(data: RunData, report: Report | None = None) -> list[str]:
     """The metrics the page needs: canonical ones, plus any a finding names."""
     names = [n for n in data.names() if is_canonical(n)]
     if report is not None:
-        names += [n for n in sorted(report.series) if n not in names]
+        named = {f.metric for f in report.findings if f.metric}
+        names += [
+            n
+            for n in sorted(report.series)
+            if n not in names and (_raised(n, report.series[n]) or n in named)
+        ]
         for f in report.findings:
             if f.metric and f.metric not in names and data.has(f.metric):
                 names.append(f.metric)
     return names
+
+
+def _raised(name: str, series: Any) -> bool:
+    """Whether a derived series is worth a line: a transcript flag's rate only where the flag
+    was raised at least once (19 flat lines at 0 hid the one that mattered)."""
+    if not name.startswith("transcripts/") or name in _FLAG_TOTALS or name == REWARD_LENGTH:
+        return True
+    values = np.asarray(getattr(series, "values", ()), dtype=float)
+    return bool(np.any(values[np.isfinite(values)] != 0))
 
 
 _INFO_SKIP = {"config"}

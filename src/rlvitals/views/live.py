@@ -397,11 +397,13 @@ def summary(t: RunTally, run_dir: str, *, fault: str | None = None) -> Table:
 
 def fault_table(rows: Sequence[Mapping[str, Any]]) -> Table:
     """``rlvitals demo --list-faults``: each fault, its default onset, what it does and shows."""
-    table = Table(title="faults (--fault NAME[@STEP])", title_justify="left")
-    table.add_column("fault", style="bold")
-    table.add_column("from update", justify="right")
-    table.add_column("what it does")
-    table.add_column("where it shows")
+    table = Table(title=escape("faults (--fault NAME[@STEP])"), title_justify="left")
+    # Every cell wraps, and a word longer than its column (``discard/rollouts/stale``) folds
+    # onto the next line: at any terminal width the whole text shows, nothing ends in "…".
+    table.add_column("fault", style="bold", overflow="fold")
+    table.add_column("from update", justify="right", overflow="fold")
+    table.add_column("what it does", overflow="fold", ratio=1)
+    table.add_column("where it shows", overflow="fold", ratio=1)
     for r in rows:
         table.add_row(
             escape(str(r["name"])),

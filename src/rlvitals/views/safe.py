@@ -92,13 +92,25 @@ def block(text: Any, *, tabs: bool = True) -> str:
     return UNSAFE.sub(_esc, s)
 
 
-_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|>~])")
+# Inline markup a table cell or heading would act on: the escape character itself, code spans,
+# emphasis and strikethrough, link and image brackets and the cell separator. ``_`` is left alone
+# between two letters or digits (there it cannot open or close emphasis: ``reward_mean``), and
+# ``.``, ``-``, ``(``, ``)`` and ``>`` mid-line are plain text, so numbers and arrows read as
+# written (``0.705 -> 0.0325``).
+_MD_INLINE = re.compile(r"[\\`*~\[\]|]|(?<![0-9A-Za-z])_|_(?![0-9A-Za-z])")
+# Block markup that only acts at the start of a line (headings, quotes, lists, rules).
+# (``-3.2`` or ``1.5 steps`` stay as written: a list needs a space after its marker).
+_MD_LEADING = re.compile(r"^(\s*(?:\d{1,9})?)([#>]|[+\-=](?=[\s+\-=]|$)|(?<=\d)[.)](?=\s|$))")
 
 
 def markdown(text: Any) -> str:
-    """Escape Markdown (and inline HTML) so untrusted text shows as itself, on one line."""
-    s = line(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    return _MD_SPECIAL.sub(r"\\\1", s)
+    """``text`` as one line of Markdown that shows as itself (a table cell, a heading, a PR
+    comment): ``line`` first, then ``&`` and ``<`` as HTML entities (no tag, comment, autolink
+    or entity can start), the inline markup characters backslash-escaped and a leading block
+    marker escaped. Numbers, arrows and parentheses are left as written."""
+    s = line(text).replace("&", "&amp;").replace("<", "&lt;")
+    s = _MD_INLINE.sub(lambda m: "\\" + m.group(), s)
+    return _MD_LEADING.sub(lambda m: m.group(1) + "\\" + m.group(2), s, count=1)
 
 
 def markdown_cell(text: Any) -> str:

@@ -1,4 +1,4 @@
-"""Instrumentation: the run directory writer a training loop calls (FORMAT.md).
+"""Instrumentation: the run directory writer a training loop calls (docs/format.md).
 
 The package: ``run`` (the Run a loop holds), ``records`` (an attempt's line, an update's
 transcripts), ``directory`` (creating a run directory once), ``heartbeat`` (progress between

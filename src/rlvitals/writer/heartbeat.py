@@ -1,5 +1,5 @@
 """The heartbeat between updates: a thread that writes ``progress.jsonl`` every few seconds,
-so a slow phase (sampling, grading) is told apart from a stall (FORMAT.md, progress.jsonl)."""
+so a slow phase (sampling, grading) is told apart from a stall (docs/format.md, progress.jsonl)."""
 
 from __future__ import annotations
 

@@ -41,7 +41,7 @@ def warn(message: str, stacklevel: int = 3) -> None:
 
 
 def nonfinite(x: float) -> str:
-    """How FORMAT.md spells a non-finite number."""
+    """How docs/format.md spells a non-finite number."""
     return "NaN" if x != x else ("Infinity" if x > 0 else "-Infinity")
 
 
@@ -91,7 +91,7 @@ def needs_fixup(a: Attempt) -> bool:
 
 
 class _TranscriptEntry(msgspec.Struct):
-    """One attempt in ``transcripts/step-NNNNNN.json`` (FORMAT.md)."""
+    """One attempt in ``transcripts/step-NNNNNN.json`` (docs/format.md)."""
 
     attempt_id: str
     group_id: str

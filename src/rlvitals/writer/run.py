@@ -255,7 +255,7 @@ class Run:
                 components too): each key becomes a ``rollout/<key>`` metric.
             sampler_logprobs: per-token logprobs of the sampled tokens, from the sampler (a
                 list, numpy array or torch tensor).
-            transcript: the generations, each ``{"prompt", "completion", ...}`` (FORMAT.md).
+            transcript: the generations, each ``{"prompt", "completion", ...}`` (docs/format.md).
             error: the exception (or its type name) that ended the attempt; ``failed_in`` says
                 whether the agent (``"rollout"``) or the grader (``"grading"``) raised.
             retries: retries spent on this attempt; duration: seconds from start to end.
@@ -642,7 +642,11 @@ class Run:
             self._guarded(f"step {step}: attempts not written", self._write_attempts, batch, step)
             self._guarded(f"step {step}: step record not written", self._append, STEPS, record)
             self._mirror_log(record)
-            self._check_unusable(step, decision)
+            try:
+                self._check_unusable(step, decision)
+            except RunStopped as exc:
+                exc.record = record  # written: the caller counts this update
+                raise
             return record
 
     def _batch(self, step: int, *, take: bool = False) -> list[Attempt]:
