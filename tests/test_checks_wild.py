@@ -149,3 +149,37 @@ def test_a_format_reward_rising_while_replies_are_cut_from_the_start_is_not_an_e
     room = next(f for f in rep.at_least("warn") if f.check == "episodes")
     assert room.verdict == "out_of_room" and room.evidence["start_level"] >= 0.5
     assert rep.verdict == "out_of_room"
+
+
+def test_a_settled_kl_past_its_line_warns_only_beside_a_collapsed_policy(tmp_path):
+    # TinyZero steps 383-399: KL to the reference 0.74-0.78 from the first record (no start to
+    # tell a climb by) while the entropy sits under its floor and the reward does not rise:
+    # the two corroborate each other (warn; info on the old code).
+    rep = judge(TINYZERO)
+    f = next(f for f in rep.findings if f.check == "reference")
+    assert (f.severity, f.verdict, f.evidence["entropy_collapsed"]) == ("warn", "drift", True)
+    # The same KL beside an entropy that holds is worth a look, no more (info).
+    import json
+
+    data = read(str(WILD / TINYZERO))
+    kl, ent = data.series("train/ref_kl"), data.series("train/entropy")
+    rew = data.series("reward/mean")
+    path = tmp_path / "steps.jsonl"
+    path.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "step": int(s),
+                    "train/ref_kl": float(k),
+                    "train/entropy": 0.4,
+                    "reward/mean": float(r),
+                }
+            )
+            + "\n"
+            for s, k, r in zip(kl.steps, kl.values, rew.values)
+        )
+    )
+    assert len(ent) == len(kl) == len(rew)
+    quiet = run_checks(read(str(path)))
+    g = next(f for f in quiet.findings if f.check == "reference")
+    assert (g.severity, g.verdict) == ("info", "drift") and not g.evidence.get("entropy_collapsed")

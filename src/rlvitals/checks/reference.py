@@ -28,7 +28,7 @@ import math
 import numpy as np
 
 from .base import Finding
-from .context import Context, finding, round_sig
+from .context import ENTROPY, Context, finding, round_sig
 from .stats import MIN_WINDOW, crossing, read_words, rolling_mean, short_level, trend
 
 NAME = "reference"
@@ -60,6 +60,25 @@ def _sharpening(ctx: Context, kl_now: float) -> tuple[float, float] | None:
     e0 = float(np.median(e.values[:MIN_WINDOW]))
     e1 = float(rolling_mean(e.values)[-1])
     return (e0, e1) if kl_now <= e0 - e1 else None
+
+
+def _collapsed(ctx: Context) -> bool:
+    """The policy near-deterministic (its entropy over the last updates under the policy
+    check's floor, or under its collapse ratio of the run's own start) while the reward does
+    not rise beyond noise."""
+    from .policy import ENTROPY_FLOOR
+    from .reward import learns
+
+    _name, e = ctx.series(*ENTROPY)
+    if e is None or len(e) < MIN_WINDOW or learns(ctx):
+        return False
+    last = float(e.values[-MIN_WINDOW:].mean())
+    if last < ENTROPY_FLOOR:
+        return True
+    if len(e) < 2 * MIN_WINDOW:
+        return False
+    h0 = float(np.median(e.values[:MIN_WINDOW]))
+    return h0 > 0 and last < ctx.thresholds.entropy_ratio_fail * h0
 
 
 def check(ctx: Context) -> list[Finding]:
@@ -120,6 +139,12 @@ def check(ctx: Context) -> list[Finding]:
         sharpening = _sharpening(ctx, now) if high is None else None
         if sharpening is not None and sev != "info":
             sev = "info"
+        # A KL settled past the line is worth a look, no more, unless the policy has also
+        # gone near-deterministic without learning: far from its reference and collapsed,
+        # the two corroborate each other (a pasted excerpt has no start to tell a climb by).
+        collapsed = sev == "info" and sharpening is None and _collapsed(ctx)
+        if collapsed:
+            sev = "warn"
         step = int(s.steps[first])
         over2 = f", over {KL_FAIL:g} from step {int(s.steps[high])}" if high is not None else ""
         return [
@@ -130,6 +155,11 @@ def check(ctx: Context) -> list[Finding]:
                 f"KL to the reference over {KL_WARN:g} from step {step}{over2}: {start:.2g} at "
                 f"the start, {peak:.2g} at its highest, {now:.2g} now"
                 f"{', still climbing' if climbing else ', no longer climbing'}{coef_words}"
+                + (
+                    ", with the policy near-deterministic and its reward not rising"
+                    if collapsed
+                    else ""
+                )
                 + (
                     f"; no more than the entropy's fall ({sharpening[0]:.3g} -> "
                     f"{sharpening[1]:.3g}): the policy sharpened onto what its reference "
@@ -147,6 +177,7 @@ def check(ctx: Context) -> list[Finding]:
                 now=round_sig(now),
                 line=line,
                 climbing=climbing,
+                entropy_collapsed=collapsed or None,
                 late_trend_z=round_sig(lt.z) if lt is not None else None,
                 kl_coef=coef,
                 penalty_per_token=None if coef is None else round_sig(coef * now),
