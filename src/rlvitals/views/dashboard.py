@@ -248,8 +248,7 @@ _ENC = msgspec.json.Encoder()
 _NONFINITE = {"NaN", "Infinity", "-Infinity"}
 
 
-def json_values(values: np.ndarray) -> list[float | str]:
-    """Values as JSON numbers, non-finite ones as their strings (NaN, Infinity, -Infinity)."""
+def _values(values: np.ndarray) -> list[float | str]:
     out: list[float | str] = values.tolist()
     bad = np.flatnonzero(~np.isfinite(values))
     for i in bad.tolist():
@@ -309,7 +308,7 @@ def series_payload(
         st, va = s.steps[start:], s.values[start:]
         if max_points is not None:
             st, va = thin(st, va, max_points)
-        out[name] = {"s": st.tolist(), "v": json_values(va)}
+        out[name] = {"s": st.tolist(), "v": _values(va)}
     return out
 
 

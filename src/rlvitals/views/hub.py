@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
-import numpy as np
 
 from ..checks.base import SEVERITIES, Report
 from ..errors import ReadError, UnknownFormatError
@@ -38,7 +37,6 @@ from ..schema import TRANSCRIPTS, is_canonical
 from .dashboard import (
     dashboard_metrics,
     flagged_ids,
-    json_values,
     load_transcripts,
     run_payload,
     run_summary,
@@ -409,8 +407,7 @@ class Hub:
                 run.sent[name] = (n, int(steps[-1]), float(values[-1]))
             if start >= n:
                 continue
-            tail = np.asarray(values[start:], dtype=np.float64)
-            out[name] = {"s": steps[start:].tolist(), "v": json_values(tail)}
+            out[name] = {"s": steps[start:].tolist(), "v": _json_floats(values[start:].tolist())}
             if replace:
                 out[name]["r"] = True
         return out
@@ -568,6 +565,15 @@ class Hub:
     def metrics(self) -> str:
         with self.lock:
             return prometheus_text((r.id, r.data, r.report) for r in self.runs.values())
+
+
+def _json_floats(values: list[float]) -> list[float | str]:
+    """Numbers for JSON, non-finite ones as their strings (as ``series_payload`` writes them;
+    a delta's few new points take no numpy)."""
+    return [
+        v if math.isfinite(v) else "NaN" if math.isnan(v) else "Infinity" if v > 0 else "-Infinity"
+        for v in values
+    ]
 
 
 def _same(a: float, b: float) -> bool:
