@@ -297,6 +297,27 @@ def page_latency(
     return lat, drawn
 
 
+def read_pass(dirs: list[Path], first_step: int, passes: int = 30) -> list[float]:
+    """The server's pass without judging, in this process: a new step appended to every run,
+    then the time of one ``Hub.poll`` reading them all and sending their deltas to a page."""
+    from rlvitals.views.hub import Hub
+
+    hub = Hub([dirs[0].parent])
+    hub.poll()
+    for run in hub.runs.values():
+        run.follower.due = lambda now=None: False  # type: ignore[method-assign]
+    page = hub.subscribe([next(iter(hub.runs))])
+    took = []
+    for k in range(passes):
+        for d in dirs:
+            append(d, first_step + k)
+        t = time.perf_counter()
+        hub.poll()
+        took.append(time.perf_counter() - t)
+        page.take()
+    return took
+
+
 def probe(server: Server, probes: int) -> dict[str, list[float | None]]:
     """``probes`` GETs of ``/healthz`` and ``/`` in turn, each on a new connection, 50 ms
     apart: each path's latencies (None: not answered with 200 within 10 s)."""
@@ -419,6 +440,7 @@ def main() -> None:
             opened, probes = idle_streams(server, args.streams, args.probes)
             s_rss, _ = rss_kib(server.proc.pid)
         server.close()
+        passes = read_pass(dirs, args.steps + args.samples + n_page)
 
         mib = lambda k: k / 1024  # noqa: E731
         print(f"  server loaded and judged every run in {load:.1f} s")
@@ -440,6 +462,7 @@ def main() -> None:
                 for path, xs in got.items():
                     done = [x for x in xs if x is not None]
                     print(f"  GET {path} {label}: {len(done)} of {len(xs)} answered, {stats(done)}")
+        print(f"  a pass reading a new step of every run, no judging: {stats(passes)}")
         print(f"  server memory: {mib(rss):.0f} MiB resident, peak {mib(hwm):.0f} MiB")
         print(
             f"  the same runs read without the server (baseline): {mib(model_rss):.0f} MiB, "
