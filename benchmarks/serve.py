@@ -219,15 +219,42 @@ def sse_latency(server: Server, dirs: list[Path], steps: int, samples: int) -> l
     return lat
 
 
-def page_latency(server: Server, dirs: list[Path], first_step: int, samples: int) -> list[float]:
-    """The same, measured on the live page in headless Chromium (skipped without one)."""
+# Stamps, in the page, when each step first shows in its run's verdict card (a
+# MutationObserver's callback runs as the DOM changes, before the frame that paints it; a step
+# passed over because a later one came in the same event shows with that one), and when its
+# event arrived (a listener on the page's own event stream). The page and this script read the
+# same clock, so no WebDriver round trip is counted in the figures.
+STAMP = """
+var run = arguments[0];
+window.__arrived = {}; window.__shown = {}; window.__last = arguments[1];
+window.RLV.state.es.addEventListener('delta', function (m) {
+  var t = Date.now(), d = JSON.parse(m.data);
+  if (d.id !== run) return;
+  ((d.series['reward/mean'] || {}).s || []).forEach(function (s) {
+    if (!(s in window.__arrived)) window.__arrived[s] = t;
+  });
+});
+new MutationObserver(function () {
+  var e = document.querySelector('[data-testid=last-step]');
+  var m = e && /^step (\\d+)$/.exec(e.textContent), t = Date.now();
+  for (var s = window.__last + 1; m && s <= +m[1]; s++) window.__shown[s] = t;
+  if (m) window.__last = Math.max(window.__last, +m[1]);
+}).observe(document.body, {subtree: true, childList: true, characterData: true});
+"""
+
+
+def page_latency(
+    server: Server, dirs: list[Path], first_step: int, samples: int
+) -> tuple[list[float], list[float]]:
+    """The same, measured on the live page in headless Chromium (skipped without one):
+    (step written -> shown, its event arrived in the page -> shown)."""
     try:
         from selenium import webdriver
         from selenium.webdriver.chrome.service import Service
     except ImportError:
-        return []
+        return [], []
     if not (os.path.exists("/usr/bin/chromium") and os.path.exists("/usr/bin/chromedriver")):
-        return []
+        return [], []
     opts = webdriver.ChromeOptions()
     opts.binary_location = "/usr/bin/chromium"
     for flag in [
@@ -239,32 +266,56 @@ def page_latency(server: Server, dirs: list[Path], first_step: int, samples: int
         "--disable-sync",
         "--no-first-run",
         "--disable-dev-shm-usage",
+        "--window-size=1400,1000",  # a desktop window: a dozen plots on screen
     ]:
         opts.add_argument(flag)
     driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=opts)
     runs = {r["name"]: r["id"] for r in server.get("/api/runs")["runs"]}
-    lat: list[float] = []
+    written: dict[int, float] = {}
     try:
         driver.get(f"{server.url}#runs={runs[dirs[0].name]}")
         shown = "return (document.querySelector('[data-testid=last-step]') || {}).textContent"
         deadline = time.time() + 60
         while driver.execute_script(shown) != f"step {first_step - 1}" and time.time() < deadline:
             time.sleep(0.05)
+        driver.execute_script(STAMP, runs[dirs[0].name], first_step - 1)
         for k in range(samples):
             step = first_step + k
             for d in dirs[1:]:
                 append(d, step)
-            t = append(dirs[0], step)
-            while driver.execute_script(shown) != f"step {step}":
-                if time.time() - t > 10:
-                    break
-                time.sleep(0.01)
-            else:
-                lat.append(time.time() - t)
-            time.sleep(max(0.0, random.uniform(0.3, 0.7) - (time.time() - t)))
+            written[step] = append(dirs[0], step)
+            time.sleep(random.uniform(0.3, 0.7))
+        time.sleep(3)
+        shown_at = driver.execute_script("return window.__shown")
+        arrived = driver.execute_script("return window.__arrived")
     finally:
         driver.quit()
-    return lat
+    lat = [shown_at[str(s)] / 1000 - t for s, t in written.items() if str(s) in shown_at]
+    if len(lat) < samples:
+        print(f"  warning: {samples - len(lat)} of {samples} steps never shown on the page")
+    drawn = [(shown_at[k] - arrived[k]) / 1000 for k in shown_at if k in arrived]
+    return lat, drawn
+
+
+def read_pass(dirs: list[Path], first_step: int, passes: int = 30) -> list[float]:
+    """The server's pass without judging, in this process: a new step appended to every run,
+    then the time of one ``Hub.poll`` reading them all and sending their deltas to a page."""
+    from rlvitals.views.hub import Hub
+
+    hub = Hub([dirs[0].parent])
+    hub.poll()
+    for run in hub.runs.values():
+        run.follower.due = lambda now=None: False  # type: ignore[method-assign]
+    page = hub.subscribe([next(iter(hub.runs))])
+    took = []
+    for k in range(passes):
+        for d in dirs:
+            append(d, first_step + k)
+        t = time.perf_counter()
+        hub.poll()
+        took.append(time.perf_counter() - t)
+        page.take()
+    return took
 
 
 def probe(server: Server, probes: int) -> dict[str, list[float | None]]:
@@ -355,6 +406,7 @@ def main() -> None:
     ap.add_argument("--samples", type=int, default=100)
     ap.add_argument("--streams", type=int, default=1000, help="idle event streams (0: skip)")
     ap.add_argument("--probes", type=int, default=200)
+    ap.add_argument("--page-samples", type=int, default=None, help="default: --samples / 2")
     ap.add_argument("--no-browser", action="store_true")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="rlvitals-serve-bench-"))
@@ -376,10 +428,11 @@ def main() -> None:
         server = Server(tmp / "big")
         load = server.wait_loaded(args.runs, args.steps - 1)
         lat = sse_latency(server, dirs, args.steps, args.samples)
-        page = (
-            []
+        n_page = args.page_samples or max(10, args.samples // 2)
+        page, drawn = (
+            ([], [])
             if args.no_browser
-            else page_latency(server, dirs, args.steps + args.samples, max(10, args.samples // 2))
+            else page_latency(server, dirs, args.steps + args.samples, n_page)
         )
         rss, hwm = rss_kib(server.proc.pid)
         if args.streams:
@@ -387,6 +440,7 @@ def main() -> None:
             opened, probes = idle_streams(server, args.streams, args.probes)
             s_rss, _ = rss_kib(server.proc.pid)
         server.close()
+        passes = read_pass(dirs, args.steps + args.samples + n_page)
 
         mib = lambda k: k / 1024  # noqa: E731
         print(f"  server loaded and judged every run in {load:.1f} s")
@@ -396,6 +450,7 @@ def main() -> None:
             print(f"    ratio of medians: {statistics.median(lat) / statistics.median(base):.2f}x")
         if page:
             print(f"  step written -> shown on the page (Chromium):        {stats(page)}")
+            print(f"    of which its event arrived in the page -> shown:   {stats(drawn)}")
         else:
             print("  page latency: skipped (no Chromium/selenium, or --no-browser)")
         if args.streams:
@@ -407,6 +462,7 @@ def main() -> None:
                 for path, xs in got.items():
                     done = [x for x in xs if x is not None]
                     print(f"  GET {path} {label}: {len(done)} of {len(xs)} answered, {stats(done)}")
+        print(f"  a pass reading a new step of every run, no judging: {stats(passes)}")
         print(f"  server memory: {mib(rss):.0f} MiB resident, peak {mib(hwm):.0f} MiB")
         print(
             f"  the same runs read without the server (baseline): {mib(model_rss):.0f} MiB, "

@@ -163,11 +163,23 @@ def test_live_page_shows_a_new_step_within_two_seconds(browser: Any, tmp_path: P
         browser.execute_script(
             "document.querySelector('.plot-card[data-plot=reward]').scrollIntoView()"
         )
+        # What a step does not change stays as it was: an opened "run info" stays open and the
+        # runs table keeps its rows (each event rebuilt them before, closing what was open).
+        browser.execute_script(
+            "document.querySelector('.verdict-card details.info').open = true;"
+            "document.querySelector('.runs-table tbody tr').rlvKept = true;"
+        )
         t0 = time.time()
         append_steps(d, [step_record(30, time.time())])
         assert _wait(lambda: browser.execute_script(step) == "step 30", 2.0)
         latency = time.time() - t0
         assert latency < 2.0
+        kept = browser.execute_script(
+            "return [document.querySelector('.verdict-card details.info').open, "
+            "document.querySelector('.runs-table tbody tr').rlvKept === true, "
+            "document.querySelector('.runs-table tbody tr td.num').textContent]"
+        )
+        assert kept == [True, True, "30"]
         # the plot got the point too
         last = "return document.querySelector('.plot-card[data-plot=reward] svg').dataset.lastStep"
         assert _wait(lambda: browser.execute_script(last) == "30", 2.0)

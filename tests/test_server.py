@@ -211,6 +211,29 @@ def test_steps_out_of_order_replace_the_series(tmp_path: Path) -> None:
     assert delta["series"]["reward/mean"]["s"] == [*range(10), 11, 12]
 
 
+def test_a_delta_sends_only_new_points_non_finite_ones_as_text(tmp_path: Path) -> None:
+    hub, d = _hub(tmp_path)
+    rid = next(iter(hub.runs))
+    sub = hub.subscribe([rid])
+    _drain(sub)
+    bad = {"train/loss": "NaN", "train/grad_norm": "Infinity", "reward/mean": "-Infinity"}
+    append_steps(d, [step_record(10, 0.0, **bad), step_record(11, 0.0)])
+    hub.poll()
+    (delta,) = [e for k, e in _drain(sub) if k == "delta"]
+    got = {n: delta["series"][n] for n in bad}
+    assert got["train/loss"]["s"] == [10, 11] and got["train/loss"]["v"][0] == "NaN"
+    assert got["train/grad_norm"]["v"][0] == "Infinity"
+    assert got["reward/mean"]["v"][0] == "-Infinity"
+    assert all(isinstance(x["v"][1], float) and "r" not in x for x in got.values())
+    # The last point sent rewritten in place (the same step again, another value): replaced.
+    append_steps(d, [step_record(11, 0.0, **{"train/loss": 7.0})])
+    hub.poll()
+    (delta,) = [e for k, e in _drain(sub) if k == "delta"]
+    assert delta["series"]["train/loss"]["r"] is True
+    assert delta["series"]["train/loss"]["s"] == list(range(12))
+    assert delta["series"]["train/loss"]["v"][10:] == ["NaN", 7.0]
+
+
 def test_a_page_too_far_behind_is_dropped_not_waited_for(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

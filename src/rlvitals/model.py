@@ -132,6 +132,17 @@ class SeriesBuilder:
     def __contains__(self, name: object) -> bool:
         return name in self._cols
 
+    def columns(self, name: str) -> tuple[array[int], array[float]] | None:
+        """The stored ``(steps, values)`` of ``name``, sorted, without building a Series (which
+        copies both whole): a cheap look at the length and the newest points, as the live
+        page's deltas need after every read. Read them; never change them."""
+        col = self._cols.get(name)
+        if col is None:
+            return None
+        if col.dirty:
+            self.get(name)  # sorts the column in place
+        return col.steps, col.values
+
     def get(self, name: str) -> Series | None:
         col = self._cols.get(name)
         if col is None:

@@ -142,37 +142,62 @@
     }
   }
 
+  // The runs table, the verdict cards and the liveness lines are kept and updated in place:
+  // a live page gets an event per step, and rebuilding them each time made the browser lay out
+  // and paint the whole page again. setText writes only what changed.
+  function setText(el, text) {
+    text = String(text);
+    if (el.textContent !== text) el.textContent = text;
+  }
+  var runsBody = null, runRows = Object.create(null);
+  function runRow(id) {
+    var tr = h("tr");
+    tr.dataset.run = id;
+    var cb = h("input", null, h("td", null, tr));
+    cb.type = "checkbox";
+    cb.title = "show this run (several are overlaid)";
+    cb.addEventListener("change", function () { toggleRun(id, cb.checked); });
+    var row = {tr: tr, cb: cb, name: h("td", "name", tr), status: h("td", null, tr), verdict: h("td", null, tr),
+               step: h("td", "num", tr), ago: h("td", "ago", tr), format: h("td", null, tr),
+               source: h("td", "source", tr), vkey: null};
+    return row;
+  }
+  function fillRow(row, r) {
+    var sel = state.selected.indexOf(r.id) >= 0;
+    if (row.tr.className !== (sel ? "sel" : "")) row.tr.className = sel ? "sel" : "";
+    if (row.cb.checked !== sel) row.cb.checked = sel;
+    setText(row.name, r.name || r.id);
+    setText(row.status, r.status || "-");
+    var vkey = r.verdict ? [r.worst, r.verdict_text, r.verdict].join("\u0000") : (LIVE && !r.loaded ? "load" : "-");
+    if (row.vkey !== vkey) {
+      row.vkey = vkey;
+      row.verdict.replaceChildren();
+      if (r.verdict) { sevBadge(r.worst, row.verdict); h("span", null, row.verdict, " " + (r.verdict_text || r.verdict)); }
+      else h("span", "muted", row.verdict, LIVE && !r.loaded ? "(select to load)" : "-");
+    }
+    setText(row.step, r.last_step === null || r.last_step === undefined ? "-" : r.last_step);
+    if (LIVE) {
+      var t = r.last_time === null || r.last_time === undefined ? "" : String(r.last_time);
+      if (row.ago.dataset.time !== t) row.ago.dataset.time = t;
+      setText(row.ago, r.last_time ? ago(Date.now() / 1000 - r.last_time) : "-");
+    } else {
+      setText(row.ago, r.last_time ? when(r.last_time) : "-");
+    }
+    setText(row.format, r.format || "-");
+    setText(row.source, r.source || "");
+  }
   function renderRuns() {
-    runsTable.replaceChildren();
-    var head = h("tr", null, h("thead", null, runsTable));
-    ["", "run", "status", "verdict", "step", "last record", "format", "source"].forEach(function (t) {
-      h("th", null, head, t);
-    });
-    var body = h("tbody", null, runsTable);
-    state.order.forEach(function (id) {
-      var r = state.runs[id];
-      var tr = h("tr", state.selected.indexOf(id) >= 0 ? "sel" : null, body);
-      tr.dataset.run = id;
-      var cb = h("input", null, h("td", null, tr));
-      cb.type = "checkbox";
-      cb.checked = state.selected.indexOf(id) >= 0;
-      cb.title = "show this run (several are overlaid)";
-      cb.addEventListener("change", function () { toggleRun(id, cb.checked); });
-      h("td", "name", tr, r.name || id);
-      h("td", null, tr, r.status || "-");
-      var vt = h("td", null, tr);
-      if (r.verdict) { sevBadge(r.worst, vt); h("span", null, vt, " " + (r.verdict_text || r.verdict)); }
-      else h("span", "muted", vt, LIVE && !r.loaded ? "(select to load)" : "-");
-      h("td", "num", tr, r.last_step === null || r.last_step === undefined ? "-" : r.last_step);
-      var lt = h("td", "ago", tr);
-      if (LIVE) {
-        lt.dataset.time = r.last_time === null || r.last_time === undefined ? "" : String(r.last_time);
-        lt.textContent = r.last_time ? ago(Date.now() / 1000 - r.last_time) : "-";
-      } else {
-        lt.textContent = r.last_time ? when(r.last_time) : "-";
-      }
-      h("td", null, tr, r.format || "-");
-      h("td", "source", tr, r.source || "");
+    if (!runsBody) {
+      var head = h("tr", null, h("thead", null, runsTable));
+      ["", "run", "status", "verdict", "step", "last record", "format", "source"].forEach(function (t) {
+        h("th", null, head, t);
+      });
+      runsBody = h("tbody", null, runsTable);
+    }
+    state.order.forEach(function (id, i) {
+      var row = runRows[id] || (runRows[id] = runRow(id));
+      fillRow(row, state.runs[id]);
+      if (runsBody.children[i] !== row.tr) runsBody.insertBefore(row.tr, runsBody.children[i] || null);
     });
   }
 
@@ -185,64 +210,99 @@
     return new Date(t * 1000).toISOString().replace("T", " ").slice(0, 19) + " UTC";
   }
   function liveness(r, el) {
-    el.replaceChildren();
+    // [class, text] pieces; the element is rebuilt only when they change (each second's tick
+    // and each step would otherwise replace it).
+    var pieces = [];
     if (!LIVE || r.status && r.status !== "running") {
       // A report is read later, and a finished run has no pulse: say when, not how long ago.
-      h("span", null, el, r.last_time ? "last step record at " + when(r.last_time) :
-        r.last_step !== null && r.last_step !== undefined ? "step " + r.last_step + " read (this run records no times)" : "no step records");
-      return;
+      pieces.push(["", r.last_time ? "last step record at " + when(r.last_time) :
+        r.last_step !== null && r.last_step !== undefined ? "step " + r.last_step + " read (this run records no times)" : "no step records"]);
+    } else {
+      var now = Date.now() / 1000;
+      var hb = r.heartbeat, parts = [];
+      if (r.last_time) parts.push("last step record " + ago(now - r.last_time));
+      var hbt = hb && typeof hb.time === "number" ? hb.time : null;
+      if (hbt && (!r.last_time || hbt > r.last_time)) {
+        var what = "heartbeat " + ago(now - hbt) + ": " + (hb.phase || "working") + " step " + (hb.step === undefined ? "?" : hb.step);
+        if (hb.attempts_needed) what += ", " + (hb.attempts_done || 0) + "/" + hb.attempts_needed + " attempts";
+        parts.push(what);
+      }
+      if (!parts.length && r.last_step !== null && r.last_step !== undefined) parts.push("step " + r.last_step + " read (this run records no times)");
+      var stall = D.stall_after || 600;
+      var latest = Math.max(r.last_time || 0, hbt || 0);
+      var stalled = r.status === "running" && latest && now - latest > stall;
+      pieces.push([stalled ? "stalled" : "", parts.join(" · ") || "no step records yet"]);
+      if (stalled) pieces.push(["stalled", " · stalled? nothing for " + ago(now - latest).replace(" ago", "")]);
     }
-    var now = Date.now() / 1000;
-    var hb = r.heartbeat, parts = [];
-    if (r.last_time) parts.push("last step record " + ago(now - r.last_time));
-    var hbt = hb && typeof hb.time === "number" ? hb.time : null;
-    if (hbt && (!r.last_time || hbt > r.last_time)) {
-      var what = "heartbeat " + ago(now - hbt) + ": " + (hb.phase || "working") + " step " + (hb.step === undefined ? "?" : hb.step);
-      if (hb.attempts_needed) what += ", " + (hb.attempts_done || 0) + "/" + hb.attempts_needed + " attempts";
-      parts.push(what);
-    }
-    if (!parts.length && r.last_step !== null && r.last_step !== undefined) parts.push("step " + r.last_step + " read (this run records no times)");
-    var line = h("span", null, el, parts.join(" · ") || "no step records yet");
-    var stall = D.stall_after || 600;
-    var latest = Math.max(r.last_time || 0, hbt || 0);
-    if (r.status === "running" && latest && now - latest > stall) {
-      line.className = "stalled";
-      h("span", "stalled", el, " · stalled? nothing for " + ago(now - latest).replace(" ago", ""));
-    }
+    var sig = JSON.stringify(pieces);
+    if (el.rlvSig === sig) return;
+    el.rlvSig = sig;
+    el.replaceChildren();
+    pieces.forEach(function (p) { h("span", p[0] || null, el, p[1]); });
   }
 
-  function renderVerdicts() {
-    secVerdict.replaceChildren();
-    selectedRuns().forEach(function (r) {
-      var sev = r.worst || "ok";
-      var card = h("div", "verdict-card sev-border-" + sev, secVerdict);
-      card.dataset.run = r.id;
-      var line = h("div", "verdict-line", card);
-      sevBadge(sev, line);
-      h("span", "verdict-text", line, r.verdict_text || r.verdict || "not judged yet");
-      h("span", "verdict-run", line, r.name);
-      var meta = h("div", "verdict-meta", card);
-      var st = h("span", "last-step", meta, r.last_step === null || r.last_step === undefined ? "no steps" : "step " + r.last_step);
-      st.dataset.testid = "last-step";
-      st.dataset.run = r.id;
-      h("span", null, meta, " · " + (r.status || "status unknown") + (r.stop_reason ? " (" + r.stop_reason + ")" : ""));
-      var n = r.report ? r.report.findings.filter(function (f) { return f.severity !== "ok"; }).length : 0;
-      h("span", null, meta, " · " + n + " finding(s) to read");
-      var lv = h("div", "liveness", card);
-      lv.dataset.run = r.id;
-      liveness(r, lv);
-      var info = r.info || {};
-      var keys = Object.keys(info).filter(function (k) {
-        return ["format", "name", "status", "stop_reason", "created", "run_id"].indexOf(k) < 0;
-      });
-      if (keys.length) {
-        var det = h("details", "info", card);
-        h("summary", null, det, "run info");
-        var tb = h("table", "kv", det);
-        keys.forEach(function (k) { kvRow(tb, k, info[k]); });
-      }
+  function verdictCard(r, n) {
+    var sev = r.worst || "ok";
+    var card = h("div", "verdict-card sev-border-" + sev);
+    card.dataset.run = r.id;
+    var line = h("div", "verdict-line", card);
+    sevBadge(sev, line);
+    h("span", "verdict-text", line, r.verdict_text || r.verdict || "not judged yet");
+    h("span", "verdict-run", line, r.name);
+    var meta = h("div", "verdict-meta", card);
+    var st = h("span", "last-step", meta);
+    st.dataset.testid = "last-step";
+    st.dataset.run = r.id;
+    h("span", null, meta, " · " + (r.status || "status unknown") + (r.stop_reason ? " (" + r.stop_reason + ")" : ""));
+    h("span", null, meta, " · " + n + " finding(s) to read");
+    var lv = h("div", "liveness", card);
+    lv.dataset.run = r.id;
+    var info = r.info || {};
+    var keys = Object.keys(info).filter(function (k) {
+      return ["format", "name", "status", "stop_reason", "created", "run_id"].indexOf(k) < 0;
     });
-    if (!selectedRuns().length) h("p", "muted", secVerdict, state.order.length ? "Select a run above." : "No runs yet: waiting for run directories to appear.");
+    if (keys.length) {
+      var det = h("details", "info", card);
+      h("summary", null, det, "run info");
+      var tb = h("table", "kv", det);
+      keys.forEach(function (k) { kvRow(tb, k, info[k]); });
+    }
+    return {card: card, step: st, lv: lv};
+  }
+
+  // A card is rebuilt when its verdict, status, number of findings or info change; a new step
+  // only rewrites its step and liveness line.
+  var vcards = Object.create(null);
+  function renderVerdicts() {
+    var runs = selectedRuns(), want = [], keep = Object.create(null);
+    runs.forEach(function (r) {
+      var n = r.report ? r.report.findings.filter(function (f) { return f.severity !== "ok"; }).length : 0;
+      var key = [r.worst, r.verdict_text, r.verdict, r.name, r.status, r.stop_reason, n].join("\u0000");
+      var c = vcards[r.id];
+      if (!c || c.key !== key || c.info !== r.info) {
+        var was = c && c.card.querySelector("details.info");
+        c = vcards[r.id] = verdictCard(r, n);
+        c.key = key; c.info = r.info;
+        var det = c.card.querySelector("details.info");
+        if (was && det) det.open = was.open; // an opened "run info" stays open
+      }
+      setText(c.step, r.last_step === null || r.last_step === undefined ? "no steps" : "step " + r.last_step);
+      liveness(r, c.lv);
+      keep[r.id] = true;
+      want.push(c.card);
+    });
+    Object.keys(vcards).forEach(function (id) { if (!keep[id]) delete vcards[id]; });
+    if (!runs.length) {
+      var msg = state.order.length ? "Select a run above." : "No runs yet: waiting for run directories to appear.";
+      var cur = secVerdict.firstElementChild;
+      if (!(secVerdict.children.length === 1 && cur.tagName === "P" && cur.textContent === msg)) {
+        secVerdict.replaceChildren(h("p", "muted", null, msg));
+      }
+      return;
+    }
+    var same = secVerdict.children.length === want.length;
+    for (var i = 0; same && i < want.length; i++) same = secVerdict.children[i] === want[i];
+    if (!same) secVerdict.replaceChildren.apply(secVerdict, want);
   }
 
   function valueText(v) {
@@ -564,11 +624,16 @@
     if (dirty.warnings) renderWarnings();
     dirty = {};
   }
+  // Events are applied to the data as they come and drawn once per animation frame: the
+  // frame after the first event since the last drawing, with everything that came meanwhile
+  // (a hidden tab draws nothing until it is shown again).
+  var frame = window.requestAnimationFrame ? window.requestAnimationFrame.bind(window)
+    : function (f) { setTimeout(f, 16); };
   function schedule(parts) {
     (parts || ALL).forEach(function (k) { dirty[k] = true; });
     if (state.pending) return;
     state.pending = true;
-    setTimeout(renderDirty, 30);
+    frame(renderDirty);
   }
 
   // -- selection and live updates -----------------------------------------------------------
@@ -611,7 +676,7 @@
   function tick() {
     var now = Date.now() / 1000;
     document.querySelectorAll("td.ago").forEach(function (td) {
-      if (td.dataset.time) td.textContent = ago(now - Number(td.dataset.time));
+      if (td.dataset.time) setText(td, ago(now - Number(td.dataset.time)));
     });
     document.querySelectorAll("div.liveness").forEach(function (el) {
       var r = state.runs[el.dataset.run];

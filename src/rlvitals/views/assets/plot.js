@@ -304,7 +304,8 @@
     this.svgHost.replaceChildren(root);
     this.svgRoot = root;
     this.renderLegend();
-    this.note.textContent = dropped ? dropped + " value(s) ≤ 0 not drawn on the log scale" : "";
+    var note = dropped ? dropped + " value(s) ≤ 0 not drawn on the log scale" : "";
+    if (this.note.textContent !== note) this.note.textContent = note;
   };
   Plot.prototype.showTip = function (step, px, cross, ev, box) {
     var lines = this.visibleLines(), rows = [], best = null;
@@ -335,6 +336,12 @@
   };
   Plot.prototype.renderLegend = function () {
     var self = this;
+    // Rebuilt only when its entries change (not with every new point).
+    var sig = JSON.stringify((this.opts.lines || []).map(function (l) {
+      return [l.key, l.label, l.color, l.dash, !!self.hidden[l.key]];
+    }));
+    if (sig === this.legendSig) return;
+    this.legendSig = sig;
     this.legend.replaceChildren();
     (this.opts.lines || []).forEach(function (l) {
       var item = html("button", "rlv-legend-item" + (self.hidden[l.key] ? " off" : ""), self.legend);
