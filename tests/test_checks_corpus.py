@@ -310,3 +310,17 @@ def test_groups_agreeing_at_the_token_limit_are_out_of_room_not_mastered():
     assert g.severity == "info" and g.evidence["truncated_share"] >= 0.5
     t = next(f for f in rep.findings if f.check == "transcripts")
     assert t.severity == "info" and "answers_disagree" in t.evidence["flags"]
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_an_entropy_collapse_after_a_healthy_rise_is_told_live_within_ten_updates(seed):
+    # rlwatch's example: reward rises for 280 steps, then the entropy falls (2.8 -> 0.05) while
+    # the reward stays flat. Replayed live, the whole run's earlier rise must not pass the fall
+    # off as sharpening once ten updates since it can speak for themselves (the code before
+    # read "sharpening" until 138 updates after the onset).
+    data = read(str(CORPUS / "peers" / "rlwatch" / f"example-s{seed}" / "metrics.db"))
+    times = data.series("time")
+    rep = run_checks(data.until(290), now=float(times.at(290)))
+    f = next(f for f in rep.at_least("warn") if f.check == "policy")
+    assert f.verdict == "collapse" and "does not improve" in f.title, f.title
+    assert rep.verdict == "collapse"

@@ -86,7 +86,15 @@ def _entropy(ctx: Context) -> list[Finding]:
     # its start from update 31 of 40 read as "collapse ... while reward does not improve").
     from .reward import learns
 
-    paying = (rtr is not None and rtr.rising) or bool(high) or (learns(ctx) and not held_falling)
+    # The whole run's rise stands in only while the updates since the fall are too few for a
+    # trend of their own (under two windows): past that, what the reward did since decides, so
+    # a live run whose entropy falls after a healthy rise is told a collapse as it goes.
+    few_since = since is not None and len(r.since(step)) < 2 * MIN_WINDOW  # type: ignore[union-attr]
+    paying = (
+        (rtr is not None and rtr.rising)
+        or bool(high)
+        or (few_since and learns(ctx) and not held_falling)
+    )
     plateau = None
     late_n = max(PLATEAU_STEPS, len(r) // 3) if r is not None else 0
     if (
