@@ -330,6 +330,27 @@ def test_an_empty_steps_file_beside_rewarded_attempts_is_judged_from_them(tmp_pa
     )
 
 
+def test_a_damaged_step_record_keeps_its_updates_reward_from_its_attempts(tmp_path):
+    """An update whose step record is a damaged line (here the first, a NUL where its '{'
+    was) while its attempts are intact: its reward is computed from them, warned once, the
+    same value the record held (old: reward/mean_with_unusable lost at step 0). The updates
+    past the last step record are left to their own records (still being written)."""
+    from rlvitals.readers import read
+    from synth import synth_run
+
+    d = synth_run(tmp_path, "nul", steps=6, groups=3, group_size=4)
+    whole = read(d)
+    lines = (d / "steps.jsonl").read_bytes().splitlines(keepends=True)
+    (d / "steps.jsonl").write_bytes(b"\x00" + lines[0][1:] + b"".join(lines[1:-1]))
+    run = read(d)
+    for name in ("reward/mean_with_unusable", "reward/mean"):
+        got, want = run.series(name), whole.series(name)
+        assert got.steps.tolist() == want.steps.tolist()[:-1]  # the last record cut: not made up
+        assert got.values.tolist() == pytest.approx(want.values.tolist()[:-1])
+    (lost,) = [w for w in run.warnings if "no step record for" in w]
+    assert "1 update(s)" in lost and "(step 0)" in lost
+
+
 def _check(capsys, d):
     main(["check", str(d), "--json"])
     return json.dumps(json.loads(capsys.readouterr().out)["runs"][0])

@@ -16,12 +16,18 @@ from rlvitals.checks import run_checks
 from rlvitals.checks.context import Thresholds
 
 
-def _run(tmp_path: Path, shares: list[float], kl: float = 3e-5, mx: float = 1.03) -> Path:
+def _run(
+    tmp_path: Path,
+    shares: list[float],
+    kl: float = 3e-5,
+    mx: float = 1.03,
+    lags: list[float] | None = None,
+) -> Path:
     d = tmp_path / "run"
-    d.mkdir()
+    d.mkdir(parents=True)
     with open(d / "steps.jsonl", "w") as f:
         for i, s in enumerate(shares):
-            rec = {
+            rec: dict[str, float] = {
                 "step": i,
                 "time": 1000.0 + 10 * i,
                 "train/mismatch_kl": kl,
@@ -30,6 +36,8 @@ def _run(tmp_path: Path, shares: list[float], kl: float = 3e-5, mx: float = 1.03
                 "train/mismatch_seq_tme_p90": 1.02,
                 "train/mismatch_seq_tme_max": mx if s == 0 else 40.0,
             }
+            if lags is not None:
+                rec["freshness/lag_mean"] = lags[i]
             f.write(json.dumps(rec) + "\n")
     return d
 
@@ -73,6 +81,34 @@ def test_the_share_line_is_overridable(tmp_path):
     data = read(_run(tmp_path, [0.0] * 10 + [0.1] * 10))
     th = Thresholds().with_overrides({"mismatch_seq_share_warn": "0.2"})
     assert _tail(run_checks(data, thresholds=th)) == []
+
+
+def test_a_tail_rising_with_the_lag_is_a_stale_policy_not_drift(tmp_path):
+    # The cause comes from the freshness lag, as for the mean: rising with the lag is stale.
+    shares = [0.0] * 10 + [0.1 * k for k in range(1, 8)]
+    (f,) = _tail(run_checks(read(_run(tmp_path, shares, lags=[0.0] * 10 + list(range(1, 8))))))
+    assert f.verdict == "stale_policy" and f.evidence["lag_rising"]
+    assert "stale policy" in f.title and "weight sync" in f.action
+
+
+def test_a_tail_with_the_lag_flat_stays_drift(tmp_path):
+    (f,) = _tail(run_checks(read(_run(tmp_path, [0.0] * 10 + [0.1] * 10, lags=[0.0] * 20))))
+    assert f.verdict == "drift" and not f.evidence["lag_rising"]
+
+
+def test_a_tail_at_a_designed_lag_is_judged_against_its_own_start(tmp_path):
+    # Async by design (the sampler one update behind from update 1): a quarter of the
+    # sequences past 1.05 measure the designed staleness, not a broken engine.
+    lags = [0.0] + [1.0] * 29
+    steady = [0.0] + [0.3, 0.25, 0.2, 0.28, 0.22] * 5 + [0.25] * 4
+    rep = run_checks(read(_run(tmp_path / "a", steady, kl=3e-3, lags=lags)))
+    assert not [x for x in rep.findings if x.check == "agreement"], rep.findings
+    # ... while the same run's share tripling from that start is still found.
+    tripled = steady[:16] + [0.8] * 14
+    (f,) = _tail(run_checks(read(_run(tmp_path / "b", tripled, kl=3e-3, lags=lags))))
+    assert f.severity == "warn" and f.first_step == 16
+    assert f.evidence["designed_lag"] == 1.0
+    assert f.evidence["share_start_at_designed_lag"] == pytest.approx(0.25)
 
 
 # -- the reference trainer -----------------------------------------------------------------

@@ -53,14 +53,44 @@ def _lag(ctx: Context) -> tuple[Series | None, float | None, bool]:
     return lag, (level if level >= 0.5 and not rising else None), rising
 
 
+def _at_designed(s: Series, lag: Series | None, designed: float | None) -> np.ndarray | None:
+    """Which updates of ``s`` already ran at the designed lag (the first updates of an async
+    run sample on the trainer's own weights), where at least MIN_WINDOW did; else None."""
+    if designed is None or lag is None:
+        return None
+    ok = np.interp(s.steps, lag.steps, lag.values) >= designed - 0.5
+    return ok if ok.sum() >= MIN_WINDOW else None
+
+
 def _steady_start(s: Series, v: np.ndarray, lag: Series | None, designed: float | None) -> float:
     """The mismatch's own start; with a designed lag, over the updates that already ran at
-    it (the first updates of an async run sample on the trainer's own weights)."""
-    if designed is None or lag is None:
-        return start_level(v)
-    at = np.interp(s.steps, lag.steps, lag.values)
-    ok = at >= designed - 0.5
-    return start_level(v[ok]) if ok.sum() >= MIN_WINDOW else start_level(v)
+    it."""
+    ok = _at_designed(s, lag, designed)
+    return start_level(v) if ok is None else start_level(v[ok])
+
+
+# What a stale sampler asks of the user (the mean rule and the tail rule say the same).
+STALE_ACTION = (
+    "The sampler is generating with older weights than the trainer's: check that "
+    "the weight sync after each update reaches every engine replica."
+)
+
+
+def _cause(ctx: Context, step: int, lag: Series | None, lag_rising: bool) -> dict[str, Any]:
+    """Why the sampler and the trainer disagree from ``step`` on, from the freshness lag: the
+    weights are old, not the numerics, only where the lag says so: the lag of trained attempts
+    rising (over the run or from ``step``), attempts dropped as stale, or the sampler's own
+    version falling behind (the attempts table keeps the lag of discarded attempts too). A
+    mismatch rising while the lag stays flat is drift: numerics, or weights that differ from
+    the version the sampler reports. Returns ``stale`` with the evidence it rests on
+    (``lag_rising``, ``stale_dropped``)."""
+    if lag is not None and len(lag.since(step)) >= MIN_WINDOW:
+        lt = trend(lag.since(step))
+        lag_rising = lag_rising or (lt is not None and lt.rising)
+    stale_drops = ctx.finite("discard/rollouts/stale")
+    dropped = stale_drops is not None and bool(stale_drops.since(step).values.sum() > 0)
+    stale = lag_rising or dropped or _sampler_lag_rising(ctx, step)
+    return {"stale": stale, "lag_rising": lag_rising, "stale_dropped": dropped}
 
 
 def _mismatch(ctx: Context) -> list[Finding]:
@@ -131,17 +161,8 @@ def _mismatch(ctx: Context) -> list[Finding]:
         seg = Series(seg.steps, np.log(np.maximum(np.abs(seg.values), 1e-12)))
     tr = trend(seg) if len(seg) >= MIN_WINDOW else None
     growing = tr is not None and tr.rising and float(roll[-1]) >= 0.8 * peak
-    if lag is not None and len(lag.since(step)) >= MIN_WINDOW:
-        lt = trend(lag.since(step))
-        lag_rising = lag_rising or (lt is not None and lt.rising)
-    # The weights are old, not the numerics, only where the lag says so: the lag of trained
-    # attempts rising, attempts dropped as stale, or the sampler's own version falling behind
-    # (the attempts table keeps the lag of discarded attempts too). A mismatch rising while
-    # the lag stays flat is drift: numerics, or weights that differ from the version the
-    # sampler reports.
-    stale_drops = ctx.finite("discard/rollouts/stale")
-    dropped = stale_drops is not None and bool(stale_drops.since(step).values.sum() > 0)
-    stale = lag_rising or dropped or _sampler_lag_rising(ctx, step)
+    cause = _cause(ctx, step, lag, lag_rising)
+    stale = cause["stale"]
     severe = peak >= fail_line
     ess = ctx.finite("train/mismatch_ess_seq")
     line = warn_line if idx == i_abs else rel_line if idx == i_rel else trend_line
@@ -156,9 +177,9 @@ def _mismatch(ctx: Context) -> list[Finding]:
         trend_z_since=round_sig(tr.z) if tr else None,
         growing=growing,
         lag_metric="freshness/lag_mean" if lag is not None else None,
-        lag_rising=lag_rising,
+        lag_rising=cause["lag_rising"],
         designed_lag=None if designed is None else round_sig(designed),
-        stale_dropped=dropped,
+        stale_dropped=cause["stale_dropped"],
         ess_seq_last=round_sig(float(ess.values[-MIN_WINDOW:].mean())) if ess is not None else None,
     )
     how = "grows step after step" if growing else f"at {peak:.2g}"
@@ -167,10 +188,7 @@ def _mismatch(ctx: Context) -> list[Finding]:
             f"stale policy: {name} {how} from step {step} ({start:.2g} at the start, "
             f"{float(roll[-1]):.2g} now) while the freshness lag rises"
         )
-        action = (
-            "The sampler is generating with older weights than the trainer's: check that "
-            "the weight sync after each update reaches every engine replica."
-        )
+        action = STALE_ACTION
         verdict = "stale_policy"
     else:
         lag_words = (
@@ -305,6 +323,43 @@ TME = "train/mismatch_tme"
 # spike; NeMo-RL's guide tells a spiky error (the inference engine, or a buggy weight refit)
 # from one that trends up (how the weights are updated).
 SPIKE_UPDATES = 2
+# With a lag constant by design (async), the share warned where it reaches this many times its
+# own start at that lag (and at least the share line above it).
+DESIGNED_TAIL_RISE = 3.0
+
+
+def _at_designed_lag(
+    s: Series, lag: Series | None, designed: float | None
+) -> tuple[Series | None, float | None]:
+    """With a lag constant by design: ``s`` from its first update at that lag, and its own
+    start there ((None, None) while fewer than MIN_WINDOW updates ran at it: too soon to
+    judge). Without one: (``s``, None)."""
+    if designed is None:
+        return s, None
+    ok = _at_designed(s, lag, designed)
+    if ok is None:
+        return None, None
+    first = int(np.flatnonzero(ok)[0])
+    return Series(s.steps[first:], s.values[first:]), start_level(s.values[ok])
+
+
+def _at_steps(s: Series | None, steps: np.ndarray) -> list[float]:
+    """The values of ``s`` at ``steps``, rounded for evidence."""
+    if s is None:
+        return []
+    return [round_sig(float(x)) for x in s.values[np.isin(s.steps, steps)]]
+
+
+def _lag_evidence(
+    cause: dict[str, Any], designed: float | None, base: float | None
+) -> dict[str, Any]:
+    """The evidence a tail finding's cause and line rest on."""
+    return dict(
+        lag_rising=cause["lag_rising"],
+        stale_dropped=cause["stale_dropped"],
+        designed_lag=None if designed is None else round_sig(designed),
+        share_start_at_designed_lag=None if base is None else round_sig(base),
+    )
 
 
 def _runs(mask: np.ndarray) -> list[tuple[int, int]]:
@@ -350,36 +405,40 @@ def _cite(ctx: Context, steps: np.ndarray) -> list[dict[str, Any]]:
 def _tail(ctx: Context) -> list[Finding]:
     """The mismatch judged by its distribution over sequences, not its mean: the share of an
     update's sequences whose ratio (token mean of exp(|Δ|)) is past 1.05, held over 3 of 5
-    updates; told as a creep (rising since), held, or spikes (short excursions back under)."""
+    updates; told as a creep (rising since), held, or spikes (short excursions back under).
+    The cause comes from the freshness lag, as for the mean (``_cause``). With a lag constant
+    by design, the ratio to a sampler one or more versions behind measures that designed
+    staleness (the policy's own movement over those updates), not a broken engine: the share
+    is then judged against its own start at the designed lag only, from the first update at
+    it, and not before MIN_WINDOW updates ran there."""
     th = ctx.thresholds
     share = ctx.finite(SEQ_OVER)
     if share is None or len(share) < 3:
         return []
     line = th.mismatch_seq_share_warn
+    lag, designed, lag_rising = _lag(ctx)
+    kept, base = _at_designed_lag(share, lag, designed)
+    if kept is None:
+        return []
+    if base is not None:
+        share = kept
+        line = base + max(line, (DESIGNED_TAIL_RISE - 1.0) * base)
     past = share.values >= line
     if not past.any():
         return []
     idx = crossing(share.values, line, points=True)
-    mx = ctx.finite(SEQ_MAX)
-    mean_name, mean = ctx.series(TME, "train/mismatch_kl")
-
-    def at(s: Series | None, steps: np.ndarray) -> list[float]:
-        if s is None:
-            return []
-        keep = np.isin(s.steps, steps)
-        return [round_sig(float(x)) for x in s.values[keep]]
-
     if idx is None:
         # Short excursions only: said (info), with their steps, never warned.
         spikes = [(a, b) for a, b in _runs(past) if b - a <= SPIKE_UPDATES]
         if len(spikes) < 2:
             return []
         steps = [int(share.steps[a]) for a, _ in spikes]
+        spiky = _cause(ctx, steps[0], lag, lag_rising)
         return [
             finding(
                 NAME,
                 "info",
-                "drift",
+                "stale_policy" if spiky["stale"] else "drift",
                 f"mismatch spikes: {len(spikes)} updates where over {line:.0%} of the "
                 f"sequences were past 1.05 (steps {', '.join(map(str, steps[:6]))}), each back "
                 "under the next update",
@@ -393,8 +452,11 @@ def _tail(ctx: Context) -> list[Finding]:
                 action="Spikes of the per-sequence mismatch that pass point at the inference "
                 "engine or a weight refit that sometimes goes wrong (NeMo-RL's guide): read "
                 "the attempts of those updates.",
+                **_lag_evidence(spiky, designed, base),
             )
         ]
+    mx = ctx.finite(SEQ_MAX)
+    mean_name, mean = ctx.series(TME, "train/mismatch_kl")
     step = int(share.steps[idx])
     seg = share.since(step)
     tr = trend(seg) if len(seg) >= MIN_WINDOW else None
@@ -407,6 +469,7 @@ def _tail(ctx: Context) -> list[Finding]:
     ended = now < line and not creeping
     mean_now = float(mean.values[-min(3, len(mean)) :].mean()) if mean is not None else None
     first_steps = seg.steps[:MIN_WINDOW]
+    cause = _cause(ctx, step, lag, lag_rising)
     max_seg = mx.since(step) if mx is not None else None
     ev: dict[str, Any] = dict(
         line=line,
@@ -414,15 +477,17 @@ def _tail(ctx: Context) -> list[Finding]:
         share_start=round_sig(start_share),
         share_since=round_sig(held),
         share_now=round_sig(now),
-        shares=at(share, first_steps),
+        shares=_at_steps(share, first_steps),
         seq_ratio_max=round_sig(float(max_seg.values.max())) if max_seg is not None else None,
-        seq_ratio_max_at_onset=at(mx, first_steps),
-        seq_ratio_p90_at_onset=at(ctx.finite(SEQ_P90), first_steps),
+        seq_ratio_max_at_onset=_at_steps(mx, first_steps),
+        seq_ratio_p90_at_onset=_at_steps(ctx.finite(SEQ_P90), first_steps),
         mean_metric=mean_name,
         mean_now=None if mean_now is None else round_sig(mean_now),
         mean_kl_line=th.mismatch_kl_warn,
         trend_z_since=round_sig(tr.z) if tr else None,
         shape=shape,
+        lag_metric="freshness/lag_mean" if lag is not None else None,
+        **_lag_evidence(cause, designed, base),
     )
     cited = _cite(ctx, first_steps)
     if cited:
@@ -431,30 +496,12 @@ def _tail(ctx: Context) -> list[Finding]:
     kl = ctx.finite("train/mismatch_kl")
     if kl is not None:
         ev["mean_kl_now"] = round_sig(float(kl.values[-min(3, len(kl)) :].mean()))
-    mx_words = f", the worst {ev['seq_ratio_max']:.3g}x" if ev["seq_ratio_max"] else ""
-    title = (
-        f"mismatch in the tail: {held:.0%} of the sequences past 1.05 from step {step} "
-        f"({start_share:.0%} before{mx_words})"
-    )
-    if "mean_kl_now" in ev and ev["mean_kl_now"] < th.mismatch_kl_warn:
-        title += f" while the mean KL reads {ev['mean_kl_now']:.2g}, under its line"
-    title += "; still rising" if creeping else "; over since" if ended else ""
-    action = (
-        "A share of the sequences gets probabilities from the sampler far from the trainer's "
-        "while the mean looks fine: read the flagged updates' attempts; if the outliers come "
-        "from one engine replica or one kind of prompt, check that replica's weights (refit), "
-        "kernels and sampling parameters. "
-        + (
-            "A share that keeps growing points at how the weights are updated (NeMo-RL's guide)."
-            if creeping
-            else "Mask or cap those sequences (seq-level TIS/masked IS) until it is fixed."
-        )
-    )
+    title, action = _tail_words(ctx, ev, cause, step, ended)
     return [
         finding(
             NAME,
             "info" if ended else "warn",
-            "drift",
+            "stale_policy" if cause["stale"] else "drift",
             title,
             metric=SEQ_OVER,
             first_step=step,
@@ -464,40 +511,102 @@ def _tail(ctx: Context) -> list[Finding]:
     ]
 
 
+def _tail_words(
+    ctx: Context, ev: dict[str, Any], cause: dict[str, Any], step: int, ended: bool
+) -> tuple[str, str]:
+    """A held or creeping tail finding's title and action, by its cause."""
+    th = ctx.thresholds
+    creeping = ev["shape"] == "creeping"
+    mx_words = f", the worst {ev['seq_ratio_max']:.3g}x" if ev["seq_ratio_max"] else ""
+    title = (
+        f"mismatch in the tail: {ev['share_since']:.0%} of the sequences past 1.05 from step "
+        f"{step} ({ev['share_start']:.0%} before{mx_words})"
+    )
+    if cause["stale"]:
+        title = "stale policy: " + title
+        title += (
+            " while the freshness lag rises"
+            if cause["lag_rising"]
+            else " with attempts dropped as stale"
+            if cause["stale_dropped"]
+            else " while the sampler's weights fall behind"
+        )
+    elif "mean_kl_now" in ev and ev["mean_kl_now"] < th.mismatch_kl_warn:
+        title += f" while the mean KL reads {ev['mean_kl_now']:.2g}, under its line"
+    base = ev["share_start_at_designed_lag"]
+    if base is not None:
+        title += f" (the lag is {ev['designed_lag']:.2g} by design: {base:.0%} at its start)"
+    title += "; still rising" if creeping else "; over since" if ended else ""
+    action = (
+        STALE_ACTION
+        if cause["stale"]
+        else (
+            "A share of the sequences gets probabilities from the sampler far from the trainer's "
+            "while the mean looks fine: read the flagged updates' attempts; if the outliers come "
+            "from one engine replica or one kind of prompt, check that replica's weights (refit), "
+            "kernels and sampling parameters. "
+            + (
+                "A share that keeps growing points at how the weights are updated (NeMo-RL's guide)."
+                if creeping
+                else "Mask or cap those sequences (seq-level TIS/masked IS) until it is fixed."
+            )
+        )
+    )
+    return title, action
+
+
 def _tme_mean(ctx: Context) -> list[Finding]:
     """NeMo-RL's own line for its token_mult_prob_error (``train/mismatch_tme``, 1 = identical):
     "past ~1-2%" is a problem. Warned where it holds past ``mismatch_tme_warn`` (3 of 5
-    updates) from a start under it; told as a trend or a level."""
+    updates) from a start under it; told as a trend or a level. With a lag constant by design
+    the line is that of the tail: the ratio's excess over 1 judged against its own start at
+    the designed lag (DESIGNED_TAIL_RISE times it, at least NeMo-RL's line above it)."""
     th = ctx.thresholds
     s = ctx.finite(TME)
     if s is None or len(s) < 3:
         return []
+    lag, designed, lag_rising = _lag(ctx)
+    kept, base = _at_designed_lag(s, lag, designed)
+    if kept is None:
+        return []
+    line = th.mismatch_tme_warn
+    if base is not None:
+        s = kept
+        line = base + max(line - 1.0, (DESIGNED_TAIL_RISE - 1.0) * (base - 1.0))
     v = s.values
-    idx = crossing(v, th.mismatch_tme_warn, points=True)
-    if idx is None or (
-        idx == 0 and len(v) >= MIN_WINDOW and start_level(v) >= th.mismatch_tme_warn
-    ):
+    idx = crossing(v, line, points=True)
+    if idx is None or (idx == 0 and len(v) >= MIN_WINDOW and start_level(v) >= line):
         return []
     step = int(s.steps[idx])
     seg = s.since(step)
     tr = trend(Series(seg.steps, np.log(np.maximum(seg.values - 1.0, 1e-9))))
     rising = tr is not None and tr.rising
     now = float(v[-min(3, len(v)) :].mean())
+    cause = _cause(ctx, step, lag, lag_rising)
+    designed_words = (
+        "" if base is None else f", {base:.3g} at its start at the lag of {designed:.2g} by design"
+    )
     return [
         finding(
             NAME,
             "warn",
-            "drift",
-            f"{TME} past {th.mismatch_tme_warn:g} from step {step} ({now:.3g} now"
-            + (", still rising)" if rising else ")"),
+            "stale_policy" if cause["stale"] else "drift",
+            f"{TME} past {line:.3g} from step {step} ({now:.3g} now{designed_words}"
+            + (", still rising)" if rising else ")")
+            + (" while the sampler's weights fall behind" if cause["stale"] else ""),
             metric=TME,
             first_step=step,
-            line=th.mismatch_tme_warn,
+            line=round_sig(line),
+            designed_lag=None if designed is None else round_sig(designed),
+            lag_rising=cause["lag_rising"],
+            stale_dropped=cause["stale_dropped"],
             start_level=round_sig(float(v[0])),
             now=round_sig(now),
             peak=round_sig(float(v.max())),
             growing=rising,
-            action="The sampler's and the trainer's probabilities of the same tokens differ by "
+            action=STALE_ACTION
+            if cause["stale"]
+            else "The sampler's and the trainer's probabilities of the same tokens differ by "
             "more than NeMo-RL's guide accepts: a steady rise points at how the weights are "
             "updated (refit), spikes at the inference engine; compare precisions and kernels.",
         )

@@ -25,7 +25,7 @@ import numpy as np
 
 from ..errors import ReadError, UsageError
 from ..jsonio import MAX_LINE_BYTES, to_float
-from ..model import AttemptTableBuilder, RunData
+from ..model import AttemptTable, AttemptTableBuilder, RunData
 from ..schema import EVALS, PROGRESS, RESERVED_STEP_KEYS, ROLLOUTS, RUN_JSON, STEPS
 from . import Format, register
 from .base import (
@@ -116,6 +116,9 @@ class NativeReader:
         self._odd: set[Path] = set()  # run files that are not files (said once)
         self._from_attempts = False  # the reward per update computed from the attempts
         self._reward_steps: set[int] = set()  # the updates it was computed for
+        self._record_steps: set[int] = set()  # the updates with a step record
+        self._record_top = -1  # the last of them
+        self._lost_from = 0  # attempts from this update on not yet looked at for lost records
 
     def files(self) -> list[Path]:
         """Every JSON Lines file of the run that exists now."""
@@ -175,7 +178,15 @@ class NativeReader:
         a = self.run.attempts
         metrics = self.run.metrics
         own = {"reward/mean", "reward/mean_with_unusable"}
-        if a is None or not len(a) or (own & set(metrics.names()) and not self._from_attempts):
+        if a is None or not len(a):
+            return
+        if self._record_steps and not self._from_attempts:
+            # The step records are there: they measure the reward themselves, but for updates
+            # whose own record is lost (where the records carry a reward at all).
+            if own & set(metrics.names()):
+                self._rewards_for_lost_records(a)
+            return
+        if own & set(metrics.names()) and not self._from_attempts:
             return
         steps_read = any(not n.startswith("eval/") for n in metrics.names())
         if steps_read and not self._from_attempts:
@@ -186,21 +197,58 @@ class NativeReader:
                 f"{len(a)} attempts in {ROLLOUTS}: the reward per update is computed from them"
             )
         self._from_attempts = True
-        steps = np.asarray(a.step)
-        reward = np.asarray(a.reward, dtype=np.float64)
-        ok = ~np.asarray(a.reward_missing) & np.isfinite(reward)
-        trained = np.asarray(a.trained) & ok
         live = self.run.info.get("status") == "running"
-        top = int(steps.max())
-        for step in np.unique(steps):
-            if int(step) in self._reward_steps or (live and int(step) == top):
-                continue  # added before, or still gathering its attempts
-            self._reward_steps.add(int(step))
-            at = steps == step
-            if (at & ok).any():
-                metrics.add(int(step), "reward/mean_with_unusable", float(reward[at & ok].mean()))
-            if (at & trained).any():
-                metrics.add(int(step), "reward/mean", float(reward[at & trained].mean()))
+        top = int(a.step[-1])  # rows are sorted by step
+        self._add_rewards(
+            a,
+            [
+                s
+                for s in a.steps().tolist()
+                if s not in self._reward_steps and not (live and s == top)
+            ],  # not added before, nor still gathering its attempts
+        )
+
+    def _rewards_for_lost_records(self, a: AttemptTable) -> None:
+        """Updates behind the last step record whose own record is lost (a damaged line of
+        steps.jsonl) while their attempts are there: the reward of each computed from its
+        attempts (the writer's own reward/mean* is that same mean), with one warning, so an
+        intact attempt record is never lost with its update's damaged step record. Updates past
+        the last step record are still being written: left to their own records."""
+        top = self._record_top
+        if top <= self._lost_from:
+            return
+        lo = int(np.searchsorted(a.step, self._lost_from, side="left"))
+        hi = int(np.searchsorted(a.step, top, side="left"))
+        self._lost_from = top
+        lost = [
+            s
+            for s in np.unique(a.step[lo:hi]).tolist()
+            if s not in self._record_steps and s not in self._reward_steps
+        ]
+        if not lost:
+            return
+        shown = ", ".join(map(str, lost[:5])) + (", ..." if len(lost) > 5 else "")
+        self.run.warnings.append(
+            f"{self.dir / STEPS}: no step record for {len(lost)} update(s) behind the last one "
+            f"(step {shown}) beside their attempts in {ROLLOUTS}: their reward is computed "
+            "from them"
+        )
+        self._add_rewards(a, lost)
+
+    def _add_rewards(self, a: AttemptTable, steps: list[int]) -> None:
+        """reward/mean_with_unusable (every graded attempt) and reward/mean (the trained ones)
+        of each update in ``steps``, from its attempts."""
+        metrics = self.run.metrics
+        for step in steps:
+            self._reward_steps.add(step)
+            rows = a.rows_at(step)
+            reward = np.asarray(a.reward[rows], dtype=np.float64)
+            ok = ~np.asarray(a.reward_missing[rows]) & np.isfinite(reward)
+            trained = np.asarray(a.trained[rows]) & ok
+            if ok.any():
+                metrics.add(step, "reward/mean_with_unusable", float(reward[ok].mean()))
+            if trained.any():
+                metrics.add(step, "reward/mean", float(reward[trained].mean()))
 
     def _restart(self, why: str) -> None:
         clear_run(self.run, why)
@@ -301,6 +349,8 @@ class NativeReader:
             lines_idx = lines_idx[good]
         if not recs:
             return
+        self._record_steps.update(steps)
+        self._record_top = max(self._record_top, max(steps))
         step_arr = np.array(steps, dtype=np.int64)
         # Records with the same keys in the same order (the usual case) go to numpy as one
         # 2-D block; null (not measured) is masked out; a value numpy cannot read sends that
