@@ -293,7 +293,10 @@
     });
     Object.keys(vcards).forEach(function (id) { if (!keep[id]) delete vcards[id]; });
     if (!runs.length) {
-      var msg = state.order.length ? "Select a run above." : "No runs yet: waiting for run directories to appear.";
+      // A run ticked whose data has not arrived yet is loading, not unselected.
+      var waiting = state.selected.filter(function (id) { return state.runs[id]; });
+      var msg = waiting.length ? "Loading " + waiting.join(", ") + "…"
+        : state.order.length ? "Select a run above." : "No runs yet: waiting for run directories to appear.";
       var cur = secVerdict.firstElementChild;
       if (!(secVerdict.children.length === 1 && cur.tagName === "P" && cur.textContent === msg)) {
         secVerdict.replaceChildren(h("p", "muted", null, msg));
