@@ -149,7 +149,7 @@ def theirs(
     entry: dict[str, Any], tmp: Path, doctor: Any, root: Path = CORPUS, live: bool = True
 ) -> dict[str, Any]:
     """rl-doctor on one corpus run (``doctor``: an ``_rldoctor.Worker``)."""
-    from _rldoctor import prefix_file, their_hits
+    from _rldoctor import first_raised, prefix_file, their_hits
 
     diagnose = doctor.diagnose
     src = rldoctor_input(entry, tmp, root)
@@ -177,16 +177,9 @@ def theirs(
         def raised(k: int) -> bool:
             return bool(want & set(their_hits(diagnose(prefix_file(src, k, part)))))
 
-        later = [s for s in steps if s >= onset]
-        lo, hi = 0, len(later) - 1  # binary search for the first prefix that raises it
-        if later and raised(later[hi]):
-            while lo < hi:
-                mid = (lo + hi) // 2
-                if raised(later[mid]):
-                    hi = mid
-                else:
-                    lo = mid + 1
-            out["live_delay"] = later[hi] - onset
+        first = first_raised([s for s in steps if s >= onset], raised)
+        if first is not None:
+            out["live_delay"] = first - onset
     return out
 
 

@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import venv
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -295,3 +296,19 @@ class Worker:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def first_raised(candidates: Sequence[int], raised: Callable[[int], bool]) -> int | None:
+    """The first of ``candidates`` (sorted steps) at which ``raised`` holds, by binary search
+    (a prefix that raises a verdict is taken to go on raising it), or None if the last does
+    not: the live delay of a tool that only judges whole files."""
+    if not candidates or not raised(candidates[-1]):
+        return None
+    lo, hi = 0, len(candidates) - 1
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if raised(candidates[mid]):
+            hi = mid
+        else:
+            lo = mid + 1
+    return candidates[hi]

@@ -443,6 +443,8 @@ def theirs(
     ]
     score["seconds"] = seconds
     if live:
+        from _rldoctor import first_raised
+
         rows = reference_rows(entry, root)
         steps = sorted({int(r["step"]) for r in rows if isinstance(r.get("step"), (int, float))})
         part = tmp / f"prefix-{src.name}"
@@ -458,16 +460,10 @@ def theirs(
                 h = their_hits(r) if "error" not in r else []
                 return judge([lab], h, _their_run_verdicts(h))["labels"][name]["found"]
 
-            lo, hi = 0, len(later) - 1
-            if later and raised(later[hi]):
-                while lo < hi:
-                    mid = (lo + hi) // 2
-                    if raised(later[mid]):
-                        hi = mid
-                    else:
-                        lo = mid + 1
-                score["labels"][name]["first_step"] = later[hi]
-                score["labels"][name]["delay"] = later[hi] - onset
+            first = first_raised(later, raised)
+            if first is not None:
+                score["labels"][name]["first_step"] = first
+                score["labels"][name]["delay"] = first - onset
     return score
 
 

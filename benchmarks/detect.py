@@ -167,7 +167,7 @@ def _live_delay(data: Any, expected: str, onset: int, hits: list[Any]) -> int | 
 
 
 def theirs(run: dict[str, Any], tmp: Path, live: bool) -> dict[str, Any]:
-    from _rldoctor import diagnose, to_rldoctor_jsonl
+    from _rldoctor import diagnose, first_raised, to_rldoctor_jsonl
     from _rldoctor import their_hits as _their_hits
 
     full = to_rldoctor_jsonl(run["path"], tmp / f"{run['path'].name}.jsonl")
@@ -198,15 +198,9 @@ def theirs(run: dict[str, Any], tmp: Path, live: bool) -> dict[str, Any]:
             part.write_text("\n".join(x for x, s in zip(lines, steps) if s <= k) + "\n")
             return expected in _their_hits(diagnose(part))
 
-        lo, hi = onset, max(steps)  # binary search for the first prefix that raises it
-        if raised(hi):
-            while lo < hi:
-                mid = (lo + hi) // 2
-                if raised(mid):
-                    hi = mid
-                else:
-                    lo = mid + 1
-            out["live_delay"] = hi - onset
+        first = first_raised(range(onset, max(steps) + 1), raised)
+        if first is not None:
+            out["live_delay"] = first - onset
     return out
 
 
