@@ -36,7 +36,7 @@ def _modules() -> dict[str, Path]:
 
 def long_modules() -> list[str]:
     found = []
-    for name, path in _modules().items():
+    for path in _modules().values():
         lines = path.read_text(encoding="utf-8").count("\n")
         if lines > MAX_MODULE_LINES:
             found.append(f"{path.relative_to(ROOT)}: {lines} lines")
@@ -162,9 +162,9 @@ def dead_definitions() -> list[str]:
     texts: list[str] = []
     for folder in ("src", "tests", "benchmarks", "docs", "examples", "scripts"):
         for path in sorted((ROOT / folder).rglob("*")):
-            if path.suffix in {".py", ".md", ".toml", ".js", ".html", ".txt"} and path.is_file():
-                if path.resolve() != Path(__file__).resolve():
-                    texts.append(path.read_text(encoding="utf-8", errors="replace"))
+            wanted = path.suffix in {".py", ".md", ".toml", ".js", ".html", ".txt"}
+            if wanted and path.is_file() and path.resolve() != Path(__file__).resolve():
+                texts.append(path.read_text(encoding="utf-8", errors="replace"))
     texts.append((ROOT / "README.md").read_text(encoding="utf-8"))
     texts.append((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
     corpus = "\n".join(texts)
