@@ -61,6 +61,15 @@ class Thresholds:
     rejected_fail: float = 0.9
     # Group spread relative to the run's own start, below which exploration has stopped.
     group_std_floor: float = 0.25
+    # Later, without an all/none-solved breakdown: a share this far over the one the pass rate
+    # gives (p^G + (1-p)^G) says the rewards are more deterministic than it implies.
+    rejected_excess: float = 0.3
+    # Groups agreeing while the policy's entropy holds at this share of its start or more did
+    # not stop exploring: the tasks split by kind (the entropy check's collapse line is 0.3).
+    rejected_entropy_held: float = 0.5
+    # Every group of one update agreeing is not chance from this many groups (a TRL test run
+    # has 4), where no gradient norm says whether anything trained.
+    rejected_min_groups: int = 16
 
     # Failed attempts: a burst is this share of attempts failing in 3 of 5 steps.
     failure_burst_warn: float = 0.2
