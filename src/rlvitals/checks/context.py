@@ -54,6 +54,14 @@ class Thresholds:
     # at least this many seconds): stalled, without waiting for the clock.
     stuck_intervals: float = 5.0
     stuck_min_seconds: float = 2.0
+    # 5xx / connection-refused lines that go on this long (seconds), with gaps of at most this
+    # many between them, mean the rollout engine died; bursts of a minute or less come from a
+    # healthy engine (the Miles lab guide).
+    engine_dead_seconds: float = 120.0
+    engine_gap_seconds: float = 60.0
+    # A silence this long (and a thousand typical steps) in a log with no end state: read long
+    # after its run ended, most likely; said as information, not a stall.
+    old_silence_seconds: float = 3600.0
 
     # Rejected groups at the start: too easy / too hard (peers: 0.5 warning, 0.75 critical;
     # a healthy GRPO run with heterogeneous tasks sits at 0.1-0.4).
