@@ -124,6 +124,20 @@ class Thresholds:
 
     # Reward flat over at least this many steps while groups carry signal: not learning.
     not_learning_min_steps: int = 30
+    # A plateau: the last this share of the run (at least this many updates) without a trend,
+    # no higher than before, below the top of the range, while groups carry signal
+    # (rl-doctor: Mann-Kendall flat over the last 35%; science.md 2b reads the last 50 steps).
+    plateau_share: float = 0.35
+    plateau_min_steps: int = 50
+    # A reward flat over at least this many updates (its last quarter within this many standard
+    # errors of its first, or below it) is a plateau whatever the groups say (issue 27; the
+    # wild corpus's plateau rule).
+    flat_min_steps: int = 20
+    flat_z: float = 2.0
+    # Where a flat reward sits: within this share of the top (bottom) of its range saturated
+    # (too hard); from group statistics, this share of groups all solved (none solved).
+    plateau_level_edge: float = 0.2
+    plateau_groups_edge: float = 0.5
 
     # Held-out: at least this many evaluations to judge divergence.
     heldout_min_evals: int = 3
