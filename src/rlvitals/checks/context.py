@@ -141,6 +141,12 @@ class Thresholds:
 
     # Held-out: at least this many evaluations to judge divergence.
     heldout_min_evals: int = 3
+    # A train rise under this share of the reward's range is not held against held-out.
+    heldout_min_gain: float = 0.05
+    # A train gain of at least this share of the range that held-out follows by under this
+    # share of it is divergence too (rl-doctor's length-hacking test: eval gain under 25%).
+    heldout_lag_gain: float = 0.3
+    heldout_lag_share: float = 0.25
 
     def with_overrides(self, pairs: dict[str, str]) -> Thresholds:
         """A copy with ``name=value`` overrides (from the CLI), each checked."""
