@@ -76,51 +76,53 @@ def _entropy(ctx: Context) -> list[Finding]:
     )
     disagree = _disagreements(ctx, shrink, paid, evidence)
     where = f"{name} at {low:.0%} of its start from step {step}"
+    sev = "fail" if severe else "warn"
     if paid.paying and disagree:
-        return [
-            finding(
-                NAME,
-                "fail" if severe else "warn",
-                "exploit_suspected",
-                f"entropy collapse onto a shortcut: {where} while {paid.name} rises, but "
-                f"{' and '.join(disagree)}: not sharpening",
-                action="The policy narrowed onto something the reward pays for that is not "
-                "the task: read the top-reward transcripts from this step, check the reward's "
-                "components, and restart from before it with the shortcut closed.",
-                **evidence,
-            )
-        ]
-    if paid.paying:
-        return [
-            finding(
-                NAME,
-                "info",
-                "collapse",
-                f"{where} while {paid.name} still rises or is high: the policy is sharpening "
-                "on what it learned",
-                action="Nothing yet: watch held-out scores and the transcripts for repetition; "
-                "if reward stops rising at low entropy, exploration is spent.",
-                **evidence,
-            )
-        ]
-    why = (
-        f"{paid.name} has stopped rising at {paid.plateau:.3g}, below the top of its range"
-        if paid.plateau is not None
-        else f"{paid.name or 'reward'} does not improve"
-    )
-    return [
-        finding(
-            NAME,
-            "fail" if severe else "warn",
-            "collapse",
-            f"entropy collapse: {where} ({h0:.3g} -> "
-            f"{float(s.values[-MIN_WINDOW:].mean()):.3g}) while {why}",
-            action="The policy is collapsing onto one response per prompt: read the transcripts "
-            "for repetition; use clip-higher (DAPO ε_high 0.28), an entropy bonus, KL-Cov or "
-            "Clip-Cov, a higher sampling temperature, or restart from before this step.",
-            **evidence,
+        told = (
+            sev,
+            "exploit_suspected",
+            f"entropy collapse onto a shortcut: {where} while {paid.name} rises, but "
+            f"{' and '.join(disagree)}: not sharpening",
+            SHORTCUT_ACTION,
         )
-    ]
+    elif paid.paying:
+        told = (
+            "info",
+            "collapse",
+            f"{where} while {paid.name} still rises or is high: the policy is sharpening "
+            "on what it learned",
+            SHARPENING_ACTION,
+        )
+    else:
+        why = (
+            f"{paid.name} has stopped rising at {paid.plateau:.3g}, below the top of its range"
+            if paid.plateau is not None
+            else f"{paid.name or 'reward'} does not improve"
+        )
+        now = float(s.values[-MIN_WINDOW:].mean())
+        told = (
+            sev,
+            "collapse",
+            f"entropy collapse: {where} ({h0:.3g} -> {now:.3g}) while {why}",
+            COLLAPSE_ACTION,
+        )
+    return [finding(NAME, told[0], told[1], told[2], action=told[3], **evidence)]
+
+
+SHORTCUT_ACTION = (
+    "The policy narrowed onto something the reward pays for that is not the task: read the "
+    "top-reward transcripts from this step, check the reward's components, and restart from "
+    "before it with the shortcut closed."
+)
+SHARPENING_ACTION = (
+    "Nothing yet: watch held-out scores and the transcripts for repetition; if reward stops "
+    "rising at low entropy, exploration is spent."
+)
+COLLAPSE_ACTION = (
+    "The policy is collapsing onto one response per prompt: read the transcripts for "
+    "repetition; use clip-higher (DAPO ε_high 0.28), an entropy bonus, KL-Cov or Clip-Cov, a "
+    "higher sampling temperature, or restart from before this step."
+)
 
 
 def _entropy_onset(steps: np.ndarray, rel: np.ndarray, th: Thresholds) -> int | None:
