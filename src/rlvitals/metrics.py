@@ -286,7 +286,7 @@ class EpisodeStats:
     def __init__(self) -> None:
         self.cols: dict[str, list[Any]] = {}
         # key -> the types in its column, for columns only ``add_all`` filled (``metrics``
-        # then need not look at every value again); ``add`` and ``merge`` drop the entry.
+        # then need not look at every value again); ``add`` drops the entry.
         self.kinds: dict[str, set[type]] = {}
 
     def add(self, meta: Mapping[str, Any], prefix: str = "", depth: int = 0) -> bool:
@@ -403,11 +403,6 @@ class EpisodeStats:
                     had = known.get(key)
                     if had is not None:
                         had |= kinds
-
-    def merge(self, other: EpisodeStats) -> None:
-        for k, col in other.cols.items():
-            self.cols.setdefault(k, []).extend(col)
-            self.kinds.pop(k, None)
 
     def metrics(self, state: RunState) -> dict[str, float]:
         """The ``rollout/*`` metrics: means, label counts (0 for labels seen earlier), rates."""
