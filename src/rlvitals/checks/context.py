@@ -14,7 +14,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
@@ -363,36 +362,27 @@ class Context:
     # -- transcripts -------------------------------------------------------------------------
 
     @cached_property
-    def run_dir(self) -> Path | None:
-        p = Path(self.data.source)
-        d = p if p.is_dir() else p.parent
-        return d if d.is_dir() else None
-
-    @cached_property
     def rules(self) -> Rules:
-        """The transcript rules: ``check --rules FILE``, else $RLVITALS_TRANSCRIPT_RULES, else
-        transcript-rules.toml/.json in the run directory, else the defaults. A bad file raises
-        ConfigError naming the key."""
+        """The transcript rules: the file ``transcript_rules`` names (``rlvitals.judge``
+        chose it: ``--rules``, $RLVITALS_TRANSCRIPT_RULES or transcript-rules.toml in the run
+        directory), else the defaults. A bad file raises ConfigError naming the key."""
         from ..transcripts.rules import Rules, load_rules
 
-        path = self.transcript_rules or os.environ.get(RULES_ENV)
-        if not path and self.run_dir is not None:
-            for name in RULES_FILES:
-                if (self.run_dir / name).is_file():
-                    path = str(self.run_dir / name)
-                    break
+        path = self.transcript_rules
         return load_rules(path) if path else Rules()
 
     @cached_property
     def transcript_store(self) -> TranscriptStore | None:
-        from ..transcripts.store import TranscriptStore
+        """The run's transcripts, where ``rlvitals.source`` says they are."""
+        from ..source import transcript_store
 
-        if self.data.transcripts is not None:  # a framework's sample dump (readers.samples)
-            return self.data.transcripts
-        if self.run_dir is None:
-            return None
-        store = TranscriptStore(self.run_dir, warn=self.data.warnings.append)
-        return store if store.exists else None
+        return transcript_store(self.data)
+
+    def judging_warnings(self) -> list[str]:
+        """What reading the transcripts while judging found wrong with their files, one line
+        each (for ``Report.warnings``; never written into the run)."""
+        store = self.__dict__.get("transcript_store")
+        return list(store.warnings) if store is not None else []
 
     @cached_property
     def transcript_scan(self) -> RunScan | None:
