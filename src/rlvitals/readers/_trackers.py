@@ -24,6 +24,7 @@ from ..errors import ReadError, UnknownFormatError
 from ..jsonio import to_float
 from ..model import RunData
 from ..schema import is_canonical
+from ._format import FORMATS
 from .base import is_regular_file, open_binary
 from .mapping import MappingTable, Rule, apply_table
 
@@ -121,8 +122,6 @@ def map_by_keys(
     already are canonical names are taken as such). ``run.info["framework"]`` says the same.
     ``time_key`` names the tracker's own wall-clock series, mapped to ``time`` (step times).
     """
-    from . import FORMATS
-
     keys = set(run.source_keys)
     for target, source in list(run.original.items()):  # a mapping made before this pass
         if target != source and target not in keys:

@@ -20,7 +20,7 @@ from typing import Any
 
 from ..jsonio import to_float
 from ..schema import is_canonical
-from . import Format, register
+from ._format import Format, register
 from .base import (
     SKIPPED,
     FileReader,
@@ -32,7 +32,8 @@ from .base import (
 )
 from .keys import header_keys
 from .mapping import Mapper, MappingTable, Rule
-from .textlog import head, parse_number
+from .printed import parse_number
+from .textlog import head
 
 __all__ = ["CsvReader", "JsonlMetricsReader"]
 

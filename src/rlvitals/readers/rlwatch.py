@@ -18,7 +18,7 @@ from typing import Any
 from ..errors import ReadError
 from ..jsonio import loads as decode_line
 from ..model import RunData
-from . import Format, register
+from ._format import Format, register
 from ._trackers import choose_run, connect, flatten, number, poll_store, tables
 from .mapping import MappingTable, Rule, apply_table
 

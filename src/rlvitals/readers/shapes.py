@@ -23,7 +23,7 @@ says so once. Lines that are not records become events (``model.Event``): traceb
 out-of-memory, 5xx and refused connections; their timestamps (ISO, ``YYYY-MM-DD HH:MM:SS,mmm``,
 ``MM/DD/YYYY HH:MM:SS``, ``[HH:MM:SS]``, glog ``I1201 10:00:00.123``) give step times.
 
-Values are parsed without ``eval`` (``textlog.parse_number``); keys are kept as printed (spaces
+Values are parsed without ``eval`` (``printed.parse_number``); keys are kept as printed (spaces
 collapsed, ``rewards / f`` as ``rewards/f``) for the mapping chain to name. Timestamps, level
 prefixes and the kinds of event are in ``logevents.py``.
 """
@@ -47,7 +47,7 @@ from .logevents import (
     parse_timestamp,
     strip_prefix,
 )
-from .textlog import brace_balance, parse_number, parse_pairs
+from .printed import brace_balance, parse_number, parse_pairs
 
 __all__ = ["MAX_EVENTS", "STEP_KEYS", "Record", "ShapeParser", "parse_timestamp"]
 
@@ -329,7 +329,6 @@ class ShapeParser:
         self._order_family: str | None = None
         self._order_n = 0
         self._warned_order = False
-        self.events_dropped = 0
         self.marked = 0  # records whose step the file printed (a marker, a step column)
         self._block = False  # the step was set by a line of its own (a block's header)
         self._marked_line = 0  # the line of the last record whose step the file printed
@@ -752,7 +751,6 @@ class ShapeParser:
 
     def _add_event(self, kind: str, text: str, lineno: int, t: float | None) -> None:
         if len(self.events) >= MAX_EVENTS:
-            self.events_dropped += 1
             return
         time = t if t is not None else self.last_time
         self.events.append(

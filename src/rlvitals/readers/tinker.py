@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from . import Format, register
+from ._format import Format, register
 from .generic import JsonlMetricsReader, _sniff
 from .mapping import MappingTable, Rule
 from .textlog import head

@@ -24,7 +24,7 @@ from typing import Any
 from ..errors import ReadError
 from ..jsonio import loads as decode_line
 from ..model import RunData
-from . import Format, register
+from ._format import Format, register
 from ._trackers import choose_run, connect, flatten, map_by_keys, number, poll_store, tables
 from .mapping import Rule
 

@@ -24,11 +24,12 @@ from typing import Any
 
 from ..jsonio import to_float
 from ..model import RunData
-from . import Format, register
-from .base import decode_json, open_binary, valid_step
+from ._format import Format, register
+from .base import FileState, decode_json, open_binary, valid_step
 from .generic import GENERIC, _CanonicalOnly
 from .mapping import Mapper, MappingTable, Rule
-from .textlog import TextLogReader, _FileState, brace_balance, head, parse_pairs, sniff_files
+from .printed import brace_balance, parse_pairs
+from .textlog import TextLogReader, head, sniff_files
 
 __all__ = ["TRL", "TrlConsoleReader", "TrlStateReader"]
 
@@ -215,14 +216,14 @@ class TrlConsoleReader(TextLogReader):
     def accept(self, p: Path) -> bool:
         return bool(DICT_START.search(head(p)))
 
-    def feed(self, st: _FileState, text: str, p: Path, lineno: int) -> None:
+    def feed(self, st: FileState, text: str, p: Path, lineno: int) -> None:
         m = DICT_START.search(text)
         if m:
             self.start_dict(st, -1, text[m.start() :], p, lineno)
         else:
             self.continue_dict(st, text, p)
 
-    def start_dict(self, st: _FileState, step: int, text: str, p: Path, lineno: int) -> None:
+    def start_dict(self, st: FileState, step: int, text: str, p: Path, lineno: int) -> None:
         if st.pending is not None:
             self.run.warnings.append(
                 f"{p}:{st.pending_line}: record not closed before the next one; read as far as "
@@ -235,7 +236,7 @@ class TrlConsoleReader(TextLogReader):
         if brace_balance(text) <= 0:
             self.end_pending(st, p)
 
-    def flush(self, st: _FileState, p: Path, *, final: bool) -> None:
+    def flush(self, st: FileState, p: Path, *, final: bool) -> None:
         if not final or st.pending is None:
             return  # the step number is only known once the dict is complete
         values = parse_pairs(st.pending)
