@@ -16,7 +16,7 @@ import os
 import re
 import sqlite3
 import urllib.parse
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +31,6 @@ from .mapping import MappingTable, Rule, apply_table
 __all__ = [
     "choose_run",
     "connect",
-    "flatten",
     "is_sqlite",
     "map_by_keys",
     "number",
@@ -50,16 +49,6 @@ def number(value: Any) -> float | None:
         except OverflowError:  # an integer beyond a double
             return math.inf if value > 0 else -math.inf
     return to_float(value)
-
-
-def flatten(obj: dict[str, Any], sep: str = "/", prefix: str = "") -> Iterator[tuple[str, Any]]:
-    """(key, value) of a nested dict, nested keys joined with ``sep``."""
-    for k, v in obj.items():
-        key = f"{prefix}{k}"
-        if isinstance(v, dict):
-            yield from flatten(v, sep, key + sep)
-        else:
-            yield key, v
 
 
 def choose_run(

@@ -45,6 +45,7 @@ __all__ = [
     "decode_logged",
     "decode_text",
     "describe_path",
+    "flatten",
     "head_bytes",
     "is_regular_file",
     "local_path",
@@ -372,6 +373,16 @@ def decode_logged(raw: bytes, where: str, warn: Warn, *, objects_only: bool = Tr
         warn(f"{where}: expected a JSON object; skipped")
         return SKIPPED
     return rec
+
+
+def flatten(obj: dict[str, Any], sep: str = "/", prefix: str = "") -> Iterator[tuple[str, Any]]:
+    """(key, value) of a nested dict, nested keys joined with ``sep``."""
+    for k, v in obj.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            yield from flatten(v, sep, key + sep)
+        else:
+            yield key, v
 
 
 def head_bytes(p: Path, size: int) -> bytes:

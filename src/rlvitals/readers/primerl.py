@@ -17,7 +17,7 @@ from typing import Any
 
 from ._format import Format, register
 from .base import FileState
-from .generic import JsonlMetricsReader, _sniff
+from .generic import JsonlMetricsReader, sniff_glob
 from .mapping import MappingTable, Rule
 from .printed import parse_number
 from .textlog import TextLogReader, head, sniff_files
@@ -229,7 +229,7 @@ def _is_prime_console(p: Path) -> bool:
 def _sniff_jsonl(path: Path) -> bool:
     if path.is_dir():
         return any(_is_prime(p) for g in PrimeJsonlReader.glob for p in sorted(path.glob(g))[:20])
-    return _sniff(path, "*.jsonl", _is_prime)
+    return sniff_glob(path, "*.jsonl", _is_prime)
 
 
 register(

@@ -34,15 +34,15 @@ import datetime as _dt
 import html
 import json
 import re
-from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 from ..model import Event
+from .base import flatten
 from .logevents import (
-    _MAX_TB_CHARS,
-    _MAX_TB_LINES,
-    _TRACEBACK,
     MAX_EVENTS,
+    MAX_TB_CHARS,
+    MAX_TB_LINES,
+    TRACEBACK,
     classify,
     parse_timestamp,
     strip_prefix,
@@ -175,14 +175,6 @@ def _number(raw: str) -> float | None:
     return parse_number(m.group(1)) if m else None
 
 
-def _flatten(obj: dict[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]:
-    for k, v in obj.items():
-        if isinstance(v, dict):
-            yield from _flatten(v, f"{prefix}{k}/")
-        else:
-            yield f"{prefix}{k}", v
-
-
 def _dict_values(text: str, *, complete: bool = True) -> dict[str, float]:
     """The numeric pairs of a dict printed as JSON or as a Python repr."""
     out: dict[str, float] = {}
@@ -194,7 +186,7 @@ def _dict_values(text: str, *, complete: bool = True) -> dict[str, float]:
         except (ValueError, RecursionError):  # too deep: read as a Python repr below
             obj = None
     if isinstance(obj, dict):
-        for k, v in _flatten(obj):
+        for k, v in flatten(obj):
             if isinstance(v, bool) or v is None:
                 continue
             f = float(v) if isinstance(v, int | float) else _number(str(v))
@@ -366,7 +358,7 @@ class ShapeParser:
         if not s:
             self._prev_cells = None
             return
-        if s.startswith(_TRACEBACK):
+        if s.startswith(TRACEBACK):
             self._tb, self._tb_line, self._tb_time = [text.strip()], lineno, self.last_time
             return
         if not self.read_records:
@@ -728,7 +720,7 @@ class ShapeParser:
         if s.startswith((" ", "\t")) or not s or s.startswith(("During handling", "The above")):
             tb.append(s)
             return True
-        if s.startswith(_TRACEBACK):
+        if s.startswith(TRACEBACK):
             tb.append(s)
             return True
         tb.append(s)  # the exception line ends the block
@@ -739,9 +731,9 @@ class ShapeParser:
         tb = self._tb or []
         self._tb = None
         lines = [ln for ln in tb if ln.strip()]
-        if len(lines) > _MAX_TB_LINES:
-            lines = [*lines[:10], f"... ({len(lines) - _MAX_TB_LINES} lines)", *lines[-49:]]
-        text = "\n".join(lines)[-_MAX_TB_CHARS:]
+        if len(lines) > MAX_TB_LINES:
+            lines = [*lines[:10], f"... ({len(lines) - MAX_TB_LINES} lines)", *lines[-49:]]
+        text = "\n".join(lines)[-MAX_TB_CHARS:]
         self._add_event("traceback", text, self._tb_line, self._tb_time)
 
     def _event(self, s: str, level: str, lineno: int, t: float | None) -> None:
@@ -754,5 +746,5 @@ class ShapeParser:
             return
         time = t if t is not None else self.last_time
         self.events.append(
-            Event(time, kind, text[:_MAX_TB_CHARS], self.last_step, self.source, lineno)
+            Event(time, kind, text[:MAX_TB_CHARS], self.last_step, self.source, lineno)
         )
