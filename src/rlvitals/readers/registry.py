@@ -1,8 +1,9 @@
 """The one ordered registry of source formats, and sniffing: which format reads a path best.
 
-Each reader module registers its formats with ``register(Format(..., priority=N))`` at import;
-the modules of this package are found and imported on first use (a new format is one file and
-one ``register`` line: nothing else lists it). ``priority`` orders the formats from the most
+Each reader module registers its formats with ``register(Format(..., priority=N))`` at import
+(``_format``); the modules of this package are found and imported on first use (a new format is
+one file and one ``register`` line: nothing else lists it), then the readers other packages
+declare in the ``rlvitals.readers`` entry-point group (docs/formats.md). ``priority`` orders the formats from the most
 specific (a run directory, a framework's own file) to the most general (any JSONL, any CSV).
 
 Sniffing (``detect``):
