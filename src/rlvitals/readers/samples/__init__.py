@@ -161,8 +161,3 @@ def attach(reader: Any, samples: str | os.PathLike[str] | None = None, *, path: 
         return reader
     d, fmt = got
     return SampledReader(reader, SampleSource(d, fmt, run))
-
-
-# A dump with no scalar log beside it is a run of its own: the ``samples`` format, registered
-# when the registry imports this package.
-from . import alone  # noqa: E402, F401

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ...model import RunData
-from .. import Format, register
+from .._format import Format, register
 from ..mapping import MappingTable
 from . import dump_formats, open_samples
 
