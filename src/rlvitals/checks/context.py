@@ -14,7 +14,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
@@ -54,6 +53,14 @@ class Thresholds:
     # at least this many seconds): stalled, without waiting for the clock.
     stuck_intervals: float = 5.0
     stuck_min_seconds: float = 2.0
+    # 5xx / connection-refused lines that go on this long (seconds), with gaps of at most this
+    # many between them, mean the rollout engine died; bursts of a minute or less come from a
+    # healthy engine (the Miles lab guide).
+    engine_dead_seconds: float = 120.0
+    engine_gap_seconds: float = 60.0
+    # A silence this long (and a thousand typical steps) in a log with no end state: read long
+    # after its run ended, most likely; said as information, not a stall.
+    old_silence_seconds: float = 3600.0
 
     # Rejected groups at the start: too easy / too hard (peers: 0.5 warning, 0.75 critical;
     # a healthy GRPO run with heterogeneous tasks sits at 0.1-0.4).
@@ -61,6 +68,15 @@ class Thresholds:
     rejected_fail: float = 0.9
     # Group spread relative to the run's own start, below which exploration has stopped.
     group_std_floor: float = 0.25
+    # Later, without an all/none-solved breakdown: a share this far over the one the pass rate
+    # gives (p^G + (1-p)^G) says the rewards are more deterministic than it implies.
+    rejected_excess: float = 0.3
+    # Groups agreeing while the policy's entropy holds at this share of its start or more did
+    # not stop exploring: the tasks split by kind (the entropy check's collapse line is 0.3).
+    rejected_entropy_held: float = 0.5
+    # Every group of one update agreeing is not chance from this many groups (a TRL test run
+    # has 4), where no gradient norm says whether anything trained.
+    rejected_min_groups: int = 16
 
     # Failed attempts: a burst is this share of attempts failing in 3 of 5 steps.
     failure_burst_warn: float = 0.2
@@ -163,9 +179,29 @@ class Thresholds:
 
     # Reward flat over at least this many steps while groups carry signal: not learning.
     not_learning_min_steps: int = 30
+    # A plateau: the last this share of the run (at least this many updates) without a trend,
+    # no higher than before, below the top of the range, while groups carry signal
+    # (rl-doctor: Mann-Kendall flat over the last 35%; science.md 2b reads the last 50 steps).
+    plateau_share: float = 0.35
+    plateau_min_steps: int = 50
+    # A reward flat over at least this many updates (its last quarter within this many standard
+    # errors of its first, or below it) is a plateau whatever the groups say (issue 27; the
+    # wild corpus's plateau rule).
+    flat_min_steps: int = 20
+    flat_z: float = 2.0
+    # Where a flat reward sits: within this share of the top (bottom) of its range saturated
+    # (too hard); from group statistics, this share of groups all solved (none solved).
+    plateau_level_edge: float = 0.2
+    plateau_groups_edge: float = 0.5
 
     # Held-out: at least this many evaluations to judge divergence.
     heldout_min_evals: int = 3
+    # A train rise under this share of the reward's range is not held against held-out.
+    heldout_min_gain: float = 0.05
+    # A train gain of at least this share of the range that held-out follows by under this
+    # share of it is divergence too (rl-doctor's length-hacking test: eval gain under 25%).
+    heldout_lag_gain: float = 0.3
+    heldout_lag_share: float = 0.25
 
     def with_overrides(self, pairs: dict[str, str]) -> Thresholds:
         """A copy with ``name=value`` overrides (from the CLI), each checked."""
@@ -326,36 +362,27 @@ class Context:
     # -- transcripts -------------------------------------------------------------------------
 
     @cached_property
-    def run_dir(self) -> Path | None:
-        p = Path(self.data.source)
-        d = p if p.is_dir() else p.parent
-        return d if d.is_dir() else None
-
-    @cached_property
     def rules(self) -> Rules:
-        """The transcript rules: ``check --rules FILE``, else $RLVITALS_TRANSCRIPT_RULES, else
-        transcript-rules.toml/.json in the run directory, else the defaults. A bad file raises
-        ConfigError naming the key."""
+        """The transcript rules: the file ``transcript_rules`` names (``rlvitals.judge``
+        chose it: ``--rules``, $RLVITALS_TRANSCRIPT_RULES or transcript-rules.toml in the run
+        directory), else the defaults. A bad file raises ConfigError naming the key."""
         from ..transcripts.rules import Rules, load_rules
 
-        path = self.transcript_rules or os.environ.get(RULES_ENV)
-        if not path and self.run_dir is not None:
-            for name in RULES_FILES:
-                if (self.run_dir / name).is_file():
-                    path = str(self.run_dir / name)
-                    break
+        path = self.transcript_rules
         return load_rules(path) if path else Rules()
 
     @cached_property
     def transcript_store(self) -> TranscriptStore | None:
-        from ..transcripts.store import TranscriptStore
+        """The run's transcripts, where ``rlvitals.source`` says they are."""
+        from ..source import transcript_store
 
-        if self.data.transcripts is not None:  # a framework's sample dump (readers.samples)
-            return self.data.transcripts
-        if self.run_dir is None:
-            return None
-        store = TranscriptStore(self.run_dir, warn=self.data.warnings.append)
-        return store if store.exists else None
+        return transcript_store(self.data)
+
+    def judging_warnings(self) -> list[str]:
+        """What reading the transcripts while judging found wrong with their files, one line
+        each (for ``Report.warnings``; never written into the run)."""
+        store = self.__dict__.get("transcript_store")
+        return list(store.warnings) if store is not None else []
 
     @cached_property
     def transcript_scan(self) -> RunScan | None:
