@@ -24,6 +24,7 @@ from .base import Finding
 from .context import Context, Thresholds, fact, finding, round_sig
 from .stats import (
     MIN_WINDOW,
+    Trend,
     crossing,
     first_sustained,
     read_words,
@@ -116,10 +117,7 @@ def _mismatch(ctx: Context) -> list[Finding]:
     idx, line = onset
     step = int(s.steps[idx])
     peak, now = float(np.nanmax(roll)), float(roll[-1])
-    seg = s.since(step)
-    if name != K1:
-        seg = Series(seg.steps, np.log(np.maximum(np.abs(seg.values), 1e-12)))
-    tr = trend(seg) if len(seg) >= MIN_WINDOW else None
+    tr = _trend_since(s, name, step)
     growing = tr is not None and tr.rising and now >= 0.8 * peak
     cause = _cause(ctx, step, lag, lag_rising)
     ess = ctx.finite("train/mismatch_ess_seq")
@@ -153,6 +151,14 @@ def _mismatch(ctx: Context) -> list[Finding]:
     return [
         finding(NAME, severity, verdict, title, metric=name, first_step=step, action=action, **ev)
     ]
+
+
+def _trend_since(s: Series, name: str, step: int) -> Trend | None:
+    """The mismatch's trend from ``step`` on (on a log scale, but for k1, which has a sign)."""
+    seg = s.since(step)
+    if name != K1:
+        seg = Series(seg.steps, np.log(np.maximum(np.abs(seg.values), 1e-12)))
+    return trend(seg) if len(seg) >= MIN_WINDOW else None
 
 
 @dataclass
