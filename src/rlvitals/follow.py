@@ -31,6 +31,7 @@ from .checks.base import Finding, Report, severity_rank
 from .errors import RlvitalsError, UnknownFormatError
 from .model import RunData
 from .readers.base import open_binary
+from .source import Source
 
 __all__ = ["Follower", "Update", "report_key"]
 
@@ -83,8 +84,8 @@ class Follower:
     """Follows one run.
 
     Args:
-        source: a run (path of any format rlvitals reads) or an open reader (anything with
-            ``poll() -> bool`` and ``.run``).
+        source: a run (a ``rlvitals.source.Source``, or the path of any format rlvitals
+            reads) or an open reader (anything with ``poll() -> bool`` and ``.run``).
         source_format: overrides sniffing.
         mapping: a user mapping file (``--mapping``), ahead of the format's own table.
         run: which run of a source that holds several (``--run``), as ``open_reader`` takes.
@@ -101,7 +102,8 @@ class Follower:
             at, None when new) after each judgement that has some.
         clock: the wall clock the checks judge liveness at (tests pass a fake one).
         timer: the clock of the throttle (default ``time.monotonic``).
-        judge: replaces the checks: ``judge(data, now) -> Report``.
+        judge: judges the run: ``judge(data, now) -> Report`` (a ``rlvitals.judge.Judge``;
+            default: one of ``baseline``, ``thresholds``, ``transcript_rules``, ``stall_after``).
     """
 
     def __init__(
@@ -129,6 +131,12 @@ class Follower:
     ) -> None:
         from .views.alerts import AlertTracker
 
+        if isinstance(source, Source):  # its options, unless given here too
+            source_format = source_format or source.format
+            mapping = mapping or source.mapping
+            run = run or source.run
+            samples = samples or source.samples
+            source = source.path
         self.source_format = source_format
         self.mapping = mapping
         self.run = run
@@ -175,16 +183,15 @@ class Follower:
     # -- state -----------------------------------------------------------------------------
 
     def _open(self) -> Any:
-        from .readers import open_reader
-
         target = self._source if self._source is not None else self.path
         assert target is not None
-        kw: dict[str, Any] = {"mapping": self.mapping}
-        if self.run is not None:
-            kw["run"] = self.run
-        if self.samples is not None:
-            kw["samples"] = self.samples
-        return open_reader(target, self.source_format, **kw)
+        return Source(
+            os.fspath(target),
+            format=self.source_format,
+            mapping=None if self.mapping is None else os.fspath(self.mapping),
+            samples=None if self.samples is None else os.fspath(self.samples),
+            run=self.run,
+        ).open()
 
     def _reset_state(self) -> None:
         self.tracker = self._tracker_cls(self.min_alert)
@@ -371,18 +378,16 @@ class Follower:
         return up
 
     def _run_checks(self, now: float) -> Report:
-        if self._judge is not None:
-            return self._judge(self.data, now)
-        from .checks import run_checks
+        if self._judge is None:
+            from .judge import Judge
 
-        return run_checks(
-            self.data,
-            baseline=self.baseline,
-            thresholds=self.thresholds,
-            now=now,
-            stall_after=self.stall_after,
-            transcript_rules=self.transcript_rules,
-        )
+            self._judge = Judge(
+                baseline=self.baseline,
+                thresholds=self.thresholds,
+                rules=self.transcript_rules,
+                stall_after=self.stall_after,
+            )
+        return self._judge(self.data, now)
 
     def _forget_ended_stalls(self, report: Report) -> None:
         # A stall that ended (the run moved on) may come back: the next one is news again.

@@ -309,6 +309,11 @@ def reading_notes(run: RunData) -> list[str]:
     out = []
     if info.get("sniffed"):
         out.append(str(info["sniffed"]))
+    samples = info.get("samples")
+    if isinstance(samples, dict) and samples.get("rule"):
+        out.append(
+            f"samples at {samples.get('path')} read as {samples['format']}: {samples['rule']}"
+        )
     by = info.get("records_by_step_source")
     if isinstance(by, dict) and by:
         parts = ", ".join(f"{n} by {how}" for how, n in sorted(by.items()))

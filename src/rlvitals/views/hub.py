@@ -32,14 +32,17 @@ import msgspec
 from ..checks.base import SEVERITIES, Report
 from ..errors import ReadError, UnknownFormatError
 from ..follow import Follower
+from ..judge import Judge
 from ..model import RunData
-from ..schema import TRANSCRIPTS, is_canonical
+from ..schema import is_canonical
+from ..source import Finder, Source, find_runs
 from .dashboard import (
     dashboard_metrics,
     flagged_ids,
     load_transcripts,
     run_payload,
     run_summary,
+    run_warnings,
     transcript_steps,
 )
 from .safe import json_for_html
@@ -48,9 +51,17 @@ __all__ = ["Hub", "prometheus_text", "run_id_for"]
 
 _ENC = msgspec.json.Encoder()
 _ID_OK = re.compile(r"^[A-Za-z0-9._-]{1,80}$")
-_SKIP_DIRS = {TRANSCRIPTS, "checkpoints", "__pycache__", "node_modules"}
-_LOG_SUFFIXES = {".jsonl", ".json", ".log", ".txt", ".csv"}
 QUEUE_EVENTS = 512  # a page further behind than this is dropped; its browser reconnects
+
+
+def _one_run(folder: Path) -> bool:
+    """Whether ``folder``, given to serve, is one run rather than a folder of runs, as
+    ``rlvitals check`` reads it (``source.find_runs``); an empty folder is a folder of runs to
+    come."""
+    try:
+        return find_runs(folder).runs == [str(folder)]
+    except ReadError:
+        return False
 
 
 def run_id_for(path: Path, name: str) -> str:
@@ -168,7 +179,9 @@ class Hub:
         baseline: a baseline (``rlvitals.baseline.load``) the checks hold runs against.
         shading: the same ranges for the plots (``dashboard.baseline_ranges``).
         stall_after: seconds without a step record or heartbeat that make a run stalled.
-        judge: the function that judges a run (default: ``rlvitals.checks.run_checks``).
+        judge: what judges a run: a ``rlvitals.judge.Judge`` or any ``judge(data) -> Report``
+            (default: a ``Judge`` of ``baseline``, ``thresholds``, ``transcript_rules`` and
+            ``stall_after``).
         thresholds, transcript_rules: as ``rlvitals check --set`` and ``--rules``.
         follow_links: serve runs and transcript files that symbolic links inside the folders
             point to outside them (by default only real paths inside are served).
@@ -187,7 +200,6 @@ class Hub:
         stall_after: float | None = None,
         check_interval: float = 1.0,
         discover_interval: float = 2.0,
-        depth: int = 2,
         judge: Callable[[RunData], Report] | None = None,
         thresholds: Any = None,
         transcript_rules: str | None = None,
@@ -210,8 +222,8 @@ class Hub:
             if not (stat.S_ISDIR(mode) or stat.S_ISREG(mode)):
                 # A FIFO, socket or device: opening one can block for ever.
                 raise ReadError("not a regular file or a directory", path=str(path))
-            if path.is_dir() and self._sniff(path) is None:
-                self.roots.append(path)
+            if path.is_dir() and not _one_run(path):
+                self.roots.append(path)  # a folder of runs: found by the one discovery
             else:
                 self.explicit.append(path)
         self.baseline = baseline
@@ -219,19 +231,20 @@ class Hub:
         self.stall_after = stall_after
         self.check_interval = check_interval
         self.discover_interval = discover_interval
-        self.depth = depth
         self.recheck_idle = 5.0
         self.judge_budget = 0.05
-        self._judge = judge
-        self.thresholds = thresholds
-        self.transcript_rules = transcript_rules
+        self._judge = judge or Judge(
+            baseline=baseline,
+            thresholds=thresholds,
+            rules=transcript_rules,
+            stall_after=stall_after,
+        )
         self.follow_links = follow_links
-        self._real_roots = [r.resolve() for r in self.roots]
+        self._finder = Finder(links=follow_links, within=None if follow_links else self.roots)
         self._transcript_slots = threading.BoundedSemaphore(2)  # transcript reads at once
         self.lock = threading.RLock()
         self.runs: dict[str, _Run] = {}
         self._by_path: dict[Path, str] = {}
-        self._not_runs: dict[Path, float] = {}  # path -> mtime when it was not a run
         self._subs: list[_Subscriber] = []
         self._last_discover = -math.inf
         self.stopped = threading.Event()
@@ -246,26 +259,17 @@ class Hub:
 
     # -- runs ------------------------------------------------------------------------------
 
-    @staticmethod
-    def _sniff(path: Path) -> str | None:
-        from ..readers import sniff
-
-        try:
-            return sniff(path)
-        except UnknownFormatError:
-            return None
-
     def _add(self, path: Path, *, must: bool = False) -> bool:
-        from ..readers import open_reader
-
         key = path.resolve()
         if key in self._by_path:
             return False
+        fmt = self.source_format if must else None
+        mapping = None if self.mapping is None else os.fspath(self.mapping)
+        source = Source(
+            str(path), format=fmt, mapping=mapping, run=self.store_run if must else None
+        )
         try:
-            fmt = self.source_format if must else None
-            reader = open_reader(
-                path, fmt, mapping=self.mapping, run=self.store_run if must else None
-            )
+            reader = source.open()
         except UnknownFormatError:
             if must:
                 raise
@@ -276,10 +280,7 @@ class Hub:
             path=path,
             source_format=fmt,
             mapping=self.mapping,
-            baseline=self.baseline,
-            thresholds=self.thresholds,
-            transcript_rules=self.transcript_rules,
-            stall_after=self.stall_after,
+            run=source.run,
             checks_every_s=self.check_interval,
             idle_check_s=self.recheck_idle,
             cost_factor=10.0,
@@ -293,58 +294,23 @@ class Hub:
         self._by_path[key] = run.id
         return True
 
-    def _candidates(self, root: Path, depth: int) -> Iterable[Path]:
-        try:
-            entries = sorted(os.scandir(root), key=lambda e: e.name)
-        except OSError:
-            return
-        for e in entries:
-            if e.name.startswith(".") or e.name in _SKIP_DIRS:
-                continue
-            p = Path(e.path)
-            try:
-                if not self.follow_links and (e.is_symlink() or not self._inside(p)):
-                    continue  # a link out of the served folder: not served (--follow-links)
-                mode = e.stat().st_mode
-            except OSError:
-                continue
-            is_dir = stat.S_ISDIR(mode)
-            if not is_dir and (not stat.S_ISREG(mode) or Path(e.name).suffix not in _LOG_SUFFIXES):
-                continue  # a FIFO, socket or device named *.jsonl is never opened: it can block
-            yield p
-            if is_dir and depth > 1:
-                key = p.resolve()
-                if key not in self._by_path:
-                    yield from self._candidates(p, depth - 1)
-
-    def _inside(self, p: Path) -> bool:
-        """Whether ``p``'s real path lies inside one of the served folders."""
-        try:
-            real = p.resolve()
-        except (OSError, RuntimeError):
-            return False
-        return any(real == r or r in real.parents for r in self._real_roots)
-
     def discover(self, *, force: bool = False) -> bool:
-        """Look for new runs under the folders; True if one was found."""
+        """Look for new runs under the folders (``rlvitals.source``'s one discovery, as
+        ``rlvitals check DIR`` finds them); True if one was found."""
         now = time.monotonic()
         if not force and now - self._last_discover < self.discover_interval:
             return False
         self._last_discover = now
         found = False
         for root in self.roots:
-            for p in self._candidates(root, self.depth):
+            try:
+                runs = self._finder.find(root).runs
+            except ReadError:  # the folder cannot be read (now): nothing found there
+                continue
+            for r in runs:
+                p = Path(r)
                 key = p.resolve()
                 if key in self._by_path or self._inside_run(key):
-                    continue
-                try:
-                    mtime = p.stat().st_mtime
-                except OSError:
-                    continue
-                if self._not_runs.get(key) == mtime:
-                    continue
-                if self._sniff(p) is None:
-                    self._not_runs[key] = mtime
                     continue
                 with self.lock:
                     found |= self._add(p)
@@ -356,17 +322,7 @@ class Hub:
     # -- judging ---------------------------------------------------------------------------
 
     def judge(self, data: RunData) -> Report:
-        if self._judge is not None:
-            return self._judge(data)
-        from ..checks import run_checks
-
-        return run_checks(
-            data,
-            baseline=self.baseline,
-            stall_after=self.stall_after,
-            thresholds=self.thresholds,
-            transcript_rules=self.transcript_rules,
-        )
+        return self._judge(data)
 
     # -- the poll loop ---------------------------------------------------------------------
 
@@ -428,9 +384,10 @@ class Hub:
         if report_changed:
             event["report"] = _report_dict(run.report)
             event["transcript_steps"] = run.tsteps
-        if len(run.data.warnings) != run.n_warnings:
-            run.n_warnings = len(run.data.warnings)
-            event["warnings"] = run.data.warnings[:50]
+        warnings = run_warnings(run.data, run.report)
+        if len(warnings) != run.n_warnings:
+            run.n_warnings = len(warnings)
+            event["warnings"] = warnings[:50]
             event["n_warnings"] = run.n_warnings
         blob = _event("delta", event)
         for sub in self._subs:
@@ -473,7 +430,7 @@ class Hub:
                     run.tsteps = transcript_steps(run.data, run.report)
                     self._publish(run, report_changed=True)
                     changed += 1
-                elif up.error and len(run.data.warnings) != run.n_warnings:
+                elif up.error and len(run_warnings(run.data, run.report)) != run.n_warnings:
                     self._publish(run, report_changed=False)
                     changed += 1
             if time.perf_counter() - t0 > self.judge_budget:
