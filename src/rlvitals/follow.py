@@ -2,12 +2,16 @@
 what is new. ``rlvitals watch``, ``rlvitals serve`` and any training hook use it; the views only
 draw and publish what it returns.
 
-    follower = Follower("runs/my-run", checks_every_s=1.0, on_findings=print)
+    follower = Follower("runs/my-run", checks_every_s=1.0, outputs=[my_output])
     while True:
         update = follower.poll()       # an ``Update``: new data? judged? new findings?
         if follower.finished:
             break
         time.sleep(1)
+    follower.close()                   # the outputs finish delivering
+
+Each update goes to the follower's outputs (``rlvitals.outputs.Output``: the terminal, the
+live page, a webhook, the hooks), which only draw, publish or send it.
 
 One throttle decides when to judge: at most every ``checks_every_s`` while data arrives, every
 ``idle_check_s`` while none does (liveness changes with the clock alone), and never more often
@@ -19,10 +23,11 @@ and followed again from its start with fresh state, never a mix of the two runs.
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,9 +35,12 @@ from typing import Any
 from .checks.base import Finding, Report, severity_rank
 from .errors import RlvitalsError, UnknownFormatError
 from .model import RunData
+from .outputs import AlertTracker, Output
 from .readers.base import open_binary
 
 __all__ = ["Follower", "Update", "report_key"]
+
+log = logging.getLogger("rlvitals.follow")
 
 
 def _listable(p: Path) -> bool:
@@ -97,11 +105,10 @@ class Follower:
         idle_check_s: seconds between judgements while nothing arrives.
         cost_factor: a judgement waits at least this many times what the last one cost.
         min_alert: the lowest severity that counts as a new finding (default ``warn``).
-        on_findings: called with the new findings (each with the severity it was last told
-            at, None when new) after each judgement that has some.
         clock: the wall clock the checks judge liveness at (tests pass a fake one).
         timer: the clock of the throttle (default ``time.monotonic``).
         judge: replaces the checks: ``judge(data, now) -> Report``.
+        outputs: where each ``poll``'s update goes (``rlvitals.outputs.Output``).
     """
 
     def __init__(
@@ -122,13 +129,11 @@ class Follower:
         idle_check_s: float = 5.0,
         cost_factor: float = 5.0,
         min_alert: str = "warn",
-        on_findings: Callable[[list[tuple[Finding, str | None]]], None] | None = None,
         clock: Callable[[], float] = time.time,
         timer: Callable[[], float] = time.monotonic,
         judge: Callable[[RunData, float], Report] | None = None,
+        outputs: Iterable[Output] = (),
     ) -> None:
-        from .views.alerts import AlertTracker
-
         self.source_format = source_format
         self.mapping = mapping
         self.run = run
@@ -141,11 +146,13 @@ class Follower:
         self.idle_check_s = idle_check_s
         self.cost_factor = cost_factor
         self.min_alert = min_alert
-        self.on_findings = on_findings
         self.clock = clock
         self.timer = timer
         self._judge = judge
-        self._tracker_cls = AlertTracker
+        self.outputs = list(outputs)
+        self._opened = False
+        self._failed_outputs: set[int] = set()
+        self.id = ""  # the run's id where several are followed (``Fleet``)
         self.reader: Any = None
         self.path: Path | None = None  # a local path: watched for reruns, waited for
         self._source: str | None = None
@@ -187,7 +194,7 @@ class Follower:
         return open_reader(target, self.source_format, **kw)
 
     def _reset_state(self) -> None:
-        self.tracker = self._tracker_cls(self.min_alert)
+        self.tracker = AlertTracker(self.min_alert)
         self.report: Report | None = None
         self.report_blob = b""
         self.last_judged = -math.inf
@@ -249,6 +256,13 @@ class Follower:
         if got:
             return str(got)
         return self.path.name if self.path is not None else str(self.data.source)
+
+    @property
+    def source(self) -> str:
+        """The run's path or URL, as given."""
+        if self._source is not None:
+            return self._source
+        return os.fspath(self.path) if self.path is not None else str(self.data.source)
 
     @property
     def status(self) -> str | None:
@@ -358,8 +372,6 @@ class Follower:
         self.report_blob = blob
         self._forget_ended_stalls(report)
         up.new_findings = self.tracker.new(report.findings)
-        if up.new_findings and self.on_findings is not None:
-            self.on_findings(up.new_findings)
         return up
 
     def poll(self, *, force: bool = False) -> Update:
@@ -368,7 +380,38 @@ class Follower:
         up = self.read()
         if self.reader is not None and (force or self.due()):
             self.judge(up)
+        self.tell(up)
         return up
+
+    def tell(self, up: Update) -> None:
+        """Hand ``up`` to every output (each opened first, once); an output that fails is
+        logged once and never ends the follow."""
+        if not self._opened:
+            self._opened = True
+            for out in self.outputs:
+                self._safely(out, out.open, self)
+        for out in self.outputs:
+            self._safely(out, out.update, self, up)
+
+    def close(self, timeout: float = 10.0) -> int:
+        """Close the outputs, ``timeout`` seconds each at most; how many things they could
+        not deliver."""
+        lost = 0
+        for out in self.outputs:
+            got = self._safely(out, out.close, timeout)
+            lost += got if isinstance(got, int) else 0
+        return lost
+
+    def _safely(self, out: Output, fn: Callable[..., Any], *args: Any) -> Any:
+        try:
+            return fn(*args)
+        except Exception as exc:  # an output must never end the follow
+            if id(out) not in self._failed_outputs:
+                self._failed_outputs.add(id(out))
+                log.warning(
+                    "rlvitals: output %s failed: %s: %s", out.describe(), type(exc).__name__, exc
+                )
+            return None
 
     def _run_checks(self, now: float) -> Report:
         if self._judge is not None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 from ._source import add_source_args, open_kwargs
 
@@ -22,7 +23,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "while followed is followed again from its start.",
     )
     p.add_argument("path", metavar="RUN", help="run directory or log file")
-    p.add_argument("--webhook", metavar="URL", help="post each new finding here (Slack-style)")
     p.add_argument(
         "--stall-after",
         type=float,
@@ -38,12 +38,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="exit 1 at the end when a finding at this level or worse exists (default: fail)",
     )
     p.add_argument(
-        "--alert-on",
-        choices=["info", "warn", "fail"],
-        default="warn",
-        help="lowest severity posted to the webhook (default: warn)",
-    )
-    p.add_argument(
         "--interval", type=float, default=1.0, metavar="SECONDS", help="poll interval (default 1)"
     )
     p.add_argument("--baseline", metavar="FILE", help="healthy ranges from `rlvitals baseline`")
@@ -52,7 +46,50 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--json", action="store_true", help="print JSON Lines events instead of a live view"
     )
     add_judging_args(p)
+    add_output_args(p)
     p.set_defaults(func=run)
+
+
+def add_output_args(p: argparse.ArgumentParser) -> None:
+    """``--webhook``, ``--output`` and ``--alert-on``: where new findings go (watch, serve)."""
+    p.add_argument(
+        "--webhook",
+        metavar="URL",
+        help="post each new finding here (Slack-compatible JSON; Discord's own body for a "
+        "Discord webhook URL)",
+    )
+    p.add_argument(
+        "--output",
+        action="append",
+        default=[],
+        metavar="NAME[=ARG]",
+        help="also hand each update to this output (repeatable): webhook=URL, slack=URL, "
+        "discord=URL, or one an installed package registers (docs/outputs.md)",
+    )
+    p.add_argument(
+        "--alert-on",
+        choices=["info", "warn", "fail"],
+        default="warn",
+        help="lowest severity that counts as a new finding for the outputs (default: warn)",
+    )
+
+
+def build_outputs(args: argparse.Namespace) -> list[Any]:
+    """The outputs ``--webhook`` and ``--output`` name, built now (a mistake is one error
+    line at the start); on an error, those already built are closed."""
+    from ..outputs import load_output
+
+    specs = [f"webhook={args.webhook}"] if args.webhook else []
+    specs += args.output
+    built: list[Any] = []
+    try:
+        for spec in specs:
+            built.append(load_output(spec))
+    except BaseException:
+        for out in built:
+            out.close(0)
+        raise
+    return built
 
 
 def add_judging_args(p: argparse.ArgumentParser) -> None:
@@ -88,12 +125,11 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from ..baseline import load
-    from ..views.alerts import WebhookNotifier
     from ..views.watch import Watcher, watch
 
     baseline = load(args.baseline) if args.baseline else None
     thresholds, rules = judging_options(args)
-    notifier = WebhookNotifier(args.webhook) if args.webhook else None
+    outputs = build_outputs(args)
     try:
         watcher = Watcher(
             args.path,
@@ -102,14 +138,14 @@ def run(args: argparse.Namespace) -> int:
             baseline=baseline,
             thresholds=thresholds,
             transcript_rules=rules,
-            notifier=notifier,
+            outputs=outputs,
             min_alert=args.alert_on,
             wait=True,
             samples=args.samples,
         )
     except BaseException:
-        if notifier is not None:
-            notifier.close(0)
+        for out in outputs:
+            out.close(0)
         raise
     return watch(
         watcher,
