@@ -119,26 +119,21 @@ class Output(ABC):
         return []
 
 
-def _builtin(name: str) -> Any:
-    if name in ("webhook", "slack", "discord"):
-        from .views.alerts import WebhookNotifier
-
-        def make(url: str | None = None) -> Output:
-            if not url:
-                raise UsageError(f"--output {name}: expected {name}=URL")
-            return WebhookNotifier(url, body=None if name == "webhook" else name)
-
-        return make
-    return None
-
-
-BUILTIN = ("webhook", "slack", "discord")
+# rlvitals' own outputs, declared as a package declares its entry points.
+BUILTIN = {
+    "webhook": "rlvitals.views.alerts:webhook_output",
+    "slack": "rlvitals.views.alerts:slack_output",
+    "discord": "rlvitals.views.alerts:discord_output",
+}
 
 
 def _entry_points() -> dict[str, Any]:
-    from importlib.metadata import entry_points
+    from importlib.metadata import EntryPoint, entry_points
 
-    return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
+    found = {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
+    for name, value in BUILTIN.items():  # rlvitals' own win over a package's of that name
+        found[name] = EntryPoint(name, value, ENTRY_POINT_GROUP)
+    return found
 
 
 def available_outputs() -> list[str]:
@@ -152,18 +147,16 @@ def load_output(spec: str) -> Output:
     ``rlvitals.outputs`` entry-point group, called with ``ARG`` (or nothing)."""
     name, sep, arg = spec.partition("=")
     name = name.strip()
-    make = _builtin(name)
-    if make is None:
-        ep = _entry_points().get(name)
-        if ep is None:
-            known = ", ".join(available_outputs())
-            raise UsageError(f"--output {name!r}: no such output (known: {known})")
-        try:
-            make = ep.load()
-        except Exception as exc:
-            raise UsageError(
-                f"--output {name}: cannot load {ep.value} ({type(exc).__name__}: {exc})"
-            ) from None
+    ep = _entry_points().get(name)
+    if ep is None:
+        known = ", ".join(available_outputs())
+        raise UsageError(f"--output {name!r}: no such output (known: {known})")
+    try:
+        make = ep.load()
+    except Exception as exc:
+        raise UsageError(
+            f"--output {name}: cannot load {ep.value} ({type(exc).__name__}: {exc})"
+        ) from None
     try:
         out = make(arg) if sep else make()
     except UsageError:

@@ -41,7 +41,16 @@ from ..jsonio import clean
 from ..outputs import Output, finding_key
 from . import safe
 
-__all__ = ["BODIES", "Alert", "WebhookNotifier", "alert_for", "body_for_url"]
+__all__ = [
+    "BODIES",
+    "Alert",
+    "WebhookNotifier",
+    "alert_for",
+    "body_for_url",
+    "discord_output",
+    "slack_output",
+    "webhook_output",
+]
 
 log = logging.getLogger("rlvitals.alerts")
 
@@ -153,6 +162,27 @@ def alert_for(
     ).hexdigest()[:20]
     fields = _fields(aid, finding, run, source, previous)
     return Alert(aid, BODIES[body](_lines(finding, run, previous), fields))
+
+
+def webhook_output(url: str | None = None) -> WebhookNotifier:
+    """``--output webhook=URL`` (and ``--webhook URL``): the body the URL reads."""
+    return WebhookNotifier(_url("webhook", url))
+
+
+def slack_output(url: str | None = None) -> WebhookNotifier:
+    """``--output slack=URL``: Slack's body (Mattermost and most chat webhooks read it)."""
+    return WebhookNotifier(_url("slack", url), body="slack")
+
+
+def discord_output(url: str | None = None) -> WebhookNotifier:
+    """``--output discord=URL``: Discord's own body."""
+    return WebhookNotifier(_url("discord", url), body="discord")
+
+
+def _url(name: str, url: str | None) -> str:
+    if not url:
+        raise UsageError(f"--output {name}: expected {name}=URL")
+    return url
 
 
 class _Permanent(Exception):
