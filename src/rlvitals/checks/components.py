@@ -30,97 +30,22 @@ style, bonus or penalty; or else the only component that does not say the latter
 
 from __future__ import annotations
 
-import math
-import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from ..model import Series
 from . import episodes, groups
 from .base import Finding
+from .composition import AUX, MEAN, Component, Components, find_metrics, task_of
 from .context import Context, finding, round_sig
 from .stats import MIN_WINDOW, noise_sigma, read_words
 
 NAME = "components"
 
-_MEAN = (
-    re.compile(r"^reward/components?/(?P<name>[^/]+?)(?:/mean)?$"),
-    re.compile(r"^rewards/(?P<name>[^/]+)/mean$"),
-    re.compile(r"^reward_components?[./](?P<name>[^/.]+)(?:[./]mean)?$"),
-    re.compile(r"^rewards/(?P<name>[^/]+)$"),  # TRL before 0.15: no /mean
-)
-_STD = (
-    re.compile(r"^reward/components?/(?P<name>[^/]+)/std$"),
-    re.compile(r"^rewards/(?P<name>[^/]+)/std$"),
-)
-AUX = re.compile(
-    r"format|length|(?:^|_)len(?:$|_)|short|brev|concise|bonus|penal|style|tag|xml|think|"
-    r"overlong|repetit|cosine|language|lang_|fluency|kl",
-    re.I,
-)
-TASK = re.compile(
-    r"correct|accura|exact|match|answer|solve|pass|verif|task|score|partial|credit|(?:^|_)acc"
-    r"(?:$|_)|math|code|test|judge|reward_fn",
-    re.I,
-)
 # A component holding this share of the reward's rise (or spread) dominates it (rl-doctor's
 # reward_composition: 70% of recent variance is a warning).
 DOMINANT = 0.7
-
-
-@dataclass
-class Component:
-    name: str
-    metric: str
-    mean: Series
-    std: Series | None
-    weight: float = 1.0
-    head: float = 0.0
-    tail: float = 0.0
-    margin: float = 0.0
-    top: float = 0.0
-
-    @property
-    def gain(self) -> float:
-        return self.weight * (self.tail - self.head)
-
-    @property
-    def rose(self) -> bool:
-        return self.tail - self.head > self.margin
-
-    @property
-    def flat(self) -> bool:
-        return abs(self.tail - self.head) <= self.margin
-
-    @property
-    def at_ceiling(self) -> bool:
-        """Over its last five updates within 5% of the highest it reached, having risen."""
-        return self.rose and self.tail >= self.top - 0.05 * max(abs(self.top), 1e-9)
-
-
-@dataclass
-class Components:
-    """The components of a run's reward (empty when the run logs no breakdown)."""
-
-    items: list[Component] = field(default_factory=list)
-    task: Component | None = None
-    fitted: bool = False
-
-    @property
-    def aux(self) -> list[Component]:
-        return [c for c in self.items if c is not self.task]
-
-    def shortcut(self) -> Component | None:
-        """The component other than the task's that rose (at its ceiling first) while the
-        task component stayed flat; None if none did or no task component is known."""
-        if self.task is None or not self.task.flat:
-            return None
-        rising = [c for c in self.aux if c.rose and c.gain > 0]
-        if not rising:
-            return None
-        return max(rising, key=lambda c: (c.at_ceiling, c.gain))
 
 
 @dataclass
@@ -217,83 +142,6 @@ def hidden_part(ctx: Context, comps: Components) -> Hidden | None:
     return Hidden(int(steps[i + MIN_WINDOW - 1]), tail, tail / rise, r2)
 
 
-def _find(ctx: Context, patterns: tuple[re.Pattern[str], ...]) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for metric in ctx.data.names():
-        for pat in patterns:
-            m = pat.match(metric)
-            if m and metric not in ("reward/mean", "reward/std"):
-                out.setdefault(m.group("name"), metric)
-                break
-    return out
-
-
-def _task(items: list[Component]) -> Component | None:
-    named = [c for c in items if TASK.search(c.name) and not AUX.search(c.name)]
-    if len(named) == 1:
-        return named[0]
-    plain = [c for c in items if not AUX.search(c.name)]
-    return plain[0] if len(plain) == 1 and not named else None
-
-
-def _weights(ctx: Context, items: list[Component]) -> bool:
-    """Fit reward/mean = Σ w·component over the common steps; keep the weights when the fit
-    explains the reward (R² ≥ 0.98, weights ≥ 0)."""
-    r = ctx.finite("reward/mean")
-    if r is None:
-        return False
-    steps = r.steps
-    for c in items:
-        steps = np.intersect1d(steps, c.mean.steps)
-    if len(steps) < max(MIN_WINDOW, len(items) + 2):
-        return False
-    X = np.column_stack([c.mean.values[np.searchsorted(c.mean.steps, steps)] for c in items])
-    y = r.values[np.searchsorted(r.steps, steps)]
-    w, *_ = np.linalg.lstsq(X, y, rcond=None)
-    resid = y - X @ w
-    var = float(((y - y.mean()) ** 2).sum())
-    if var <= 0 or not np.all(np.isfinite(w)) or np.any(w < -1e-6):
-        return False
-    if 1 - float((resid**2).sum()) / var < 0.98:
-        return False
-    for c, wi in zip(items, w.tolist()):
-        c.weight = float(wi)
-    return True
-
-
-def read_components(ctx: Context) -> Components:
-    """The run's reward components with their levels over the first and last updates."""
-    means = _find(ctx, _MEAN)
-    stds = _find(ctx, _STD)
-    items = []
-    for name, metric in sorted(means.items()):
-        s = ctx.finite(metric)
-        if s is None or len(s) < MIN_WINDOW:
-            continue
-        std = ctx.finite(stds[name]) if name in stds else None
-        v = s.values
-        head_n = max(MIN_WINDOW, min(10, len(v) // 4))
-        span = max(float(v.max() - v.min()), 1e-12)
-        lo_hi = max(1.0, abs(float(v.max())), abs(float(v.min())))
-        margin = max(3 * noise_sigma(v) * math.sqrt(2 / MIN_WINDOW), 0.02 * lo_hi)
-        items.append(
-            Component(
-                name,
-                metric,
-                s,
-                std,
-                head=float(v[:head_n].mean()),
-                tail=float(v[-MIN_WINDOW:].mean()),
-                margin=min(margin, 0.5 * span) if span > 0.1 * lo_hi else margin,
-                top=float(v.max()),
-            )
-        )
-    if len(items) < 2:
-        return Components()
-    fitted = _weights(ctx, items)
-    return Components(items, _task(items), fitted)
-
-
 def _describe(c: Component) -> str:
     return f"{c.name} {c.head:.3g} -> {c.tail:.3g}"
 
@@ -307,12 +155,12 @@ SHORT_FALL = 2 / 3
 
 def _short(ctx: Context) -> list[Finding]:
     series = {}
-    for name, metric in sorted(_find(ctx, _MEAN).items()):
+    for name, metric in sorted(find_metrics(ctx, MEAN).items()):
         s = ctx.finite(metric)
         if s is not None and 3 <= len(s) < MIN_WINDOW:
             series[name] = (metric, s)
     items = [Component(n, m, s, None) for n, (m, s) in series.items()]
-    task = _task(items) if len(items) >= 2 else None
+    task = task_of(items) if len(items) >= 2 else None
     if task is None:
         return []
     t = task.mean.values

@@ -7,20 +7,23 @@ says what each check holds a run against); a user can override any of them (``ch
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
 from ..errors import UsageError
 from ..model import RunData, Series
 from .base import Finding
-from .stats import MIN_WINDOW, rolling_mean
+from .composition import Components, read_components
+from .stats import MIN_WINDOW
 
 if TYPE_CHECKING:
     from ..transcripts.rules import Rules
@@ -141,6 +144,10 @@ class Context:
     baseline: dict[str, Any] | None = None
     transcript_rules: str | None = None
     derived: dict[str, Series] = field(default_factory=dict)
+    # What a check concluded that other checks read, each computed once (``fact``).
+    facts: dict[Callable[[Context], Any], Any] = field(
+        default_factory=dict, repr=False, compare=False
+    )
 
     def _get(self, name: str) -> Series | None:
         got = self.derived.get(name)
@@ -232,9 +239,6 @@ class Context:
             return out
         return None
 
-    def rolling(self, s: Series, window: int = MIN_WINDOW) -> np.ndarray:
-        return rolling_mean(s.values, window)
-
     @cached_property
     def reward_bounds(self) -> tuple[float, float]:
         """The reward's bottom and top: configured range, else observed, else [0, 1]. Read
@@ -313,18 +317,27 @@ class Context:
         return sc if len(sc.steps) else None
 
     @cached_property
-    def reward_jump(self) -> dict[str, Any] | None:
-        """Where the reward climbed faster than the task allows (checks/transcripts.py)."""
-        from .transcripts import reward_jump
-
-        return reward_jump(self)
-
-    @cached_property
-    def components(self) -> Any:
-        """The reward's components, read once (checks/components.py)."""
-        from .components import read_components
-
+    def components(self) -> Components:
+        """The reward's components, read once (checks/composition.py)."""
         return read_components(self)
+
+
+T = TypeVar("T")
+
+
+def fact(conclude: Callable[[Context], T]) -> Callable[[Context], T]:
+    """``conclude(ctx)`` computed once per judging: a check's conclusion that other checks
+    read (is the run learning, were its groups rejected from the start), kept on the Context
+    (``Context.facts``), never on the run. A check module declares its facts with this; a
+    check that reads one imports it from there, so the dependence runs one way."""
+
+    @functools.wraps(conclude)
+    def once(ctx: Context) -> T:
+        if conclude not in ctx.facts:
+            ctx.facts[conclude] = conclude(ctx)
+        return ctx.facts[conclude]
+
+    return once
 
 
 def finding(
@@ -370,8 +383,3 @@ def round_sig(x: float, digits: int = 4) -> float:
     if x == 0 or not math.isfinite(x):
         return x
     return round(x, -math.floor(math.log10(abs(x))) + digits - 1)
-
-
-def window_values(s: Series, start: int, end: int) -> list[float]:
-    """Values of ``s`` at indices ``start..end`` inclusive, rounded for evidence."""
-    return [round_sig(float(v)) for v in s.values[start : end + 1][:20]]

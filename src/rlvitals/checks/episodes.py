@@ -14,7 +14,7 @@ import numpy as np
 
 from ..model import Series
 from .base import Finding
-from .context import Context, finding, round_sig
+from .context import Context, fact, finding, round_sig
 from .stats import (
     MIN_WINDOW,
     crossing,
@@ -211,20 +211,15 @@ def check(ctx: Context) -> list[Finding]:
     return [top]
 
 
+@fact
 def cut_from_start(ctx: Context) -> bool:
     """True when most episodes hit a limit from the run's first updates and still do (what
     this check warns as out of room from the start). For the components check: replies cut
     before they can finish leave the task out of reach, and a format or length component is
     what can still be learned: the budget is the cause, that rise its consequence."""
-    memo = ctx.__dict__.setdefault("_episodes_cut_from_start", [])
-    if not memo:
-        th = ctx.thresholds
-        memo.append(
-            any(
-                f.severity == "warn"
-                and f.verdict == "out_of_room"
-                and (f.evidence.get("start_level") or 0.0) >= th.room_level
-                for f in check(ctx)
-            )
-        )
-    return bool(memo[0])
+    return any(
+        f.severity == "warn"
+        and f.verdict == "out_of_room"
+        and (f.evidence.get("start_level") or 0.0) >= ctx.thresholds.room_level
+        for f in check(ctx)
+    )

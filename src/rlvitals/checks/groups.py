@@ -14,7 +14,7 @@ import numpy as np
 
 from ..model import Series
 from .base import Finding
-from .context import ENTROPY, Context, finding, round_sig
+from .context import ENTROPY, Context, fact, finding, round_sig
 from .stats import (
     MIN_WINDOW,
     crossing,
@@ -36,7 +36,7 @@ EXCESS = 0.3
 ENTROPY_HELD = 0.5
 
 
-def _shares(ctx: Context) -> tuple[Series, Series | None, Series | None, str] | None:
+def group_shares(ctx: Context) -> tuple[Series, Series | None, Series | None, str] | None:
     """Per-step share of groups with no variance, and of all-solved / none-solved groups."""
     trained = ctx.finite("groups/trained")
     rejected = ctx.finite("groups/rejected")
@@ -204,28 +204,19 @@ def cause(ctx: Context, verdict: str, what: str, *, later: bool) -> tuple[str, s
     return verdict, what
 
 
+@fact
 def from_start(ctx: Context) -> str | None:
     """``too_easy`` / ``too_hard`` when most groups are rejected from the start (what this
     check says first), else None. For the components check: with no task solved, any other
     component is the only thing left to learn, and difficulty is the cause."""
-    memo = ctx.__dict__.setdefault("_groups_from_start", [])
-    if memo:
-        return memo[0]
-    got = None
     for f in check(ctx):
         if (
             f.first_step is not None
             and f.evidence.get("window")
-            and f.verdict
-            in (
-                "too_easy",
-                "too_hard",
-            )
+            and f.verdict in ("too_easy", "too_hard")
         ):
-            got = f.verdict
-            break
-    memo.append(got)
-    return got
+            return f.verdict
+    return None
 
 
 MIN_GROUPS = 16  # groups of one update that all agreeing is not chance
@@ -277,7 +268,7 @@ def _vanished(
 
 def check(ctx: Context) -> list[Finding]:
     th = ctx.thresholds
-    got = _shares(ctx)
+    got = group_shares(ctx)
     if got is None:
         return _identical(ctx)
     share, all_s, none_s, metric = got

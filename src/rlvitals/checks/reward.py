@@ -15,7 +15,8 @@ import numpy as np
 
 from ..model import Series
 from .base import Finding
-from .context import Context, finding, round_sig
+from .context import Context, fact, finding, round_sig
+from .groups import group_shares
 from .heldout import heldout_change
 from .stats import MIN_WINDOW, crossing, noise_sigma, rolling_mean, start_level, trend
 
@@ -47,13 +48,9 @@ def _plateau(ctx: Context, name: str, s: Any) -> Finding | None:
     groups still disagree: not learning any more (not a mastered run: its reward is at the
     top of its range, and its groups stop disagreeing). ``name``, ``s``: the reward the check
     reads (``_reward_series``)."""
-    cached = ctx.__dict__.setdefault("_plateau", {})
-    if name in cached:
-        return cached[name]
     n = len(s)
     k = max(PLATEAU_MIN, int(PLATEAU_SHARE * n))
     if n < 2 * k:
-        cached[name] = None
         return None
     out = None
     tail = Series(s.steps[-k:], s.values[-k:])
@@ -94,7 +91,6 @@ def _plateau(ctx: Context, name: str, s: Any) -> Finding | None:
             "and whether the tasks left are beyond the model; a curriculum or a higher "
             "temperature may restart it.",
         )
-    cached[name] = out
     return out
 
 
@@ -149,9 +145,7 @@ def _plateau_level(ctx: Context, s: Series, since: int) -> tuple[str, str, dict[
     evidence). From the groups all solved / none solved where logged; else from the reward's
     range where it is evidently a score in [0, 1] (configured, or every value within it);
     else unknown."""
-    from .groups import _shares
-
-    got = _shares(ctx)
+    got = group_shares(ctx)
     if got is not None and (got[1] is not None or got[2] is not None):
         _share, all_s, none_s, _m = got
         a = float(all_s.since(since).values.mean()) if all_s is not None else 0.0
@@ -338,8 +332,8 @@ def check(ctx: Context) -> list[Finding]:
                 **evidence,
             )
         )
-    elif learning and _plateau(ctx, name, s) is not None:
-        out.append(_plateau(ctx, name, s))  # type: ignore[arg-type]
+    elif learning and (plateau := _plateau(ctx, name, s)) is not None:
+        out.append(plateau)
     elif learning:
         first = int(s.steps[rose_idx]) if rose_idx is not None else None
         if tail > head or first is None:
@@ -456,10 +450,8 @@ def _exploration(ctx: Context, lo: float, hi: float) -> list[Finding]:
     ]
 
 
+@fact
 def learns(ctx: Context) -> bool:
     """Whether this check reads the run as learning (its reward rising beyond noise), computed
     once per judging: for checks that judge a symptom less harshly on a run that learns."""
-    memo = ctx.__dict__.setdefault("_reward_learns", [])
-    if not memo:
-        memo.append(any(f.verdict == "learning" for f in check(ctx)))
-    return bool(memo[0])
+    return any(f.verdict == "learning" for f in check(ctx))

@@ -35,8 +35,9 @@ from ..transcripts.rules import Rules
 from ..transcripts.scan import RunScan, examples
 from ..transcripts.store import TranscriptStore
 from .base import Finding
-from .context import ENTROPY, RULES_ENV, RULES_FILES, Context, finding, round_sig
+from .context import ENTROPY, RULES_ENV, RULES_FILES, Context, fact, finding, round_sig
 from .heldout import heldout_change
+from .reward import learns
 from .stats import MIN_WINDOW, first_sustained, noise_sigma, rolling_mean, start_level, trend
 
 __all__ = [
@@ -99,6 +100,7 @@ def flag_rates(sc: RunScan) -> dict[str, Series]:
 # -- reward climbing faster than the task allows --------------------------------------------
 
 
+@fact
 def reward_jump(ctx: Context) -> dict[str, Any] | None:
     """The first step where the reward rose over MIN_WINDOW steps faster than the run's early
     noise and early rate of rise allow, with the figures; None if it never did."""
@@ -441,8 +443,6 @@ def _corroboration(ctx: Context, alarms: list[dict[str, Any]]) -> list[str]:
     falling since the first flag's onset, a reward component at its ceiling while the task
     component stays flat, replies collapsing while the reward rises, a flag's share climbing
     step after step."""
-    from .reward import learns
-
     out = []
     onset = min(a["onset"] for a in alarms)
     held = heldout_change(ctx, onset)
@@ -497,7 +497,7 @@ def _family(ctx: Context, sc: RunScan, family: str, rules: Rules) -> list[Findin
     if family == "exploit":
         hard = any(not a["relative"] for a in alarms)
         big = any(a["peak_rate"] >= fail_rate for a in alarms)
-        jump = ctx.reward_jump
+        jump = reward_jump(ctx)
         # A relative flag (a heuristic on answers: several right answers, a bonus paying a
         # few padding tokens can raise it in a healthy run) is a hypothesis until the numbers
         # agree; a hard flag (tampering, hard-coding) is wrong in any amount.
@@ -570,7 +570,7 @@ def check(ctx: Context) -> list[Finding]:
         out += _family(ctx, sc, "exploit", rules)
         out += _family(ctx, sc, "collapse", rules)
     out += _length(ctx)
-    jump = ctx.reward_jump
+    jump = reward_jump(ctx)
     if jump is not None and not any(f.verdict == "exploit_suspected" for f in out):
         out.append(_reward_jump_finding(ctx, jump))
     return out
