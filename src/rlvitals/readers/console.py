@@ -22,11 +22,12 @@ from collections.abc import Iterator, Set
 from pathlib import Path
 from typing import Any
 
-from . import Format, register
 from . import keys as _keys
+from ._format import FORMATS, Format, register
+from .base import FileState
 from .mapping import Mapper, MappingTable, Rule
 from .shapes import Record, ShapeParser, add_events
-from .textlog import TextLogReader, _file_date, _FileState, clean_line, head, sniff_files
+from .textlog import TextLogReader, clean_line, file_date, head, sniff_files
 
 __all__ = ["CONSOLE", "ConsoleReader", "looks_like_records"]
 
@@ -171,8 +172,6 @@ def _plain(key: str) -> bool:
 
 def framework_table(keys: Set[str]) -> tuple[str, MappingTable] | None:
     """The registered framework table that names the most of ``keys`` (at least two)."""
-    from . import FORMATS
-
     best: tuple[int, str, MappingTable] | None = None
     seen: set[int] = set()
     candidates = [(t.name, t) for t in CONSOLE_TABLES]
@@ -211,10 +210,10 @@ class ConsoleReader(TextLogReader):
     def accept(self, p: Path) -> bool:
         return looks_like_records(p)
 
-    def feed(self, st: _FileState, text: str, p: Path, lineno: int) -> None:
+    def feed(self, st: FileState, text: str, p: Path, lineno: int) -> None:
         parser = st.extra.get("shapes")
         if parser is None:
-            parser = st.extra["shapes"] = ShapeParser(str(p), _file_date(p))
+            parser = st.extra["shapes"] = ShapeParser(str(p), file_date(p))
             st.extra["ipynb"] = p.suffix == ".ipynb"
         if st.extra["ipynb"]:
             # A notebook is JSON written whole: its outputs are read once it closes.
@@ -376,7 +375,7 @@ def _head_keys_cached(path: str, size: int, mtime: float) -> frozenset[str] | No
         lines = [clean_line(t) for t in notebook_output_lines(_load_notebook(p))]
     else:
         lines = head(p).split("\n")
-    parser = ShapeParser(path, _file_date(p))
+    parser = ShapeParser(path, file_date(p))
     keys: set[str] = set()
     steps: set[int] = set()
     for i, line in enumerate(lines[:4000], 1):

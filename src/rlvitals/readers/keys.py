@@ -726,11 +726,11 @@ def _require_something(data: Any, path: str) -> None:
         return  # nothing written yet: a live run that has just started
     from pathlib import Path
 
-    from .registry import _looks_like
+    from .base import describe_path
 
     p = Path(path)
     target = p / "steps.jsonl" if p.is_dir() and (p / "steps.jsonl").is_file() else p
-    looks = _looks_like(target) if target.is_file() else "files"
+    looks = describe_path(target) if target.is_file() else "files"
     expected = _EXPECTED.get(
         data.format, f"records of the {data.format} format (`rlvitals formats {data.format}`)"
     )

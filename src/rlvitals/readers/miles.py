@@ -21,9 +21,10 @@ from pathlib import Path
 import numpy as np
 
 from ..model import RunData
-from . import Format, register
+from ._format import Format, register
+from .base import FileState
 from .mapping import MappingTable, Rule
-from .textlog import TextLogReader, _FileState, head, sniff_files
+from .textlog import TextLogReader, head, sniff_files
 
 __all__ = ["MILES", "SLIME", "MilesReader", "SlimeReader"]
 
@@ -116,7 +117,7 @@ class MilesReader(TextLogReader):
     def accept(self, p: Path) -> bool:
         return _looks_like(p)
 
-    def feed(self, st: _FileState, text: str, p: Path, lineno: int) -> None:
+    def feed(self, st: FileState, text: str, p: Path, lineno: int) -> None:
         m = LINE.search(text)
         if m:
             self.start_dict(st, int(m.group(2)), m.group(3), p, lineno)

@@ -5,9 +5,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from . import Format, register
+from ._format import Format, register
+from .base import FileState
 from .mapping import MappingTable, Rule
-from .textlog import TextLogReader, _FileState, head, sniff_files
+from .textlog import TextLogReader, head, sniff_files
 
 __all__ = ["OPENRLHF", "OpenRLHFReader"]
 
@@ -51,7 +52,7 @@ class OpenRLHFReader(TextLogReader):
     def accept(self, p: Path) -> bool:
         return bool(LINE.search(head(p)))
 
-    def feed(self, st: _FileState, text: str, p: Path, lineno: int) -> None:
+    def feed(self, st: FileState, text: str, p: Path, lineno: int) -> None:
         m = LINE.search(text)
         if m:
             self.start_dict(st, int(m.group(1)), m.group(2), p, lineno)

@@ -21,7 +21,7 @@ from typing import Any
 
 from ..errors import MissingExtraError, ReadError
 from ..model import Event, RunData
-from . import Format, register
+from ._format import Format, register
 from ._parquet import read_bounded
 from .base import open_binary
 from .mapping import MappingTable, Rule, apply_table

@@ -18,8 +18,9 @@ from typing import Any
 from ..errors import ReadError
 from ..jsonio import loads as decode_line
 from ..model import RunData
-from . import Format, register
-from ._trackers import choose_run, connect, flatten, number, poll_store, tables
+from ._format import Format, register
+from ._trackers import choose_run, connect, number, poll_store, tables
+from .base import flatten
 from .mapping import MappingTable, Rule, apply_table
 
 __all__ = ["RLWATCH", "RlwatchReader"]

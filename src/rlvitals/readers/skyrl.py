@@ -7,9 +7,10 @@ import itertools
 import re
 from pathlib import Path
 
-from . import Format, register
+from ._format import Format, register
+from .base import FileState
 from .mapping import MappingTable, Rule
-from .textlog import TextLogReader, _FileState, head, sniff_files
+from .textlog import TextLogReader, head, sniff_files
 
 __all__ = ["SKYRL", "SkyRLReader"]
 
@@ -51,7 +52,7 @@ class SkyRLReader(TextLogReader):
     def accept(self, p: Path) -> bool:
         return _looks_like(p)
 
-    def feed(self, st: _FileState, text: str, p: Path, lineno: int) -> None:
+    def feed(self, st: FileState, text: str, p: Path, lineno: int) -> None:
         m = HEADER.search(text)
         if m:
             self.end_pending(st, p)

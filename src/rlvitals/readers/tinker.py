@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from . import Format, register
-from .generic import JsonlMetricsReader, _sniff
+from ._format import Format, register
+from .generic import JsonlMetricsReader, sniff_glob
 from .mapping import MappingTable, Rule
 from .textlog import head
 
@@ -62,7 +62,7 @@ register(
     Format(
         "tinker",
         "tinker-cookbook metrics.jsonl",
-        lambda p: _sniff(p, "*.jsonl", _is_tinker),
+        lambda p: sniff_glob(p, "*.jsonl", _is_tinker),
         TinkerReader,
         priority=21,
         table=TINKER,

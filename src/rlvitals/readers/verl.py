@@ -12,10 +12,12 @@ from pathlib import Path
 from typing import Any
 
 from ..jsonio import to_float
-from . import Format, register
+from ._format import Format, register
+from .base import FileState
 from .generic import JsonlMetricsReader
 from .mapping import MappingTable, Rule
-from .textlog import TextLogReader, _FileState, head, parse_number, search_deep, sniff_files
+from .printed import parse_number
+from .textlog import TextLogReader, head, search_deep, sniff_files
 
 __all__ = ["VERL", "VerlConsoleReader", "VerlJsonlReader"]
 
@@ -94,7 +96,7 @@ class VerlConsoleReader(TextLogReader):
     def accept(self, p: Path) -> bool:
         return bool(search_deep(p, STEP))
 
-    def feed(self, st: _FileState, text: str, p: Path, lineno: int) -> None:
+    def feed(self, st: FileState, text: str, p: Path, lineno: int) -> None:
         m = STEP.search(text)
         if m:
             self.end_pending(st, p)
@@ -109,14 +111,14 @@ class VerlConsoleReader(TextLogReader):
             return
         self.end_pending(st, p)
 
-    def flush(self, st: _FileState, p: Path, *, final: bool) -> None:
+    def flush(self, st: FileState, p: Path, *, final: bool) -> None:
         # The line is complete once read; a wrapped continuation arriving later re-emits the
         # joined record, whose values overwrite these at the same step.
         if st.pending is None or st.pending_step is None:
             return
         self.emit(st.pending_step, _verl_pairs(st.pending, complete=True))
 
-    def end_file(self, st: _FileState) -> None:
+    def end_file(self, st: FileState) -> None:
         # A verl record ends with its line; one open at the end of a file is complete.
         self.end_pending(st, st.path)
         super().end_file(st)  # the events still open (a traceback at the end)

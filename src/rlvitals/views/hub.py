@@ -1,65 +1,53 @@
 """The live dashboard's data side: which runs, what they hold, what changed (no HTTP here).
 
 One poller thread follows every run it was given (a run, or a folder whose runs it discovers,
-new ones included), reading only the bytes that arrived since its last pass. Each pass sends
-the new points of each run's series to the pages that show that run, as server-sent events,
-and re-judges a changed run at most once a second (less often when judging is slow). Reading
-and judging is the one follow stage (``rlvitals.follow.Follower``); the HTTP side
-(``views/server.py``) only serves what this module hands it.
+new ones included), reading only the bytes that arrived since its last pass: the follow stage,
+``rlvitals.follow.Fleet``. Its updates go to the outputs, among them ``Publisher``, which sends
+the new points of each run's series to the pages that show that run, as server-sent events;
+a changed run is re-judged at most once a second (less often when judging is slow). The HTTP
+side (``views/server.py``) only serves what this module hands it.
 
-A run is addressed by an id made here (``run_id_for``), never by a path: nothing a request
-says can name a file the hub was not given.
+A run is addressed by an id the fleet made (``follow.run_id_for``), never by a path: nothing
+a request says can name a file the hub was not given.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import math
 import os
 import queue
 import re
-import stat
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from pathlib import Path
 from typing import Any
 
 import msgspec
 
 from ..checks.base import Report
-from ..errors import ReadError, UnknownFormatError
-from ..follow import Follower, Update
+from ..follow import Fleet, Follower, Update
+from ..judge import Judge
 from ..model import RunData
 from ..outputs import Output
-from ..schema import TRANSCRIPTS
 from .dashboard import (
     dashboard_metrics,
     flagged_ids,
     load_transcripts,
     run_payload,
     run_summary,
+    run_warnings,
     transcript_steps,
 )
 from .prometheus import prometheus_text
 from .safe import json_for_html, unsurrogate
 
-__all__ = ["Hub", "Publisher", "run_id_for"]
+__all__ = ["Hub", "Publisher"]
 
 _ENC = msgspec.json.Encoder()
 _ID_OK = re.compile(r"^[A-Za-z0-9._-]{1,80}$")
-_SKIP_DIRS = {TRANSCRIPTS, "checkpoints", "__pycache__", "node_modules"}
-_LOG_SUFFIXES = {".jsonl", ".json", ".log", ".txt", ".csv"}
 QUEUE_EVENTS = 512  # a page further behind than this is dropped; its browser reconnects
-
-
-def run_id_for(path: Path, name: str) -> str:
-    """A stable, URL-safe id: the run's name and a hash of its absolute path."""
-    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.")[:48] or "run"
-    digest = hashlib.sha1(str(path.resolve()).encode("utf-8", "surrogateescape")).hexdigest()
-    return f"{slug}-{digest[:6]}"
 
 
 class _Subscriber:
@@ -161,7 +149,7 @@ class Publisher(Output):
         if update.report_changed:
             pages.tsteps = transcript_steps(run.data, run.report)
             self._publish(run, report_changed=True)
-        elif update.error and len(run.data.warnings) != pages.n_warnings:
+        elif update.error and len(run_warnings(run.data, run.report)) != pages.n_warnings:
             self._publish(run, report_changed=False)
 
     def _send(self, run_id: str, blob: bytes) -> None:
@@ -185,9 +173,10 @@ class Publisher(Output):
         if report_changed:
             event["report"] = _report_dict(run.report)
             event["transcript_steps"] = pages.tsteps
-        if len(run.data.warnings) != pages.n_warnings:
-            pages.n_warnings = len(run.data.warnings)
-            event["warnings"] = run.data.warnings[:50]
+        warnings = run_warnings(run.data, run.report)
+        if len(warnings) != pages.n_warnings:
+            pages.n_warnings = len(warnings)
+            event["warnings"] = warnings[:50]
             event["n_warnings"] = pages.n_warnings
         self._send(run.id, _event("delta", event))
 
@@ -224,15 +213,18 @@ class Publisher(Output):
         return 0
 
 
-class Hub:
-    """Follows the runs, judges them, and fans their changes out to the pages.
+class Hub(Fleet):
+    """Follows the runs (a ``Fleet``: the one discovery, one ``Follower`` each, one loop),
+    judges them, and fans their changes out to the pages (``Publisher``) and to ``outputs``.
 
     Args:
         paths: runs (any format rlvitals reads) and folders to discover runs under.
         baseline: a baseline (``rlvitals.baseline.load``) the checks hold runs against.
         shading: the same ranges for the plots (``dashboard.baseline_ranges``).
         stall_after: seconds without a step record or heartbeat that make a run stalled.
-        judge: the function that judges a run (default: ``rlvitals.checks.run_checks``).
+        judge: what judges a run: a ``rlvitals.judge.Judge`` or any ``judge(data) -> Report``
+            (default: a ``Judge`` of ``baseline``, ``thresholds``, ``transcript_rules`` and
+            ``stall_after``).
         thresholds, transcript_rules: as ``rlvitals check --set`` and ``--rules``.
         follow_links: serve runs and transcript files that symbolic links inside the folders
             point to outside them (by default only real paths inside are served).
@@ -253,7 +245,6 @@ class Hub:
         stall_after: float | None = None,
         check_interval: float = 1.0,
         discover_interval: float = 2.0,
-        depth: int = 2,
         judge: Callable[[RunData], Report] | None = None,
         thresholds: Any = None,
         transcript_rules: str | None = None,
@@ -264,205 +255,43 @@ class Hub:
         outputs: Iterable[Output] = (),
         min_alert: str = "warn",
     ) -> None:
-        self.source_format = source_format  # for the runs given directly
-        self.store_run = run  # likewise
-        self.mapping = mapping  # for every run
-        self.roots: list[Path] = []
-        self.explicit: list[Path] = []
-        for p in paths:
-            path = Path(p)
-            try:
-                mode = path.stat().st_mode
-            except OSError:
-                raise ReadError("no such file or directory", path=str(path)) from None
-            if not (stat.S_ISDIR(mode) or stat.S_ISREG(mode)):
-                # A FIFO, socket or device: opening one can block for ever.
-                raise ReadError("not a regular file or a directory", path=str(path))
-            if path.is_dir() and self._sniff(path) is None:
-                self.roots.append(path)
-            else:
-                self.explicit.append(path)
         self.baseline = baseline
         self.shading = shading or {}
         self.stall_after = stall_after
-        self.check_interval = check_interval
-        self.discover_interval = discover_interval
-        self.depth = depth
-        self.recheck_idle = 5.0
-        self.judge_budget = 0.05
-        self._judge = judge
-        self.thresholds = thresholds
-        self.transcript_rules = transcript_rules
-        self.follow_links = follow_links
-        self._real_roots = [r.resolve() for r in self.roots]
+        judge_one = judge or Judge(
+            baseline=baseline,
+            thresholds=thresholds,
+            rules=transcript_rules,
+            stall_after=stall_after,
+        )
+        self.publisher = Publisher({})
         self._transcript_slots = threading.BoundedSemaphore(2)  # transcript reads at once
-        self.lock = threading.RLock()
-        self.runs: dict[str, Follower] = {}
-        self.outputs = list(outputs)
-        self.min_alert = min_alert
-        self.publisher = Publisher(self.runs)
-        self._by_path: dict[Path, str] = {}
-        self._not_runs: dict[Path, float] = {}  # path -> mtime when it was not a run
-        self._last_discover = -math.inf
         self.stopped = threading.Event()
         # Liveness, for /healthz: when the poller last finished a pass, and what it reads now.
         self.last_pass = time.monotonic()
-        self.reading: str | None = None
-        for path in self.explicit:
-            self._add(path, must=True)
-        self.discover(force=True)
-
-    # -- runs ------------------------------------------------------------------------------
-
-    @staticmethod
-    def _sniff(path: Path) -> str | None:
-        from ..readers import sniff
-
-        try:
-            return sniff(path)
-        except UnknownFormatError:
-            return None
-
-    def _add(self, path: Path, *, must: bool = False) -> bool:
-        from ..readers import open_reader
-
-        key = path.resolve()
-        if key in self._by_path:
-            return False
-        try:
-            fmt = self.source_format if must else None
-            reader = open_reader(
-                path, fmt, mapping=self.mapping, run=self.store_run if must else None
-            )
-        except UnknownFormatError:
-            if must:
-                raise
-            return False
-        name = path.name if path.is_dir() else path.stem
-        follower = Follower(
-            reader,
-            path=path,
-            source_format=fmt,
-            mapping=self.mapping,
-            baseline=self.baseline,
-            thresholds=self.thresholds,
-            transcript_rules=self.transcript_rules,
-            stall_after=self.stall_after,
-            checks_every_s=self.check_interval,
-            idle_check_s=self.recheck_idle,
+        super().__init__(
+            paths,
+            judge=lambda data, now: judge_one(data),
+            outputs=[*outputs, self.publisher],
+            source_format=source_format,
+            mapping=mapping,
+            run=run,
+            follow_links=follow_links,
+            check_interval=check_interval,
+            idle_check=5.0,
             cost_factor=10.0,
-            judge=lambda data, now: self.judge(data),
-            min_alert=self.min_alert,
-            outputs=[*self.outputs, self.publisher],
+            min_alert=min_alert,
+            discover_interval=discover_interval,
         )
-        rid = run_id_for(path, name)
-        while rid in self.runs:  # two paths, one hash prefix: keep ids unique
-            rid += "x"
-        follower.id = rid
-        self.runs[rid] = follower
-        self.publisher.index_cache = None
-        self._by_path[key] = rid
-        return True
-
-    def _candidates(self, root: Path, depth: int) -> Iterable[Path]:
-        try:
-            entries = sorted(os.scandir(root), key=lambda e: e.name)
-        except OSError:
-            return
-        for e in entries:
-            if e.name.startswith(".") or e.name in _SKIP_DIRS:
-                continue
-            p = Path(e.path)
-            try:
-                if not self.follow_links and (e.is_symlink() or not self._inside(p)):
-                    continue  # a link out of the served folder: not served (--follow-links)
-                mode = e.stat().st_mode
-            except OSError:
-                continue
-            is_dir = stat.S_ISDIR(mode)
-            if not is_dir and (not stat.S_ISREG(mode) or Path(e.name).suffix not in _LOG_SUFFIXES):
-                continue  # a FIFO, socket or device named *.jsonl is never opened: it can block
-            yield p
-            if is_dir and depth > 1:
-                key = p.resolve()
-                if key not in self._by_path:
-                    yield from self._candidates(p, depth - 1)
-
-    def _inside(self, p: Path) -> bool:
-        """Whether ``p``'s real path lies inside one of the served folders."""
-        try:
-            real = p.resolve()
-        except (OSError, RuntimeError):
-            return False
-        return any(real == r or r in real.parents for r in self._real_roots)
-
-    def discover(self, *, force: bool = False) -> bool:
-        """Look for new runs under the folders; True if one was found."""
-        now = time.monotonic()
-        if not force and now - self._last_discover < self.discover_interval:
-            return False
-        self._last_discover = now
-        found = False
-        for root in self.roots:
-            for p in self._candidates(root, self.depth):
-                key = p.resolve()
-                if key in self._by_path or self._inside_run(key):
-                    continue
-                try:
-                    mtime = p.stat().st_mtime
-                except OSError:
-                    continue
-                if self._not_runs.get(key) == mtime:
-                    continue
-                if self._sniff(p) is None:
-                    self._not_runs[key] = mtime
-                    continue
-                with self.lock:
-                    found |= self._add(p)
-        return found
-
-    def _inside_run(self, key: Path) -> bool:
-        return any(parent in self._by_path for parent in key.parents)
-
-    # -- judging ---------------------------------------------------------------------------
-
-    def judge(self, data: RunData) -> Report:
-        if self._judge is not None:
-            return self._judge(data)
-        from ..checks import run_checks
-
-        return run_checks(
-            data,
-            baseline=self.baseline,
-            stall_after=self.stall_after,
-            thresholds=self.thresholds,
-            transcript_rules=self.transcript_rules,
-        )
-
-    # -- the poll loop ---------------------------------------------------------------------
+        self.publisher.runs = self.runs
 
     def poll(self, now: float | None = None) -> int:
-        """One pass: read every run's new records and hand them to the outputs (the pages
-        among them), then re-judge the runs that are due, oldest judgement first, for at most
-        ``judge_budget`` seconds (at least one). Returns how many events went to the pages."""
-        now = time.monotonic() if now is None else now
-        found = self.discover()
-        for run in list(self.runs.values()):
-            with self.lock:  # per run, so a long first read does not hold every page up
-                self.reading = str(run.path)
-                up = run.read()
-                self.reading = None
-                run.tell(up)
-        t0 = time.perf_counter()
-        due = sorted((r for r in self.runs.values() if r.due(now)), key=lambda r: r.last_judged)
-        for run in due:
-            with self.lock:
-                run.tell(run.judge(now=now))
-            if time.perf_counter() - t0 > self.judge_budget:
-                break
+        """One pass of the fleet (new runs, new records, the judgements due), then the index
+        to the pages if it changed. Returns how many events went to the pages."""
+        super().poll(now)
         with self.lock:
             sent = self.publisher.changed
-            self.publisher.end_pass(found)
+            self.publisher.end_pass(self.found)
         self.last_pass = time.monotonic()
         return sent
 
@@ -481,21 +310,10 @@ class Hub:
             self.stopped.wait(max(0.0, interval - (time.monotonic() - t0)))
 
     def stop(self) -> None:
-        """Stop polling and end every page's stream (``close`` then ends the outputs)."""
+        """Stop polling and end every page's stream (``close`` then closes the outputs)."""
         self.stopped.set()
         with self.lock:
             self.publisher.close()
-
-    def close(self, timeout: float = 10.0) -> int:
-        """Close the outputs (after ``stop`` and the poller's end): how many alerts they
-        could not deliver."""
-        lost = 0
-        for out in self.outputs:
-            try:
-                lost += out.close(timeout)
-            except Exception as exc:  # one output's failure must not hide the others'
-                print(f"rlvitals serve: closing {out.describe()}: {exc}", file=sys.stderr)
-        return lost
 
     # -- what handlers ask for -------------------------------------------------------------
 
