@@ -119,7 +119,7 @@ def test_an_output_that_fails_never_ends_the_follow(tmp_path: Path) -> None:
     d = _failing_run(tmp_path)
     w = Watcher(d, outputs=[Broken()], check_interval=0)
     kinds = [e.kind for e in w.tick()] + [e.kind for e in w.tick(force=True)]
-    assert "finding" in kinds and Broken.calls == 2
+    assert "finding" in kinds and Broken.calls >= 2  # told every update, failing each time
     assert w.report is not None and w.report.worst == "fail"
 
 

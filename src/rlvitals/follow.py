@@ -493,9 +493,14 @@ class Fleet:
             discovered under folders.
         mapping: a user mapping file (``--mapping``) for every run.
         run: the run (``--run``) of the tracker stores given directly.
+        samples: a framework's sample dump read as the attempts of the runs given directly.
+        as_given: the paths are runs, followed as given (``watch``): none is a folder to
+            discover runs under, and none is opened before its first poll.
+        wait: with ``as_given``, a run that does not exist yet is waited for.
         follow_links: follow runs that symbolic links inside the folders point to outside
             them (by default only real paths inside are followed).
-        check_interval, idle_check, cost_factor, min_alert: each ``Follower``'s.
+        check_interval, idle_check, cost_factor, min_alert, clock, timer: each
+            ``Follower``'s.
         discover_interval: seconds between looks for new runs.
         judge_budget: seconds of judging per pass (at least one run is judged).
     """
@@ -509,21 +514,32 @@ class Fleet:
         source_format: str | None = None,
         mapping: str | os.PathLike[str] | None = None,
         run: str | None = None,
+        samples: str | os.PathLike[str] | None = None,
+        as_given: bool = False,
+        wait: bool = False,
         follow_links: bool = False,
         check_interval: float = 1.0,
         idle_check: float = 5.0,
         cost_factor: float = 10.0,
         min_alert: str = "warn",
+        clock: Callable[[], float] = time.time,
+        timer: Callable[[], float] = time.monotonic,
         discover_interval: float = 2.0,
         judge_budget: float = 0.05,
     ) -> None:
         self.source_format = source_format  # for the runs given directly
         self.store_run = run  # likewise
+        self.samples = samples  # likewise
         self.mapping = mapping  # for every run
+        self.as_given = as_given
+        self.wait = wait
         self.roots: list[Path] = []
         self.explicit: list[Path] = []
         for p in paths:
             path = Path(p)
+            if as_given:
+                self.explicit.append(path)
+                continue
             try:
                 mode = path.stat().st_mode
             except OSError:
@@ -546,6 +562,8 @@ class Fleet:
         self.idle_check = idle_check
         self.cost_factor = cost_factor
         self.min_alert = min_alert
+        self.clock = clock
+        self.timer = timer
         self.discover_interval = discover_interval
         self.judge_budget = judge_budget
         self._finder = Finder(links=follow_links, within=None if follow_links else self.roots)
@@ -564,29 +582,33 @@ class Fleet:
         if key in self._by_path:
             return False
         fmt = self.source_format if must else None
-        mapping = None if self.mapping is None else os.fspath(self.mapping)
         source = Source(
-            str(path), format=fmt, mapping=mapping, run=self.store_run if must else None
+            os.fspath(path),
+            format=fmt,
+            mapping=None if self.mapping is None else os.fspath(self.mapping),
+            samples=None if self.samples is None or not must else os.fspath(self.samples),
+            run=self.store_run if must else None,
         )
-        try:
-            reader = source.open()
-        except UnknownFormatError:
-            if must:
-                raise
-            return False
-        follower = Follower(
-            reader,
-            path=path,
-            source_format=fmt,
-            mapping=self.mapping,
-            run=source.run,
-            checks_every_s=self.check_interval,
-            idle_check_s=self.idle_check,
-            cost_factor=self.cost_factor,
-            min_alert=self.min_alert,
-            judge=self._judge,
-            outputs=self.outputs,
-        )
+        common: dict[str, Any] = {
+            "checks_every_s": self.check_interval,
+            "idle_check_s": self.idle_check,
+            "cost_factor": self.cost_factor,
+            "min_alert": self.min_alert,
+            "clock": self.clock,
+            "timer": self.timer,
+            "judge": self._judge,
+            "outputs": self.outputs,
+        }
+        if self.as_given:  # opened (or waited for) by the follower itself
+            follower = Follower(source, wait=self.wait, **common)
+        else:
+            try:
+                reader = source.open()
+            except UnknownFormatError:
+                if must:
+                    raise
+                return False
+            follower = Follower(reader, path=path, run=source.run, **common)
         rid = run_id_for(path, path.name if path.is_dir() else path.stem)
         while rid in self.runs:  # two paths, one hash prefix: keep ids unique
             rid += "x"
@@ -617,12 +639,13 @@ class Fleet:
                     found |= self._add(p)
         return found
 
-    def poll(self, now: float | None = None) -> int:
+    def poll(self, now: float | None = None, *, force: bool = False) -> int:
         """One pass: look for new runs (``found``: whether one was), read every run's new
-        records, then judge the runs that are due, oldest judgement first, for at most
-        ``judge_budget`` seconds (at least one); each update goes to the outputs. Returns how
-        many updates had news (new records, a new report, new findings, a recreated run)."""
-        now = time.monotonic() if now is None else now
+        records, then judge the runs that are due (every run with ``force``), oldest
+        judgement first, for at most ``judge_budget`` seconds (at least one); each update goes
+        to the outputs. ``now`` is on the followers' ``timer`` (default: theirs, now). Returns
+        how many updates had news (new records, a new report, new findings, a recreated
+        run)."""
         self.found = self.discover()
         news = 0
         for run in list(self.runs.values()):
@@ -633,13 +656,13 @@ class Fleet:
                 run.tell(up)
             news += up.new_data or up.reset
         t0 = time.perf_counter()
-        due = sorted((r for r in self.runs.values() if r.due(now)), key=lambda r: r.last_judged)
-        for run in due:
+        due = [r for r in self.runs.values() if r.reader is not None and (force or r.due(now))]
+        for run in sorted(due, key=lambda r: r.last_judged):
             with self.lock:
                 up = run.judge(now=now)
                 run.tell(up)
             news += up.report_changed or bool(up.new_findings)
-            if time.perf_counter() - t0 > self.judge_budget:
+            if not force and time.perf_counter() - t0 > self.judge_budget:
                 break
         return news
 

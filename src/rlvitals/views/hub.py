@@ -285,10 +285,10 @@ class Hub(Fleet):
         )
         self.publisher.runs = self.runs
 
-    def poll(self, now: float | None = None) -> int:
+    def poll(self, now: float | None = None, *, force: bool = False) -> int:
         """One pass of the fleet (new runs, new records, the judgements due), then the index
         to the pages if it changed. Returns how many events went to the pages."""
-        super().poll(now)
+        super().poll(time.monotonic() if now is None else now, force=force)
         with self.lock:
             sent = self.publisher.changed
             self.publisher.end_pass(self.found)

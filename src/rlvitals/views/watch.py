@@ -20,7 +20,7 @@ from typing import IO, Any
 import numpy as np
 
 from ..checks.base import VERDICTS, Finding, Report, severity_rank
-from ..follow import Follower, Update
+from ..follow import Fleet, Update
 from ..jsonio import dumps
 from ..model import RunData
 from ..outputs import Output
@@ -334,32 +334,41 @@ class Watcher:
         self.path = os.fspath(path)
         others = [*outputs, *([notifier] if notifier is not None else [])]
         self.terminal = TerminalOutput(self.path, clock=clock, shown=others)
-        self.follower = Follower(
-            path,
+        if judge is None:
+            from ..judge import Judge
+
+            judge = Judge(
+                baseline=baseline,
+                thresholds=thresholds,
+                rules=transcript_rules,
+                stall_after=stall_after,
+            )
+        # The follow stage, one run as given: the one loop serve's fleet runs.
+        self.fleet = Fleet(
+            [path],
+            as_given=True,
+            wait=wait,
             source_format=source_format,
             mapping=mapping,
             run=run,
             samples=samples,
-            wait=wait,
-            baseline=baseline,
-            thresholds=thresholds,
-            transcript_rules=transcript_rules,
-            stall_after=stall_after,
-            checks_every_s=check_interval,
-            idle_check_s=idle_check,
+            judge=judge,
+            check_interval=check_interval,
+            idle_check=idle_check,
+            cost_factor=5.0,
             min_alert=min_alert,
             clock=clock,
             timer=clock,
-            judge=judge,
             # the terminal last: it tells what the others did with the same update
             outputs=[*others, self.terminal],
         )
+        (self.follower,) = self.fleet.runs.values()
         self.terminal.run = self.follower
 
     def tick(self, *, force: bool = False) -> list[Event]:
         """Read what is new, judge if due, hand it to the outputs; the events line mode
         prints."""
-        self.follower.poll(force=force)
+        self.fleet.poll(force=force)
         return self.terminal.take()
 
     @property
@@ -376,7 +385,7 @@ class Watcher:
 
     def close(self, timeout: float) -> int:
         """Close the outputs; how many alerts were not delivered."""
-        return self.follower.close(timeout)
+        return self.fleet.close(timeout)
 
 
 def _ago(seconds: float) -> str:
