@@ -121,11 +121,6 @@ class SeriesBuilder:
         col.values.frombytes(va.tobytes())
         col.series = None
 
-    def add_record(self, step: int, values: Mapping[str, float]) -> None:
-        """Record several metrics at one step."""
-        for name, value in values.items():
-            self.add(step, name, value)
-
     def names(self) -> list[str]:
         return list(self._cols)
 

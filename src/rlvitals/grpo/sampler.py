@@ -125,7 +125,7 @@ class Sampler:
         done = torch.zeros(B, dtype=torch.bool)
         in_reply = torch.zeros(B, dtype=torch.bool)  # the last token was the model's
         tool_pos = torch.full((B,), -1, dtype=torch.long)  # next tool-reply token, -1: none
-        termination = torch.zeros(B, dtype=torch.long)
+        termination = torch.full((B,), RUNNING, dtype=torch.long)
         turns = torch.zeros(B, dtype=torch.long)
         tool_calls = torch.zeros(B, dtype=torch.long)
         n_gen = torch.zeros(B, dtype=torch.long)

@@ -40,7 +40,7 @@ PAD, BOS, CALL, END = "_", "^", "?", "$"
 VARIABLE_LETTERS = "uvwxyz"
 VOCAB = PAD + BOS + "0123456789+=" + CALL + END + VARIABLE_LETTERS
 _INDEX = {c: i for i, c in enumerate(VOCAB)}
-PAD_ID, BOS_ID, CALL_ID, END_ID = (_INDEX[c] for c in (PAD, BOS, CALL, END))
+PAD_ID, CALL_ID, END_ID = (_INDEX[c] for c in (PAD, CALL, END))
 
 # The train/held-out split is the same for every run seed, so held-out scores compare.
 SPLIT_SEED = 20260
