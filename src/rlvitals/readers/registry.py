@@ -377,4 +377,3 @@ def _unreadable(p: Path, fmts: list[Format]) -> str:
     if LOAD_ERRORS:
         hint += "; not loaded: " + "; ".join(f"{k} ({v})" for k, v in sorted(LOAD_ERRORS.items()))
     return f"not a run this version can read: {describe_path(p)}; {hint}"
-
