@@ -230,8 +230,8 @@ def test_the_sequence_line_is_settable_and_recounts_from_the_attempts(tmp_path):
 
 def test_the_recount_reads_what_the_writer_counted(tmp_path):
     # Just above the writer's line, the recount gives the logged share at every update.
-    from rlvitals.checks.agreement import seq_shares
     from rlvitals.checks.context import Context
+    from rlvitals.checks.sequences import seq_shares
 
     data = read(_written(tmp_path))
     got = seq_shares(Context(data, thresholds=_at("1.0500001")))
