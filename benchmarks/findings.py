@@ -67,7 +67,7 @@ def judge(path: str) -> dict[str, Any]:
 
 
 def discover(roots: list[Path]) -> list[str]:
-    from rlvitals.fleet.discover import find_runs
+    from rlvitals.source import find_runs
 
     runs: list[str] = []
     for root in roots:

@@ -210,7 +210,7 @@ def main() -> int:
                 sys.executable,
                 "-c",
                 "import rlvitals.cli, rlvitals.checks, rlvitals.readers;"
-                "rlvitals.readers.formats(); rlvitals.checks._checks()",
+                "rlvitals.readers.formats(); rlvitals.checks.verdict.check_functions()",
             ],
             check=True,
             env=_env(),

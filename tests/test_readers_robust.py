@@ -163,7 +163,8 @@ def test_native_rollouts_survive_junk(tmp_path: Path, junk: bytes) -> None:
 @given(text=st.text(max_size=300))
 def test_printed_value_parsers_never_raise(text: str) -> None:
     from rlvitals.readers.primerl import parse_summary
-    from rlvitals.readers.textlog import brace_balance, clean_line, parse_number, parse_pairs
+    from rlvitals.readers.printed import brace_balance, parse_number, parse_pairs
+    from rlvitals.readers.textlog import clean_line
 
     assert parse_number(text) is None or isinstance(parse_number(text), float)
     assert isinstance(parse_pairs(text), dict)
@@ -189,7 +190,7 @@ def test_printed_value_parsers_never_raise(text: str) -> None:
 def test_printed_numbers(token: str, value: float) -> None:
     import math
 
-    from rlvitals.readers.textlog import parse_number
+    from rlvitals.readers.printed import parse_number
 
     got = parse_number(token)
     assert got is not None

@@ -90,7 +90,9 @@ class Report:
 
     ``series`` holds what the checks derived while judging (transcript flag rates, the
     within-step reward-length correlation), by canonical name, for views to draw beside the
-    run's own series; the run itself is never written to."""
+    run's own series; the run itself is never written to. ``warnings`` are what judging found
+    wrong with the run's files (a torn transcript file), one line each, beside the reader's
+    own ``RunData.warnings``."""
 
     source: str
     verdict: str
@@ -98,6 +100,7 @@ class Report:
     info: dict[str, Any] = field(default_factory=dict)
     last_step: int | None = None
     series: dict[str, Series] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def worst(self) -> str:

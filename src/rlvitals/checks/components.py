@@ -43,9 +43,8 @@ from .stats import MIN_WINDOW, noise_sigma, read_words
 
 NAME = "components"
 
-# A component holding this share of the reward's rise (or spread) dominates it (rl-doctor's
-# reward_composition: 70% of recent variance is a warning).
-DOMINANT = 0.7
+# A component holding ``component_dominant`` of the reward's rise (or spread) dominates it
+# (rl-doctor's reward_composition: 70% of recent variance is a warning).
 
 
 @dataclass
@@ -59,9 +58,10 @@ class Late:
     share: float  # its share of the components' rise since then
 
 
-def late_shortcut(comps: Components) -> Late | None:
+def late_shortcut(comps: Components, dominant: float) -> Late | None:
     """The component other than the task's that made most of its rise, to its ceiling, after
-    the task component stopped rising; None if none did."""
+    the task component stopped rising, holding ``dominant`` of the components' rise since;
+    None if none did."""
     task = comps.task
     if task is None or not task.rose:
         return None
@@ -89,7 +89,7 @@ def late_shortcut(comps: Components) -> Late | None:
         if not (c.at_ceiling and after > c.margin and after >= 0.5 * (c.tail - c.head)):
             continue
         share = gains[c.name] / total if total > 0 else 0.0
-        if share >= DOMINANT and (best is None or share > best.share):
+        if share >= dominant and (best is None or share > best.share):
             level = float(task.mean.values[task.mean.steps <= since][-MIN_WINDOW:].mean())
             best = Late(c, since, level, before[c.name], share)
     return best
@@ -146,14 +146,12 @@ def _describe(c: Component) -> str:
     return f"{c.name} {c.head:.3g} -> {c.tail:.3g}"
 
 
-# A short log (3 or 4 updates) is judged on its components only when every update moves the
-# same way: an auxiliary share of [0, 1] rising by SHORT_RISE in all, at every update, while
-# the task component falls at every update to under SHORT_FALL of its first value.
-SHORT_RISE = 0.2
-SHORT_FALL = 2 / 3
-
-
 def _short(ctx: Context) -> list[Finding]:
+    """A short log (3 or 4 updates) is judged on its components only when every update moves
+    the same way: an auxiliary share of [0, 1] rising by ``component_short_rise`` in all, at
+    every update, while the task component falls at every update to under
+    ``component_short_fall`` of its first value."""
+    th = ctx.thresholds
     series = {}
     for name, metric in sorted(find_metrics(ctx, MEAN).items()):
         s = ctx.finite(metric)
@@ -164,14 +162,14 @@ def _short(ctx: Context) -> list[Finding]:
     if task is None:
         return []
     t = task.mean.values
-    if not (np.all(np.diff(t) < 0) and t[0] > 0 and t[-1] < SHORT_FALL * t[0]):
+    if not (np.all(np.diff(t) < 0) and t[0] > 0 and t[-1] < th.component_short_fall * t[0]):
         return []
     for c in items:
         v = c.mean.values
         if c is task or not AUX.search(c.name) or len(v) != len(t):
             continue
         inside = bool(np.all((v >= 0) & (v <= 1)))
-        if inside and np.all(np.diff(v) > 0) and v[-1] - v[0] >= SHORT_RISE:
+        if inside and np.all(np.diff(v) > 0) and v[-1] - v[0] >= th.component_short_rise:
             values = {
                 n: [round_sig(float(x)) for x in xs] for n, xs in ((c.name, v), (task.name, t))
             }
@@ -198,12 +196,25 @@ def _short(ctx: Context) -> list[Finding]:
 
 
 def check(ctx: Context) -> list[Finding]:
+    """Which part of the reward rises: a shortcut component (rising while the task stays
+    flat), else one that went on after the task's plateau, else one holding most of the rise;
+    then a rise beyond every logged component, a component holding most of the spread, and
+    dead components."""
     comps = ctx.components
     if not comps.items:
         return _short(ctx)
-    out: list[Finding] = []
-    total_gain = sum(c.gain for c in comps.items if c.gain > 0)
-    ev_all: dict[str, Any] = {
+    ev = _evidence(comps)
+    out = _shortcut(ctx, comps, ev) or _late(ctx, comps, ev) or _dominant(ctx, comps, ev)
+    out.extend(_hidden(ctx, comps, ev))
+    out.extend(_spread(comps, ev, ctx.thresholds.component_dominant))
+    out.extend(_dead(comps))
+    return out
+
+
+def _evidence(comps: Components) -> dict[str, Any]:
+    """What every components finding shows: each component's first and last level, weight
+    and margin, and which is the task's."""
+    return {
         "components": {
             c.name: {
                 "first": round_sig(c.head),
@@ -216,119 +227,146 @@ def check(ctx: Context) -> list[Finding]:
         "task_component": comps.task.name if comps.task else None,
         "weights_fitted": comps.fitted,
     }
+
+
+def _total_gain(comps: Components) -> float:
+    return sum(c.gain for c in comps.items if c.gain > 0)
+
+
+def _shortcut(ctx: Context, comps: Components, ev: dict[str, Any]) -> list[Finding]:
+    """A component other than the task's rising while the task component stays flat: exploit
+    suspected (fail when it holds most of the rise). Tasks no attempt solves from the start,
+    or replies cut at the token limit from the start, leave only the other components to
+    learn: the difficulty is the cause (the groups and episodes checks name it), this its
+    consequence (info)."""
     cut = comps.shortcut()
-    if cut is not None and comps.task is not None:
-        share = cut.gain / total_gain if total_gain > 0 else 1.0
-        ceiling = " to its ceiling" if cut.at_ceiling else ""
-        # Tasks no attempt solves from the start leave only the other components to learn:
-        # the difficulty is the cause (the groups check says so), this is its consequence.
-        hard = groups.from_start(ctx) == "too_hard"
-        # So do replies cut at the token limit from the start: the task is out of reach of
-        # what fits in the budget (the episodes check names the cause).
-        cut_short = episodes.cut_from_start(ctx)
-        out.append(
-            finding(
-                NAME,
-                "info" if hard or cut_short else "fail" if share >= DOMINANT else "warn",
-                "exploit_suspected",
-                f"exploit suspected: reward component {cut.name} rose{ceiling} "
-                f"({cut.head:.3g} -> {cut.tail:.3g}) while the task component "
-                f"{_describe(comps.task)} stayed flat; {share:.0%} of the reward's rise "
-                f"comes from {cut.name}",
-                metric=cut.metric,
-                first_step=_rise_step(cut),
-                component=cut.name,
-                gain_share=round_sig(share),
-                at_ceiling=cut.at_ceiling,
-                tasks_too_hard=hard,
-                replies_cut_from_start=cut_short,
-                action=f"The policy is buying reward through {cut.name}, not the task: read "
-                "the top-reward transcripts, then lower that component's weight, cap it, or "
-                "pay it only on correct answers (gate it on the task reward), and restart.",
-                **ev_all,
-            )
+    if cut is None or comps.task is None:
+        return []
+    total = _total_gain(comps)
+    share = cut.gain / total if total > 0 else 1.0
+    ceiling = " to its ceiling" if cut.at_ceiling else ""
+    hard = groups.from_start(ctx) == "too_hard"
+    cut_short = episodes.cut_from_start(ctx)
+    dominant = share >= ctx.thresholds.component_dominant
+    return [
+        finding(
+            NAME,
+            "info" if hard or cut_short else "fail" if dominant else "warn",
+            "exploit_suspected",
+            f"exploit suspected: reward component {cut.name} rose{ceiling} "
+            f"({cut.head:.3g} -> {cut.tail:.3g}) while the task component "
+            f"{_describe(comps.task)} stayed flat; {share:.0%} of the reward's rise "
+            f"comes from {cut.name}",
+            metric=cut.metric,
+            first_step=_rise_step(cut),
+            component=cut.name,
+            gain_share=round_sig(share),
+            at_ceiling=cut.at_ceiling,
+            tasks_too_hard=hard,
+            replies_cut_from_start=cut_short,
+            action=f"The policy is buying reward through {cut.name}, not the task: read "
+            "the top-reward transcripts, then lower that component's weight, cap it, or "
+            "pay it only on correct answers (gate it on the task reward), and restart.",
+            **ev,
         )
-    elif (late := late_shortcut(comps)) is not None and comps.task is not None:
-        c = late.component
-        hard = groups.from_start(ctx) == "too_hard"
-        # So do replies cut at the token limit from the start: the task is out of reach of
-        # what fits in the budget (the episodes check names the cause).
-        cut_short = episodes.cut_from_start(ctx)
-        v = c.mean.values[c.mean.steps > late.since]
-        c5 = np.convolve(v, np.ones(MIN_WINDOW) / MIN_WINDOW, mode="valid")
-        hit = np.flatnonzero(c5 - late.before > c.margin)
-        rise = c.mean.steps[c.mean.steps > late.since]
-        first = int(rise[int(hit[0])]) if len(hit) else int(rise[0])
-        out.append(
-            finding(
-                NAME,
-                "info" if hard else "fail",
-                "exploit_suspected",
-                f"exploit suspected: the task component {comps.task.name} stopped rising at "
-                f"step {late.since} ({late.level:.3g}, {comps.task.tail:.3g} now) while "
-                f"reward component {c.name} went on to its ceiling ({late.before:.3g} -> "
-                f"{c.tail:.3g}); {late.share:.0%} of the components' rise since then is "
-                f"{c.name}",
-                metric=c.metric,
-                first_step=first,
-                component=c.name,
-                gain_share=round_sig(late.share),
-                task_plateau_step=late.since,
-                at_ceiling=True,
-                tasks_too_hard=hard,
-                action=f"After the task stopped improving the policy kept buying reward "
-                f"through {c.name}: read the top-reward transcripts since step {late.since}, "
-                "then cap that component or pay it only on correct answers, and restart "
-                "from a checkpoint before the rise.",
-                **ev_all,
-            )
+    ]
+
+
+def _late(ctx: Context, comps: Components, ev: dict[str, Any]) -> list[Finding]:
+    """The task component stopped rising, then another went on to its ceiling: the proxy
+    rising after the true objective peaked (Gao et al. 2022), fail (info where the tasks were
+    too hard from the start). Dated where that component's five-update mean first passed its
+    level at the plateau by its margin."""
+    late = late_shortcut(comps, ctx.thresholds.component_dominant)
+    if late is None or comps.task is None:
+        return []
+    c = late.component
+    hard = groups.from_start(ctx) == "too_hard"
+    v = c.mean.values[c.mean.steps > late.since]
+    c5 = np.convolve(v, np.ones(MIN_WINDOW) / MIN_WINDOW, mode="valid")
+    hit = np.flatnonzero(c5 - late.before > c.margin)
+    rise = c.mean.steps[c.mean.steps > late.since]
+    first = int(rise[int(hit[0])]) if len(hit) else int(rise[0])
+    return [
+        finding(
+            NAME,
+            "info" if hard else "fail",
+            "exploit_suspected",
+            f"exploit suspected: the task component {comps.task.name} stopped rising at "
+            f"step {late.since} ({late.level:.3g}, {comps.task.tail:.3g} now) while "
+            f"reward component {c.name} went on to its ceiling ({late.before:.3g} -> "
+            f"{c.tail:.3g}); {late.share:.0%} of the components' rise since then is "
+            f"{c.name}",
+            metric=c.metric,
+            first_step=first,
+            component=c.name,
+            gain_share=round_sig(late.share),
+            task_plateau_step=late.since,
+            at_ceiling=True,
+            tasks_too_hard=hard,
+            action=f"After the task stopped improving the policy kept buying reward "
+            f"through {c.name}: read the top-reward transcripts since step {late.since}, "
+            "then cap that component or pay it only on correct answers, and restart "
+            "from a checkpoint before the rise.",
+            **ev,
         )
-    elif total_gain > 0:
-        top = max(comps.items, key=lambda c: c.gain)
-        share = top.gain / total_gain
-        if top is not comps.task and top.rose and share >= DOMINANT and len(comps.items) > 1:
-            out.append(
-                finding(
-                    NAME,
-                    "info",
-                    "exploit_suspected",
-                    f"{share:.0%} of the reward's rise comes from {top.name} "
-                    f"({top.head:.3g} -> {top.tail:.3g})"
-                    + (
-                        f"; the task component {_describe(comps.task)}"
-                        if comps.task is not None
-                        else ""
-                    ),
-                    metric=top.metric,
-                    first_step=_rise_step(top),
-                    component=top.name,
-                    gain_share=round_sig(share),
-                    action=f"Most of the gain is {top.name}: make sure the task component "
-                    "keeps rising with it.",
-                    **ev_all,
-                )
-            )
-    out.extend(_hidden(ctx, comps, ev_all))
-    out.extend(_spread(comps, ev_all))
+    ]
+
+
+def _dominant(ctx: Context, comps: Components, ev: dict[str, Any]) -> list[Finding]:
+    """A component other than the task's holding most of the reward's rise (info)."""
+    total = _total_gain(comps)
+    if total <= 0:
+        return []
+    top = max(comps.items, key=lambda c: c.gain)
+    share = top.gain / total
+    if top is comps.task or not top.rose or share < ctx.thresholds.component_dominant:
+        return []
+    if len(comps.items) <= 1:
+        return []
+    task = f"; the task component {_describe(comps.task)}" if comps.task is not None else ""
+    return [
+        finding(
+            NAME,
+            "info",
+            "exploit_suspected",
+            f"{share:.0%} of the reward's rise comes from {top.name} "
+            f"({top.head:.3g} -> {top.tail:.3g}){task}",
+            metric=top.metric,
+            first_step=_rise_step(top),
+            component=top.name,
+            gain_share=round_sig(share),
+            action=f"Most of the gain is {top.name}: make sure the task component "
+            "keeps rising with it.",
+            **ev,
+        )
+    ]
+
+
+def _dead(comps: Components) -> list[Finding]:
+    """A component that never varies (over updates, or within every update): it adds nothing
+    to the advantages."""
+    out: list[Finding] = []
     for c in comps.items:
         v = c.mean.values
         flat_std = c.std is not None and float(np.max(np.abs(c.std.values))) <= 1e-9
-        if float(v.max() - v.min()) <= 1e-9 or flat_std:
-            out.append(
-                finding(
-                    NAME,
-                    "info",
-                    "no_signal",
-                    metric=c.metric,
-                    title=f"dead reward component: {c.name} is constant at {float(v.mean()):.3g}"
-                    + (" within every update" if flat_std else "")
-                    + ": it adds nothing to the advantages",
-                    component=c.name,
-                    value=round_sig(float(v.mean())),
-                    action="A component that never varies teaches nothing: check that it is "
-                    "computed (a grader returning a constant) or drop it.",
-                )
+        if float(v.max() - v.min()) > 1e-9 and not flat_std:
+            continue
+        out.append(
+            finding(
+                NAME,
+                "info",
+                "no_signal",
+                metric=c.metric,
+                title=f"dead reward component: {c.name} is constant at {float(v.mean()):.3g}"
+                + (" within every update" if flat_std else "")
+                + ": it adds nothing to the advantages",
+                component=c.name,
+                value=round_sig(float(v.mean())),
+                action="A component that never varies teaches nothing: check that it is "
+                "computed (a grader returning a constant) or drop it.",
             )
+        )
     return out
 
 
@@ -367,8 +405,9 @@ def _hidden(ctx: Context, comps: Components, ev: dict[str, Any]) -> list[Finding
     ]
 
 
-def _spread(comps: Components, ev: dict[str, Any]) -> list[Finding]:
-    """A component holding most of the reward's spread over the last updates."""
+def _spread(comps: Components, ev: dict[str, Any], dominant: float) -> list[Finding]:
+    """A component other than the task's holding ``dominant`` of the reward's spread over the
+    last updates (info)."""
     have = [c for c in comps.items if c.std is not None and len(c.std) >= MIN_WINDOW]
     if len(have) < 2 or len(have) != len(comps.items):
         return []
@@ -378,7 +417,7 @@ def _spread(comps: Components, ev: dict[str, Any]) -> list[Finding]:
         return []
     name = max(var, key=lambda k: var[k])
     share = var[name] / total
-    if share < DOMINANT or (comps.task is not None and name == comps.task.name):
+    if share < dominant or (comps.task is not None and name == comps.task.name):
         return []
     return [
         finding(

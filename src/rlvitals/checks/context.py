@@ -14,7 +14,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
@@ -54,6 +53,14 @@ class Thresholds:
     # at least this many seconds): stalled, without waiting for the clock.
     stuck_intervals: float = 5.0
     stuck_min_seconds: float = 2.0
+    # 5xx / connection-refused lines that go on this long (seconds), with gaps of at most this
+    # many between them, mean the rollout engine died; bursts of a minute or less come from a
+    # healthy engine (the Miles lab guide).
+    engine_dead_seconds: float = 120.0
+    engine_gap_seconds: float = 60.0
+    # A silence this long (and a thousand typical steps) in a log with no end state: read long
+    # after its run ended, most likely; said as information, not a stall.
+    old_silence_seconds: float = 3600.0
 
     # Rejected groups at the start: too easy / too hard (peers: 0.5 warning, 0.75 critical;
     # a healthy GRPO run with heterogeneous tasks sits at 0.1-0.4).
@@ -61,6 +68,15 @@ class Thresholds:
     rejected_fail: float = 0.9
     # Group spread relative to the run's own start, below which exploration has stopped.
     group_std_floor: float = 0.25
+    # Later, without an all/none-solved breakdown: a share this far over the one the pass rate
+    # gives (p^G + (1-p)^G) says the rewards are more deterministic than it implies.
+    rejected_excess: float = 0.3
+    # Groups agreeing while the policy's entropy holds at this share of its start or more did
+    # not stop exploring: the tasks split by kind (the entropy check's collapse line is 0.3).
+    rejected_entropy_held: float = 0.5
+    # Every group of one update agreeing is not chance from this many groups (a TRL test run
+    # has 4), where no gradient norm says whether anything trained.
+    rejected_min_groups: int = 16
 
     # Failed attempts: a burst is this share of attempts failing in 3 of 5 steps.
     failure_burst_warn: float = 0.2
@@ -81,12 +97,24 @@ class Thresholds:
     # A rise relative to the run's own start, above a floor that ignores rounding noise.
     mismatch_rise: float = 10.0
     mismatch_floor: float = 1e-4
+    # A rise named by its trend before a line: the five-update mean this many times its start,
+    # still rising significantly (log scale) from there.
+    mismatch_trend_rise: float = 3.0
     # The mismatch by its distribution (NeMo-RL docs/guides/grpo.md: token_mult_prob_error
     # "past ~1-2%" is a problem; its code plots a sample past 1.05): the share of an update's
     # sequences past 1.05 that warns when it holds (3 of 5 updates), and the token mean of
     # exp(|Δ|) that warns when it holds without the run's own start already there.
     mismatch_seq_share_warn: float = 0.05
     mismatch_tme_warn: float = 1.02
+    # The sequence ratio past which a sequence counts (NeMo-RL's plotting line; the writer
+    # logs the share past 1.05, recounted from the attempts' own ratios at another line).
+    mismatch_seq_line: float = 1.05
+    # An excursion of the tail this many updates long or shorter, back under its line after,
+    # is a spike (NeMo-RL's guide tells a spiky error from one that trends up).
+    mismatch_spike_updates: int = 2
+    # With a lag constant by design (async), the tail share and the token mean warn at this
+    # many times their own start at that lag.
+    mismatch_designed_rise: float = 3.0
     # Degenerate text (checks/text.py): the share of an update's samples raising a measure
     # (gibberish, repetition, 4-gram duplication) that is said when it holds (3 of 5 updates).
     degenerate_share_warn: float = 0.05
@@ -102,14 +130,95 @@ class Thresholds:
     # (log-entropy per step, a significant trend), before the warn ratio is reached.
     entropy_fast_ratio: float = 0.6
     entropy_fast_slope: float = 0.02
+    # Token entropy under this many nats on most updates of a log that starts mid-run: a
+    # near-deterministic policy (a healthy instruct model on GSM8K sits at 0.02-0.04; half that).
+    entropy_floor: float = 0.01
+    # Entropy under its warn ratio with replies at or under this share of their start: the two
+    # together are not sharpening.
+    entropy_length_ratio: float = 0.5
+    # Under entropy_ratio_fail while paying, the reward read for a plateau over its last third,
+    # at least this many updates (science.md 2b: Mann-Kendall over the last 50 steps).
+    entropy_plateau_steps: int = 50
+    # Replies at or under this share of their start while the reward rises: a shortcut
+    # (science.md: a length drop over 30% in 10 steps is a collapse sign; a healthy run's
+    # replies may shorten by a third).
+    length_collapse_ratio: float = 0.2
+    # Replies under this share of their start on most updates while the reward does not rise:
+    # a collapse (the wild corpus's TRL run whose replies fell from 39-96 tokens to 9).
+    reply_collapse_ratio: float = 0.25
     # Trust region saturated (peers: clip fraction 10/20/40%).
     clip_frac_warn: float = 0.2
+    # Gradient-norm spikes (8 robust sigmas) at this share of updates are a pattern, not luck.
+    grad_spike_rate: float = 0.01
+    # A gradient norm this many times the median of the updates before it is an explosion (the
+    # peers' spike scenario dates its onset at 10x; healthy runs peak at 2.6-4.4x) ...
+    grad_explosion: float = 10.0
+    # ... and this many explosions are unstable updates even on a run that learns (rl-doctor's
+    # grad_spikes scenario: 7 in 300 updates).
+    grad_explosion_recurring: int = 3
+
+    # KL to the reference (rl-doctor kl_drift: 0.5 is worth a look, 2.0 is far).
+    ref_kl_warn: float = 0.5
+    ref_kl_fail: float = 2.0
+
+    # Reward components: a component holding this share of the reward's rise or spread
+    # dominates it (rl-doctor's reward_composition: 70% of recent variance warns) ...
+    component_dominant: float = 0.7
+    # ... and in a short log (3-4 updates), an auxiliary share rising this much at every update
+    # while the task component falls under this share of its first value.
+    component_short_rise: float = 0.2
+    component_short_fall: float = 2 / 3
+
+    # System (this project's own lines, docs/checks.md): the last five updates this many times
+    # slower than the first five is said (info); this many, held (3 of 5 five-update means)
+    # and still slowing over the second half, warns; updates starting under this many seconds
+    # are timer noise (a synthetic or replayed run), not a system.
+    system_slower_info: float = 1.5
+    system_slower_warn: float = 2.0
+    system_min_seconds: float = 0.05
 
     # Reward flat over at least this many steps while groups carry signal: not learning.
     not_learning_min_steps: int = 30
+    # A plateau: the last this share of the run (at least this many updates) without a trend,
+    # no higher than before, below the top of the range, while groups carry signal
+    # (rl-doctor: Mann-Kendall flat over the last 35%; science.md 2b reads the last 50 steps).
+    plateau_share: float = 0.35
+    plateau_min_steps: int = 50
+    # A reward flat over at least this many updates (its last quarter within this many standard
+    # errors of its first, or below it) is a plateau whatever the groups say (issue 27; the
+    # wild corpus's plateau rule).
+    flat_min_steps: int = 20
+    flat_z: float = 2.0
+    # Where a flat reward sits: within this share of the top (bottom) of its range saturated
+    # (too hard); from group statistics, this share of groups all solved (none solved).
+    plateau_level_edge: float = 0.2
+    plateau_groups_edge: float = 0.5
+
+    # Transcripts (docs/transcripts.md; a flag's own lines are the rules file's): the reward
+    # climbing faster than the task allows, over five steps this many early-noise errors above
+    # the early rate of rise and at least this share of the reward's range.
+    jump_sigmas: float = 5.0
+    jump_range: float = 0.1
+    # Length exploitation: within-step |Spearman(reward, length)| at least this
+    # (research/science.md), moved this far from its early value.
+    length_rho: float = 0.3
+    length_move: float = 0.2
+    # The Bernoulli CUSUM limit (log-likelihood units) on a flag's counts.
+    flag_cusum_h: float = 5.0
+    # Entropy falling with a repetition flag: after its onset under this share of before.
+    flag_entropy_drop: float = 0.85
+    # Replies at or under this share of their start while the reward rises back a relative
+    # flag (policy.py calls a fifth a shortcut on its own).
+    flag_length_collapse: float = 0.25
 
     # Held-out: at least this many evaluations to judge divergence.
     heldout_min_evals: int = 3
+    # A train rise under this share of the reward's range is not held against held-out.
+    heldout_min_gain: float = 0.05
+    # A train gain of at least this share of the range that held-out follows by under this
+    # share of it is divergence too (rl-doctor's length-hacking test: eval gain under 25%).
+    heldout_lag_gain: float = 0.3
+    heldout_lag_share: float = 0.25
 
     def with_overrides(self, pairs: dict[str, str]) -> Thresholds:
         """A copy with ``name=value`` overrides (from the CLI), each checked."""
@@ -270,36 +379,27 @@ class Context:
     # -- transcripts -------------------------------------------------------------------------
 
     @cached_property
-    def run_dir(self) -> Path | None:
-        p = Path(self.data.source)
-        d = p if p.is_dir() else p.parent
-        return d if d.is_dir() else None
-
-    @cached_property
     def rules(self) -> Rules:
-        """The transcript rules: ``check --rules FILE``, else $RLVITALS_TRANSCRIPT_RULES, else
-        transcript-rules.toml/.json in the run directory, else the defaults. A bad file raises
-        ConfigError naming the key."""
+        """The transcript rules: the file ``transcript_rules`` names (``rlvitals.judge``
+        chose it: ``--rules``, $RLVITALS_TRANSCRIPT_RULES or transcript-rules.toml in the run
+        directory), else the defaults. A bad file raises ConfigError naming the key."""
         from ..transcripts.rules import Rules, load_rules
 
-        path = self.transcript_rules or os.environ.get(RULES_ENV)
-        if not path and self.run_dir is not None:
-            for name in RULES_FILES:
-                if (self.run_dir / name).is_file():
-                    path = str(self.run_dir / name)
-                    break
+        path = self.transcript_rules
         return load_rules(path) if path else Rules()
 
     @cached_property
     def transcript_store(self) -> TranscriptStore | None:
-        from ..transcripts.store import TranscriptStore
+        """The run's transcripts, where ``rlvitals.source`` says they are."""
+        from ..source import transcript_store
 
-        if self.data.transcripts is not None:  # a framework's sample dump (readers.samples)
-            return self.data.transcripts
-        if self.run_dir is None:
-            return None
-        store = TranscriptStore(self.run_dir, warn=self.data.warnings.append)
-        return store if store.exists else None
+        return transcript_store(self.data)
+
+    def judging_warnings(self) -> list[str]:
+        """What reading the transcripts while judging found wrong with their files, one line
+        each (for ``Report.warnings``; never written into the run)."""
+        store = self.__dict__.get("transcript_store")
+        return list(store.warnings) if store is not None else []
 
     @cached_property
     def transcript_scan(self) -> RunScan | None:

@@ -68,136 +68,17 @@ def _reward_flat_since(ctx: Context, step: int) -> tuple[bool, str | None, float
 
 
 def check(ctx: Context) -> list[Finding]:
-    th = ctx.thresholds
-    candidates: list[tuple[str, Series, str]] = []
-    t = ctx.finite("response/truncated_rate")
-    if t is not None:
-        candidates.append(("response/truncated_rate", t, "hit the token limit"))
-    for name, s in _termination_shares(ctx):
-        candidates.append((name, s, f"ended at {name.rsplit('/', 1)[-1]}"))
+    """Each limit's share read by its course (``_course``), or at once in a short log; one
+    finding: the earliest limit reached, the others as its evidence; else a transient start."""
     hits: list[Finding] = []
     passed: list[Finding] = []
-    for name, s, words in candidates:
-        n = len(s)
-        if short_level(s.values, th.room_level):
-            # Fewer than five updates, every one mostly cut off: said at once.
-            level = float(s.values.mean())
-            hits.append(
-                finding(
-                    NAME,
-                    "warn",
-                    "out_of_room",
-                    f"{read_words(n)}: {level:.0%} of episodes {words}",
-                    metric=name,
-                    first_step=int(s.steps[0]),
-                    level=round_sig(level),
-                    most_line=th.room_level,
-                    updates_read=n,
-                    values=[round_sig(float(x)) for x in s.values],
-                    action="Read a few truncated replies: a model that never stops (a new "
-                    "model, a missing end token) or a budget too small for the task. A "
-                    "transient start that falls away within a few updates is normal for a "
-                    "model learning to stop.",
-                )
-            )
-            continue
-        if n < MIN_WINDOW:
-            continue
-        start = start_level(s.values, MIN_WINDOW)
-        roll = rolling_mean(s.values)
-        now = float(s.values[-MIN_WINDOW:].mean())
-        from_start = start >= th.room_level
-        line = start + th.room_rise
-        climbing, creep_line = False, None
-        # Judged by its course: what matters is whether episodes are still cut off now. A
-        # start where most are cut (a random-init model that has not learned to stop) that
-        # falls away is transient, not out of room.
-        if from_start:
-            if now < th.room_level:
-                drop = crossing(s.values, th.room_level, above=False, points=True)
-                passed.append(
-                    finding(
-                        NAME,
-                        "info",
-                        "out_of_room",
-                        f"a transient start: {start:.0%} of episodes {words} over the first "
-                        f"{MIN_WINDOW} updates, {now:.0%} over the last {MIN_WINDOW}",
-                        metric=name,
-                        first_step=int(s.steps[0]),
-                        last_step=int(s.steps[drop]) if drop is not None else None,
-                        start_level=round_sig(start),
-                        level=round_sig(now),
-                        most_line=th.room_level,
-                        action="Nothing to do: the policy learned to finish within the budget.",
-                    )
-                )
-                continue
-            idx = 0
-            flat, rname, slope = _reward_flat_since(ctx, int(s.steps[0]))
-        else:
-            # The start is the median of the first five updates; three points past the line
-            # after them are enough (the lines are far from noise), so a live run is judged
-            # from its eighth update.
-            if n < MIN_WINDOW + 3:
-                continue  # not yet
-            # Still climbing over the last third of the run: the budget binds more every
-            # update, and a smaller level is enough: science.md's warning line (room_creep,
-            # 5% of episodes), and at least half that over the run's own start.
-            late = trend(s.since(int(s.steps[n - max(2 * MIN_WINDOW, n // 3)])))
-            climbing = late is not None and late.rising
-            creep_line = max(th.room_creep, start + th.room_creep / 2)
-            if now < min(line, th.room_level) and not (climbing and now >= creep_line):
-                continue  # the spell is over
-            rise = crossing(s.values, line, points=True)
-            most = crossing(s.values, th.room_level, points=True)
-            if most is None:
-                # A rise past the line counts while reward stays flat (longer answers that
-                # pay off are learning, not a budget problem) or while the share climbs; the
-                # creep line only while it climbs.
-                if rise is not None and not climbing:
-                    flat, _, _ = _reward_flat_since(ctx, int(s.steps[rise]))
-                    if not flat:
-                        rise = None
-                creep = crossing(s.values, creep_line, points=True) if climbing else None
-                if rise is None and creep is None:
-                    continue
-                idx = min(i for i in (rise, creep) if i is not None)
-                flat, rname, slope = _reward_flat_since(ctx, int(s.steps[idx]))
-            else:
-                # Most episodes cut off at a limit: a problem whatever the reward does, dated
-                # from where the share first crept past the creep line.
-                creep = crossing(s.values, creep_line, points=True)
-                idx = min(i for i in (rise, most, creep) if i is not None)
-                flat, rname, slope = _reward_flat_since(ctx, int(s.steps[idx]))
-        first = int(s.steps[idx])
-        level = float(np.nanmax(roll)) if np.isfinite(roll).any() else float(s.values.mean())
-        reward_words = f", while {rname or 'reward'} is flat" if flat else ""
-        hits.append(
-            finding(
-                NAME,
-                "warn",
-                "out_of_room",
-                f"running out of room: {level:.0%} of episodes {words} "
-                f"({'from the start' if from_start else f'from step {first}, start {start:.0%}'}"
-                f", {now:.0%} over the last {MIN_WINDOW}"
-                + (", still climbing)" if climbing else ")")
-                + reward_words,
-                metric=name,
-                first_step=first,
-                start_level=round_sig(start),
-                level=round_sig(level),
-                last_level=round_sig(now),
-                line=round_sig(line),
-                creep_line=round_sig(creep_line) if climbing and creep_line else None,
-                most_line=th.room_level,
-                reward_metric=rname,
-                reward_flat=flat,
-                reward_slope_since=slope,
-                action="Raise the token or turn budget, or shape the reward for length "
-                "(DAPO overlong shaping); read transcripts of truncated episodes for repetition "
-                "loops.",
-            )
-        )
+    for name, s, words in _candidates(ctx):
+        if short_level(s.values, ctx.thresholds.room_level):
+            hits.append(_short(ctx, name, s, words))
+        elif len(s) >= MIN_WINDOW:
+            found = _course(ctx, name, s, words)
+            if found is not None:
+                (passed if found.severity == "info" else hits).append(found)
     if not hits:
         return passed[:1]
     # One finding: the earliest limit reached, the others as evidence.
@@ -209,6 +90,145 @@ def check(ctx: Context) -> list[Finding]:
             for f in hits[1:]
         }
     return [top]
+
+
+def _candidates(ctx: Context) -> list[tuple[str, Series, str]]:
+    """The shares of episodes at a limit the run logs: (metric, share per update, words)."""
+    out: list[tuple[str, Series, str]] = []
+    t = ctx.finite("response/truncated_rate")
+    if t is not None:
+        out.append(("response/truncated_rate", t, "hit the token limit"))
+    for name, s in _termination_shares(ctx):
+        out.append((name, s, f"ended at {name.rsplit('/', 1)[-1]}"))
+    return out
+
+
+def _short(ctx: Context, name: str, s: Series, words: str) -> Finding:
+    """Fewer than five updates, every one mostly cut off: said at once."""
+    level = float(s.values.mean())
+    return finding(
+        NAME,
+        "warn",
+        "out_of_room",
+        f"{read_words(len(s))}: {level:.0%} of episodes {words}",
+        metric=name,
+        first_step=int(s.steps[0]),
+        level=round_sig(level),
+        most_line=ctx.thresholds.room_level,
+        updates_read=len(s),
+        values=[round_sig(float(x)) for x in s.values],
+        action="Read a few truncated replies: a model that never stops (a new "
+        "model, a missing end token) or a budget too small for the task. A "
+        "transient start that falls away within a few updates is normal for a "
+        "model learning to stop.",
+    )
+
+
+def _course(ctx: Context, name: str, s: Series, words: str) -> Finding | None:
+    """Judged by its course: what matters is whether episodes are still cut off now. Most cut
+    from the start and still: out of room from the start; a start where most are cut (a
+    random-init model that has not learned to stop) that falls away is transient; else the
+    spell that began later (``_later``), if it is not over."""
+    th = ctx.thresholds
+    start = start_level(s.values, MIN_WINDOW)
+    now = float(s.values[-MIN_WINDOW:].mean())
+    from_start = start >= th.room_level
+    if from_start and now < th.room_level:
+        return _transient(ctx, name, s, words, start, now)
+    climbing, creep_line = False, None
+    if from_start:
+        idx = 0
+    else:
+        later = _later(ctx, s, start, now)
+        if later is None:
+            return None
+        idx, climbing, creep_line = later
+    flat, rname, slope = _reward_flat_since(ctx, int(s.steps[idx]))
+    first = int(s.steps[idx])
+    roll = rolling_mean(s.values)
+    level = float(np.nanmax(roll)) if np.isfinite(roll).any() else float(s.values.mean())
+    reward_words = f", while {rname or 'reward'} is flat" if flat else ""
+    return finding(
+        NAME,
+        "warn",
+        "out_of_room",
+        f"running out of room: {level:.0%} of episodes {words} "
+        f"({'from the start' if from_start else f'from step {first}, start {start:.0%}'}"
+        f", {now:.0%} over the last {MIN_WINDOW}"
+        + (", still climbing)" if climbing else ")")
+        + reward_words,
+        metric=name,
+        first_step=first,
+        start_level=round_sig(start),
+        level=round_sig(level),
+        last_level=round_sig(now),
+        line=round_sig(start + th.room_rise),
+        creep_line=round_sig(creep_line) if climbing and creep_line else None,
+        most_line=th.room_level,
+        reward_metric=rname,
+        reward_flat=flat,
+        reward_slope_since=slope,
+        action="Raise the token or turn budget, or shape the reward for length "
+        "(DAPO overlong shaping); read transcripts of truncated episodes for repetition "
+        "loops.",
+    )
+
+
+def _transient(ctx: Context, name: str, s: Series, words: str, start: float, now: float) -> Finding:
+    """Most episodes cut at the start, few now: the policy learned to finish in time."""
+    drop = crossing(s.values, ctx.thresholds.room_level, above=False, points=True)
+    return finding(
+        NAME,
+        "info",
+        "out_of_room",
+        f"a transient start: {start:.0%} of episodes {words} over the first "
+        f"{MIN_WINDOW} updates, {now:.0%} over the last {MIN_WINDOW}",
+        metric=name,
+        first_step=int(s.steps[0]),
+        last_step=int(s.steps[drop]) if drop is not None else None,
+        start_level=round_sig(start),
+        level=round_sig(now),
+        most_line=ctx.thresholds.room_level,
+        action="Nothing to do: the policy learned to finish within the budget.",
+    )
+
+
+def _later(ctx: Context, s: Series, start: float, now: float) -> tuple[int, bool, float] | None:
+    """Where a spell at a limit that began after a healthy start began, whether the share is
+    still climbing, and the creep line; None when there is none or it is over. The start is
+    the median of the first five updates; three points past the line after them are enough
+    (the lines are far from noise), so a live run is judged from its eighth update."""
+    th = ctx.thresholds
+    n = len(s)
+    if n < MIN_WINDOW + 3:
+        return None  # not yet
+    # Still climbing over the last third of the run: the budget binds more every update, and
+    # a smaller level is enough: science.md's warning line (room_creep, 5% of episodes), and
+    # at least half that over the run's own start.
+    late = trend(s.since(int(s.steps[n - max(2 * MIN_WINDOW, n // 3)])))
+    climbing = late is not None and late.rising
+    creep_line = max(th.room_creep, start + th.room_creep / 2)
+    line = start + th.room_rise
+    if now < min(line, th.room_level) and not (climbing and now >= creep_line):
+        return None  # the spell is over
+    rise = crossing(s.values, line, points=True)
+    most = crossing(s.values, th.room_level, points=True)
+    if most is None:
+        # A rise past the line counts while reward stays flat (longer answers that pay off
+        # are learning, not a budget problem) or while the share climbs; the creep line only
+        # while it climbs.
+        if rise is not None and not climbing:
+            flat, _, _ = _reward_flat_since(ctx, int(s.steps[rise]))
+            if not flat:
+                rise = None
+        creep = crossing(s.values, creep_line, points=True) if climbing else None
+        if rise is None and creep is None:
+            return None
+        return min(i for i in (rise, creep) if i is not None), climbing, creep_line
+    # Most episodes cut off at a limit: a problem whatever the reward does, dated from where
+    # the share first crept past the creep line.
+    creep = crossing(s.values, creep_line, points=True)
+    return min(i for i in (rise, most, creep) if i is not None), climbing, creep_line
 
 
 @fact

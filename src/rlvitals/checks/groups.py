@@ -8,6 +8,8 @@ expected from the pass rate alone, p^G + (1-p)^G.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -27,13 +29,6 @@ from .stats import (
 )
 
 NAME = "groups"
-# The share of no-variance groups above the one the pass rate gives that says the rewards are
-# not what the pass rate implies.
-EXCESS = 0.3
-# Groups that agree while the policy's entropy holds at this share of its start or more did not
-# stop exploring: the tasks split into ones every attempt solves and ones none can (a budget too
-# short for one kind of task, a tool that fails). The entropy check's collapse line is 0.3.
-ENTROPY_HELD = 0.5
 
 
 def group_shares(ctx: Context) -> tuple[Series, Series | None, Series | None, str] | None:
@@ -219,9 +214,6 @@ def from_start(ctx: Context) -> str | None:
     return None
 
 
-MIN_GROUPS = 16  # groups of one update that all agreeing is not chance
-
-
 def _vanished(
     ctx: Context, share: Series, all_s: Series | None, none_s: Series | None, metric: str
 ) -> list[Finding]:
@@ -241,7 +233,7 @@ def _vanished(
     # A few groups can all agree by chance (4 groups of a TRL test run); the gradient says
     # whether anything trained, else enough groups must have agreed.
     groups = (at["groups/trained"] or 0.0) + (at["groups/rejected"] or 0.0)
-    if not zero_grad and (logged or groups < MIN_GROUPS):
+    if not zero_grad and (logged or groups < ctx.thresholds.rejected_min_groups):
         return []
     _, words, ev = _which(ctx, all_s, none_s, step, step)
     return [
@@ -267,255 +259,333 @@ def _vanished(
 
 
 def check(ctx: Context) -> list[Finding]:
-    th = ctx.thresholds
+    """High from the start: too easy or too hard for the starting model. Rising later: the
+    first reading of the spell below that holds (``_LATER``, in order)."""
     got = group_shares(ctx)
     if got is None:
         return _identical(ctx)
     share, all_s, none_s, metric = got
-    n = len(share)
-    v = share.values
     # The start is read over its first five updates; before five exist, a share over many
     # groups is judged at once if every update read is past the line (short_level).
-    short = n < MIN_WINDOW
-    if short and not short_level(v, th.rejected_warn):
+    if len(share) < MIN_WINDOW and not short_level(share.values, ctx.thresholds.rejected_warn):
         return _vanished(ctx, share, all_s, none_s, metric)
-    out: list[Finding] = []
-    roll = rolling_mean(v)
+    start = _from_start(ctx, share, all_s, none_s, metric)
+    if start is not None:
+        return [start]
+    spell = _spell(ctx, share, all_s, none_s, metric)
+    if spell is None:
+        return []
+    for read in _LATER:
+        found = read(ctx, spell)
+        if found is not None:
+            return [found]
+    return []
+
+
+def _from_start(
+    ctx: Context, share: Series, all_s: Series | None, none_s: Series | None, metric: str
+) -> Finding | None:
+    """Most groups rejected over the first five updates (or every update of a shorter log):
+    the tasks are too easy or too hard for the starting model."""
+    th = ctx.thresholds
+    n, v = len(share), share.values
+    short = n < MIN_WINDOW
     head_n = min(MIN_WINDOW, n)
     head = float(v[:head_n].mean())
+    if not head >= th.rejected_warn:
+        return None
     s0, s1 = int(share.steps[0]), int(share.steps[head_n - 1])
+    verdict, words, ev = _which(ctx, all_s, none_s, s0, s1)
+    p = ev.get("pass_rate")
+    expected = _expected_share(ctx, p) if p is not None else None
+    sev = "fail" if head >= th.rejected_fail else "warn"
+    return finding(
+        NAME,
+        sev,
+        verdict,
+        (f"{read_words(n)}: " if short else "")
+        + f"{head:.0%} of groups rejected {'' if short else 'from the start '}"
+        f"({words}): GRPO learns nothing from groups whose attempts all score the same",
+        metric=metric,
+        first_step=s0,
+        share=round_sig(head),
+        window=[s0, s1],
+        updates_read=n,
+        threshold=th.rejected_fail if sev == "fail" else th.rejected_warn,
+        expected_share=None if expected is None else round_sig(expected),
+        group_size=_group_size(ctx),
+        action=(
+            "Size tasks so attempts disagree: harder tasks, filter out solved ones "
+            "(Skywork-OR1), or dynamic sampling (DAPO)."
+            if verdict == "too_easy"
+            else "Size tasks so attempts disagree: easier tasks or a curriculum, a "
+            "longer warm start, a larger group; and check the grader or answer parser is "
+            "not rejecting right answers."
+        ),
+        **ev,
+    )
 
-    if head >= th.rejected_warn:
-        verdict, words, ev = _which(ctx, all_s, none_s, s0, s1)
-        p = ev.get("pass_rate")
-        expected = _expected_share(ctx, p) if p is not None else None
-        sev = "fail" if head >= th.rejected_fail else "warn"
-        out.append(
-            finding(
-                NAME,
-                sev,
-                verdict,
-                (f"{read_words(n)}: " if short else "")
-                + f"{head:.0%} of groups rejected {'' if short else 'from the start '}"
-                f"({words}): GRPO learns nothing from groups whose attempts all score the same",
-                metric=metric,
-                first_step=s0,
-                share=round_sig(head),
-                window=[s0, s1],
-                updates_read=n,
-                threshold=th.rejected_fail if sev == "fail" else th.rejected_warn,
-                expected_share=None if expected is None else round_sig(expected),
-                group_size=_group_size(ctx),
-                action=(
-                    "Size tasks so attempts disagree: harder tasks, filter out solved ones "
-                    "(Skywork-OR1), or dynamic sampling (DAPO)."
-                    if verdict == "too_easy"
-                    else "Size tasks so attempts disagree: easier tasks or a curriculum, a "
-                    "longer warm start, a larger group; and check the grader or answer parser is "
-                    "not rejecting right answers."
-                ),
-                **ev,
-            )
-        )
-        return out
 
-    # Rising later: find the first sustained spell above the line after a healthy start.
-    idx = crossing(v, th.rejected_warn)
+@dataclass
+class Spell:
+    """Most groups rejected later in the run, after a healthy start: from where, how many, and
+    what the run says about them, for the readings below to weigh."""
+
+    metric: str
+    step: int  # the first step of the first sustained spell past the line
+    end: int  # the last of the five updates it is read over
+    level: float  # the highest five-update mean share over them
+    verdict: str  # too_easy / too_hard from the breakdown or the pass rate, else no_signal
+    ev: dict[str, Any]
+    pass_rate: float | None
+    improved: bool | None  # the reward (rejected groups included) risen beyond noise
+    rname: str | None
+    promoted: bool  # too_easy read off the reward's rise alone (no breakdown, no pass rate)
+
+
+def _spell(
+    ctx: Context, share: Series, all_s: Series | None, none_s: Series | None, metric: str
+) -> Spell | None:
+    """The first sustained spell of the share above the line after a healthy start."""
+    v = share.values
+    idx = crossing(v, ctx.thresholds.rejected_warn)
     if idx is None:
-        return out
+        return None
+    roll = rolling_mean(v)
     step = int(share.steps[idx])
     end = int(share.steps[min(len(share) - 1, idx + MIN_WINDOW - 1)])
     level = float(np.nanmax(roll[idx : idx + MIN_WINDOW])) if idx < len(roll) else float(v[idx])
-    verdict, words, ev = _which(ctx, all_s, none_s, step, end)
-    p = ev.get("pass_rate")
+    verdict, _words, ev = _which(ctx, all_s, none_s, step, end)
     improved, rname = _reward_improved(ctx, step)
     ev["reward_improved"] = improved
-    # Mastered or not is read from the reward with the rejected groups counted (the seeds):
-    # groups stop disagreeing because easy tasks are now always solved (reward up), or because
-    # the policy stopped exploring (reward not up).
-    task = ctx.components.task
-    # Far more groups without variance than the pass rate gives (p^G + (1-p)^G; G from the
-    # attempts, else 4, the smallest GRPO group, which gives the largest share): rewards are
-    # more deterministic than the pass rate implies (science.md 3: a format gate, a grader
-    # giving one value per prompt, a policy that stopped exploring). Not mastered: mastering
-    # drives the pass rate, and so the expected share, up with it.
-    # Only where the run does not say which groups were all solved or none solved: tasks of
-    # mixed difficulty (some always solved, some never) raise the share above what the mean
-    # pass rate gives, and that breakdown tells them apart (mastered / too hard below).
-    g = _group_size(ctx) or 4.0
-    expected = (
-        float(p**g + (1 - p) ** g)
-        if p is not None and 0 <= p <= 1 and _rate_is_a_pass_rate(ctx)
-        else None
-    )
-    breakdown = ev.get("all_solved_share") is not None or ev.get("none_solved_share") is not None
-    if expected is not None and not breakdown and level > expected + EXCESS:
-        out.append(
-            finding(
-                NAME,
-                "warn",
-                "no_signal",
-                f"no learning signal: from step {step}, {level:.0%} of groups give every "
-                f"attempt the same reward, where a pass rate of {p:.0%} gives {expected:.0%} "
-                f"(p^G + (1-p)^G, G={g:g})",
-                metric=metric,
-                first_step=step,
-                share=round_sig(level),
-                expected_share=round_sig(expected),
-                group_size=g,
-                excess_line=EXCESS,
-                action="Rewards are more deterministic than the pass rate implies: look for a "
-                "grader that gives one value per prompt or a format gate, and at entropy (a "
-                "policy that stopped exploring); dynamic sampling (DAPO) only hides it.",
-                **ev,
-            )
-        )
-        return out
+    # Which groups agree is unknown, but the reward (rejected groups included) rose beyond
+    # noise: groups that stop disagreeing as the reward climbs are being solved.
     promoted = verdict == "no_signal" and bool(improved)
-    if promoted:
-        # Which groups agree is unknown, but the reward (rejected groups included) rose
-        # beyond noise: groups that stop disagreeing as the reward climbs are being solved.
-        verdict = "too_easy"
-    if verdict == "too_easy" and improved is not False and task is not None and task.flat:
-        out.append(
-            finding(
-                NAME,
-                "info",
-                "exploit_suspected",
-                f"from step {step}, {level:.0%} of groups score the same on every attempt, "
-                f"but the task component {task.name} stayed flat ({task.head:.3g} -> "
-                f"{task.tail:.3g}): not mastered",
-                metric=metric,
-                first_step=step,
-                share=round_sig(level),
-                task_component=task.name,
-                action="Every attempt earns the same reward through another component: see "
-                "the components finding.",
-                **ev,
-            )
-        )
-    elif verdict == "too_easy" and improved is not False:
-        # Good news, and still a warning: the tasks are used up. Each all-solved group costs
-        # its sampling and teaches nothing, and the fewer groups left carry a noisier gradient
-        # (DAPO; science.md 3: a rising all-solved share means the curriculum is exhausted, warn
-        # when under half the groups carry signal). The run is done, or needs harder tasks.
-        # Read off the reward alone (no all-solved breakdown, no pass rate), a rise smaller
-        # than the spread the attempts had at the start could be junk that scores one value
-        # (a wrecked policy pinned at 0 after slightly negative rewards): said, not warned.
-        sure = not promoted or _rose_past_spread(ctx)
-        # Groups that agree while most replies are cut at the token limit agree at the score
-        # the limit allows (a TRL run paid by reply length, capped at 12 tokens: every reply
-        # truncated, every attempt 0.75): the limit is the cause, said by the episodes check.
-        cut = _mean_at(ctx.finite("response/truncated_rate"), step, end)
-        capped = cut is not None and cut >= th.room_level
-        out.append(
-            finding(
-                NAME,
-                "warn" if sure and not capped else "info",
-                "mastered",
-                f"mastered: from step {step}, {level:.0%} of groups solved by every attempt"
-                + (
-                    f", but {cut:.0%} of replies hit the token limit: they agree at the score "
-                    "the limit allows (see the episodes finding)"
-                    if capped and cut is not None
-                    else ": the tasks are used up, and those groups cost their sampling and "
-                    "teach nothing"
-                    if sure
-                    else ""
-                ),
-                metric=metric,
-                first_step=step,
-                share=round_sig(level),
-                threshold=th.rejected_warn,
-                truncated_share=None if cut is None else round_sig(cut),
-                action="Stop here (the checkpoint from this step on has learned these tasks), "
-                "or go on with harder tasks: filter out solved prompts (Skywork-OR1) or sample "
-                "dynamically (DAPO). Read reward/mean_with_unusable, not reward/mean, for the "
-                "real level.",
-                **ev,
-            )
-        )
-    elif verdict == "too_hard" and improved:
-        out.append(
-            finding(
-                NAME,
-                "info",
-                "too_hard",
-                f"from step {step}, {level:.0%} of groups rejected, most solved by no attempt, "
-                f"while {rname} improves: tasks the policy cannot do yet",
-                metric=metric,
-                first_step=step,
-                share=round_sig(level),
-                action="Nothing is wrong with the run; those tasks teach nothing until some "
-                "attempts solve them: a curriculum or dynamic sampling spends less on them.",
-                **ev,
-            )
-        )
-    elif verdict == "too_hard":
-        out.append(
-            finding(
-                NAME,
-                "warn",
-                "collapse",
-                f"collapse: from step {step}, {level:.0%} of groups rejected, most solved by "
-                f"no attempt, while {rname or 'the reward'} does not improve",
-                metric=metric,
-                first_step=step,
-                share=round_sig(level),
-                action="Look at entropy, transcripts and the sampler/trainer mismatch around "
-                "this step; restart from an earlier checkpoint with a lower learning rate.",
-                **ev,
-            )
-        )
-    elif (held := _entropy_held(ctx, step)) is not None:
-        # The attempts still disagree token by token; the tasks split by kind instead.
-        # Still, most groups teach nothing while the reward stands still (a real TRL run: 72%
-        # of its records with half the groups or more at one reward): no signal from them, a
-        # warning, and a symptom that yields the run's verdict to its cause (the episodes
-        # check's budget, a component).
-        ename, ratio = held
-        out.append(
-            finding(
-                NAME,
-                "warn",
-                "no_signal",
-                f"no learning signal from most groups: from step {step}, {level:.0%} of groups "
-                f"have one reward for every attempt while {rname or 'the reward'} does not "
-                f"improve; {ename} holds at {ratio:.0%} of its start, so the policy still "
-                "explores: the tasks split into ones every attempt solves and ones none does",
-                metric=metric,
-                symptom=True,
-                first_step=step,
-                share=round_sig(level),
-                threshold=th.rejected_warn,
-                entropy_metric=ename,
-                entropy_ratio=round_sig(ratio),
-                entropy_held_line=ENTROPY_HELD,
-                action="Look at which tasks no attempt solves (a budget too short for them, a "
-                "tool or a format they fail on) and at the episodes findings.",
-                **ev,
-            )
-        )
-    else:
-        out.append(
-            finding(
-                NAME,
-                "warn",
-                "exploration_stopped",
-                f"exploration stopped: from step {step}, {level:.0%} of groups have one reward "
-                f"for every attempt while {rname or 'the reward'} does not improve (pass rate "
-                f"{'unknown' if p is None else f'{p:.0%}'})",
-                metric=metric,
-                first_step=step,
-                share=round_sig(level),
-                threshold=th.rejected_warn,
-                action="The attempts at a task stopped disagreeing before the tasks were "
-                "mastered: the policy became deterministic. Raise the temperature or the group "
-                "size, add an entropy bonus or clip-higher, or restart from before this step.",
-                **ev,
-            )
-        )
-    return out
+    return Spell(
+        metric,
+        step,
+        end,
+        level,
+        "too_easy" if promoted else verdict,
+        ev,
+        ev.get("pass_rate"),
+        improved,
+        rname,
+        promoted,
+    )
+
+
+def _beyond_pass_rate(ctx: Context, sp: Spell) -> Finding | None:
+    """Far more groups without variance than the pass rate gives (p^G + (1-p)^G; G from the
+    attempts, else 4, the smallest GRPO group, which gives the largest share): rewards are
+    more deterministic than the pass rate implies (science.md 3: a format gate, a grader
+    giving one value per prompt, a policy that stopped exploring). Not mastered: mastering
+    drives the pass rate, and so the expected share, up with it. Only where the run does not
+    say which groups were all solved or none solved: tasks of mixed difficulty (some always
+    solved, some never) raise the share above what the mean pass rate gives, and that
+    breakdown tells them apart (mastered / too hard below)."""
+    p = sp.pass_rate
+    g = _group_size(ctx) or 4.0
+    if p is None or not 0 <= p <= 1 or not _rate_is_a_pass_rate(ctx):
+        return None
+    expected = float(p**g + (1 - p) ** g)
+    excess = ctx.thresholds.rejected_excess
+    breakdown = (
+        sp.ev.get("all_solved_share") is not None or sp.ev.get("none_solved_share") is not None
+    )
+    if breakdown or not sp.level > expected + excess:
+        return None
+    return finding(
+        NAME,
+        "warn",
+        "no_signal",
+        f"no learning signal: from step {sp.step}, {sp.level:.0%} of groups give every "
+        f"attempt the same reward, where a pass rate of {p:.0%} gives {expected:.0%} "
+        f"(p^G + (1-p)^G, G={g:g})",
+        metric=sp.metric,
+        first_step=sp.step,
+        share=round_sig(sp.level),
+        expected_share=round_sig(expected),
+        group_size=g,
+        excess_line=excess,
+        action="Rewards are more deterministic than the pass rate implies: look for a "
+        "grader that gives one value per prompt or a format gate, and at entropy (a "
+        "policy that stopped exploring); dynamic sampling (DAPO) only hides it.",
+        **sp.ev,
+    )
+
+
+def _solved_by_another_part(ctx: Context, sp: Spell) -> Finding | None:
+    """Groups solved by every attempt while the task component stayed flat: every attempt
+    earns the same reward through another component, not mastered."""
+    task = ctx.components.task
+    if sp.verdict != "too_easy" or sp.improved is False or task is None or not task.flat:
+        return None
+    return finding(
+        NAME,
+        "info",
+        "exploit_suspected",
+        f"from step {sp.step}, {sp.level:.0%} of groups score the same on every attempt, "
+        f"but the task component {task.name} stayed flat ({task.head:.3g} -> "
+        f"{task.tail:.3g}): not mastered",
+        metric=sp.metric,
+        first_step=sp.step,
+        share=round_sig(sp.level),
+        task_component=task.name,
+        action="Every attempt earns the same reward through another component: see "
+        "the components finding.",
+        **sp.ev,
+    )
+
+
+def _mastered(ctx: Context, sp: Spell) -> Finding | None:
+    """Good news, and still a warning: the tasks are used up. Each all-solved group costs its
+    sampling and teaches nothing, and the fewer groups left carry a noisier gradient (DAPO;
+    science.md 3: a rising all-solved share means the curriculum is exhausted, warn when
+    under half the groups carry signal). The run is done, or needs harder tasks."""
+    if sp.verdict != "too_easy" or sp.improved is False:
+        return None
+    # Read off the reward alone (no all-solved breakdown, no pass rate), a rise smaller than
+    # the spread the attempts had at the start could be junk that scores one value (a wrecked
+    # policy pinned at 0 after slightly negative rewards): said, not warned.
+    sure = not sp.promoted or _rose_past_spread(ctx)
+    # Groups that agree while most replies are cut at the token limit agree at the score the
+    # limit allows (a TRL run paid by reply length, capped at 12 tokens: every reply
+    # truncated, every attempt 0.75): the limit is the cause, said by the episodes check.
+    cut = _mean_at(ctx.finite("response/truncated_rate"), sp.step, sp.end)
+    capped = cut is not None and cut >= ctx.thresholds.room_level
+    return finding(
+        NAME,
+        "warn" if sure and not capped else "info",
+        "mastered",
+        f"mastered: from step {sp.step}, {sp.level:.0%} of groups solved by every attempt"
+        + (
+            f", but {cut:.0%} of replies hit the token limit: they agree at the score "
+            "the limit allows (see the episodes finding)"
+            if capped and cut is not None
+            else ": the tasks are used up, and those groups cost their sampling and teach nothing"
+            if sure
+            else ""
+        ),
+        metric=sp.metric,
+        first_step=sp.step,
+        share=round_sig(sp.level),
+        threshold=ctx.thresholds.rejected_warn,
+        truncated_share=None if cut is None else round_sig(cut),
+        action="Stop here (the checkpoint from this step on has learned these tasks), "
+        "or go on with harder tasks: filter out solved prompts (Skywork-OR1) or sample "
+        "dynamically (DAPO). Read reward/mean_with_unusable, not reward/mean, for the "
+        "real level.",
+        **sp.ev,
+    )
+
+
+def _not_yet_solvable(ctx: Context, sp: Spell) -> Finding | None:
+    """Most groups solved by no attempt while the reward improves: tasks the policy cannot do
+    yet, nothing wrong with the run."""
+    if sp.verdict != "too_hard" or not sp.improved:
+        return None
+    return finding(
+        NAME,
+        "info",
+        "too_hard",
+        f"from step {sp.step}, {sp.level:.0%} of groups rejected, most solved by no attempt, "
+        f"while {sp.rname} improves: tasks the policy cannot do yet",
+        metric=sp.metric,
+        first_step=sp.step,
+        share=round_sig(sp.level),
+        action="Nothing is wrong with the run; those tasks teach nothing until some "
+        "attempts solve them: a curriculum or dynamic sampling spends less on them.",
+        **sp.ev,
+    )
+
+
+def _collapse(ctx: Context, sp: Spell) -> Finding | None:
+    """Most groups solved by no attempt while the reward does not improve: a collapse."""
+    if sp.verdict != "too_hard":
+        return None
+    return finding(
+        NAME,
+        "warn",
+        "collapse",
+        f"collapse: from step {sp.step}, {sp.level:.0%} of groups rejected, most solved by "
+        f"no attempt, while {sp.rname or 'the reward'} does not improve",
+        metric=sp.metric,
+        first_step=sp.step,
+        share=round_sig(sp.level),
+        action="Look at entropy, transcripts and the sampler/trainer mismatch around "
+        "this step; restart from an earlier checkpoint with a lower learning rate.",
+        **sp.ev,
+    )
+
+
+def _tasks_split(ctx: Context, sp: Spell) -> Finding | None:
+    """Groups agreeing while the policy's entropy holds: the attempts still disagree token by
+    token, and the tasks split by kind instead. Still, most groups teach nothing while the
+    reward stands still (a real TRL run: 72% of its records with half the groups or more at
+    one reward): no signal from them, a warning, and a symptom that yields the run's verdict
+    to its cause (the episodes check's budget, a component)."""
+    held = _entropy_held(ctx, sp.step)
+    if held is None:
+        return None
+    ename, ratio = held
+    return finding(
+        NAME,
+        "warn",
+        "no_signal",
+        f"no learning signal from most groups: from step {sp.step}, {sp.level:.0%} of groups "
+        f"have one reward for every attempt while {sp.rname or 'the reward'} does not "
+        f"improve; {ename} holds at {ratio:.0%} of its start, so the policy still "
+        "explores: the tasks split into ones every attempt solves and ones none does",
+        metric=sp.metric,
+        symptom=True,
+        first_step=sp.step,
+        share=round_sig(sp.level),
+        threshold=ctx.thresholds.rejected_warn,
+        entropy_metric=ename,
+        entropy_ratio=round_sig(ratio),
+        entropy_held_line=ctx.thresholds.rejected_entropy_held,
+        action="Look at which tasks no attempt solves (a budget too short for them, a "
+        "tool or a format they fail on) and at the episodes findings.",
+        **sp.ev,
+    )
+
+
+def _exploration_stopped(ctx: Context, sp: Spell) -> Finding | None:
+    """What is left: the attempts at a task stopped disagreeing before the tasks were
+    mastered, the policy became deterministic."""
+    p = sp.pass_rate
+    return finding(
+        NAME,
+        "warn",
+        "exploration_stopped",
+        f"exploration stopped: from step {sp.step}, {sp.level:.0%} of groups have one reward "
+        f"for every attempt while {sp.rname or 'the reward'} does not improve (pass rate "
+        f"{'unknown' if p is None else f'{p:.0%}'})",
+        metric=sp.metric,
+        first_step=sp.step,
+        share=round_sig(sp.level),
+        threshold=ctx.thresholds.rejected_warn,
+        action="The attempts at a task stopped disagreeing before the tasks were "
+        "mastered: the policy became deterministic. Raise the temperature or the group "
+        "size, add an entropy bonus or clip-higher, or restart from before this step.",
+        **sp.ev,
+    )
+
+
+# How a later spell of rejected groups reads, the first that holds: mastering is read from
+# the reward with the rejected groups counted (the seeds): groups stop disagreeing because
+# easy tasks are now always solved (reward up), or because the policy stopped exploring
+# (reward not up).
+_LATER: tuple[Callable[[Context, Spell], Finding | None], ...] = (
+    _beyond_pass_rate,
+    _solved_by_another_part,
+    _mastered,
+    _not_yet_solvable,
+    _collapse,
+    _tasks_split,
+    _exploration_stopped,
+)
 
 
 def _identical(ctx: Context) -> list[Finding]:
@@ -561,7 +631,8 @@ def _identical(ctx: Context) -> list[Finding]:
 
 
 def _entropy_held(ctx: Context, step: int) -> tuple[str, float] | None:
-    """(metric, ratio) where the policy's entropy since ``step`` is still ``ENTROPY_HELD`` of
+    """(metric, ratio) where the policy's entropy since ``step`` is still
+    ``rejected_entropy_held`` of
     its start or more (median of the first updates against the mean since), else None (not
     logged, too short, or fallen: a policy that may have stopped exploring)."""
     name, s = ctx.series(*ENTROPY)  # finite values only
@@ -572,4 +643,4 @@ def _entropy_held(ctx: Context, step: int) -> tuple[str, float] | None:
     if not h0 > 0 or len(since) < MIN_WINDOW:
         return None
     ratio = float(since.values.mean()) / h0
-    return (name, ratio) if ratio >= ENTROPY_HELD else None
+    return (name, ratio) if ratio >= ctx.thresholds.rejected_entropy_held else None

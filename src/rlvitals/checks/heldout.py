@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -34,12 +35,6 @@ from .stats import MIN_WINDOW, noise_sigma, trend
 
 NAME = "heldout"
 
-# A train gain of at least this share of the reward's range that held-out follows by under
-# LAG_SHARE of it is divergence too.
-LAG_GAIN = 0.3
-# A train rise under this share of the reward's range is not held against held-out.
-MIN_GAIN = 0.05
-LAG_SHARE = 0.25
 # Spans tried as divergence candidates (the earliest evaluations), to stay linear in time.
 MAX_CANDIDATES = 64
 
@@ -133,143 +128,176 @@ def heldout_change(ctx: Context, since: int) -> dict[str, Any] | None:
 
 
 def check(ctx: Context) -> list[Finding]:
-    th = ctx.thresholds
+    """Each held-out suite: too few evaluations to judge, a divergence from the train reward
+    (``_divergence``), or learning on held-out beyond twice its error."""
     suites = _suites(ctx)
     if not suites:
         return []
     rname, r = ctx.series("reward/mean_with_unusable", "reward/mean")
-    lo, hi = ctx.reward_bounds
-    span = hi - lo if hi > lo else 1.0
     out: list[Finding] = []
     for metric in suites:
-        suite = suite_name(metric)
         e = ctx.finite(metric)
         if e is None:
             continue
-        if len(e) < th.heldout_min_evals:
-            out.append(
-                finding(
-                    NAME,
-                    "info",
-                    "too_early",
-                    f"{len(e)} held-out evaluation(s) of {suite}; divergence needs "
-                    f"{th.heldout_min_evals}",
-                    metric=metric,
-                    evaluations=len(e),
-                    action="Score sampler checkpoints on held-out tasks every few updates "
-                    "([output] sampler_checkpoint_every).",
-                )
-            )
-            continue
-        if r is None:
-            continue
-        se = _eval_se(ctx, suite, e)
-        ev: dict[str, Any] = dict(
-            suite=suite,
-            train_metric=rname,
-            evaluations=len(e),
-            eval_steps=[int(x) for x in e.steps[:30]],
-            eval_scores=[round_sig(float(x)) for x in e.values[:30]],
-        )
-        last_i = len(e) - th.heldout_min_evals
-        diverged = None
-        for i in range(min(last_i + 1, MAX_CANDIDATES)):
-            train = _train_span(r, int(e.steps[i]), int(e.steps[-1]))
-            if train is None or not train["rising"]:
-                continue
-            first, last, change, err = _span_change(e, se, i)
-            # Over the whole run, flat is enough, if flat is told apart from keeping up: the
-            # held-out change must sit 2 errors below the train gain (as a share of the
-            # reward's range), else a slow healthy run whose small gain held-out cannot
-            # resolve reads as an exploit. From a later evaluation, held-out must fall: a
-            # held-out score that stops rising late in a healthy run is common (it
-            # saturates), and trying every start would find a flat stretch in noise.
-            gain = (train["last"] - train["first"]) / span
-            if gain < MIN_GAIN:
-                continue  # a rise too small to call the train reward rising
-            # Or, over the whole run, a big train gain (a third of the reward's range or
-            # more) that held-out follows by under a quarter (rl-doctor's length-hacking
-            # test: eval gain under 25% of the gain): the rise is mostly not skill.
-            lagging = gain >= LAG_GAIN and change < LAG_SHARE * gain
-            # A train pass rate that rose towards the held-out score without passing it is
-            # explained by the skill held-out shows: sampling sharpening onto answers the
-            # policy already gives greedily (RL raises pass@1 before it raises what greedy
-            # decoding solves; Yue et al. 2025). Both must be shares of [0, 1] to compare.
-            explained = (
-                lo >= 0.0
-                and hi <= 1.0
-                and bool(np.all((e.values[i:] >= 0) & (e.values[i:] <= 1)))
-                and train["last"] <= float(e.values[i:].mean())
-            )
-            if (
-                ((change <= err and change + 2 * err < gain) or lagging) and not explained
-                if i == 0
-                else change < -2 * err
-            ):
-                diverged = (i, train, first, last, change, err)
-                break
-        if diverged is not None:
-            i, train, e_first, e_last, e_change, e_se = diverged
-            falling = e_change < -2 * e_se
-            # Where held-out stopped following: its (3-evaluation) peak within the span, when
-            # that comes after the span's start (it rose with train first, then fell).
-            v = e.values[i:]
-            smooth = [float(v[max(0, j - 1) : j + 2].mean()) for j in range(len(v))]
-            peak = i + int(np.argmax(smooth[: max(1, len(v) - 2)]))
-            divergence = int(e.steps[peak])
-            # Most replies cut at the token limit over the span explain a falling held-out
-            # score (it is graded under the same budget): the budget is the cause, reported by
-            # the episodes check; this is its consequence, not an exploit's proof.
-            t = ctx.finite("response/truncated_rate")
-            cut = (
-                t is not None
-                and len(t.since(divergence))
-                and float(t.since(divergence).values.mean()) >= th.room_level
-            )
-            out.append(
-                finding(
-                    NAME,
-                    "fail" if falling and not cut else "warn",
-                    "exploit_suspected",
-                    f"exploit suspected: train {rname} rose {train['first']:.3g} -> "
-                    f"{train['last']:.3g} while held-out {suite} went {e_first:.3g} -> "
-                    f"{e_last:.3g} ({'falling' if falling else 'flat' if e_change <= e_se else 'far behind'}), diverging from step "
-                    f"{divergence}",
-                    metric=metric,
-                    first_step=divergence,
-                    divergence_step=divergence,
-                    train_first=round_sig(train["first"]),
-                    train_last=round_sig(train["last"]),
-                    train_trend_z=round_sig(train["z"]) if train["z"] is not None else None,
-                    heldout_first=round_sig(e_first),
-                    heldout_last=round_sig(e_last),
-                    heldout_change=round_sig(e_change),
-                    heldout_se=round_sig(e_se),
-                    replies_cut=bool(cut),
-                    action="Read the transcripts of the highest-reward attempts since that step "
-                    f"(`rlvitals transcripts RUN --step {divergence}`): the policy found a way "
-                    "to satisfy the grader without doing the task. Fix the grader or "
-                    "environment and start a new run; training longer reinforces the exploit.",
-                    **ev,
-                )
-            )
-            continue
-        first, last, change, err = _span_change(e, se, 0)
-        if change > 2 * err:
-            out.append(
-                finding(
-                    NAME,
-                    "ok",
-                    "learning",
-                    f"learning on held-out {suite}: {first:.3g} -> {last:.3g}, beyond twice its "
-                    "error",
-                    metric=metric,
-                    heldout_first=round_sig(first),
-                    heldout_last=round_sig(last),
-                    heldout_change=round_sig(change),
-                    heldout_se=round_sig(err),
-                    action="Deploy only a checkpoint that passes your own evaluation.",
-                    **ev,
-                )
-            )
+        if len(e) < ctx.thresholds.heldout_min_evals:
+            out.append(_too_few(ctx, metric, e))
+        elif r is not None and rname is not None:
+            out += _suite(ctx, metric, e, rname, r)
     return out
+
+
+def _too_few(ctx: Context, metric: str, e: Series) -> Finding:
+    need = ctx.thresholds.heldout_min_evals
+    return finding(
+        NAME,
+        "info",
+        "too_early",
+        f"{len(e)} held-out evaluation(s) of {suite_name(metric)}; divergence needs {need}",
+        metric=metric,
+        evaluations=len(e),
+        action="Score sampler checkpoints on held-out tasks every few updates "
+        "([output] sampler_checkpoint_every).",
+    )
+
+
+@dataclass
+class Divergence:
+    """Train reward rising over evaluations ``i``.. while held-out does not follow."""
+
+    i: int  # the evaluation the span starts at
+    train: dict[str, Any]  # _train_span over it
+    first: float  # held-out over the span: first and last thirds' means, change, its error
+    last: float
+    change: float
+    se: float
+
+
+def _suite(ctx: Context, metric: str, e: Series, rname: str, r: Series) -> list[Finding]:
+    suite = suite_name(metric)
+    se = _eval_se(ctx, suite, e)
+    ev: dict[str, Any] = dict(
+        suite=suite,
+        train_metric=rname,
+        evaluations=len(e),
+        eval_steps=[int(x) for x in e.steps[:30]],
+        eval_scores=[round_sig(float(x)) for x in e.values[:30]],
+    )
+    d = _divergence(ctx, e, se, r)
+    if d is not None:
+        return [_exploit(ctx, metric, e, rname, d, ev)]
+    first, last, change, err = _span_change(e, se, 0)
+    if not change > 2 * err:
+        return []
+    return [
+        finding(
+            NAME,
+            "ok",
+            "learning",
+            f"learning on held-out {suite}: {first:.3g} -> {last:.3g}, beyond twice its error",
+            metric=metric,
+            heldout_first=round_sig(first),
+            heldout_last=round_sig(last),
+            heldout_change=round_sig(change),
+            heldout_se=round_sig(err),
+            action="Deploy only a checkpoint that passes your own evaluation.",
+            **ev,
+        )
+    ]
+
+
+def _divergence(ctx: Context, e: Series, se: np.ndarray, r: Series) -> Divergence | None:
+    """The first span, earliest evaluation first, over which train reward rose beyond noise
+    by at least ``heldout_min_gain`` of the reward's range while held-out did not follow
+    (``_diverges``)."""
+    lo, hi = ctx.reward_bounds
+    span = hi - lo if hi > lo else 1.0
+    last_i = len(e) - ctx.thresholds.heldout_min_evals
+    for i in range(min(last_i + 1, MAX_CANDIDATES)):
+        train = _train_span(r, int(e.steps[i]), int(e.steps[-1]))
+        if train is None or not train["rising"]:
+            continue
+        first, last, change, err = _span_change(e, se, i)
+        gain = (train["last"] - train["first"]) / span
+        if gain < ctx.thresholds.heldout_min_gain:
+            continue  # a rise too small to call the train reward rising
+        if _diverges(ctx, e, i, train, gain, change, err):
+            return Divergence(i, train, first, last, change, err)
+    return None
+
+
+def _diverges(
+    ctx: Context, e: Series, i: int, train: dict[str, Any], gain: float, change: float, err: float
+) -> bool:
+    """Over the whole run, flat is enough, if flat is told apart from keeping up: the held-out
+    change must sit 2 errors below the train gain (as a share of the reward's range), else a
+    slow healthy run whose small gain held-out cannot resolve reads as an exploit. From a
+    later evaluation, held-out must fall: a held-out score that stops rising late in a
+    healthy run is common (it saturates), and trying every start would find a flat stretch in
+    noise."""
+    if i:
+        return change < -2 * err
+    th = ctx.thresholds
+    # Or, over the whole run, a big train gain (a third of the reward's range or more) that
+    # held-out follows by under a quarter (rl-doctor's length-hacking test: eval gain under
+    # 25% of the gain): the rise is mostly not skill.
+    lagging = gain >= th.heldout_lag_gain and change < th.heldout_lag_share * gain
+    # A train pass rate that rose towards the held-out score without passing it is explained
+    # by the skill held-out shows: sampling sharpening onto answers the policy already gives
+    # greedily (RL raises pass@1 before it raises what greedy decoding solves; Yue et al.
+    # 2025). Both must be shares of [0, 1] to compare.
+    lo, hi = ctx.reward_bounds
+    explained = (
+        lo >= 0.0
+        and hi <= 1.0
+        and bool(np.all((e.values[i:] >= 0) & (e.values[i:] <= 1)))
+        and train["last"] <= float(e.values[i:].mean())
+    )
+    return ((change <= err and change + 2 * err < gain) or lagging) and not explained
+
+
+def _exploit(
+    ctx: Context, metric: str, e: Series, rname: str, d: Divergence, ev: dict[str, Any]
+) -> Finding:
+    """Exploit suspected, dated where held-out stopped following: its (3-evaluation) peak
+    within the span, when that comes after the span's start (it rose with train first, then
+    fell)."""
+    train = d.train
+    falling = d.change < -2 * d.se
+    v = e.values[d.i :]
+    smooth = [float(v[max(0, j - 1) : j + 2].mean()) for j in range(len(v))]
+    peak = d.i + int(np.argmax(smooth[: max(1, len(v) - 2)]))
+    divergence = int(e.steps[peak])
+    # Most replies cut at the token limit over the span explain a falling held-out score (it
+    # is graded under the same budget): the budget is the cause, reported by the episodes
+    # check; this is its consequence, not an exploit's proof.
+    t = ctx.finite("response/truncated_rate")
+    cut = (
+        t is not None
+        and len(t.since(divergence))
+        and float(t.since(divergence).values.mean()) >= ctx.thresholds.room_level
+    )
+    how = "falling" if falling else "flat" if d.change <= d.se else "far behind"
+    return finding(
+        NAME,
+        "fail" if falling and not cut else "warn",
+        "exploit_suspected",
+        f"exploit suspected: train {rname} rose {train['first']:.3g} -> "
+        f"{train['last']:.3g} while held-out {ev['suite']} went {d.first:.3g} -> "
+        f"{d.last:.3g} ({how}), diverging from step {divergence}",
+        metric=metric,
+        first_step=divergence,
+        divergence_step=divergence,
+        train_first=round_sig(train["first"]),
+        train_last=round_sig(train["last"]),
+        train_trend_z=round_sig(train["z"]) if train["z"] is not None else None,
+        heldout_first=round_sig(d.first),
+        heldout_last=round_sig(d.last),
+        heldout_change=round_sig(d.change),
+        heldout_se=round_sig(d.se),
+        replies_cut=bool(cut),
+        action="Read the transcripts of the highest-reward attempts since that step "
+        f"(`rlvitals transcripts RUN --step {divergence}`): the policy found a way "
+        "to satisfy the grader without doing the task. Fix the grader or "
+        "environment and start a new run; training longer reinforces the exploit.",
+        **ev,
+    )

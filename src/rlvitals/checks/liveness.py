@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import os
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -91,16 +92,8 @@ def _step_times(ctx: Context) -> tuple[np.ndarray, np.ndarray] | None:
     return s.steps, s.values
 
 
-# 5xx / connection-refused lines that go on this long (seconds, gaps of at most
-# ENGINE_GAP between them) mean the rollout engine died; bursts of a minute or less come from a
-# healthy engine (the Miles lab guide).
-ENGINE_DEAD_SECONDS = 120.0
-ENGINE_GAP = 60.0
 ENGINE_KINDS = ("http_5xx", "connection_refused")
 CRASH_KINDS = ("traceback", "oom")
-# A silence this long (and a thousand typical steps) in a log with no end state: read long
-# after its run ended, most likely.
-OLD_SILENCE_SECONDS = 3600.0
 
 
 def _excerpt(text: str, width: int = 160) -> str:
@@ -117,44 +110,57 @@ def _events(ctx: Context, *, crashed: bool) -> list[Finding]:
     events = list(getattr(ctx.data, "events", None) or [])
     if not events:
         return []
-    out: list[Finding] = []
-    last_step = ctx.data.last_step
     has_steps = ctx.finite("time") is not None or len(ctx.data.steps()) > 0
     # A crash: a traceback or OOM with no update after it.
+    last_step = ctx.data.last_step
     tail = [e for e in events if e.kind in CRASH_KINDS and (e.step == last_step or not has_steps)]
-    if tail and not crashed:
-        e = tail[-1]
-        where = f"after step {last_step}" if has_steps else "before the first step"
-        out.append(
-            finding(
-                NAME,
-                "fail",
-                "crashed",
-                f"the run crashed {where}: {_excerpt(e.text)}",
-                first_step=last_step,
-                event_kind=e.kind,
-                event_time=e.time,
-                source_file=str(e.source),
-                source_line=e.line,
-                events_after_last_step=len(tail),
-                action="Read the traceback at that line of the log; fix it and restart from "
-                "the last checkpoint.",
-            )
-        )
-    # The engine: 5xx / refused connections in spells (gaps of at most ENGINE_GAP seconds).
+    out = [] if crashed or not tail else [_crash_in_log(ctx, tail, has_steps)]
+    out += _engine_down(ctx, events)
+    if not has_steps and not tail:
+        out += _log_without_steps(ctx, events)
+    return out
+
+
+def _crash_in_log(ctx: Context, tail: list[Any], has_steps: bool) -> Finding:
+    """A traceback or out-of-memory in the log with no update after it: the run crashed."""
+    e, last_step = tail[-1], ctx.data.last_step
+    where = f"after step {last_step}" if has_steps else "before the first step"
+    return finding(
+        NAME,
+        "fail",
+        "crashed",
+        f"the run crashed {where}: {_excerpt(e.text)}",
+        first_step=last_step,
+        event_kind=e.kind,
+        event_time=e.time,
+        source_file=str(e.source),
+        source_line=e.line,
+        events_after_last_step=len(tail),
+        action="Read the traceback at that line of the log; fix it and restart from "
+        "the last checkpoint.",
+    )
+
+
+def _engine_down(ctx: Context, events: list[Any]) -> list[Finding]:
+    """5xx / refused connections in spells (gaps of at most ``engine_gap_seconds``) that go on
+    for ``engine_dead_seconds`` or more: the rollout engine was down (updates resumed after
+    it) or died."""
+    th = ctx.thresholds
     eng = sorted(
         (e for e in events if e.kind in ENGINE_KINDS and e.time is not None),
         key=lambda e: e.time,
     )
     spells: list[list[Any]] = []
     for e in eng:
-        if spells and e.time - spells[-1][-1].time <= ENGINE_GAP:
+        if spells and e.time - spells[-1][-1].time <= th.engine_gap_seconds:
             spells[-1].append(e)
         else:
             spells.append([e])
+    last_step = ctx.data.last_step
+    out = []
     for sp in spells:
         span = float(sp[-1].time - sp[0].time)
-        if span < ENGINE_DEAD_SECONDS:
+        if span < th.engine_dead_seconds:
             continue
         recovered = sp[-1].step is not None and last_step is not None and sp[-1].step < last_step
         out.append(
@@ -170,7 +176,7 @@ def _events(ctx: Context, *, crashed: bool) -> list[Finding]:
                 first_step=None if sp[0].step is None else int(sp[0].step) + 1,
                 seconds=round_sig(span),
                 lines=len(sp),
-                line=ENGINE_DEAD_SECONDS,
+                line=th.engine_dead_seconds,
                 first_time=sp[0].time,
                 last_time=sp[-1].time,
                 source_file=str(sp[0].source),
@@ -181,37 +187,58 @@ def _events(ctx: Context, *, crashed: bool) -> list[Finding]:
                 "with backoff.",
             )
         )
-    # Never started: no step line although the log went on for ten minutes.
-    timed = [e.time for e in events if e.time is not None]
-    if not has_steps and timed:
-        span = max(timed) - min(timed)
-        if span >= ctx.thresholds.start_timeout_seconds and not tail:
-            out.append(
-                finding(
-                    NAME,
-                    "fail",
-                    "stalled",
-                    f"no step line in the {span / 60:.0f} minutes the log covers: the engine or "
-                    "the trainer did not start",
-                    log_seconds=round_sig(span),
-                    line=ctx.thresholds.start_timeout_seconds,
-                    events=len(events),
-                    action="Check that the engine and trainer processes started (their logs, "
-                    "GPU use); a run with no step lines after ten minutes is not starting.",
-                )
-            )
     return out
 
 
-def check(ctx: Context) -> list[Finding]:
-    out: list[Finding] = []
-    th = ctx.thresholds
-    status = ctx.status
-    reason = ctx.data.info.get("stop_reason")
-    last_step = ctx.data.last_step
+def _log_without_steps(ctx: Context, events: list[Any]) -> list[Finding]:
+    """Never started: no step line although the log went on for ten minutes."""
+    timed = [e.time for e in events if e.time is not None]
+    if not timed:
+        return []
+    span = max(timed) - min(timed)
+    if span < ctx.thresholds.start_timeout_seconds:
+        return []
+    return [
+        finding(
+            NAME,
+            "fail",
+            "stalled",
+            f"no step line in the {span / 60:.0f} minutes the log covers: the engine or "
+            "the trainer did not start",
+            log_seconds=round_sig(span),
+            line=ctx.thresholds.start_timeout_seconds,
+            events=len(events),
+            action="Check that the engine and trainer processes started (their logs, "
+            "GPU use); a run with no step lines after ten minutes is not starting.",
+        )
+    ]
 
+
+def check(ctx: Context) -> list[Finding]:
+    """The run's end state, what its log says, its pauses, and, while it runs, whether the
+    silence since its last step record is a slow phase or a stall."""
+    status = ctx.status
+    out = _end_state(ctx)
+    events = _events(ctx, crashed=status == "crashed")
+    out.extend(events)
+    # A crash or a dead engine read from the log ends the question of a stall.
+    ended = any(f.verdict in ("crashed", "stalled") and f.severity == "fail" for f in events)
+    running = status in (None, "running") and not ended
+    clock = _clock(ctx)
+    if clock is None:
+        return out + (_not_started(ctx) if running and status == "running" else [])
+    out += _pauses(clock)
+    if running:
+        out += _silence(ctx, clock)
+    return out
+
+
+def _end_state(ctx: Context) -> list[Finding]:
+    """The end state the run recorded: crashed, or stopped by a guard (the cause of a stop for
+    unusable groups read from their discards: ``groups.cause``)."""
+    status, reason, last_step = ctx.status, ctx.data.info.get("stop_reason"), ctx.data.last_step
     if status == "crashed":
-        out.append(
+        return [
             finding(
                 NAME,
                 "fail",
@@ -220,64 +247,73 @@ def check(ctx: Context) -> list[Finding]:
                 first_step=last_step,
                 status=status,
                 stop_reason=reason,
-                action="Read the exception and the log around the last step; fix it and restart "
-                "from the last checkpoint.",
+                action="Read the exception and the log around the last step; fix it and "
+                "restart from the last checkpoint.",
             )
+        ]
+    if status != "stopped":
+        return []
+    verdict, what = _GUARD_VERDICTS.get(str(reason), ("stalled", "a guard tripped"))
+    first = last_step
+    if reason == "max_consecutive_unusable_groups":
+        first = _unusable_since(ctx, last_step)
+        verdict, what = groups.cause(ctx, verdict, what, later=_trained_before(ctx, first))
+    mastered = verdict == "mastered"  # the guard ended a run that had done its job
+    return [
+        finding(
+            NAME,
+            "info" if mastered else "fail",
+            verdict,
+            f"a guard stopped the run: {reason} ({what})",
+            first_step=first,
+            status=status,
+            stop_reason=reason,
+            guard=reason,
+            action="Nothing went wrong: the tasks are solved; add harder ones to go on."
+            if mastered
+            else "See the findings below for why; the guard saved the rest of the budget.",
         )
-    elif status == "stopped":
-        verdict, what = _GUARD_VERDICTS.get(str(reason), ("stalled", "a guard tripped"))
-        first = last_step
-        if reason == "max_consecutive_unusable_groups":
-            first = _unusable_since(ctx, last_step)
-            verdict, what = groups.cause(ctx, verdict, what, later=_trained_before(ctx, first))
-        mastered = verdict == "mastered"  # the guard ended a run that had done its job
-        out.append(
-            finding(
-                NAME,
-                "info" if mastered else "fail",
-                verdict,
-                f"a guard stopped the run: {reason} ({what})",
-                first_step=first,
-                status=status,
-                stop_reason=reason,
-                guard=reason,
-                action="Nothing went wrong: the tasks are solved; add harder ones to go on."
-                if mastered
-                else "See the findings below for why; the guard saved the rest of the budget.",
-            )
-        )
+    ]
 
-    events = _events(ctx, crashed=status == "crashed")
-    out.extend(events)
-    # A crash or a dead engine read from the log ends the question of a stall.
-    ended = any(f.verdict in ("crashed", "stalled") and f.severity == "fail" for f in events)
-    times = _step_times(ctx)
-    hb_times = np.array(
-        [t for t in (to_float(h.get("time")) for h in ctx.data.heartbeats) if t is not None]
-    )
+
+def _not_started(ctx: Context) -> list[Finding]:
+    """A running run with no step record this long after its files last changed."""
     now = ctx.current_time()
-    running = status in (None, "running") and not ended
+    last_write = ctx.last_write_time()
+    age = None if last_write is None else now - last_write
+    if age is None or not age > ctx.thresholds.start_timeout_seconds:
+        return []
+    return [
+        finding(
+            NAME,
+            "fail",
+            "stalled",
+            f"no step record in {age / 60:.0f} minutes: the trainer or the sampler did not start",
+            seconds_since_last_write=round(age, 1),
+            created=ctx.data.info.get("created_time"),
+            action="Check that the engine and trainer processes started (their logs, "
+            "GPU use); a run with no step lines after ten minutes is not starting.",
+        )
+    ]
 
+
+@dataclass
+class Clock:
+    """The run's step records in time: when each came, the typical (p90) interval between
+    them, and the silence after which a running run is stalled."""
+
+    steps: np.ndarray
+    times: np.ndarray
+    intervals: np.ndarray  # the finite, non-negative gaps between step records
+    typical: float  # NaN with fewer than two step records
+    limit: float
+
+
+def _clock(ctx: Context) -> Clock | None:
+    times = _step_times(ctx)
     if times is None:
-        created = ctx.data.info.get("created_time")
-        last_write = ctx.last_write_time()
-        age = None if last_write is None else now - last_write
-        if running and status == "running" and age is not None and age > th.start_timeout_seconds:
-            out.append(
-                finding(
-                    NAME,
-                    "fail",
-                    "stalled",
-                    f"no step record in {age / 60:.0f} minutes: the trainer or the sampler did "
-                    "not start",
-                    seconds_since_last_write=round(age, 1),
-                    created=created,
-                    action="Check that the engine and trainer processes started (their logs, "
-                    "GPU use); a run with no step lines after ten minutes is not starting.",
-                )
-            )
-        return out
-
+        return None
+    th = ctx.thresholds
     steps, t = times
     intervals = np.diff(t)
     intervals = intervals[np.isfinite(intervals) & (intervals >= 0)]
@@ -288,142 +324,189 @@ def check(ctx: Context) -> list[Finding]:
         limit = max(th.stall_intervals * typical, th.stall_min_seconds)
     else:
         limit = max(th.start_timeout_seconds, th.stall_min_seconds)
+    return Clock(steps, t, intervals, typical, limit)
 
-    # Long pauses inside the run (it resumed afterwards): worth knowing, not an alarm.
-    if len(intervals) >= 5 and math.isfinite(typical):
-        big = np.flatnonzero(np.diff(t) > max(limit, 1e-9))
-        for i in big[:3]:
-            out.append(
-                finding(
-                    NAME,
-                    "info",
-                    "stalled",
-                    f"a pause of {np.diff(t)[i]:.0f} s before step {int(steps[i + 1])} "
-                    f"(typical step {typical:.2f} s); the run resumed",
-                    first_step=int(steps[i + 1]),
-                    metric="perf/step_seconds",
-                    pause_seconds=round_sig(float(np.diff(t)[i])),
-                    typical_step_seconds=round_sig(typical),
-                    action="If it repeats, look for a slow phase (evaluation, checkpointing, "
-                    "weight sync) or a stuck worker.",
-                )
-            )
 
-    if not running:
-        return out
+def _pauses(c: Clock) -> list[Finding]:
+    """Long pauses inside the run (it resumed afterwards): worth knowing, not an alarm."""
+    if len(c.intervals) < 5 or not math.isfinite(c.typical):
+        return []
+    gaps = np.diff(c.times)
+    return [
+        finding(
+            NAME,
+            "info",
+            "stalled",
+            f"a pause of {gaps[i]:.0f} s before step {int(c.steps[i + 1])} "
+            f"(typical step {c.typical:.2f} s); the run resumed",
+            first_step=int(c.steps[i + 1]),
+            metric="perf/step_seconds",
+            pause_seconds=round_sig(float(gaps[i])),
+            typical_step_seconds=round_sig(c.typical),
+            action="If it repeats, look for a slow phase (evaluation, checkpointing, "
+            "weight sync) or a stuck worker.",
+        )
+        for i in np.flatnonzero(gaps > max(c.limit, 1e-9))[:3]
+    ]
 
-    last_time = float(t[-1])
-    gap = now - last_time
+
+@dataclass
+class Silence:
+    """The time since the last step record of a running run, and what heartbeats say of it."""
+
+    now: float
+    gap: float  # seconds since the last step record
+    after: list[dict]  # heartbeats since it
+    hb_gap: float  # seconds since the last heartbeat after it (inf: none)
+    any_heartbeats: bool
+    progressing: bool  # the heartbeats since it changed phase or counted attempts up
+
+
+def _silence(ctx: Context, c: Clock) -> list[Finding]:
+    """A running run's silence since its last step record, read the first way that holds:
+    heartbeats stuck (stalled), within the limit (nothing), the writer's clock behind this
+    machine's (not a stall), heartbeats progressing (a slow phase), else stalled."""
+    last_time = float(c.times[-1])
+    hb_times = np.array(
+        [t for t in (to_float(h.get("time")) for h in ctx.data.heartbeats) if t is not None]
+    )
     after = [h for h in ctx.data.heartbeats if (to_float(h.get("time")) or 0) > last_time]
     recent_hb = hb_times[hb_times > last_time] if len(hb_times) else hb_times
-    hb_gap = now - float(recent_hb.max()) if len(recent_hb) else math.inf
     progressing = False
     if len(after) >= 2:
         done = [to_float(h.get("attempts_done")) for h in after]
         phases = {str(h.get("phase")) for h in after}
         numeric = [d for d in done if d is not None]
         progressing = len(phases) > 1 or (len(numeric) >= 2 and numeric[-1] > numeric[0])
-    stuck = _stuck_span(after)
-    stuck_limit = max(th.stuck_intervals * typical, th.stuck_min_seconds)
-    if math.isfinite(typical) and stuck >= stuck_limit:
-        last_hb = after[-1]
-        out.append(
-            finding(
-                NAME,
-                "fail",
-                "stalled",
-                f"stalled: heartbeats report no progress for {stuck:.0f} s after step "
-                f"{int(steps[-1])} ({last_hb.get('phase')}, {last_hb.get('attempts_done')} of "
-                f"{last_hb.get('attempts_needed')} attempts); a typical step takes "
-                f"{typical:.2f} s",
-                first_step=int(steps[-1]) + 1,
-                metric="perf/step_seconds",
-                stuck_seconds=round_sig(stuck),
-                limit_seconds=round_sig(stuck_limit),
-                typical_step_seconds=round_sig(typical),
-                phase=last_hb.get("phase"),
-                attempts_done=last_hb.get("attempts_done"),
-                action="Something the update waits for is hung: look at the rollout workers and "
-                "the engine (a stuck sandbox, a dead engine answering 503, a deadlock in weight "
-                "sync).",
-            )
-        )
-        return out
-    if gap <= limit:
-        return out
-    behind = _writer_clock_behind(ctx, last_time, now, limit)
-    if behind is not None:
-        out.append(
-            finding(
-                NAME,
-                "info",
-                "learning",
-                f"the writer's clock is about {behind:.0f} s behind this machine's: its last step "
-                f"record says {gap:.0f} s ago, but steps.jsonl was written within the last "
-                f"{limit:.0f} s; not a stall",
-                writer_clock_behind_seconds=round_sig(behind),
-                action="Nothing wrong with the run; sync the clocks (NTP) of the training "
-                "node and this machine to read times across them.",
-            )
-        )
-        return out
-    if hb_gap <= limit and progressing:
-        last_hb = ctx.data.heartbeats[-1]
-        out.append(
-            finding(
-                NAME,
-                "info",
-                "learning",
-                f"slow phase: no step record for {gap:.0f} s, but heartbeats show progress "
-                f"({last_hb.get('phase')}, {last_hb.get('attempts_done')} attempts done)",
-                first_step=int(steps[-1]) + 1,
-                seconds_since_step=round(gap, 1),
-                seconds_since_heartbeat=round(hb_gap, 1),
-                limit_seconds=round_sig(limit),
-                action="Nothing yet; it is making progress between updates.",
-            )
-        )
-        return out
+    now = ctx.current_time()
+    s = Silence(
+        now=now,
+        gap=now - last_time,
+        after=after,
+        hb_gap=now - float(recent_hb.max()) if len(recent_hb) else math.inf,
+        any_heartbeats=bool(len(hb_times)),
+        progressing=progressing,
+    )
+    stuck = _stuck(ctx, c, s)
+    if stuck is not None:
+        return [stuck]
+    if s.gap <= c.limit:
+        return []
+    for read in (_clock_behind, _slow_phase, _stalled):
+        found = read(ctx, c, s)
+        if found is not None:
+            return [found]
+    return []
+
+
+def _stuck(ctx: Context, c: Clock, s: Silence) -> Finding | None:
+    """Heartbeats reporting the same phase and attempts done for ``stuck_intervals`` typical
+    steps (and ``stuck_min_seconds``): stalled, without waiting for the clock."""
+    th = ctx.thresholds
+    stuck = _stuck_span(s.after)
+    stuck_limit = max(th.stuck_intervals * c.typical, th.stuck_min_seconds)
+    if not math.isfinite(c.typical) or not stuck >= stuck_limit:
+        return None
+    last_hb = s.after[-1]
+    return finding(
+        NAME,
+        "fail",
+        "stalled",
+        f"stalled: heartbeats report no progress for {stuck:.0f} s after step "
+        f"{int(c.steps[-1])} ({last_hb.get('phase')}, {last_hb.get('attempts_done')} of "
+        f"{last_hb.get('attempts_needed')} attempts); a typical step takes "
+        f"{c.typical:.2f} s",
+        first_step=int(c.steps[-1]) + 1,
+        metric="perf/step_seconds",
+        stuck_seconds=round_sig(stuck),
+        limit_seconds=round_sig(stuck_limit),
+        typical_step_seconds=round_sig(c.typical),
+        phase=last_hb.get("phase"),
+        attempts_done=last_hb.get("attempts_done"),
+        action="Something the update waits for is hung: look at the rollout workers and "
+        "the engine (a stuck sandbox, a dead engine answering 503, a deadlock in weight "
+        "sync).",
+    )
+
+
+def _clock_behind(ctx: Context, c: Clock, s: Silence) -> Finding | None:
+    """The silence is the writer's clock running behind this machine's: not a stall."""
+    behind = _writer_clock_behind(ctx, float(c.times[-1]), s.now, c.limit)
+    if behind is None:
+        return None
+    return finding(
+        NAME,
+        "info",
+        "learning",
+        f"the writer's clock is about {behind:.0f} s behind this machine's: its last step "
+        f"record says {s.gap:.0f} s ago, but steps.jsonl was written within the last "
+        f"{c.limit:.0f} s; not a stall",
+        writer_clock_behind_seconds=round_sig(behind),
+        action="Nothing wrong with the run; sync the clocks (NTP) of the training "
+        "node and this machine to read times across them.",
+    )
+
+
+def _slow_phase(ctx: Context, c: Clock, s: Silence) -> Finding | None:
+    """Recent heartbeats that show progress between updates: a slow phase, not a stall."""
+    if not (s.hb_gap <= c.limit and s.progressing):
+        return None
+    last_hb = ctx.data.heartbeats[-1]
+    return finding(
+        NAME,
+        "info",
+        "learning",
+        f"slow phase: no step record for {s.gap:.0f} s, but heartbeats show progress "
+        f"({last_hb.get('phase')}, {last_hb.get('attempts_done')} attempts done)",
+        first_step=int(c.steps[-1]) + 1,
+        seconds_since_step=round(s.gap, 1),
+        seconds_since_heartbeat=round(s.hb_gap, 1),
+        limit_seconds=round_sig(c.limit),
+        action="Nothing yet; it is making progress between updates.",
+    )
+
+
+_STALL_ACTION = (
+    "Look at the rollout workers and the engine: a hung sandbox, a dead engine (503s that "
+    "do not stop), a deadlock in weight sync. Set [output] progress_every_seconds so a slow "
+    "phase can be told from a stall."
+)
+
+
+def _stalled(ctx: Context, c: Clock, s: Silence) -> Finding | None:
+    """No step record past the limit and nothing that says progress: stalled. A format that
+    records no end state (an rlwatch store, a bare JSONL log) looks the same stalled and
+    finished: said one severity lower, with both readings; and once the silence is far past
+    any stall a live reader would have caught (``old_silence_seconds``, and a thousand
+    typical steps), as information: a file read long after its run."""
     why = (
         "heartbeats continue but show no progress"
-        if hb_gap <= limit
+        if s.hb_gap <= c.limit
         else "no heartbeat either"
-        if len(hb_times)
+        if s.any_heartbeats
         else "and the run writes no heartbeats"
     )
-    action = (
-        "Look at the rollout workers and the engine: a hung sandbox, a dead engine (503s that "
-        "do not stop), a deadlock in weight sync. Set [output] progress_every_seconds so a slow "
-        "phase can be told from a stall."
+    unknown = ctx.status is None
+    old_file = unknown and s.gap > max(ctx.thresholds.old_silence_seconds, 1000 * c.typical)
+    return finding(
+        NAME,
+        "info" if old_file else "warn" if unknown else "fail",
+        "stalled",
+        f"{'stalled or ended' if unknown else 'stalled'}: no step record for {s.gap:.0f} s "
+        f"after step {int(c.steps[-1])} ({why}); a typical step takes {c.typical:.2f} s"
+        + (f" ({ctx.data.format} records no end state)" if unknown else ""),
+        first_step=int(c.steps[-1]) + 1,
+        metric="perf/step_seconds",
+        seconds_since_step=round(s.gap, 1),
+        seconds_since_heartbeat=None if math.isinf(s.hb_gap) else round(s.hb_gap, 1),
+        limit_seconds=round_sig(c.limit),
+        typical_step_seconds=round_sig(c.typical) if math.isfinite(c.typical) else None,
+        end_state_recorded=not unknown,
+        action=(
+            "If the run ended, nothing is wrong. If it still runs: "
+            + _STALL_ACTION[0].lower()
+            + _STALL_ACTION[1:]
+            if unknown
+            else _STALL_ACTION
+        ),
     )
-    # A format that records no end state (an rlwatch store, a bare JSONL log) looks the same
-    # stalled and finished: said one severity lower, with both readings; and once the silence
-    # is far past any stall a live reader would have caught (an hour, and a thousand typical
-    # steps), as information: a file read long after its run.
-    unknown = status is None
-    old_file = unknown and gap > max(OLD_SILENCE_SECONDS, 1000 * typical)
-    out.append(
-        finding(
-            NAME,
-            "info" if old_file else "warn" if unknown else "fail",
-            "stalled",
-            f"{'stalled or ended' if unknown else 'stalled'}: no step record for {gap:.0f} s "
-            f"after step {int(steps[-1])} ({why}); a typical step takes {typical:.2f} s"
-            + (f" ({ctx.data.format} records no end state)" if unknown else ""),
-            first_step=int(steps[-1]) + 1,
-            metric="perf/step_seconds",
-            seconds_since_step=round(gap, 1),
-            seconds_since_heartbeat=None if math.isinf(hb_gap) else round(hb_gap, 1),
-            limit_seconds=round_sig(limit),
-            typical_step_seconds=round_sig(typical) if math.isfinite(typical) else None,
-            end_state_recorded=not unknown,
-            action=(
-                "If the run ended, nothing is wrong. If it still runs: "
-                + action[0].lower()
-                + action[1:]
-                if unknown
-                else action
-            ),
-        )
-    )
-    return out

@@ -12,6 +12,8 @@ non-finite values, never read as a flat or hard run.
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
+from typing import NamedTuple
 
 import numpy as np
 
@@ -74,13 +76,47 @@ def _priority(ctx: Context, name: str) -> tuple[int, int, str]:
     return (0 if ctx.data.is_canonical(name) else 1, rank, name.count("/"), name)  # type: ignore[return-value]
 
 
+class _Bad(NamedTuple):
+    """A metric gone bad: from which step, how (``NaN``, ``inf``, ``null (missing)``,
+    ``missing``, ``counted``), at which steps, of how many measured."""
+
+    first: int
+    name: str
+    kind: str
+    steps: list[int]
+    measured: int
+
+
 def check(ctx: Context) -> list[Finding]:
+    """Every metric gone bad (non-finite values, a key turned null or vanished, a trainer's
+    own count of non-finite values): one failure per step where a critical one went (the
+    loss, the gradient, the reward...), one warning for all the measurements."""
     missing = _missing(ctx)
-    nulls = getattr(ctx.data, "nulls", {}) or {}
     # A source key mapped to a canonical metric is reported under the canonical name.
     covered = {src for c, src in ctx.data.original.items() if src != c and ctx.data.has(c)}
-    # (first step, name, what, steps gone bad, steps measured)
-    bad_rows: list[tuple[int, str, str, list[int], int]] = []
+    rows = _non_finite(ctx, missing, covered)
+    rows += _vanished(ctx, missing, covered, {r.name for r in rows})
+    rows += _counted(ctx)
+    crit = [r for r in rows if _critical(ctx, r.name)]
+    others = sorted(r for r in rows if not _critical(ctx, r.name))
+    by_step: dict[int, list[_Bad]] = {}
+    for r in crit:
+        by_step.setdefault(r.first, []).append(r)
+    out = [
+        _broken(ctx, sorted(by_step[first], key=lambda r: _priority(ctx, r.name)))
+        for first in sorted(by_step)
+    ]
+    if others:
+        out.append(_measurements(others, missing))
+    return out
+
+
+def _non_finite(
+    ctx: Context, missing: dict[str, int], covered: Collection[str | None]
+) -> list[_Bad]:
+    """Series holding a NaN, an inf, or a null the sink stored for one."""
+    nulls = getattr(ctx.data, "nulls", {}) or {}
+    out: list[_Bad] = []
     for name in ctx.data.names():
         if name == "time" or name in covered:
             continue
@@ -100,15 +136,27 @@ def check(ctx: Context) -> list[Finding]:
             if np.isnan(value)
             else ("inf" if value > 0 else "-inf")
         )
-        bad_rows.append((first, name, kind, [int(x) for x in s.steps[bad]], len(s)))
-    seen = {r[1] for r in bad_rows}
+        out.append(_Bad(first, name, kind, [int(x) for x in s.steps[bad]], len(s)))
+    return out
+
+
+def _vanished(
+    ctx: Context, missing: dict[str, int], covered: Collection[str | None], seen: set[str]
+) -> list[_Bad]:
+    """Metrics that had values and then none (a sink that drops NaN drops the key)."""
+    out: list[_Bad] = []
     for name, step in missing.items():
         if name in seen or name == "time" or name in covered:
             continue
         s = ctx.data.series(name)
-        n = len(s) if s is not None else 0
-        bad_rows.append((step, name, "missing", [], n))
-    # Trainers that count the NaN and inf values they met (rlprobe nan_count / inf_count).
+        out.append(_Bad(step, name, "missing", [], len(s) if s is not None else 0))
+    return out
+
+
+def _counted(ctx: Context) -> list[_Bad]:
+    """Trainers that count the NaN and inf values they met (rlprobe nan_count / inf_count,
+    the sample-dump readers' ``reward/nonfinite_count``): a count above 0."""
+    out: list[_Bad] = []
     for name in ctx.data.names():
         if not _COUNTED.search(name):
             continue
@@ -116,87 +164,78 @@ def check(ctx: Context) -> list[Finding]:
         if s is None or not (s.values > 0).any():
             continue
         hit = s.values > 0
-        bad_rows.append(
-            (
-                int(s.steps[int(np.argmax(hit))]),
-                name,
-                "counted",
-                [int(x) for x in s.steps[hit]],
-                len(s),
-            )
-        )
-    crit = [r for r in bad_rows if _critical(ctx, r[1])]
-    others = sorted(r for r in bad_rows if not _critical(ctx, r[1]))
-    out: list[Finding] = []
-    by_step: dict[int, list[tuple[int, str, str, list[int], int]]] = {}
-    for r in crit:
-        by_step.setdefault(r[0], []).append(r)
-    for first in sorted(by_step):
-        rows = sorted(by_step[first], key=lambda r: _priority(ctx, r[1]))
-        _f, name, kind, steps_bad, measured = rows[0]
-        also = [r[1] for r in rows[1:]]
-        if kind == "counted" and name == DUMP_COUNT:
-            counts = ctx.finite(name)
-            at = int(counts.at(first) or 0) if counts is not None else 0
-            title = (
-                f"rewards NaN or missing in the sample dump from step {first} ({at} there; at "
-                f"{len(steps_bad)} of {measured} steps): a reward function returned NaN or "
-                "None, and the logged means average it away"
-            )
-        elif kind == "counted":
-            title = (
-                f"the trainer counted non-finite values from step {first}: {name} > 0 at "
-                f"{len(steps_bad)} of {measured} steps"
-            )
-        elif kind == "missing":
-            s = ctx.data.series(name)
-            last = int(s.steps[-1]) if s is not None and len(s) else None
-            title = (
-                f"{name} is missing from step {first}: it had values up to step {last}, then "
-                "none (a sink that drops NaN drops the key)"
-            )
-        else:
-            title = f"{name} is {kind} from step {first} ({len(steps_bad)} of {measured} steps)"
-            if kind.startswith("null"):
-                title += ": a NaN the sink stored as null"
-        if also:
-            title += f"; also {', '.join(also[:3])}" + (" ..." if len(also) > 3 else "")
-        out.append(
-            finding(
-                NAME,
-                "fail",
-                "non_finite",
-                title,
-                metric=name,
-                first_step=first,
-                value=kind,
-                non_finite_steps=steps_bad[:20],
-                count=len(steps_bad),
-                measured_steps=measured,
-                also=also[:20],
-                action="Stop and look at the step before: a NaN loss or reward poisons every "
-                "update after it (and a sink may store it as null or drop the key). Check for a "
-                "division by a zero std, the log of zero, an overflow in bf16, or a grader "
-                "returning NaN; restart from the last finite checkpoint.",
-            )
-        )
-    if others:
-        first, name = others[0][0], others[0][1]
-        names = [o[1] for o in others]
-        out.append(
-            finding(
-                NAME,
-                "warn",
-                "non_finite",
-                f"{len(others)} measurement(s) went non-finite or missing, first {name} at step "
-                f"{first}",
-                metric=name,
-                first_step=first,
-                metrics=names[:20],
-                first_steps={o[1]: o[0] for o in others[:20]},
-                missing={n: missing[n] for n in names[:20] if n in missing},
-                action="A measurement went non-finite or stopped being logged; find what "
-                "produced it before trusting it.",
-            )
-        )
+        first = int(s.steps[int(np.argmax(hit))])
+        out.append(_Bad(first, name, "counted", [int(x) for x in s.steps[hit]], len(s)))
     return out
+
+
+def _title(ctx: Context, bad: _Bad) -> str:
+    """What went bad, in the words of how it went."""
+    first, name, kind, steps_bad, measured = bad
+    if kind == "counted" and name == DUMP_COUNT:
+        counts = ctx.finite(name)
+        at = int(counts.at(first) or 0) if counts is not None else 0
+        return (
+            f"rewards NaN or missing in the sample dump from step {first} ({at} there; at "
+            f"{len(steps_bad)} of {measured} steps): a reward function returned NaN or "
+            "None, and the logged means average it away"
+        )
+    if kind == "counted":
+        return (
+            f"the trainer counted non-finite values from step {first}: {name} > 0 at "
+            f"{len(steps_bad)} of {measured} steps"
+        )
+    if kind == "missing":
+        s = ctx.data.series(name)
+        last = int(s.steps[-1]) if s is not None and len(s) else None
+        return (
+            f"{name} is missing from step {first}: it had values up to step {last}, then "
+            "none (a sink that drops NaN drops the key)"
+        )
+    title = f"{name} is {kind} from step {first} ({len(steps_bad)} of {measured} steps)"
+    return title + (": a NaN the sink stored as null" if kind.startswith("null") else "")
+
+
+def _broken(ctx: Context, rows: list[_Bad]) -> Finding:
+    """Critical metrics gone bad at one step, named by the first in priority (fail)."""
+    first, name, kind, steps_bad, measured = rows[0]
+    also = [r.name for r in rows[1:]]
+    title = _title(ctx, rows[0])
+    if also:
+        title += f"; also {', '.join(also[:3])}" + (" ..." if len(also) > 3 else "")
+    return finding(
+        NAME,
+        "fail",
+        "non_finite",
+        title,
+        metric=name,
+        first_step=first,
+        value=kind,
+        non_finite_steps=steps_bad[:20],
+        count=len(steps_bad),
+        measured_steps=measured,
+        also=also[:20],
+        action="Stop and look at the step before: a NaN loss or reward poisons every "
+        "update after it (and a sink may store it as null or drop the key). Check for a "
+        "division by a zero std, the log of zero, an overflow in bf16, or a grader "
+        "returning NaN; restart from the last finite checkpoint.",
+    )
+
+
+def _measurements(others: list[_Bad], missing: dict[str, int]) -> Finding:
+    """Measurements (not critical) gone non-finite or missing, in one warning."""
+    first, name = others[0].first, others[0].name
+    names = [o.name for o in others]
+    return finding(
+        NAME,
+        "warn",
+        "non_finite",
+        f"{len(others)} measurement(s) went non-finite or missing, first {name} at step {first}",
+        metric=name,
+        first_step=first,
+        metrics=names[:20],
+        first_steps={o.name: o.first for o in others[:20]},
+        missing={n: missing[n] for n in names[:20] if n in missing},
+        action="A measurement went non-finite or stopped being logged; find what "
+        "produced it before trusting it.",
+    )

@@ -13,6 +13,7 @@ their own: the reward pays for stopping early.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -21,8 +22,10 @@ from ..model import Series
 from .base import Finding
 from .context import ENTROPY, Context, Thresholds, finding, round_sig
 from .heldout import heldout_change
+from .reference import METRIC as REF_KL
 from .stats import (
     MIN_WINDOW,
+    Trend,
     crossing,
     noise_sigma,
     read_words,
@@ -36,6 +39,10 @@ NAME = "policy"
 
 
 def _entropy(ctx: Context) -> list[Finding]:
+    """Entropy under its warn ratio of its own start (or falling fast towards it), told by
+    what the reward did meanwhile: sharpening where the reward paid for it and the rest
+    agrees, a collapse onto a shortcut where it paid but the replies, the task component or
+    held-out disagree, else a collapse."""
     th = ctx.thresholds
     name, s = ctx.series(*ENTROPY)
     # The start is the median of the first five updates; three points past the line after
@@ -45,75 +52,16 @@ def _entropy(ctx: Context) -> list[Finding]:
     h0 = start_level(s.values, MIN_WINDOW)
     if not h0 > 0:
         return []
-    rel = s.values / h0
-    ratio = rolling_mean(rel)
-    idx = crossing(rel, th.entropy_ratio_warn, above=False, points=True)
-    fast = _falling_fast(s.steps, rel, th)
-    if fast is not None and (idx is None or fast < idx):
-        idx = fast
+    idx = _entropy_onset(s.steps, s.values / h0, th)
     if idx is None:
         return _entropy_floor(ctx, name, s)
     step = int(s.steps[idx])
-    tr = trend(s)
-    low = float(np.nanmin(ratio))
+    low = float(np.nanmin(rolling_mean(s.values / h0)))
     severe = low < th.entropy_ratio_fail
-    _lname, length = ctx.series("response/length_mean")
-    shrink = None
-    if length is not None and len(length) >= 2 * MIN_WINDOW:
-        l0 = start_level(length.values)
-        l1 = float(length.values[-MIN_WINDOW:].mean())
-        shrink = round_sig(l1 / l0) if l0 > 0 else None
+    shrink = _length_ratio(ctx)
+    paid = _paid(ctx, s, idx, severe)
+    tr = trend(s)
     rep = ctx.finite("transcripts/repetition_rate")
-    # Entropy bought reward: a policy sharpening while its reward still climbs is learning,
-    # not collapsing (Cui et al.: most of a healthy run's entropy drop comes with its gains).
-    rname, r = ctx.series("reward/mean_with_unusable", "reward/mean")
-    since = r.since(step) if r is not None else None
-    if r is not None and since is not None and len(since) < MIN_WINDOW:
-        # A fall found in the last updates leaves too few since it to read the reward's
-        # trend: read it from the five updates before, the window the fall is measured on
-        # (a sharpening policy 4 updates from the end of its run is not "not improving").
-        since = r.since(int(s.steps[max(0, idx - MIN_WINDOW)]))
-    rtr = trend(since) if since is not None and len(since) >= MIN_WINDOW else None
-    lo, hi = ctx.reward_bounds
-    high = since is not None and len(since) and float(since.values.mean()) >= lo + 0.8 * (hi - lo)
-    # Held-out where evaluated: falling, the entropy bought nothing real.
-    held = heldout_change(ctx, step)
-    held_falling = held is not None and held["change"] < -2 * held["se"]
-    # Paying: the reward still rising since the fall, or high; or, over the whole run, rising
-    # beyond noise (the reward check's learning) with held-out not falling. A fall found late
-    # in a run leaves too few updates since it for a trend of their own (a healthy seed on
-    # another CPU: reward 0.53 -> 0.73 at trend z 9, held-out 0.77 -> 0.84, entropy at 53% of
-    # its start from update 31 of 40 read as "collapse ... while reward does not improve").
-    from .reward import learns
-
-    # The whole run's rise stands in only while the updates since the fall are too few for a
-    # trend of their own (under two windows): past that, what the reward did since decides, so
-    # a live run whose entropy falls after a healthy rise is told a collapse as it goes.
-    few_since = since is not None and len(r.since(step)) < 2 * MIN_WINDOW  # type: ignore[union-attr]
-    paying = (
-        (rtr is not None and rtr.rising)
-        or bool(high)
-        or (few_since and learns(ctx) and not held_falling)
-    )
-    plateau = None
-    late_n = max(PLATEAU_STEPS, len(r) // 3) if r is not None else 0
-    if (
-        paying
-        and severe
-        and r is not None
-        and not high
-        and since is not None
-        and len(since) >= late_n
-    ):
-        # Under a tenth of its start, entropy has little left to give (science.md 2b, the
-        # entropy-bound plateau): what counts then is whether the reward still rises now,
-        # over the last third of the run, not since the fall began. Stopped below the top of
-        # its range, exploration is spent.
-        late = r.since(int(r.steps[len(r) - late_n]))
-        lt = trend(late)
-        if lt is None or not lt.rising:
-            plateau = float(late.values.mean())
-            paying = False
     evidence: dict[str, Any] = dict(
         metric=name,
         first_step=step,
@@ -123,82 +71,176 @@ def _entropy(ctx: Context) -> list[Finding]:
         trend_z=round_sig(tr.z) if tr else None,
         length_ratio=shrink,
         repetition_rate_last=round_sig(float(rep.values[-1])) if rep is not None else None,
-        reward_metric=rname,
-        reward_trend_z_since=round_sig(rtr.z) if rtr else None,
+        reward_metric=paid.name,
+        reward_trend_z_since=round_sig(paid.trend.z) if paid.trend else None,
     )
-    # Sharpening stays info only when the rest agrees: replies not collapsing, the task
-    # component (where logged) not flat, held-out not falling.
+    disagree = _disagreements(ctx, shrink, paid, evidence)
+    where = f"{name} at {low:.0%} of its start from step {step}"
+    course = f"({h0:.3g} -> {float(s.values[-MIN_WINDOW:].mean()):.3g})"
+    sev, verdict, title, action = _entropy_reading(paid, disagree, severe, where, course)
+    return [finding(NAME, sev, verdict, title, action=action, **evidence)]
+
+
+def _entropy_reading(
+    paid: _Paid, disagree: list[str], severe: bool, where: str, course: str
+) -> tuple[str, str, str, str]:
+    """(severity, verdict, title, action) of an entropy fall: a collapse onto a shortcut where
+    the reward paid for it but the rest disagrees, sharpening where it paid and the rest
+    agrees (info), else a collapse (fail under ``entropy_ratio_fail``)."""
+    sev = "fail" if severe else "warn"
+    if paid.paying and disagree:
+        return (
+            sev,
+            "exploit_suspected",
+            f"entropy collapse onto a shortcut: {where} while {paid.name} rises, but "
+            f"{' and '.join(disagree)}: not sharpening",
+            SHORTCUT_ACTION,
+        )
+    if paid.paying:
+        return (
+            "info",
+            "collapse",
+            f"{where} while {paid.name} still rises or is high: the policy is sharpening "
+            "on what it learned",
+            SHARPENING_ACTION,
+        )
+    why = (
+        f"{paid.name} has stopped rising at {paid.plateau:.3g}, below the top of its range"
+        if paid.plateau is not None
+        else f"{paid.name or 'reward'} does not improve"
+    )
+    return sev, "collapse", f"entropy collapse: {where} {course} while {why}", COLLAPSE_ACTION
+
+
+SHORTCUT_ACTION = (
+    "The policy narrowed onto something the reward pays for that is not the task: read the "
+    "top-reward transcripts from this step, check the reward's components, and restart from "
+    "before it with the shortcut closed."
+)
+SHARPENING_ACTION = (
+    "Nothing yet: watch held-out scores and the transcripts for repetition; if reward stops "
+    "rising at low entropy, exploration is spent."
+)
+COLLAPSE_ACTION = (
+    "The policy is collapsing onto one response per prompt: read the transcripts for "
+    "repetition; use clip-higher (DAPO ε_high 0.28), an entropy bonus, KL-Cov or Clip-Cov, a "
+    "higher sampling temperature, or restart from before this step."
+)
+
+
+def _entropy_onset(steps: np.ndarray, rel: np.ndarray, th: Thresholds) -> int | None:
+    """Where entropy (over its start) went under its warn ratio (3 of 5), or earlier where it
+    was already falling fast towards it (``_falling_fast``)."""
+    idx = crossing(rel, th.entropy_ratio_warn, above=False, points=True)
+    fast = _falling_fast(steps, rel, th)
+    if fast is not None and (idx is None or fast < idx):
+        return fast
+    return idx
+
+
+def _length_ratio(ctx: Context) -> float | None:
+    """Replies over their last five updates as a share of their start (rounded)."""
+    _lname, length = ctx.series("response/length_mean")
+    if length is None or len(length) < 2 * MIN_WINDOW:
+        return None
+    l0 = start_level(length.values)
+    l1 = float(length.values[-MIN_WINDOW:].mean())
+    return round_sig(l1 / l0) if l0 > 0 else None
+
+
+@dataclass
+class _Paid:
+    """What the reward did from the entropy's fall: whether it paid for it."""
+
+    name: str | None
+    trend: Trend | None
+    heldout: dict[str, Any] | None
+    heldout_falling: bool
+    paying: bool
+    plateau: float | None
+
+
+def _paid(ctx: Context, s: Series, idx: int, severe: bool) -> _Paid:
+    """Entropy bought reward: a policy sharpening while its reward still climbs is learning,
+    not collapsing (Cui et al.: most of a healthy run's entropy drop comes with its gains).
+    Paying: the reward rising since the fall, or high; or, while the updates since the fall
+    are too few for a trend of their own (under two windows), rising beyond noise over the
+    whole run (the reward check's learning) with held-out not falling. A fall found late in a
+    run (a healthy seed on another CPU: reward 0.53 -> 0.73 at trend z 9, held-out 0.77 ->
+    0.84, entropy at 53% of its start from update 31 of 40) is not "not improving"; past two
+    windows what the reward did since decides, so a live run whose entropy falls after a
+    healthy rise is told a collapse as it goes."""
+    from .reward import learns
+
+    step = int(s.steps[idx])
+    rname, r = ctx.series("reward/mean_with_unusable", "reward/mean")
+    since = r.since(step) if r is not None else None
+    if r is not None and since is not None and len(since) < MIN_WINDOW:
+        # A fall found in the last updates leaves too few since it to read the reward's
+        # trend: read it from the five updates before, the window the fall is measured on.
+        since = r.since(int(s.steps[max(0, idx - MIN_WINDOW)]))
+    rtr = trend(since) if since is not None and len(since) >= MIN_WINDOW else None
+    lo, hi = ctx.reward_bounds
+    high = since is not None and len(since) and float(since.values.mean()) >= lo + 0.8 * (hi - lo)
+    # Held-out where evaluated: falling, the entropy bought nothing real.
+    held = heldout_change(ctx, step)
+    held_falling = held is not None and held["change"] < -2 * held["se"]
+    few_since = since is not None and len(r.since(step)) < 2 * MIN_WINDOW  # type: ignore[union-attr]
+    paying = (
+        (rtr is not None and rtr.rising)
+        or bool(high)
+        or (few_since and learns(ctx) and not held_falling)
+    )
+    plateau = None
+    if paying and severe and r is not None and not high and since is not None:
+        plateau = _plateau(ctx, r, since)
+    return _Paid(rname, rtr, held, held_falling, paying and plateau is None, plateau)
+
+
+def _plateau(ctx: Context, r: Series, since: Series) -> float | None:
+    """Under a tenth of its start, entropy has little left to give (science.md 2b, the
+    entropy-bound plateau): what counts then is whether the reward still rises now, over the
+    last third of the run (at least ``entropy_plateau_steps``), not since the fall began.
+    Stopped below the top of its range, exploration is spent: the reward's level there."""
+    late_n = max(ctx.thresholds.entropy_plateau_steps, len(r) // 3)
+    if len(since) < late_n:
+        return None
+    late = r.since(int(r.steps[len(r) - late_n]))
+    lt = trend(late)
+    return float(late.values.mean()) if lt is None or not lt.rising else None
+
+
+def _disagreements(
+    ctx: Context, shrink: float | None, paid: _Paid, evidence: dict[str, Any]
+) -> list[str]:
+    """Sharpening stays info only when the rest agrees: replies not collapsing (to
+    ``entropy_length_ratio`` of their start), the task component (where logged) not flat,
+    held-out not falling. The words of each that disagrees; the evidence gains what was
+    read."""
     task = ctx.components.task
     task_flat = task is not None and task.flat
-    short = shrink is not None and shrink <= ENTROPY_LENGTH
+    short = shrink is not None and shrink <= ctx.thresholds.entropy_length_ratio
     evidence.update(
         task_component=task.name if task is not None else None,
         task_flat=task_flat,
-        heldout=held,
+        heldout=paid.heldout,
     )
-    disagree = [
+    return [
         w
         for w, on in (
             (f"replies fell to {shrink:.0%} of their length" if shrink is not None else "", short),
             (f"its task component {task.name} stayed flat" if task is not None else "", task_flat),
-            ("held-out falls", held_falling),
+            ("held-out falls", paid.heldout_falling),
         )
         if on
     ]
-    if paying and disagree:
-        return [
-            finding(
-                NAME,
-                "fail" if severe else "warn",
-                "exploit_suspected",
-                f"entropy collapse onto a shortcut: {name} at {low:.0%} of its start from "
-                f"step {step} while {rname} rises, but {' and '.join(disagree)}: not "
-                "sharpening",
-                action="The policy narrowed onto something the reward pays for that is not "
-                "the task: read the top-reward transcripts from this step, check the reward's "
-                "components, and restart from before it with the shortcut closed.",
-                **evidence,
-            )
-        ]
-    if paying:
-        return [
-            finding(
-                NAME,
-                "info",
-                "collapse",
-                f"{name} at {low:.0%} of its start from step {step} while {rname} still rises "
-                "or is high: the policy is sharpening on what it learned",
-                action="Nothing yet: watch held-out scores and the transcripts for repetition; "
-                "if reward stops rising at low entropy, exploration is spent.",
-                **evidence,
-            )
-        ]
-    return [
-        finding(
-            NAME,
-            "fail" if severe else "warn",
-            "collapse",
-            f"entropy collapse: {name} at {low:.0%} of its start from step {step} "
-            f"({h0:.3g} -> {float(s.values[-MIN_WINDOW:].mean()):.3g}) while "
-            + (
-                f"{rname} has stopped rising at {plateau:.3g}, below the top of its range"
-                if plateau is not None
-                else f"{rname or 'reward'} does not improve"
-            ),
-            action="The policy is collapsing onto one response per prompt: read the transcripts "
-            "for repetition; use clip-higher (DAPO ε_high 0.28), an entropy bonus, KL-Cov or "
-            "Clip-Cov, a higher sampling temperature, or restart from before this step.",
-            **evidence,
-        )
-    ]
 
 
-# A token entropy under this many nats on most updates is a near-deterministic policy (its top
-# token takes some 99.9% of the mass nearly everywhere), whatever the model: judged absolutely
-# only where the log starts mid-run, so its start is unknown (a pasted excerpt of TinyZero at
-# 0.003-0.008). A healthy instruct model on GSM8K sits at 0.02-0.04 (a real verl run, steps
-# 101-435): the line is half its lowest.
-ENTROPY_FLOOR = 0.01
+# A token entropy under ``entropy_floor`` nats on most updates is a near-deterministic policy
+# (its top token takes some 99.9% of the mass nearly everywhere), whatever the model: judged
+# absolutely only where the log starts mid-run, so its start is unknown (a pasted excerpt of
+# TinyZero at 0.003-0.008). A healthy instruct model on GSM8K sits at 0.02-0.04 (a real verl
+# run, steps 101-435): the line is half its lowest.
 
 
 def _starts_mid_run(steps: np.ndarray) -> bool:
@@ -211,14 +253,15 @@ def _starts_mid_run(steps: np.ndarray) -> bool:
 
 
 def _entropy_floor(ctx: Context, name: str, s: Series) -> list[Finding]:
-    """Entropy under ENTROPY_FLOOR on 3 of 5 updates (every one in a short log) of a log that
+    """Entropy under ``entropy_floor`` on 3 of 5 updates (every one in a short log) of a log that
     starts mid-run: collapse (warn; info while the reward rises beyond noise)."""
     from .reward import learns
 
     if not _starts_mid_run(s.steps):
         return []
     v = s.values
-    idx = crossing(v, ENTROPY_FLOOR, above=False, points=True)
+    floor = ctx.thresholds.entropy_floor
+    idx = crossing(v, floor, above=False, points=True)
     if idx is None:
         return []
     last = float(v[-MIN_WINDOW:].mean())
@@ -229,13 +272,13 @@ def _entropy_floor(ctx: Context, name: str, s: Series) -> list[Finding]:
             "info" if fine else "warn",
             "collapse",
             f"entropy collapse: {name} {last:.2g} nats over the last {MIN_WINDOW} updates, "
-            f"under {ENTROPY_FLOOR} from step {int(s.steps[idx])}: a near-deterministic policy"
+            f"under {floor} from step {int(s.steps[idx])}: a near-deterministic policy"
             + (" sharpening while its reward rises" if fine else "")
             + f" (the log starts at step {int(s.steps[0])}: no start to hold it against)",
             metric=name,
             first_step=int(s.steps[idx]),
             level=round_sig(last),
-            line=ENTROPY_FLOOR,
+            line=floor,
             log_starts_at=int(s.steps[0]),
             action="The policy gives one reply per prompt: read the transcripts for "
             "repetition; a higher sampling temperature, an entropy bonus or clip-higher, or a "
@@ -244,13 +287,10 @@ def _entropy_floor(ctx: Context, name: str, s: Series) -> list[Finding]:
     ]
 
 
-# Entropy under its warn ratio with replies at or under this share of their starting length:
-# the two together are not sharpening.
-ENTROPY_LENGTH = 0.5
-# Replies at or under this share of their starting length (a fifth: from ten tokens to two)
-# while the reward rises: a shortcut (science.md: a length drop over 30% within 10 steps is
-# a collapse sign; a healthy run's replies may shorten by a third as it learns to stop).
-LENGTH_COLLAPSE = 0.2
+# Replies at or under ``length_collapse_ratio`` of their starting length (a fifth: from ten
+# tokens to two) while the reward rises: a shortcut (science.md: a length drop over 30% within
+# 10 steps is a collapse sign; a healthy run's replies may shorten by a third as it learns to
+# stop).
 
 
 def _length_collapse(ctx: Context) -> list[Finding]:
@@ -262,7 +302,7 @@ def _length_collapse(ctx: Context) -> list[Finding]:
         return []
     l0 = start_level(length.values)
     l1 = float(length.values[-MIN_WINDOW:].mean())
-    if not l0 > 0 or l1 / l0 > LENGTH_COLLAPSE:
+    if not l0 > 0 or l1 / l0 > ctx.thresholds.length_collapse_ratio:
         return []
     task = ctx.components.task
     if task is not None and task.rose:
@@ -290,7 +330,7 @@ def _length_collapse(ctx: Context) -> list[Finding]:
             length_start=round_sig(l0),
             length_last=round_sig(l1),
             length_ratio=round_sig(l1 / l0),
-            line=LENGTH_COLLAPSE,
+            line=ctx.thresholds.length_collapse_ratio,
             reward_metric=rname,
             reward_first=round_sig(head),
             reward_last=round_sig(tail),
@@ -303,14 +343,13 @@ def _length_collapse(ctx: Context) -> list[Finding]:
     ]
 
 
-# Replies at or under this share of their start on most updates, while the reward does not
-# rise: a collapse (the wild corpus's length-collapse rule; a TRL run whose replies fell from
-# 39-96 tokens to 9 with every group scoring alike).
-REPLY_COLLAPSE = 0.25
+# Replies at or under ``reply_collapse_ratio`` of their start on most updates, while the reward
+# does not rise: a collapse (the wild corpus's length-collapse rule; a TRL run whose replies
+# fell from 39-96 tokens to 9 with every group scoring alike).
 
 
 def _reply_collapse(ctx: Context) -> list[Finding]:
-    """Replies falling under REPLY_COLLAPSE of their start (median of the first five updates)
+    """Replies falling under ``reply_collapse_ratio`` of their start (median of the first five updates)
     on 3 of 5 updates and on most updates since, while the reward does not rise beyond noise
     (a rise is the shortcut rule's): collapse, warn where the rewards had no spread on most of
     those updates (every attempt scoring alike: nothing left to learn from), else info."""
@@ -322,7 +361,8 @@ def _reply_collapse(ctx: Context) -> list[Finding]:
     l0 = start_level(length.values, MIN_WINDOW)
     if not l0 > 0:
         return []
-    line = REPLY_COLLAPSE * l0
+    ratio = ctx.thresholds.reply_collapse_ratio
+    line = ratio * l0
     idx = crossing(length.values, line, above=False, points=True)
     if idx is None:
         return []
@@ -340,7 +380,7 @@ def _reply_collapse(ctx: Context) -> list[Finding]:
             NAME,
             "warn" if sure else "info",
             "collapse",
-            f"collapse: replies fell under {REPLY_COLLAPSE:.0%} of their start ({l0:.3g} "
+            f"collapse: replies fell under {ratio:.0%} of their start ({l0:.3g} "
             f"tokens) from step {int(length.steps[idx])}, to a median of "
             f"{float(np.median(after)):.3g} ({share:.0%} of updates since under the line), "
             f"while {rname or 'the reward'} does not rise"
@@ -358,7 +398,7 @@ def _reply_collapse(ctx: Context) -> list[Finding]:
             length_start=round_sig(l0),
             length_median_since=round_sig(float(np.median(after))),
             share_under_line=round_sig(share),
-            line=REPLY_COLLAPSE,
+            line=ratio,
             no_spread_share=round_sig(dead_share) if spread_known else None,
             action="The policy settled on one short reply: read the transcripts from this "
             "step; raise the sampling temperature or the group size, add an entropy bonus, "
@@ -456,12 +496,6 @@ def _clip(ctx: Context) -> list[Finding]:
     ]
 
 
-SPIKE_RATE = 0.01
-# The reward read for a plateau under collapsed entropy: its last third, at least this many
-# updates after the entropy fell (science.md 2b: Mann-Kendall over the last 50 steps).
-PLATEAU_STEPS = 50
-
-
 def _no_spread(ctx: Context, steps: np.ndarray) -> np.ndarray:
     """Per update at ``steps``, whether its rewards had no spread at all (``reward/group_std_mean``
     or the batch ``reward/std`` exactly 0: every attempt of every group scored the same), so
@@ -492,12 +526,12 @@ def _otherwise(ctx: Context) -> tuple[bool, str]:
     """Whether gradient spikes are only a note (the run learns otherwise: its reward rises
     beyond noise and its KL to the reference stays under the reference check's line), with
     the words why."""
-    from .reference import KL_WARN, METRIC
     from .reward import learns
 
-    kl = ctx.finite(METRIC)
-    if kl is not None and len(kl) >= MIN_WINDOW and crossing(kl.values, KL_WARN) is not None:
-        return False, f"with the KL to the reference over {KL_WARN}"
+    line = ctx.thresholds.ref_kl_warn
+    kl = ctx.finite(REF_KL)
+    if kl is not None and len(kl) >= MIN_WINDOW and crossing(kl.values, line) is not None:
+        return False, f"with the KL to the reference over {line}"
     if not learns(ctx):
         return False, "while the reward does not rise beyond noise"
     return True, "while the run learns (reward rising beyond noise)"
@@ -517,7 +551,7 @@ def _grad_spikes(ctx: Context) -> list[Finding]:
         return []
     # Three or more such spikes are worth a look; at 1% of updates or more they are a
     # pattern, not bad luck (8 robust sigmas never happen in a healthy run that often).
-    frequent = len(v) >= 100 and len(spikes) >= SPIKE_RATE * len(v)
+    frequent = len(v) >= 100 and len(spikes) >= ctx.thresholds.grad_spike_rate * len(v)
     fine, why = _otherwise(ctx)
     return [
         finding(
@@ -538,14 +572,13 @@ def _grad_spikes(ctx: Context) -> list[Finding]:
     ]
 
 
-# A gradient norm this many times the median of the updates before it is an explosion, not
-# noise: one is enough (the collapses of science.md 1 arrive as gradient-norm explosions; the
-# peers' own spike scenario dates its onset at 10x). Healthy runs of the corpus and the
-# reference trainer's 40-update runs peak at 2.6x and 4.4x their running median; a long run
-# on a sharpened policy goes past it now and then (see the rate below).
-EXPLOSION = 10.0
+# A gradient norm ``grad_explosion`` times the median of the updates before it is an
+# explosion, not noise: one is enough (the collapses of science.md 1 arrive as gradient-norm
+# explosions; the peers' own spike scenario dates its onset at 10x). Healthy runs of the corpus
+# and the reference trainer's 40-update runs peak at 2.6x and 4.4x their running median; a long
+# run on a sharpened policy goes past it now and then (see the rate below). The median is of
+# the (up to) EXPLOSION_WINDOW updates before: a window of the measure, not a line.
 EXPLOSION_WINDOW = 50
-RECURRING = 3
 
 
 def _grad_explosion(ctx: Context) -> list[Finding]:
@@ -561,16 +594,17 @@ def _grad_explosion(ctx: Context) -> list[Finding]:
         ref[i] = np.median(v[:i])
     if len(v) > w:
         ref[w:] = np.median(np.lib.stride_tricks.sliding_window_view(v[:-1], w), axis=1)
-    hits = np.flatnonzero((ref > 0) & (v >= EXPLOSION * ref))
+    th = ctx.thresholds
+    hits = np.flatnonzero((ref > 0) & (v >= th.grad_explosion * ref))
     if not len(hits):
         return []
-    # One is an alarm where explosions come at SPIKE_RATE of the updates so far or more (in
-    # a run's first hundred updates, one is enough). A long run on a sharpened policy has a
-    # heavy tail of its own (a rare sample of a token the policy all but ruled out; the
+    # One is an alarm where explosions come at ``grad_spike_rate`` of the updates so far or
+    # more (in a run's first hundred updates, one is enough). A long run on a sharpened policy
+    # has a heavy tail of its own (a rare sample of a token the policy all but ruled out; the
     # reference trainer's mastered three-digit run: 5 in its first 3,300 updates, up to 40x):
     # said, not warned.
     rates = np.arange(1, len(hits) + 1) / (hits + 1)
-    alarm = np.flatnonzero(rates >= SPIKE_RATE)
+    alarm = np.flatnonzero(rates >= th.grad_spike_rate)
     j = int(alarm[0]) if len(alarm) else 0
     i, later, first = int(hits[j]), len(hits), int(s.steps[hits[0]])
     med = float(ref[i])
@@ -578,10 +612,10 @@ def _grad_explosion(ctx: Context) -> list[Finding]:
     # 10x while its reward climbs 0.27 -> 1.59); on one that does not, or whose KL to the
     # reference is past its line, they are unstable updates.
     fine, why = _otherwise(ctx)
-    # On a run that learns, isolated explosions are a note; RECURRING ones (three or more)
-    # are unstable updates all the same (rl-doctor's grad_spikes scenario: 7 of 24-160x in
-    # 300 updates while its reward climbs as a healthy run's does).
-    recurring = later >= RECURRING
+    # On a run that learns, isolated explosions are a note; recurring ones
+    # (``grad_explosion_recurring``) are unstable updates all the same (rl-doctor's grad_spikes
+    # scenario: 7 of 24-160x in 300 updates while its reward climbs as a healthy run's does).
+    recurring = later >= th.grad_explosion_recurring
     if fine and recurring:
         why = f"{later} explosions: recurring, although the run learns"
     return [
@@ -597,7 +631,7 @@ def _grad_explosion(ctx: Context) -> list[Finding]:
             + (
                 f", {why}"
                 if len(alarm)
-                else f": {later} in {len(v)} updates, under {SPIKE_RATE:.0%} of them, the "
+                else f": {later} in {len(v)} updates, under {th.grad_spike_rate:.0%} of them, the "
                 "tail of a long run's noise"
             ),
             metric="train/grad_norm",
@@ -607,7 +641,7 @@ def _grad_explosion(ctx: Context) -> list[Finding]:
             explosions=later,
             first_explosion=first,
             explosion_rate=round_sig(float(later / len(v))),
-            line=EXPLOSION,
+            line=th.grad_explosion,
             learns_otherwise=fine,
             action="Look at the batch of that step (a degenerate or very long sample) and the "
             "sampler/trainer mismatch around it; lower the learning rate or clip gradients "

@@ -27,18 +27,22 @@ import math
 
 import numpy as np
 
+from ..model import Series
 from .base import Finding
 from .context import ENTROPY, Context, finding, round_sig
-from .stats import MIN_WINDOW, crossing, read_words, rolling_mean, short_level, trend
+from .stats import MIN_WINDOW, Trend, crossing, read_words, rolling_mean, short_level, trend
 
 NAME = "reference"
 METRIC = "train/ref_kl"
-# The peers' lines (rl-doctor kl_drift: 0.5 is worth a look, 2.0 is far).
-KL_WARN = 0.5
-KL_FAIL = 2.0
 # Config keys of the KL coefficient, by framework (TRL beta, verl kl_loss_coef / kl_coef,
 # OpenRLHF init_kl_coef, Miles kl_loss_coef).
 COEF_KEYS = ("beta", "kl_loss_coef", "kl_coef", "init_kl_coef", "kl_penalty_coef")
+ACTION = (
+    "The policy has moved far from its reference: read the top-reward transcripts for a "
+    "shortcut (a policy far from its start that the grader still pays is the "
+    "over-optimisation signature), lower the learning rate or raise the KL coefficient, "
+    "or stop at an earlier checkpoint."
+)
 
 
 def _coef(ctx: Context) -> float | None:
@@ -64,16 +68,15 @@ def _sharpening(ctx: Context, kl_now: float) -> tuple[float, float] | None:
 
 def _collapsed(ctx: Context) -> bool:
     """The policy near-deterministic (its entropy over the last updates under the policy
-    check's floor, or under its collapse ratio of the run's own start) while the reward does
+    check's floor ``entropy_floor``, or under its collapse ratio of the run's own start) while the reward does
     not rise beyond noise."""
-    from .policy import ENTROPY_FLOOR
     from .reward import learns
 
     _name, e = ctx.series(*ENTROPY)
     if e is None or len(e) < MIN_WINDOW or learns(ctx):
         return False
     last = float(e.values[-MIN_WINDOW:].mean())
-    if last < ENTROPY_FLOOR:
+    if last < ctx.thresholds.entropy_floor:
         return True
     if len(e) < 2 * MIN_WINDOW:
         return False
@@ -82,115 +85,148 @@ def _collapsed(ctx: Context) -> bool:
 
 
 def check(ctx: Context) -> list[Finding]:
+    """The KL to the reference against the peers' lines, by its course: a short log every
+    update past a line; past a line, as severe as its course says; below them, a rise that
+    would reach the first line."""
     s = ctx.finite(METRIC)
     if s is None:
         return []
-    v = s.values
-    n = len(v)
     coef = _coef(ctx)
-    coef_words = f" (KL coefficient {coef:g})" if coef is not None else ""
-    action = (
-        "The policy has moved far from its reference: read the top-reward transcripts for a "
-        "shortcut (a policy far from its start that the grader still pays is the "
-        "over-optimisation signature), lower the learning rate or raise the KL coefficient, "
-        "or stop at an earlier checkpoint."
-    )
-    if n < MIN_WINDOW:
-        if not short_level(v, KL_WARN):
-            return []
-        level = float(v.mean())
-        return [
-            finding(
-                NAME,
-                "fail" if short_level(v, KL_FAIL) else "warn",
-                "drift",
-                f"{read_words(n)}: KL to the reference at {level:.2g}, over the "
-                f"{KL_FAIL if level >= KL_FAIL else KL_WARN:g} line{coef_words}",
-                metric=METRIC,
-                first_step=int(s.steps[0]),
-                level=round_sig(level),
-                line=KL_FAIL if short_level(v, KL_FAIL) else KL_WARN,
-                kl_coef=coef,
-                updates_read=n,
-                values=[round_sig(float(x)) for x in v],
-                action=action,
-            )
-        ]
-    roll = rolling_mean(v)
-    now = float(roll[-1])
-    peak = float(np.nanmax(roll))
-    start = float(np.median(v[:MIN_WINDOW]))
-    # Past a line, the severity says whether it is still climbing (the last third of the run
-    # rising significantly): a KL that settled after its rise is reported a step lower (the
-    # peers: 0.5 is worth a look, 2 or 0.5 while accelerating a warning).
-    late = s.since(int(s.steps[n - max(MIN_WINDOW, n // 3)]))
-    lt = trend(late)
-    climbing = lt is not None and lt.rising
-    first = crossing(v, KL_WARN)
-    if first is not None:
-        # Dated where it first passed 0.5; as severe as the highest line it passed.
-        high = crossing(v, KL_FAIL)
-        line = KL_FAIL if high is not None else KL_WARN
-        sev = (
-            ("fail" if climbing else "warn")
-            if high is not None
-            else ("warn" if climbing else "info")
+    if len(s) < MIN_WINDOW:
+        return _short_log(ctx, s, coef)
+    return _past_line(ctx, s, coef) or _rising(ctx, s, coef)
+
+
+def _coef_words(coef: float | None) -> str:
+    return f" (KL coefficient {coef:g})" if coef is not None else ""
+
+
+def _short_log(ctx: Context, s: Series, coef: float | None) -> list[Finding]:
+    """Under five updates, every one past the warn line: the policy got that far in a few."""
+    th = ctx.thresholds
+    v = s.values
+    if not short_level(v, th.ref_kl_warn):
+        return []
+    level = float(v.mean())
+    line = th.ref_kl_fail if short_level(v, th.ref_kl_fail) else th.ref_kl_warn
+    return [
+        finding(
+            NAME,
+            "fail" if short_level(v, th.ref_kl_fail) else "warn",
+            "drift",
+            f"{read_words(len(v))}: KL to the reference at {level:.2g}, over the "
+            f"{th.ref_kl_fail if level >= th.ref_kl_fail else th.ref_kl_warn:g} line"
+            f"{_coef_words(coef)}",
+            metric=METRIC,
+            first_step=int(s.steps[0]),
+            level=round_sig(level),
+            line=line,
+            kl_coef=coef,
+            updates_read=len(v),
+            values=[round_sig(float(x)) for x in v],
+            action=ACTION,
         )
-        sharpening = _sharpening(ctx, now) if high is None else None
-        if sharpening is not None and sev != "info":
-            sev = "info"
-        # A KL settled past the line is worth a look, no more, unless the policy has also
-        # gone near-deterministic without learning: far from its reference and collapsed,
-        # the two corroborate each other (a pasted excerpt has no start to tell a climb by).
-        collapsed = sev == "info" and sharpening is None and _collapsed(ctx)
-        if collapsed:
-            sev = "warn"
-        step = int(s.steps[first])
-        over2 = f", over {KL_FAIL:g} from step {int(s.steps[high])}" if high is not None else ""
-        return [
-            finding(
-                NAME,
-                sev,
-                "drift",
-                f"KL to the reference over {KL_WARN:g} from step {step}{over2}: {start:.2g} at "
-                f"the start, {peak:.2g} at its highest, {now:.2g} now"
-                f"{', still climbing' if climbing else ', no longer climbing'}{coef_words}"
-                + (
-                    ", with the policy near-deterministic and its reward not rising"
-                    if collapsed
-                    else ""
-                )
-                + (
-                    f"; no more than the entropy's fall ({sharpening[0]:.3g} -> "
-                    f"{sharpening[1]:.3g}): the policy sharpened onto what its reference "
-                    "already favoured rather than drifting from it"
-                    if sharpening is not None
-                    else ""
-                ),
-                metric=METRIC,
-                first_step=step,
-                entropy_start=None if sharpening is None else round_sig(sharpening[0]),
-                entropy_now=None if sharpening is None else round_sig(sharpening[1]),
-                steps=[int(s.steps[high])] if high is not None else None,
-                start_level=round_sig(start),
-                peak=round_sig(peak),
-                now=round_sig(now),
-                line=line,
-                climbing=climbing,
-                entropy_collapsed=collapsed or None,
-                late_trend_z=round_sig(lt.z) if lt is not None else None,
-                kl_coef=coef,
-                penalty_per_token=None if coef is None else round_sig(coef * now),
-                action=action,
-            )
-        ]
-    # Below the lines: a significant rise over the second half of the run, named with the
-    # update where it would reach the first line.
+    ]
+
+
+def _course(s: Series) -> tuple[float, float, float]:
+    """(start, peak, now): the median of its first five updates, the highest and the last of
+    its five-update means."""
+    roll = rolling_mean(s.values)
+    return float(np.median(s.values[:MIN_WINDOW])), float(np.nanmax(roll)), float(roll[-1])
+
+
+def _climbing(s: Series) -> Trend | None:
+    """The trend of the last third of the run (at least five updates)."""
+    n = len(s)
+    return trend(s.since(int(s.steps[n - max(MIN_WINDOW, n // 3)])))
+
+
+def _severity(
+    ctx: Context, now: float, climbing: bool, over_fail: bool
+) -> tuple[str, tuple[float, float] | None, bool]:
+    """Past a line: (severity, sharpening, collapsed). Still climbing a step more severe (2:
+    fail, else warn; 0.5: warn, else info); between the lines a KL within the entropy's fall
+    is sharpening (info); a KL settled past 0.5 with the policy collapsed without learning is
+    a warning (the two corroborate each other; a pasted excerpt has no start to tell a climb
+    by)."""
+    if over_fail:
+        return ("fail" if climbing else "warn"), None, False
+    sharpening = _sharpening(ctx, now)
+    if sharpening is not None:
+        return "info", sharpening, False
+    if climbing:
+        return "warn", None, False
+    collapsed = _collapsed(ctx)
+    return ("warn" if collapsed else "info"), None, collapsed
+
+
+def _past_line(ctx: Context, s: Series, coef: float | None) -> list[Finding]:
+    """Dated where it first passed the warn line; as severe as the highest line it passed and
+    its course (``_severity``)."""
+    th = ctx.thresholds
+    first = crossing(s.values, th.ref_kl_warn)
+    if first is None:
+        return []
+    start, peak, now = _course(s)
+    lt = _climbing(s)
+    climbing = lt is not None and lt.rising
+    high = crossing(s.values, th.ref_kl_fail)
+    sev, sharpening, collapsed = _severity(ctx, now, climbing, high is not None)
+    step = int(s.steps[first])
+    over2 = f", over {th.ref_kl_fail:g} from step {int(s.steps[high])}" if high is not None else ""
+    title = (
+        f"KL to the reference over {th.ref_kl_warn:g} from step {step}{over2}: {start:.2g} at "
+        f"the start, {peak:.2g} at its highest, {now:.2g} now"
+        f"{', still climbing' if climbing else ', no longer climbing'}{_coef_words(coef)}"
+    )
+    if collapsed:
+        title += ", with the policy near-deterministic and its reward not rising"
+    if sharpening is not None:
+        title += (
+            f"; no more than the entropy's fall ({sharpening[0]:.3g} -> {sharpening[1]:.3g}): "
+            "the policy sharpened onto what its reference already favoured rather than "
+            "drifting from it"
+        )
+    return [
+        finding(
+            NAME,
+            sev,
+            "drift",
+            title,
+            metric=METRIC,
+            first_step=step,
+            entropy_start=None if sharpening is None else round_sig(sharpening[0]),
+            entropy_now=None if sharpening is None else round_sig(sharpening[1]),
+            steps=[int(s.steps[high])] if high is not None else None,
+            start_level=round_sig(start),
+            peak=round_sig(peak),
+            now=round_sig(now),
+            line=th.ref_kl_fail if high is not None else th.ref_kl_warn,
+            climbing=climbing,
+            entropy_collapsed=collapsed or None,
+            late_trend_z=round_sig(lt.z) if lt is not None else None,
+            kl_coef=coef,
+            penalty_per_token=None if coef is None else round_sig(coef * now),
+            action=ACTION,
+        )
+    ]
+
+
+def _rising(ctx: Context, s: Series, coef: float | None) -> list[Finding]:
+    """Below the lines: a significant rise over the second half of the run, at least double
+    its start, named with the update where it would reach the warn line (if within as long
+    again as the run so far)."""
+    line = ctx.thresholds.ref_kl_warn
+    n = len(s)
+    start, _peak, now = _course(s)
     half = s.since(int(s.steps[n // 2])) if n >= 2 * MIN_WINDOW else None
     tr = trend(half) if half is not None else None
-    if tr is None or not tr.rising or tr.slope <= 0 or now <= 2 * max(start, 1e-6):
+    if half is None or tr is None or not tr.rising or tr.slope <= 0:
         return []
-    eta = int(s.steps[-1]) + math.ceil((KL_WARN - now) / tr.slope)
+    if now <= 2 * max(start, 1e-6):
+        return []
+    eta = int(s.steps[-1]) + math.ceil((line - now) / tr.slope)
     length = int(s.steps[-1] - s.steps[0]) + 1
     if eta > int(s.steps[-1]) + length:
         return []  # a slow rise that would not get there in as long again as the run so far
@@ -200,16 +236,16 @@ def check(ctx: Context) -> list[Finding]:
             "info",
             "drift",
             f"KL to the reference rising: {start:.2g} at the start, {now:.2g} now, "
-            f"{tr.slope:.2g} per update; at this rate over {KL_WARN:g} by step {eta}"
-            f"{coef_words}",
+            f"{tr.slope:.2g} per update; at this rate over {line:g} by step {eta}"
+            f"{_coef_words(coef)}",
             metric=METRIC,
-            first_step=int(half.steps[0]) if half is not None else None,
+            first_step=int(half.steps[0]),
             start_level=round_sig(start),
             now=round_sig(now),
             slope=round_sig(tr.slope),
             trend_z=round_sig(tr.z),
             projected_step=eta,
-            line=KL_WARN,
+            line=line,
             kl_coef=coef,
             action="Watch it: a KL that keeps climbing at a steady reward is the policy "
             "drifting for little gain; a KL coefficient or a lower learning rate slows it.",

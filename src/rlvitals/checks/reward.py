@@ -9,6 +9,8 @@ the reward is still low means exploration stopped. Batch ``reward/std`` is not l
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -35,21 +37,14 @@ def _learning_signal(ctx: Context) -> float | None:
     return None
 
 
-# A plateau: the last PLATEAU_SHARE of the run (at least PLATEAU_MIN updates) without a
-# trend (|z| < 2), no higher than the level reached before it, below the top of the reward's
-# range, while groups still carry signal (rl-doctor's plateau: Mann-Kendall flat over the last
-# 35% of the run; science.md 2b reads the last 50 steps).
-PLATEAU_SHARE = 0.35
-PLATEAU_MIN = 50
-
-
 def _plateau(ctx: Context, name: str, s: Any) -> Finding | None:
     """Reward that rose, then stopped improving for the last third of a long run although
     groups still disagree: not learning any more (not a mastered run: its reward is at the
     top of its range, and its groups stop disagreeing). ``name``, ``s``: the reward the check
     reads (``_reward_series``)."""
     n = len(s)
-    k = max(PLATEAU_MIN, int(PLATEAU_SHARE * n))
+    th = ctx.thresholds
+    k = max(th.plateau_min_steps, int(th.plateau_share * n))
     if n < 2 * k:
         return None
     out = None
@@ -118,17 +113,6 @@ def _reward_series(ctx: Context) -> tuple[str, Series] | tuple[None, None]:
     return got
 
 
-# A reward flat over at least FLAT_MIN updates (its last quarter within FLAT_Z standard errors
-# of its first, or below it) is a plateau, whatever the groups say: past twenty updates "too
-# early to tell" is no answer (issue 27; the wild corpus's plateau rule is the same test).
-FLAT_MIN = 20
-FLAT_Z = 2.0
-# Where a flat reward sits: in the top fifth of its range it is saturated, in the bottom fifth
-# the tasks are too hard; from group statistics, most groups all solved or none solved.
-LEVEL_EDGE = 0.2
-GROUPS_EDGE = 0.5
-
-
 def quarters(v: np.ndarray) -> dict[str, float]:
     """First- and last-quarter means (at least five points each) and their difference in
     standard errors (each quarter's own spread over its length: the wild corpus's rule)."""
@@ -151,9 +135,9 @@ def _plateau_level(ctx: Context, s: Series, since: int) -> tuple[str, str, dict[
         a = float(all_s.since(since).values.mean()) if all_s is not None else 0.0
         z = float(none_s.since(since).values.mean()) if none_s is not None else 0.0
         ev: dict[str, Any] = {"all_solved_share": round_sig(a), "none_solved_share": round_sig(z)}
-        if a >= GROUPS_EDGE:
+        if a >= ctx.thresholds.plateau_groups_edge:
             return "ceiling", f"{a:.0%} of groups solved by every attempt", ev
-        if z >= GROUPS_EDGE:
+        if z >= ctx.thresholds.plateau_groups_edge:
             return "floor", f"{z:.0%} of groups solved by no attempt", ev
         return "middle", f"{a:.0%} of groups all solved, {z:.0%} none solved", ev
     rr = ctx.config_value("rollout", "reward_range")
@@ -165,24 +149,26 @@ def _plateau_level(ctx: Context, s: Series, since: int) -> tuple[str, str, dict[
         return "unknown", "its range is unknown", {}
     pos = (float(s.since(since).values.mean()) - lo) / (hi - lo) if hi > lo else math.nan
     ev = {"range": [lo, hi], "position_in_range": round_sig(pos)}
-    if pos >= 1 - LEVEL_EDGE:
+    edge = ctx.thresholds.plateau_level_edge
+    if pos >= 1 - edge:
         return "ceiling", f"{pos:.0%} of {how}", ev
-    if pos <= LEVEL_EDGE:
+    if pos <= edge:
         return "floor", f"{pos:.0%} of {how}", ev
     return "middle", f"{pos:.0%} of {how}", ev
 
 
-def _flat(ctx: Context, name: str, s: Series) -> Finding | None:
-    """A reward flat within its noise over FLAT_MIN updates or more, not rising beyond noise
+def _flat(ctx: Context, c: Course) -> Finding | None:
+    """A reward flat within its noise over ``flat_min_steps`` updates or more, not rising beyond noise
     (the learning rule) nor falling (the collapse rule): a plateau (warn), named by its level:
     near the ceiling saturated (``mastered``), near the floor ``too_hard``, else ``plateau``
     (stuck, or level unknown). Not when held-out rises beyond twice its error (held-out is the
     better witness)."""
+    name, s = c.name, c.s
     n = len(s)
-    if n < FLAT_MIN:
+    if n < ctx.thresholds.flat_min_steps:
         return None
     q = quarters(s.values)
-    if not q["z"] < FLAT_Z:
+    if not q["z"] < ctx.thresholds.flat_z:
         return None  # rising, not yet beyond noise: said as such
     held = heldout_change(ctx, int(s.steps[0]))
     if held is not None and held["change"] > 2 * held["se"]:
@@ -233,7 +219,7 @@ def _flat(ctx: Context, name: str, s: Series) -> Finding | None:
         last_mean=round_sig(q["last"]),
         quarter=q["n"],
         z=round_sig(zq) if math.isfinite(zq) else zq,
-        z_line=FLAT_Z,
+        z_line=ctx.thresholds.flat_z,
         noise_per_step=round_sig(noise),
         updates=n,
         window=[int(s.steps[0]), int(s.steps[-1])],
@@ -244,7 +230,8 @@ def _flat(ctx: Context, name: str, s: Series) -> Finding | None:
 
 
 def check(ctx: Context) -> list[Finding]:
-    out: list[Finding] = []
+    """The reward's course, read the first way that holds (``_COURSE``), then whether the
+    spread within groups fell away while the reward is still low."""
     name, s = _reward_series(ctx)
     if s is None or name is None:
         alt, _ = ctx.series("reward/std")
@@ -258,21 +245,50 @@ def check(ctx: Context) -> list[Finding]:
                 "nothing can tell whether the run learns.",
             )
         ]
-    n = len(s)
-    if n < MIN_WINDOW:
+    if len(s) < MIN_WINDOW:
         return [
             finding(
                 NAME,
                 "info",
                 "too_early",
-                f"{n} step(s) of {name}: too few for a trend (it needs {MIN_WINDOW})",
+                f"{len(s)} step(s) of {name}: too few for a trend (it needs {MIN_WINDOW})",
                 metric=name,
-                steps_seen=n,
+                steps_seen=len(s),
                 action="Wait for more updates; one step's reward says little.",
             )
         ]
-    v = s.values
+    c = _course(ctx, name, s)
+    out: list[Finding] = []
+    for read in _COURSE:
+        found = read(ctx, c)
+        if found is not None:
+            out.append(found)
+            break
     lo, hi = ctx.reward_bounds
+    return out + _exploration(ctx, lo, hi)
+
+
+@dataclass
+class Course:
+    """The reward over the run: its first and last means, its noise and trend, where it first
+    rose or fell beyond noise, and what that makes of it."""
+
+    name: str
+    s: Series
+    head_n: int  # the first updates the start is read over
+    head: float
+    tail: float  # the mean of the last five
+    margin: float  # a change beyond noise (Context.reward_margin)
+    tr: Any
+    rose_idx: int | None
+    fell_idx: int | None
+    learning: bool
+    falling: bool
+    evidence: dict[str, Any]
+
+
+def _course(ctx: Context, name: str, s: Series) -> Course:
+    v, n = s.values, len(s)
     head_n = max(MIN_WINDOW, min(10, n // 4))
     head = float(v[:head_n].mean())
     tail = float(v[-MIN_WINDOW:].mean())
@@ -281,6 +297,13 @@ def check(ctx: Context) -> list[Finding]:
     tr = trend(s)
     rose_idx = crossing(v, head + margin)
     fell_idx = crossing(v, head - margin, above=False)
+    rising = tr is not None and tr.rising and tail > head
+    if name == "reward/mean_with_unusable":
+        # Rejected groups cannot hide a rise of this one: one that came back is not learning.
+        learning = rising or (rose_idx is not None and tail > head + margin / 2)
+    else:  # a rise reward/mean gave back may be mastered groups leaving training
+        learning = rising or rose_idx is not None
+    falling = fell_idx is not None and tr is not None and tr.falling and tail < head - margin
     evidence: dict[str, Any] = dict(
         first_mean=round_sig(head),
         first_window=[int(s.steps[0]), int(s.steps[head_n - 1])],
@@ -290,113 +313,133 @@ def check(ctx: Context) -> list[Finding]:
         trend_per_step=round_sig(tr.slope) if tr else None,
         trend_z=round_sig(tr.z) if tr else None,
     )
-    rising = tr is not None and tr.rising and tail > head
-    if name == "reward/mean_with_unusable":
-        # Rejected groups cannot hide a rise of this one: one that came back is not learning.
-        learning = rising or (rose_idx is not None and tail > head + margin / 2)
-    else:  # a rise reward/mean gave back may be mastered groups leaving training
-        learning = rising or rose_idx is not None
-    falling = fell_idx is not None and tr is not None and tr.falling and tail < head - margin
-    if falling:
-        out.append(
-            finding(
-                NAME,
-                "warn",
-                "collapse",
-                f"{name} fell from {head:.3g} ({_window(s, head_n)}) to {tail:.3g} "
-                f"(last {MIN_WINDOW})",
-                metric=name,
-                first_step=int(s.steps[fell_idx]) if fell_idx is not None else None,
-                action="The policy is getting worse at the training tasks: look at entropy, "
-                "the sampler/trainer mismatch and gradient norms around the first step; lower "
-                "the learning rate or restart from an earlier checkpoint.",
-                **evidence,
-            )
+    return Course(
+        name, s, head_n, head, tail, margin, tr, rose_idx, fell_idx, learning, falling, evidence
+    )
+
+
+def _fell(ctx: Context, c: Course) -> Finding | None:
+    """Fell beyond noise, with a falling trend: the policy is getting worse at the tasks."""
+    if not c.falling:
+        return None
+    return finding(
+        NAME,
+        "warn",
+        "collapse",
+        f"{c.name} fell from {c.head:.3g} ({_window(c.s, c.head_n)}) to {c.tail:.3g} "
+        f"(last {MIN_WINDOW})",
+        metric=c.name,
+        first_step=int(c.s.steps[c.fell_idx]) if c.fell_idx is not None else None,
+        action="The policy is getting worse at the training tasks: look at entropy, "
+        "the sampler/trainer mismatch and gradient norms around the first step; lower "
+        "the learning rate or restart from an earlier checkpoint.",
+        **c.evidence,
+    )
+
+
+def _rose_without_the_task(ctx: Context, c: Course) -> Finding | None:
+    """Rose while its task component stayed flat: not learning the task."""
+    task = _task_flat(ctx) if c.learning else None
+    if task is None:
+        return None
+    return finding(
+        NAME,
+        "info",
+        "exploit_suspected",
+        f"{c.name} rose from {c.head:.3g} to {c.tail:.3g}, but its task component "
+        f"{task.name} stayed flat ({task.head:.3g} -> {task.tail:.3g}): not learning "
+        "the task",
+        metric=c.name,
+        first_step=int(c.s.steps[c.rose_idx]) if c.rose_idx is not None else None,
+        task_component=task.name,
+        action="See the components finding: the rise comes from another part of the reward.",
+        **c.evidence,
+    )
+
+
+def _rose_then_stopped(ctx: Context, c: Course) -> Finding | None:
+    """Rose, then stopped improving well below the top (``_plateau``)."""
+    return _plateau(ctx, c.name, c.s) if c.learning else None
+
+
+def _rose(ctx: Context, c: Course) -> Finding | None:
+    """Rose beyond noise: learning (to confirm on held-out tasks and transcripts)."""
+    if not c.learning:
+        return None
+    first = int(c.s.steps[c.rose_idx]) if c.rose_idx is not None else None
+    if c.tail > c.head or first is None:
+        words = (
+            f"rose from {c.head:.3g} ({_window(c.s, c.head_n)}) to {c.tail:.3g} (last {MIN_WINDOW})"
         )
-    elif learning and _task_flat(ctx) is not None:
-        task = _task_flat(ctx)
-        assert task is not None
-        out.append(
-            finding(
-                NAME,
-                "info",
-                "exploit_suspected",
-                f"{name} rose from {head:.3g} to {tail:.3g}, but its task component "
-                f"{task.name} stayed flat ({task.head:.3g} -> {task.tail:.3g}): not learning "
-                "the task",
-                metric=name,
-                first_step=int(s.steps[rose_idx]) if rose_idx is not None else None,
-                task_component=task.name,
-                action="See the components finding: the rise comes from another part of the "
-                "reward.",
-                **evidence,
-            )
+    else:  # it rose, then came back (groups solved by all are rejected, for one)
+        words = (
+            f"rose above {c.head:.3g} ({_window(c.s, c.head_n)}) from step {first}; "
+            f"{c.tail:.3g} over the last {MIN_WINDOW}"
         )
-    elif learning and (plateau := _plateau(ctx, name, s)) is not None:
-        out.append(plateau)
-    elif learning:
-        first = int(s.steps[rose_idx]) if rose_idx is not None else None
-        if tail > head or first is None:
-            words = f"rose from {head:.3g} ({_window(s, head_n)}) to {tail:.3g} (last {MIN_WINDOW})"
-        else:  # it rose, then came back (groups solved by all are rejected, for one)
-            words = (
-                f"rose above {head:.3g} ({_window(s, head_n)}) from step {first}; "
-                f"{tail:.3g} over the last {MIN_WINDOW}"
-            )
-        out.append(
-            finding(
-                NAME,
-                "ok",
-                "learning",
-                f"learning: {name} {words}",
-                metric=name,
-                first_step=first,
-                action="Confirm on held-out tasks and read the top transcripts: reward "
-                "measures what the grader checks.",
-                **evidence,
-            )
-        )
-    else:
-        signal = _learning_signal(ctx)
-        enough = n >= ctx.thresholds.not_learning_min_steps
-        # Not learning only without any hint of a rise: a slow, noisy climb is not flat.
-        no_hint = (tr is None or tr.z < 1.0) and tail <= head + margin / 2
-        if enough and no_hint and signal is not None and signal >= 0.3:
-            out.append(
-                finding(
-                    NAME,
-                    "warn",
-                    "not_learning",
-                    f"{name} flat over {_window(s)} ({head:.3g} -> {tail:.3g}) although "
-                    f"{signal:.0%} of groups carry signal",
-                    metric=name,
-                    first_step=int(s.steps[0]),
-                    signal_fraction=round_sig(signal),
-                    action="Groups disagree, so GRPO has gradient, yet reward does not move: "
-                    "check the learning rate (0?), that the update reaches the sampler's "
-                    "weights, and that advantages are not zeroed.",
-                    **evidence,
-                )
-            )
-        elif (flat := _flat(ctx, name, s)) is not None:
-            out.append(flat)
-        else:
-            hint = tr is not None and tr.z >= 1.0 and tail > head
-            out.append(
-                finding(
-                    NAME,
-                    "info",
-                    "too_early",
-                    f"{name} {'rising slowly, not yet beyond noise' if hint else 'not rising yet'}"
-                    f" over {_window(s)} ({head:.3g} -> {tail:.3g})",
-                    metric=name,
-                    action="Read it as a mean over five or more steps; wait, or see the rejected "
-                    "groups below for why there is no signal.",
-                    **evidence,
-                )
-            )
-    out.extend(_exploration(ctx, lo, hi))
-    return out
+    return finding(
+        NAME,
+        "ok",
+        "learning",
+        f"learning: {c.name} {words}",
+        metric=c.name,
+        first_step=first,
+        action="Confirm on held-out tasks and read the top transcripts: reward "
+        "measures what the grader checks.",
+        **c.evidence,
+    )
+
+
+def _flat_with_signal(ctx: Context, c: Course) -> Finding | None:
+    """Flat over ``not_learning_min_steps`` or more, without any hint of a rise (a slow,
+    noisy climb is not flat), while groups carry signal: not learning."""
+    signal = _learning_signal(ctx)
+    enough = len(c.s) >= ctx.thresholds.not_learning_min_steps
+    no_hint = (c.tr is None or c.tr.z < 1.0) and c.tail <= c.head + c.margin / 2
+    if not (enough and no_hint and signal is not None and signal >= 0.3):
+        return None
+    return finding(
+        NAME,
+        "warn",
+        "not_learning",
+        f"{c.name} flat over {_window(c.s)} ({c.head:.3g} -> {c.tail:.3g}) although "
+        f"{signal:.0%} of groups carry signal",
+        metric=c.name,
+        first_step=int(c.s.steps[0]),
+        signal_fraction=round_sig(signal),
+        action="Groups disagree, so GRPO has gradient, yet reward does not move: "
+        "check the learning rate (0?), that the update reaches the sampler's "
+        "weights, and that advantages are not zeroed.",
+        **c.evidence,
+    )
+
+
+def _not_yet(ctx: Context, c: Course) -> Finding | None:
+    """Neither rising beyond noise nor flat long enough to say: too early."""
+    hint = c.tr is not None and c.tr.z >= 1.0 and c.tail > c.head
+    return finding(
+        NAME,
+        "info",
+        "too_early",
+        f"{c.name} {'rising slowly, not yet beyond noise' if hint else 'not rising yet'}"
+        f" over {_window(c.s)} ({c.head:.3g} -> {c.tail:.3g})",
+        metric=c.name,
+        action="Read it as a mean over five or more steps; wait, or see the rejected "
+        "groups below for why there is no signal.",
+        **c.evidence,
+    )
+
+
+# The reward's course, the first reading that holds: falling, rising (through another
+# component, then stopped, or learning), flat while groups carry signal, a plateau, too early.
+_COURSE: tuple[Callable[[Context, Course], Finding | None], ...] = (
+    _fell,
+    _rose_without_the_task,
+    _rose_then_stopped,
+    _rose,
+    _flat_with_signal,
+    _flat,
+    _not_yet,
+)
 
 
 def _window(s: Series, k: int | None = None) -> str:

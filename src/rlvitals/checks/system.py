@@ -29,20 +29,19 @@ SIGNALS = (
     ("perf/sampling_seconds", "sampling seconds per update", True),
     ("perf/attempt_seconds_p90", "p90 attempt seconds", True),
 )
-SLOWER_INFO = 1.5
-MIN_SECONDS = 0.05
-SLOWER_WARN = 2.0
 
 
 def _millisecond_updates(ctx: Context) -> bool:
-    """True where the run logs its update time and its updates start under MIN_SECONDS."""
+    """True where the run logs its update time and its updates start under
+    ``system_min_seconds``."""
     s = ctx.finite("perf/step_seconds")
     if s is None or len(s) < MIN_WINDOW:
         return False
-    return bool(start_level(s.values, MIN_WINDOW) < MIN_SECONDS)
+    return bool(start_level(s.values, MIN_WINDOW) < ctx.thresholds.system_min_seconds)
 
 
 def check(ctx: Context) -> list[Finding]:
+    th = ctx.thresholds
     out: list[Finding] = []
     # Updates of a few milliseconds (a synthetic or replayed run): their timings, and the
     # throughputs divided by them, are timer and scheduler noise, not a system. One busy
@@ -54,25 +53,25 @@ def check(ctx: Context) -> list[Finding]:
             continue
         v = s.values if up_is_slow else 1.0 / np.maximum(s.values, 1e-12)
         start = start_level(v, MIN_WINDOW)
-        if not start > 0 or (up_is_slow and start < MIN_SECONDS):
+        if not start > 0 or (up_is_slow and start < th.system_min_seconds):
             continue  # updates of a few milliseconds: timer noise, not a system
         if tiny and not up_is_slow:
             continue  # a rate over an update of a few milliseconds
         now = float(np.median(v[-MIN_WINDOW:]))
         factor = now / start
         tr = trend(s)
-        if tr is None or factor < SLOWER_INFO:
+        if tr is None or factor < th.system_slower_info:
             continue
         if not (tr.rising if up_is_slow else tr.falling):
             continue
-        idx = crossing(v, SLOWER_WARN * start)
+        idx = crossing(v, th.system_slower_warn * start)
         # An alarm only for a slowdown still under way: rising over the second half of the
         # run too. A level shift (another job landing on the machine) is worth knowing, no
         # more.
         late = trend(s.since(int(s.steps[len(s) // 2])))
         going = late is not None and (late.rising if up_is_slow else late.falling)
-        severe = factor >= SLOWER_WARN and idx is not None and going
-        first = idx if idx is not None else crossing(v, SLOWER_INFO * start)
+        severe = factor >= th.system_slower_warn and idx is not None and going
+        first = idx if idx is not None else crossing(v, th.system_slower_info * start)
         shown = (start, now) if up_is_slow else (1.0 / start, 1.0 / now)
         out.append(
             finding(
@@ -88,7 +87,7 @@ def check(ctx: Context) -> list[Finding]:
                 last_level=round_sig(shown[1]),
                 slower_by=round_sig(factor),
                 trend_z=round_sig(tr.z),
-                line=SLOWER_WARN,
+                line=th.system_slower_warn,
                 action="Find the phase that grows (perf/*_seconds, the rollout workers' "
                 "latency): a leaking queue, a sandbox pool running dry, a slower node or "
                 "memory pressure; it ends as a stall if it goes on.",

@@ -34,31 +34,20 @@ COMMANDS = [
     "train",
 ]
 
-EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_USAGE = 0, 2
 
 
-def read_run(
-    path: str,
-    source_format: str | None = None,
-    *,
-    mapping: str | None = None,
-    shown: int = 20,
-    samples: str | None = None,
-    run: str | None = None,
-) -> RunData:
-    """Read a run for a command: the reader's warnings (file and line each) go to stderr, the
-    first ``shown`` of them and a count of the rest. ``run`` picks a run of a tracker store."""
-    from ..readers import read
+def show_read_warnings(data: RunData, shown: int = 20) -> None:
+    """A read run's notes and warnings on stderr (file and line each): the first ``shown``
+    warnings and a count of the rest."""
     from ..views.safe import line
 
-    data = read(path, source_format, mapping=mapping, samples=samples, run=run)
     for n in data.notes:
         print(f"note: {n}", file=sys.stderr)
     for w in data.warnings[:shown]:
         print(f"warning: {line(w)}", file=sys.stderr)
     if len(data.warnings) > shown:
         print(f"warning: ... and {len(data.warnings) - shown} more", file=sys.stderr)
-    return data
 
 
 def build_parser() -> argparse.ArgumentParser:

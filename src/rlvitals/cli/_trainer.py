@@ -11,7 +11,9 @@ from typing import Any
 
 from ..errors import MissingExtraError, RlvitalsError
 from ..jsonio import dumps
+from ..source import Source
 from ..views import safe
+from ._options import add_judge_args, judge_of
 
 DEFAULT_PORT = 8765
 
@@ -46,6 +48,7 @@ def add_run_options(p: argparse.ArgumentParser, *, lists_faults: bool = False) -
         help="print the result as JSON: the run directory, reward and held-out first and last"
         + (" (with --list-faults: the faults)" if lists_faults else ""),
     )
+    add_judge_args(p)
 
 
 def load_trainer() -> Any:
@@ -62,6 +65,7 @@ def load_trainer() -> Any:
 def run_trainer(config: Any, args: argparse.Namespace, *, steps: int) -> Path:
     """Run the reference trainer on ``config`` with a live view unless quiet; the run dir."""
     started = time.perf_counter()  # before torch loads: the wall time a user waits
+    judge = judge_of(args)  # a bad --set, --baseline or --rules: one line now, before training
     train = load_trainer()
     from ..views.live import LiveView, RunTally, summary
 
@@ -74,12 +78,12 @@ def run_trainer(config: Any, args: argparse.Namespace, *, steps: int) -> Path:
         out_dir = Path(output["output_dir"] if isinstance(output, dict) else output.output_dir)
         out_dir.mkdir(parents=True, exist_ok=True)
         try:
-            url, args._stop_serving = serve_in_background([out_dir], port=args.port)
+            url, args._stop_serving = serve_in_background([out_dir], port=args.port, judge=judge)
         except RlvitalsError:
             if args.port != DEFAULT_PORT:
                 raise  # a port the user chose: their call
             # The default port is taken (another dashboard): any free one will do.
-            url, args._stop_serving = serve_in_background([out_dir], port=0)
+            url, args._stop_serving = serve_in_background([out_dir], port=0, judge=judge)
         print(f"live dashboard: {url}", file=sys.stderr, flush=True)
     quiet = args.quiet or args.json
     # A warm start that gave up below its target is said once: the live view shows it as its
@@ -101,12 +105,8 @@ def run_trainer(config: Any, args: argparse.Namespace, *, steps: int) -> Path:
             print(f"warning: {w.message}", file=sys.stderr)
         elif not issubclass(w.category, WarmStartWarning):
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-    args._tally = tally
-    if args.json:
-        from ..checks import run_checks
-        from ..readers import read
-
-        report = run_checks(read(run_dir))  # the judgement, as `rlvitals check --json` gives it
+    if args.json:  # the judgement, as `rlvitals check --json` gives it
+        report = judge(Source(str(run_dir)).read())
         out = {
             "run": str(run_dir),
             "fault": args.fault,
@@ -135,11 +135,9 @@ def after_run(run_dir: Path, args: argparse.Namespace) -> int:
     stop = getattr(args, "_stop_serving", None)
     try:
         if not (args.no_check or args.json or args.quiet):
-            from ..checks import run_checks
-            from ..readers import read
             from ..views.check import render_text
 
-            report = run_checks(read(run_dir))
+            report = judge_of(args)(Source(str(run_dir)).read())
             render_text([report], sys.stdout)
         if not (args.json or args.quiet):
             from ..views.live import next_steps

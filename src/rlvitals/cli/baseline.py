@@ -7,7 +7,7 @@ import sys
 
 from ..baseline import build, save
 from ..errors import UsageError
-from ._source import add_source_args, read_source
+from ._options import add_source_args, read_source
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

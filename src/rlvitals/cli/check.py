@@ -8,13 +8,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..baseline import load as load_baseline
-from ..checks import CHECK_ORDER, Thresholds, severity_rank
+from ..checks import severity_rank
 from ..checks.base import Finding, Report
 from ..errors import UsageError
 from ..fleet.judging import Outcome
 from ..views.check import render_markdown, render_text
-from ._source import add_source_args
+from ._options import add_judge_args, add_source_args, judge_of, source_of
+from ._options import overrides as _overrides  # noqa: F401  (tests name it here)
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -47,40 +47,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default=None,
         help="exit 1 when a finding at this level (or worse) exists",
     )
-    p.add_argument(
-        "--baseline",
-        metavar="FILE",
-        help="healthy ranges from `rlvitals baseline` to hold the runs against",
-    )
-    p.add_argument(
-        "--stall-after",
-        type=float,
-        default=None,
-        metavar="SECONDS",
-        help="a running run with no step record for this long is stalled "
-        "(default: ten typical step intervals, at least 10 s)",
-    )
-    p.add_argument(
-        "--only",
-        action="append",
-        choices=CHECK_ORDER,
-        default=None,
-        metavar="CHECK",
-        help="run only this check (repeatable)",
-    )
-    p.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="override a threshold (repeatable); see docs/checks.md",
-    )
-    p.add_argument(
-        "--rules",
-        metavar="FILE",
-        default=None,
-        help="transcript flag rules for your task (TOML or JSON; see docs/transcripts.md)",
-    )
+    add_judge_args(p)
     p.add_argument(
         "--jobs",
         "-j",
@@ -97,21 +64,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=run)
 
 
-def _overrides(pairs: list[str]) -> Thresholds:
-    parsed = {}
-    for pair in pairs:
-        name, sep, value = pair.partition("=")
-        if not sep:
-            raise UsageError(f"--set {pair!r}: expected NAME=VALUE")
-        parsed[name.strip()] = value.strip()
-    return Thresholds().with_overrides(parsed)
-
-
 def _expand(paths: list[str]) -> tuple[list[str], list[str], list[Outcome]]:
     """The runs the paths name (folders searched), the files passed over, and an Outcome
     with the error line for each path that names no run."""
     from ..errors import ReadError
-    from ..fleet import find_runs
+    from ..source import find_runs
 
     runs: list[str] = []
     skipped: list[str] = []
@@ -131,17 +88,7 @@ def run(args: argparse.Namespace) -> int:
     from ..fleet import judge
     from ..views.fleet import fleet_json, render_outcome_line, render_summary
 
-    options = {
-        "thresholds": _overrides(args.set),
-        "baseline": load_baseline(args.baseline) if args.baseline else None,
-        "stall_after": args.stall_after,
-        "only": args.only,
-        "transcript_rules": args.rules,
-        "source_format": args.source_format,
-        "mapping": getattr(args, "mapping", None),
-        "samples": args.samples,
-        "run": getattr(args, "store_run", None),
-    }
+    options = {"source": source_of(args, ""), "judge": judge_of(args, check_rules=False)}
     runs, skipped, outcomes = _expand(args.paths)
     if args.samples and len(runs) > 1:
         raise UsageError("--samples: expected one RUN (the dump belongs to one run)")

@@ -7,6 +7,7 @@ import argparse
 import sys
 
 from ..errors import UsageError
+from ._options import add_judge_args, judge_of, source_of
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -20,6 +21,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("paths", nargs="+", metavar="RUN", help="runs or folders of runs")
     p.add_argument("-o", "--output", required=True, metavar="OUT", help="folder to write")
     add_fleet_options(p)
+    add_judge_args(p)
     p.set_defaults(func=run)
 
 
@@ -39,7 +41,7 @@ def add_fleet_options(p: argparse.ArgumentParser) -> None:
 
 def expand(paths: list[str]) -> list[str]:
     """Every run under ``paths``; an unknown path is a usage error naming it."""
-    from ..fleet import find_runs
+    from ..source import find_runs
 
     runs: list[str] = []
     for path in paths:
@@ -56,8 +58,8 @@ def run(args: argparse.Namespace) -> int:
         expand(args.paths),
         args.output,
         jobs=args.jobs,
-        source_format=args.source_format,
-        mapping=getattr(args, "mapping", None),
+        source=source_of(args, ""),
+        judge=judge_of(args),
     )
     from ..views import safe
 

@@ -7,7 +7,7 @@ import argparse
 import sys
 
 from ..views.formats import explain_json, explain_text, formats_json, formats_text
-from ._source import add_source_args, read_source
+from ._options import add_source_args, read_source
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

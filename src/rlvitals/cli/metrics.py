@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from ..views.series import metrics_json, metrics_text
-from ._source import add_source_args, read_source
+from ._options import add_source_args, read_source
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

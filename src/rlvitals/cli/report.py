@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from ..errors import UsageError
-from ._source import add_source_args, read_source
+from ._options import add_judge_args, add_source_args, judge_of, read_source
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -22,10 +22,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "-o", "--output", default="report.html", metavar="FILE", help="default: report.html"
     )
-    p.add_argument(
-        "--baseline",
-        metavar="FILE",
-        help="healthy ranges from `rlvitals baseline`: judged against and shaded on the plots",
+    add_judge_args(
+        p,
+        baseline="healthy ranges from `rlvitals baseline`: judged against and shaded on the plots",
     )
     add_source_args(p)
     p.add_argument("--title", default=None, help="the page title")
@@ -38,21 +37,20 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..baseline import load
-    from ..checks import run_checks
     from ..jsonio import dumps
     from ..views.dashboard import baseline_ranges
     from ..views.report import render_report, report_payload, write_report
 
     if not args.json and not args.output:
         raise UsageError("-o: expected a file name")
-    baseline = load(args.baseline) if args.baseline else None
+    judge = judge_of(args)
+    baseline = judge.baseline
     if args.samples and len(args.paths) > 1:
         raise UsageError("--samples: expected one RUN (the dump belongs to one run)")
     runs = []
     for path in args.paths:
         data = read_source(path, args, shown=5)
-        runs.append((data, run_checks(data, baseline=baseline)))
+        runs.append((data, judge(data)))
     shading = baseline_ranges(baseline, args.baseline) if baseline else None
     if args.json:
         from ..views.safe import json_for_terminal

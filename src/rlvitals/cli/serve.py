@@ -5,7 +5,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ._source import add_source_args, open_kwargs
+from ._options import (
+    add_judge_args,
+    add_output_args,
+    add_source_args,
+    judge_of,
+    open_kwargs,
+    outputs_of,
+)
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -37,16 +44,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "elsewhere cannot point its own name at this server (DNS rebinding)",
     )
     p.add_argument(
-        "--baseline", metavar="FILE", help="healthy ranges from `rlvitals baseline` to shade"
-    )
-    p.add_argument(
-        "--stall-after",
-        type=float,
-        default=None,
-        metavar="SECONDS",
-        help="a running run with no step record or progress for this long is stalled",
-    )
-    p.add_argument(
         "--poll",
         type=float,
         default=0.1,
@@ -60,21 +57,23 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "to outside them (default: only real paths inside the given folders)",
     )
     p.add_argument("--verbose", action="store_true", help="log every request")
-    from .watch import add_judging_args
-
-    add_judging_args(p)
+    add_judge_args(
+        p,
+        baseline="healthy ranges from `rlvitals baseline`: judged against and shaded",
+        stall_after="a running run with no step record or progress for this long is stalled",
+    )
+    add_output_args(p)
     add_source_args(p, samples=False)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..baseline import load
     from ..views.dashboard import baseline_ranges
     from ..views.server import Hub, _is_loopback, serve
-    from .watch import judging_options
 
-    baseline = load(args.baseline) if args.baseline else None
-    thresholds, rules = judging_options(args)
+    judge = judge_of(args)
+    baseline = judge.baseline
+    outputs = outputs_of(args)
     shading = baseline_ranges(baseline, args.baseline) if baseline else None
 
     def ready(url: str, hub: Hub) -> None:
@@ -87,22 +86,32 @@ def run(args: argparse.Namespace) -> int:
                 "read these runs, transcripts included",
                 file=sys.stderr,
             )
+        for out in outputs:
+            print(f"  new findings to: {out.describe()}")
         print("  Ctrl-C to stop", flush=True)
 
-    serve(
-        args.paths,
-        args.host,
-        args.port,
-        baseline=baseline,
-        shading=shading,
-        poll_interval=args.poll,
-        stall_after=args.stall_after,
-        verbose=args.verbose,
-        on_ready=ready,
-        follow_links=args.follow_links,
-        thresholds=thresholds,
-        transcript_rules=rules,
-        allowed_hosts=args.allow_host,
-        **open_kwargs(args),
-    )
+    try:
+        lost = serve(
+            args.paths,
+            args.host,
+            args.port,
+            baseline=baseline,
+            shading=shading,
+            poll_interval=args.poll,
+            stall_after=judge.stall_after,
+            verbose=args.verbose,
+            on_ready=ready,
+            follow_links=args.follow_links,
+            judge=judge,
+            allowed_hosts=args.allow_host,
+            outputs=outputs,
+            min_alert=args.alert_on,
+            **open_kwargs(args),
+        )
+    except BaseException:
+        for out in outputs:
+            out.close(0)
+        raise
+    if lost:
+        print(f"rlvitals serve: {lost} alert(s) not delivered", file=sys.stderr)
     return 0

@@ -7,11 +7,12 @@ import sys
 from pathlib import Path
 
 from ..errors import UsageError
+from ..judge import load_run_rules
+from ..source import run_dir
 from ..transcripts.browse import browse
-from ..transcripts.rules import Rules, load_rules
 from ..transcripts.store import TranscriptStore
 from ..views.transcripts import render_json, render_text
-from ._source import add_source_args, read_source
+from ._options import add_source_args, read_source, source_of
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -43,8 +44,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--rules",
         default=None,
         metavar="FILE",
-        help="a rules file (TOML or JSON) for your task; default: transcript-rules.toml in the "
-        "run directory if present (docs/transcripts.md)",
+        help="a rules file (TOML or JSON) for your task; default: $RLVITALS_TRANSCRIPT_RULES, "
+        "else transcript-rules.toml in the run directory if present (docs/transcripts.md)",
     )
     p.add_argument(
         "--chars",
@@ -60,17 +61,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=run)
 
 
-def _rules(args: argparse.Namespace, run_dir: Path) -> Rules:
-    if args.rules:
-        return load_rules(args.rules)
-    from ..checks.transcripts import RULES_FILES
-
-    for name in RULES_FILES:
-        if (run_dir / name).is_file():
-            return load_rules(run_dir / name)
-    return Rules()
-
-
 def run(args: argparse.Namespace) -> int:
     from ..readers.remote import is_url
 
@@ -78,10 +68,12 @@ def run(args: argparse.Namespace) -> int:
     if not is_url(args.path) and not path.exists():
         raise UsageError(f"{path}: no such run directory")
     data = read_source(args.path, args, require=False)
-    store = data.transcripts if data.transcripts is not None else TranscriptStore(path)
+    store = source_of(args, args.path).transcripts(data)
+    if store is None:  # none there: browse says how to have them
+        store = TranscriptStore(path)
     payload = browse(
         store,
-        _rules(args, store.run_dir),
+        load_run_rules(args.rules, run_dir(data) or store.run_dir),  # as the checks find them
         data,
         top=args.top,
         every=args.every,

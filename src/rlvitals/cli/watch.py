@@ -5,7 +5,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ._source import add_source_args, open_kwargs
+from ._options import (
+    add_judge_args,
+    add_output_args,
+    add_source_args,
+    judge_of,
+    open_kwargs,
+    outputs_of,
+)
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -22,15 +29,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "while followed is followed again from its start.",
     )
     p.add_argument("path", metavar="RUN", help="run directory or log file")
-    p.add_argument("--webhook", metavar="URL", help="post each new finding here (Slack-style)")
-    p.add_argument(
-        "--stall-after",
-        type=float,
-        default=None,
-        metavar="SECONDS",
-        help="no step record or progress for this long means stalled "
-        "(default: ten typical step intervals, at least 10 s)",
-    )
     p.add_argument(
         "--fail-on",
         choices=["warn", "fail", "never"],
@@ -38,78 +36,43 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="exit 1 at the end when a finding at this level or worse exists (default: fail)",
     )
     p.add_argument(
-        "--alert-on",
-        choices=["info", "warn", "fail"],
-        default="warn",
-        help="lowest severity posted to the webhook (default: warn)",
-    )
-    p.add_argument(
         "--interval", type=float, default=1.0, metavar="SECONDS", help="poll interval (default 1)"
     )
-    p.add_argument("--baseline", metavar="FILE", help="healthy ranges from `rlvitals baseline`")
     add_source_args(p)
     p.add_argument(
         "--json", action="store_true", help="print JSON Lines events instead of a live view"
     )
-    add_judging_args(p)
+    add_judge_args(
+        p,
+        baseline="healthy ranges from `rlvitals baseline`",
+        stall_after="no step record or progress for this long means stalled "
+        "(default: ten typical step intervals, at least 10 s)",
+    )
+    add_output_args(p)
     p.set_defaults(func=run)
-
-
-def add_judging_args(p: argparse.ArgumentParser) -> None:
-    """``--set`` and ``--rules``, as ``rlvitals check`` takes them (watch and serve)."""
-    p.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="override a threshold (repeatable), as in `rlvitals check`; see docs/checks.md",
-    )
-    p.add_argument(
-        "--rules",
-        metavar="FILE",
-        default=None,
-        help="transcript flag rules for your task (TOML or JSON; see docs/transcripts.md)",
-    )
-
-
-def judging_options(args: argparse.Namespace) -> tuple[object, str | None]:
-    """The thresholds and rules file of ``--set``/``--rules``, checked now (a mistake is one
-    error line at the start, not a warning on every judgement)."""
-    from ..transcripts.rules import load_rules
-    from .check import _overrides
-
-    thresholds = _overrides(args.set)
-    if args.rules:
-        load_rules(args.rules)
-    return thresholds, args.rules
 
 
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from ..baseline import load
-    from ..views.alerts import WebhookNotifier
     from ..views.watch import Watcher, watch
 
-    baseline = load(args.baseline) if args.baseline else None
-    thresholds, rules = judging_options(args)
-    notifier = WebhookNotifier(args.webhook) if args.webhook else None
+    judge = judge_of(args)
+    outputs = outputs_of(args)
     try:
         watcher = Watcher(
             args.path,
             **open_kwargs(args),
-            stall_after=args.stall_after,
-            baseline=baseline,
-            thresholds=thresholds,
-            transcript_rules=rules,
-            notifier=notifier,
+            stall_after=judge.stall_after,
+            judge=judge,
+            outputs=outputs,
             min_alert=args.alert_on,
             wait=True,
             samples=args.samples,
         )
     except BaseException:
-        if notifier is not None:
-            notifier.close(0)
+        for out in outputs:
+            out.close(0)
         raise
     return watch(
         watcher,

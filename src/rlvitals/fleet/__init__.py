@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from .discover import Discovery, find_runs
+from ..source import Discovery, find_runs
 from .judging import Outcome, judge
 
 if TYPE_CHECKING:

@@ -17,8 +17,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..checks.base import severity_rank
+from ..judge import Judge
+from ..source import Source
 
-__all__ = ["Outcome", "judge", "run_bytes"]
+__all__ = ["Outcome", "judge", "plan", "run_bytes"]
 
 
 @dataclass
@@ -48,33 +50,41 @@ class Outcome:
         return {"path": self.path, **self.report}
 
 
+def plan(options: dict[str, Any]) -> tuple[Source, Judge]:
+    """The ``Source`` (its path left to fill) and ``Judge`` of a fleet's options: ``source``
+    and ``judge`` as given, else built from the loose keywords (``source_format``,
+    ``mapping``, ``samples``, ``run``; ``baseline``, ``thresholds``, ``stall_after``,
+    ``only``, ``transcript_rules``)."""
+    source = options.get("source") or Source(
+        "",
+        format=options.get("source_format"),
+        mapping=options.get("mapping"),
+        samples=options.get("samples"),
+        run=options.get("run"),
+    )
+    judge = options.get("judge") or Judge(
+        baseline=options.get("baseline"),
+        thresholds=options.get("thresholds"),
+        rules=options.get("transcript_rules"),
+        stall_after=options.get("stall_after"),
+        only=options.get("only"),
+    )
+    return source, judge
+
+
 def _read_and_check(path: str, options: dict[str, Any]) -> tuple[Any, Any, str | None]:
     """Read and check one run: ``(data, report, None)``, or ``(None, None, error line)``."""
-    from ..checks import run_checks
     from ..errors import RlvitalsError
-    from ..readers import read
     from ..readers.keys import require_metrics, unmapped_numeric
 
-    pre = _prescan(path, options)
+    source, judge = plan(options)
+    pre = _prescan(path, options, judge)
     try:
-        data = read(
-            path,
-            options.get("source_format"),
-            mapping=options.get("mapping"),
-            samples=options.get("samples"),
-            run=options.get("run"),
-        )
+        data = source.at(path).read()
         require_metrics(data, path)  # keys but no canonical metric: an error, not "too early"
         _take(pre)
         pre = None
-        report = run_checks(
-            data,
-            baseline=options.get("baseline"),
-            thresholds=options.get("thresholds"),
-            stall_after=options.get("stall_after"),
-            only=options.get("only"),
-            transcript_rules=options.get("transcript_rules"),
-        )
+        report = judge(data)
         unmapped = unmapped_numeric(data)
         if unmapped:  # numbers read that mean nothing to the checks, each with its mapping
             report.info["unmapped"] = unmapped
@@ -93,13 +103,12 @@ def _read_and_check(path: str, options: dict[str, Any]) -> tuple[Any, Any, str |
 PRESCAN_BYTES = 64 << 20
 
 
-def _prescan(path: str, options: dict[str, Any]) -> Any:
+def _prescan(path: str, options: dict[str, Any], judge: Judge) -> Any:
     """A future of the run's transcript counts (``transcripts.scan.cached_counts``), computed
     in a forked process, when the run is big and this process judges alone; else None."""
     if not options.get("prescan") or (os.cpu_count() or 1) < 2:
         return None
-    from ..checks.context import RULES_ENV, RULES_FILES
-    from ..transcripts.rules import load_rules
+    from ..judge import load_run_rules
     from ..transcripts.store import TranscriptStore
 
     store = TranscriptStore(path)
@@ -112,20 +121,14 @@ def _prescan(path: str, options: dict[str, Any]) -> Any:
         return None
     if size < PRESCAN_BYTES:
         return None
-    rules_path = options.get("transcript_rules") or os.environ.get(RULES_ENV)
-    if not rules_path:
-        rules_path = next(
-            (str(store.run_dir / n) for n in RULES_FILES if (store.run_dir / n).is_file()), None
-        )
     try:
-        rules = load_rules(rules_path) if rules_path else None
+        rules = load_run_rules(judge.rules, store.run_dir)
     except Exception:  # the check names a bad rules file itself
         return None
-    from ..transcripts.rules import Rules
     from ..transcripts.scan import cached_counts
 
     pool = ProcessPoolExecutor(max_workers=1, mp_context=_context())
-    future = pool.submit(cached_counts, str(store.run_dir), rules or Rules())
+    future = pool.submit(cached_counts, str(store.run_dir), rules)
     pool.shutdown(wait=False)
     return future
 
@@ -146,11 +149,12 @@ def _one(path: str, options: dict[str, Any]) -> Outcome:
     if error is not None:
         return Outcome(path, error=error)
     keep = int(options.get("keep_warnings", 20))
+    said = data.warnings + [w for w in report.warnings if w not in data.warnings]
     return Outcome(
         path,
         report=report.to_dict(),
-        warnings=list(data.warnings[:keep]),
-        warning_count=len(data.warnings),
+        warnings=said[:keep],
+        warning_count=len(said),
     )
 
 
@@ -263,8 +267,8 @@ def ordered_map(
 def judge_iter(paths: Sequence[str], *, jobs: int = 1, **options: Any) -> Iterator[Outcome]:
     """Outcomes in the order of ``paths``, each as soon as it (and those before it) is ready.
 
-    ``options`` are ``run_checks``'s keywords (baseline, thresholds, stall_after, only,
-    transcript_rules) and the reader's (source_format, mapping, run).
+    ``options``: ``source`` (a ``Source`` whose options read each run) and ``judge`` (a
+    ``Judge``), or the loose keywords ``plan`` takes.
     """
     sizes = [run_bytes(p) for p in paths] if jobs != 1 and len(paths) > 1 else None
     if jobs == 1 or len(paths) == 1:  # judged here alone: a second core may count transcripts

@@ -16,7 +16,7 @@ import os
 import re
 import sqlite3
 import urllib.parse
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,13 +24,13 @@ from ..errors import ReadError, UnknownFormatError
 from ..jsonio import to_float
 from ..model import RunData
 from ..schema import is_canonical
+from ._format import FORMATS
 from .base import is_regular_file, open_binary
 from .mapping import MappingTable, Rule, apply_table
 
 __all__ = [
     "choose_run",
     "connect",
-    "flatten",
     "is_sqlite",
     "map_by_keys",
     "number",
@@ -49,16 +49,6 @@ def number(value: Any) -> float | None:
         except OverflowError:  # an integer beyond a double
             return math.inf if value > 0 else -math.inf
     return to_float(value)
-
-
-def flatten(obj: dict[str, Any], sep: str = "/", prefix: str = "") -> Iterator[tuple[str, Any]]:
-    """(key, value) of a nested dict, nested keys joined with ``sep``."""
-    for k, v in obj.items():
-        key = f"{prefix}{k}"
-        if isinstance(v, dict):
-            yield from flatten(v, sep, key + sep)
-        else:
-            yield key, v
 
 
 def choose_run(
@@ -121,8 +111,6 @@ def map_by_keys(
     already are canonical names are taken as such). ``run.info["framework"]`` says the same.
     ``time_key`` names the tracker's own wall-clock series, mapped to ``time`` (step times).
     """
-    from . import FORMATS
-
     keys = set(run.source_keys)
     for target, source in list(run.original.items()):  # a mapping made before this pass
         if target != source and target not in keys:

@@ -10,9 +10,11 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from . import Format, register
+from ._format import Format, register
+from .base import FileState
 from .mapping import MappingTable, Rule
-from .textlog import TextLogReader, _FileState, head, parse_number, sniff_files
+from .printed import parse_number
+from .textlog import TextLogReader, head, sniff_files
 
 __all__ = ["AREAL", "ArealReader"]
 
@@ -67,7 +69,7 @@ class ArealReader(TextLogReader):
     def accept(self, p: Path) -> bool:
         return bool(DONE.search(head(p)))
 
-    def feed(self, st: _FileState, text: str, p: Path, lineno: int) -> None:
+    def feed(self, st: FileState, text: str, p: Path, lineno: int) -> None:
         m = DONE.search(text)
         if m:
             st.extra["base"] = int(m.group(1)) - 1

@@ -44,6 +44,8 @@ __all__ = [
     "decode_json",
     "decode_logged",
     "decode_text",
+    "describe_path",
+    "flatten",
     "head_bytes",
     "is_regular_file",
     "local_path",
@@ -56,7 +58,6 @@ __all__ = [
 MAX_STEP = 2**63 - 1  # steps are stored as int64
 BOM = b"\xef\xbb\xbf"
 BOMS = (BOM, b"\xff\xfe", b"\xfe\xff")  # UTF-16 text of ASCII reads once its NULs are dropped
-MAX_JSON_DEPTH = 64  # deeper values in a record are replaced by null (a note says so)
 _MARK = 32  # bytes kept from where the last pass stopped, to notice a rewritten file
 
 Warn = Callable[[str], None]
@@ -374,6 +375,16 @@ def decode_logged(raw: bytes, where: str, warn: Warn, *, objects_only: bool = Tr
     return rec
 
 
+def flatten(obj: dict[str, Any], sep: str = "/", prefix: str = "") -> Iterator[tuple[str, Any]]:
+    """(key, value) of a nested dict, nested keys joined with ``sep``."""
+    for k, v in obj.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            yield from flatten(v, sep, key + sep)
+        else:
+            yield key, v
+
+
 def head_bytes(p: Path, size: int) -> bytes:
     """The first ``size`` bytes of a file, a BOM skipped; empty if it cannot be read."""
     try:
@@ -382,6 +393,45 @@ def head_bytes(p: Path, size: int) -> bytes:
     except OSError:
         return b""
     return data[len(_bom(data)) :]
+
+
+def describe_path(p: Path) -> str:
+    """A few words on what ``p`` holds, for the 'cannot read' message."""
+    if p.is_dir():
+        try:
+            names = sorted(e.name for e in os.scandir(p) if not e.name.startswith("."))
+        except OSError:
+            names = []
+        if not names:
+            return "an empty folder"
+        shown = ", ".join(names[:6]) + (", ..." if len(names) > 6 else "")
+        return f"a folder of {len(names)} entries, none a run or a log this version knows ({shown})"
+    data = head_bytes(p, 64 << 10)
+    if not data:
+        return "an empty file"
+    if len(data) > 8 and (data[1:8:2] == b"\0\0\0\0" or data[0:8:2] == b"\0\0\0\0"):
+        return "UTF-16 text (convert it to UTF-8, e.g. iconv -f UTF-16 -t UTF-8)"
+    if data[:2] == b"\x1f\x8b":
+        return "a gzip file (decompress it first)"
+    text = data.decode("utf-8", errors="replace")
+    bad = sum(1 for c in text if (c < " " and c not in "\t\r\n") or c == "\ufffd")
+    if bad > len(text) // 10:
+        return "binary data, not text"
+    lines = [line for line in text.splitlines() if line.strip()]
+    if not lines:
+        return "a file of blank lines"
+    first = lines[0].strip()
+    if first.startswith("{"):
+        try:
+            rec, _ = decode_json(first)
+        except ValueError:
+            rec = None
+        if isinstance(rec, dict):
+            keys = ", ".join(list(map(str, rec))[:6])
+            return f"JSON lines with no step field (first keys: {keys})"
+    shown = first[:60].encode("unicode_escape").decode("ascii")
+    where = "its one line" if len(lines) == 1 else f"its first {len(lines)} lines"
+    return f"text with no step record in {where} (first: {shown!r})"
 
 
 def _bom(data: bytes) -> bytes:

@@ -22,11 +22,12 @@ from collections.abc import Iterator, Set
 from pathlib import Path
 from typing import Any
 
-from . import Format, register
 from . import keys as _keys
-from .mapping import Mapper, MappingTable, Rule
+from ._format import FORMATS, Format, register
+from .base import FileState
+from .mapping import Mapper, MappingTable, Rule, synonym
 from .shapes import Record, ShapeParser, add_events
-from .textlog import TextLogReader, _file_date, _FileState, clean_line, head, sniff_files
+from .textlog import TextLogReader, clean_line, file_date, head, sniff_files
 
 __all__ = ["CONSOLE", "ConsoleReader", "looks_like_records"]
 
@@ -76,7 +77,7 @@ DEEPSPEED_CHAT = MappingTable(
     (
         Rule("average reward score", "reward/mean", "step3 main.py: mean reward-model score"),
         Rule("Average reward score", "reward/mean", "newer spelling"),
-        Rule("act_loss", "train/loss", "actor (policy) loss"),
+        synonym("act_loss", "actor (policy) loss"),
         Rule("Actor Loss", "train/loss", "newer spelling"),
         Rule("E2E latency", "perf/step_seconds"),
         Rule("Generate time", "perf/sampling_seconds"),
@@ -110,8 +111,8 @@ TORCHFORGE = MappingTable(
         Rule("grpo_loss/total_loss", "train/loss"),
         Rule("episode/avg_response_tokens", "response/length_mean"),
         Rule("main/rollout/std_advantage", "train/advantage_std", "older name"),
-        Rule("buffer/sample/avg_sampled_policy_age", "freshness/lag_mean", "policy versions"),
-        Rule("buffer/sample/max_sampled_policy_age", "freshness/lag_max"),
+        synonym("buffer/sample/avg_sampled_policy_age", "policy versions"),
+        synonym("buffer/sample/max_sampled_policy_age"),
         Rule("main_perf/continuous_training/total_duration_avg_s", "perf/step_seconds"),
     ),
     (
@@ -122,11 +123,11 @@ TORCHFORGE = MappingTable(
 TRL_PPO = MappingTable(
     "trl-ppo",
     (
-        Rule("objective/scores", "reward/mean", "the reward model's score (before the KL penalty)"),
+        synonym("objective/scores", "the reward model's score (before the KL penalty)"),
         Rule("policy/entropy_avg", "train/entropy", "token mean, during the update"),
         Rule("policy/approxkl_avg", "train/ppo_kl"),
         Rule("policy/clipfrac_avg", "train/clip_frac"),
-        Rule("lr", "train/lr"),
+        synonym("lr"),
     ),
     (
         ("objective/kl", "k1 to the reference summed over the sequence, not a token mean"),
@@ -138,11 +139,11 @@ TRL_PPO = MappingTable(
 ART = MappingTable(
     "art",
     (
-        Rule("reward", "reward/mean", "gather bar: mean over the trajectories so far"),
+        synonym("reward", "gather bar: mean over the trajectories so far"),
         Rule("completion_tokens", "response/length_mean", "gather bar: mean per trajectory"),
-        Rule("loss", "train/loss", "train bar"),
-        Rule("grad_norm", "train/grad_norm"),
-        Rule("entropy", "train/entropy"),
+        synonym("loss", "train bar"),
+        synonym("grad_norm"),
+        synonym("entropy"),
     ),
     (("exceptions", "rollouts that raised, a mean per trajectory"),),
     ("ART's records are its tqdm bars: one gather and one train bar per step.",),
@@ -171,8 +172,6 @@ def _plain(key: str) -> bool:
 
 def framework_table(keys: Set[str]) -> tuple[str, MappingTable] | None:
     """The registered framework table that names the most of ``keys`` (at least two)."""
-    from . import FORMATS
-
     best: tuple[int, str, MappingTable] | None = None
     seen: set[int] = set()
     candidates = [(t.name, t) for t in CONSOLE_TABLES]
@@ -211,10 +210,10 @@ class ConsoleReader(TextLogReader):
     def accept(self, p: Path) -> bool:
         return looks_like_records(p)
 
-    def feed(self, st: _FileState, text: str, p: Path, lineno: int) -> None:
+    def feed(self, st: FileState, text: str, p: Path, lineno: int) -> None:
         parser = st.extra.get("shapes")
         if parser is None:
-            parser = st.extra["shapes"] = ShapeParser(str(p), _file_date(p))
+            parser = st.extra["shapes"] = ShapeParser(str(p), file_date(p))
             st.extra["ipynb"] = p.suffix == ".ipynb"
         if st.extra["ipynb"]:
             # A notebook is JSON written whole: its outputs are read once it closes.
@@ -376,7 +375,7 @@ def _head_keys_cached(path: str, size: int, mtime: float) -> frozenset[str] | No
         lines = [clean_line(t) for t in notebook_output_lines(_load_notebook(p))]
     else:
         lines = head(p).split("\n")
-    parser = ShapeParser(path, _file_date(p))
+    parser = ShapeParser(path, file_date(p))
     keys: set[str] = set()
     steps: set[int] = set()
     for i, line in enumerate(lines[:4000], 1):

@@ -14,13 +14,13 @@ import csv
 import io
 import math
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from ..jsonio import to_float
 from ..schema import is_canonical
-from . import Format, register
+from ._format import Format, register
 from .base import (
     SKIPPED,
     FileReader,
@@ -28,11 +28,13 @@ from .base import (
     decode_json,
     decode_logged,
     decode_text,
+    flatten,
     valid_step,
 )
 from .keys import header_keys
 from .mapping import Mapper, MappingTable, Rule
-from .textlog import head, parse_number
+from .printed import parse_number
+from .textlog import head
 
 __all__ = ["CsvReader", "JsonlMetricsReader"]
 
@@ -45,7 +47,7 @@ GENERIC = MappingTable(
 )
 
 
-class _CanonicalOnly(Mapper):
+class CanonicalOnlyMapper(Mapper):
     """A Mapper whose identity rule applies only to canonical names."""
 
     def _resolve(self, key: str) -> list[tuple[str, int, Rule]]:
@@ -57,23 +59,14 @@ class _CanonicalOnly(Mapper):
         return out
 
 
-def _flatten(obj: dict[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]:
-    for k, v in obj.items():
-        key = f"{prefix}{k}"
-        if isinstance(v, dict):
-            yield from _flatten(v, key + "/")
-        else:
-            yield key, v
-
-
-def _as_number(v: Any) -> float | None:
+def as_number(v: Any) -> float | None:
     f = to_float(v)
     if f is None and isinstance(v, str):
         f = parse_number(v)
     return f
 
 
-def _step_of(rec: dict[str, Any]) -> int | None:
+def step_of(rec: dict[str, Any]) -> int | None:
     for k in STEP_KEYS:
         v = rec.get(k)
         if isinstance(v, bool):
@@ -98,7 +91,7 @@ class JsonlMetricsReader(FileReader):
             cls.patterns = cls.__dict__["glob"]
 
     def reset(self) -> None:
-        mapper = _CanonicalOnly if self.table is GENERIC else Mapper
+        mapper = CanonicalOnlyMapper if self.table is GENERIC else Mapper
         self.mapper = mapper(self.table, self.run, extra=self.extra_rules)
 
     def accept(self, p: Path) -> bool:
@@ -114,7 +107,7 @@ class JsonlMetricsReader(FileReader):
         self.row(rec, p, lineno)
 
     def row(self, rec: dict[str, Any], p: Path, lineno: int) -> None:
-        step = _step_of(rec)
+        step = step_of(rec)
         if step is None and _is_config_line(rec):
             self.run.info.setdefault("config", rec["config"])  # rl-doctor's first line
             return
@@ -124,10 +117,10 @@ class JsonlMetricsReader(FileReader):
             )
             return
         values: dict[str, float | None] = {}
-        for k, v in _flatten(rec):
+        for k, v in flatten(rec):
             if k in STEP_KEYS:
                 continue
-            f = _as_number(v)
+            f = as_number(v)
             if f is not None or v is None:
                 values[k] = f  # None (null) reads as NaN in the Mapper
         self.add(step, values, p, lineno)
@@ -206,7 +199,7 @@ def _jsonl_has_step(p: Path) -> bool:
             continue
         if isinstance(rec, dict) and _is_config_line(rec):
             continue  # rl-doctor's {"config": {...}} first line
-        if isinstance(rec, dict) and _step_of(rec) is not None:
+        if isinstance(rec, dict) and step_of(rec) is not None:
             return True
     return False
 
@@ -223,7 +216,7 @@ def _csv_has_step(p: Path) -> bool:
     return any(c.strip() in STEP_KEYS for c in cells)
 
 
-def _sniff(path: Path, glob: str, test: Any) -> bool:
+def sniff_glob(path: Path, glob: str, test: Any) -> bool:
     if path.is_file():
         return path.name.endswith(glob[1:]) and test(path)
     return path.is_dir() and any(test(p) for p in sorted(path.glob(glob))[:20])
@@ -233,7 +226,7 @@ register(
     Format(
         "jsonl",
         "generic JSON Lines of per-step metrics (a step field per row; --mapping FILE)",
-        lambda p: _sniff(p, "*.jsonl", _jsonl_has_step),
+        lambda p: sniff_glob(p, "*.jsonl", _jsonl_has_step),
         JsonlMetricsReader,
         priority=90,
         table=GENERIC,
@@ -244,7 +237,7 @@ register(
     Format(
         "csv",
         "generic CSV of per-step metrics (a step column; --mapping FILE)",
-        lambda p: _sniff(p, "*.csv", _csv_has_step),
+        lambda p: sniff_glob(p, "*.csv", _csv_has_step),
         CsvReader,
         priority=91,
         table=GENERIC,

@@ -31,6 +31,7 @@ __all__ = [
     "KINDS",
     "Candidate",
     "blocker",
+    "declared",
     "fallback",
     "is_eval_key",
     "is_kl_like",
@@ -252,6 +253,12 @@ def _exact() -> dict[str, tuple[int, str, Alias]]:
                 out[a.source] = (i, spec.name, a)
                 i += 1
     return out
+
+
+def declared(source: str) -> tuple[str, Alias] | None:
+    """(canonical name, synonym) where ``schema.py`` declares ``source`` as an exact synonym."""
+    hit = _exact().get(source)
+    return None if hit is None else (hit[1], hit[2])
 
 
 @lru_cache(maxsize=1)
@@ -726,11 +733,11 @@ def _require_something(data: Any, path: str) -> None:
         return  # nothing written yet: a live run that has just started
     from pathlib import Path
 
-    from .registry import _looks_like
+    from .base import describe_path
 
     p = Path(path)
     target = p / "steps.jsonl" if p.is_dir() and (p / "steps.jsonl").is_file() else p
-    looks = _looks_like(target) if target.is_file() else "files"
+    looks = describe_path(target) if target.is_file() else "files"
     expected = _EXPECTED.get(
         data.format, f"records of the {data.format} format (`rlvitals formats {data.format}`)"
     )

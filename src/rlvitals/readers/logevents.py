@@ -34,7 +34,7 @@ _LOGGER_AT = re.compile(
     r"^[\s|\-]*(?:[\w.<>-]+\.py:\d+\]?|[\w.<>-]+:[\w<>.-]+:\d+|[\w.<>-]+:\d+\]|\(\w+\))\s*[-:]?\s*"
 )
 
-_TRACEBACK = "Traceback (most recent call last):"
+TRACEBACK = "Traceback (most recent call last):"
 _EVENT_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
     (
         "oom",
@@ -77,8 +77,8 @@ _EVENT_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
         ),
     ),
 )
-_MAX_TB_LINES = 60
-_MAX_TB_CHARS = 8000
+MAX_TB_LINES = 60
+MAX_TB_CHARS = 8000
 MAX_EVENTS = 20000
 
 

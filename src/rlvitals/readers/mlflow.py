@@ -25,7 +25,7 @@ from pathlib import Path
 
 from ..errors import ReadError
 from ..model import RunData
-from . import Format, register
+from ._format import Format, register
 from ._trackers import choose_run, connect, map_by_keys, query, tables
 from .base import FileState, check_state, read_lines
 from .mapping import Rule

@@ -27,7 +27,7 @@ from ..errors import ReadError, UsageError
 from ..jsonio import MAX_LINE_BYTES, to_float
 from ..model import AttemptTable, AttemptTableBuilder, RunData
 from ..schema import EVALS, PROGRESS, RESERVED_STEP_KEYS, ROLLOUTS, RUN_JSON, STEPS
-from . import Format, register
+from ._format import Format, register
 from .base import (
     MAX_STEP,
     SKIPPED,

@@ -15,10 +15,12 @@ import re
 from pathlib import Path
 from typing import Any
 
-from . import Format, register
-from .generic import JsonlMetricsReader, _sniff
-from .mapping import MappingTable, Rule
-from .textlog import TextLogReader, _FileState, head, parse_number, sniff_files
+from ._format import Format, register
+from .base import FileState
+from .generic import JsonlMetricsReader, sniff_glob
+from .mapping import MappingTable, Rule, synonym
+from .printed import parse_number
+from .textlog import TextLogReader, head, sniff_files
 
 __all__ = ["PRIME_RL", "PRIME_RL_CONSOLE", "PrimeConsoleReader", "PrimeJsonlReader"]
 
@@ -41,9 +43,9 @@ PRIME_RL = MappingTable(
         Rule("loss/mean", "train/loss"),
         Rule("optim/grad_norm", "train/grad_norm"),
         Rule("optim/lr", "train/lr"),
-        Rule("off_policy/mean", "freshness/lag_mean", "async: steps off policy"),
-        Rule("off_policy/max", "freshness/lag_max"),
-        Rule("time/step", "perf/step_seconds"),
+        synonym("off_policy/mean", "async: steps off policy"),
+        synonym("off_policy/max"),
+        synonym("time/step"),
         Rule(
             r"^train/agg/all/(?:filters|detections)/gibberish/mean$",
             "text/gibberish_rate",
@@ -149,7 +151,7 @@ class PrimeConsoleReader(TextLogReader):
     def accept(self, p: Path) -> bool:
         return _is_prime_console(p)
 
-    def feed(self, st: _FileState, text: str, p: Path, lineno: int) -> None:
+    def feed(self, st: FileState, text: str, p: Path, lineno: int) -> None:
         m = STEP.search(text)
         if not m:
             return
@@ -227,7 +229,7 @@ def _is_prime_console(p: Path) -> bool:
 def _sniff_jsonl(path: Path) -> bool:
     if path.is_dir():
         return any(_is_prime(p) for g in PrimeJsonlReader.glob for p in sorted(path.glob(g))[:20])
-    return _sniff(path, "*.jsonl", _is_prime)
+    return sniff_glob(path, "*.jsonl", _is_prime)
 
 
 register(

@@ -1,8 +1,9 @@
 """The one ordered registry of source formats, and sniffing: which format reads a path best.
 
-Each reader module registers its formats with ``register(Format(..., priority=N))`` at import;
-the modules of this package are found and imported on first use (a new format is one file and
-one ``register`` line: nothing else lists it). ``priority`` orders the formats from the most
+Each reader module registers its formats with ``register(Format(..., priority=N))`` at import
+(``_format``); the modules of this package are found and imported on first use (a new format is
+one file and one ``register`` line: nothing else lists it), then the readers other packages
+declare in the ``rlvitals.readers`` entry-point group (docs/formats.md). ``priority`` orders the formats from the most
 specific (a run directory, a framework's own file) to the most general (any JSONL, any CSV).
 
 Sniffing (``detect``):
@@ -34,16 +35,13 @@ import importlib
 import os
 import pkgutil
 import re
-from collections.abc import Callable
+import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+from typing import NamedTuple
 
 from ..errors import ReadError, RunFolderError, UnknownFormatError
-from ..model import RunData
-from .base import FileReader, head_bytes, local_path, open_binary
-
-if TYPE_CHECKING:
-    from .mapping import MappingTable
+from ._format import FORMATS, Format, Reader, register
+from .base import FileReader, describe_path, local_path, open_binary
 
 __all__ = ["FORMATS", "Detection", "Format", "Reader", "detect", "discover", "formats", "register"]
 
@@ -53,92 +51,63 @@ NEAR = 0.1  # records read within 10% are a tie
 CATCH_ALL = 90  # priorities from here on are the catch-all readings (any JSONL, CSV, console)
 SKIP_DIRS = {"transcripts", "checkpoints", "__pycache__", "node_modules", "site-packages"}
 _NOT_READERS = {"base", "registry"}
+ENTRY_POINTS = "rlvitals.readers"  # the entry-point group of other packages' readers
 
 
-class Reader(Protocol):
-    """An incremental reader of one run."""
-
-    name: str
-    run: RunData
-
-    def poll(self) -> bool:
-        """Read what is new since the last call; True if anything was."""
-        ...
-
-
-class Format:
-    """A registered source format: its name, how to recognise it, how to read it.
-
-    ``priority`` places it in sniffing order (lower: more specific). ``over`` names formats
-    this one refines (Miles over slime): where this one's sniffer accepts a path, those are
-    not candidates.
-    """
-
-    def __init__(
-        self,
-        name: str,
-        description: str,
-        sniff: Callable[[Path], Any],
-        factory: Callable[..., Reader],
-        priority: int = 50,
-        *,
-        table: MappingTable | None = None,
-        kind: str = "",
-        files: str = "",
-        over: tuple[str, ...] = (),
-    ) -> None:
-        self.name = name
-        self.description = description
-        self.sniff = sniff
-        self.factory = factory
-        self.priority = priority
-        self.table = table  # the mapping table shown by `rlvitals formats` and docs/formats.md
-        self.kind = kind  # "run directory", "console log", "JSONL", "event files", ...
-        self.files = files  # what to point it at
-        self.over = over
-
-    @property
-    def scored(self) -> bool:
-        """Whether sniffing compares a sample reading of this format with others'."""
-        f = self.factory
-        return isinstance(f, type) and issubclass(f, FileReader) and f.scored
-
-    def accepts(self, p: Path) -> bool:
-        """Whether this format's sniffer accepts ``p`` (a sniffer that fails says no)."""
-        try:
-            return bool(self.sniff(p))
-        except (OSError, ValueError, TypeError, KeyError, IndexError, RecursionError):
-            return False
-
-
-FORMATS: dict[str, Format] = {}
 LOAD_ERRORS: dict[str, str] = {}  # reader module -> why it could not be imported
-
-
-def register(fmt: Format) -> Format:
-    """Add a format to the registry (reader modules call this at import)."""
-    FORMATS[fmt.name] = fmt
-    return fmt
 
 
 _loaded = False
 
 
 def load_all() -> None:
-    """Import every reader module of this package once, so each registers its formats."""
+    """Import every reader module of this package once (sub-packages' too: the ``samples``
+    format), so each registers its formats; then the readers other packages declare in the
+    ``rlvitals.readers`` entry-point group (``ENTRY_POINTS``)."""
     global _loaded
     if _loaded:
         return
     _loaded = True
-    from . import __path__ as pkg_path
+    _import_modules(__package__ or "rlvitals.readers")
+    _load_entry_points()
 
-    for mod in sorted(pkgutil.iter_modules(pkg_path), key=lambda m: m.name):
+
+def _import_modules(package: str) -> None:
+    # The package is imported already (this module is in it): its search path, as Python set it.
+    for mod in sorted(pkgutil.iter_modules(sys.modules[package].__path__), key=lambda m: m.name):
         if mod.name.startswith("_") or mod.name in _NOT_READERS:
             continue
         try:
-            importlib.import_module(f"{__package__}.{mod.name}")
+            importlib.import_module(f"{package}.{mod.name}")
         except ImportError as exc:  # a reader whose optional dependency is missing
             LOAD_ERRORS[mod.name] = str(exc)
+            continue
+        if mod.ispkg:
+            _import_modules(f"{package}.{mod.name}")
+
+
+def _load_entry_points() -> None:
+    """Register the formats of other packages' readers: an entry point names a module that
+    calls ``register(Format(...))`` when imported, or a ``Format`` itself. A name already
+    taken by a format of ours stays ours; a reader that fails to load is left out and named
+    in ``LOAD_ERRORS`` (shown where a path cannot be read), never a reason to stop reading."""
+    from importlib.metadata import entry_points
+
+    for ep in sorted(entry_points(group=ENTRY_POINTS), key=lambda e: e.name):
+        before = dict(FORMATS)
+        try:
+            obj = ep.load()
+        except Exception as exc:
+            LOAD_ERRORS[ep.name] = f"entry point {ep.value}: {type(exc).__name__}: {exc}"
+            continue
+        if isinstance(obj, Format) and FORMATS.get(obj.name) is not obj:
+            register(obj)
+        for name, fmt in before.items():
+            if FORMATS[name] is not fmt:
+                FORMATS[name] = fmt
+                LOAD_ERRORS[ep.name] = (
+                    f"entry point {ep.value}: format {name!r} is registered already, kept"
+                )
 
 
 def formats() -> list[Format]:
@@ -407,48 +376,7 @@ def _unreadable(p: Path, fmts: list[Format]) -> str:
     hint = f"tried {len(fmts)} formats ({tried}); name one with --from FORMAT"
     if LOAD_ERRORS:
         hint += "; not loaded: " + "; ".join(f"{k} ({v})" for k, v in sorted(LOAD_ERRORS.items()))
-    return f"not a run this version can read: {_looks_like(p)}; {hint}"
-
-
-def _looks_like(p: Path) -> str:
-    """A few words on what ``p`` holds, for the 'cannot read' message."""
-    if p.is_dir():
-        try:
-            names = sorted(e.name for e in os.scandir(p) if not e.name.startswith("."))
-        except OSError:
-            names = []
-        if not names:
-            return "an empty folder"
-        shown = ", ".join(names[:6]) + (", ..." if len(names) > 6 else "")
-        return f"a folder of {len(names)} entries, none a run or a log this version knows ({shown})"
-    data = head_bytes(p, 64 << 10)
-    if not data:
-        return "an empty file"
-    if len(data) > 8 and (data[1:8:2] == b"\0\0\0\0" or data[0:8:2] == b"\0\0\0\0"):
-        return "UTF-16 text (convert it to UTF-8, e.g. iconv -f UTF-16 -t UTF-8)"
-    if data[:2] == b"\x1f\x8b":
-        return "a gzip file (decompress it first)"
-    text = data.decode("utf-8", errors="replace")
-    bad = sum(1 for c in text if (c < " " and c not in "\t\r\n") or c == "\ufffd")
-    if bad > len(text) // 10:
-        return "binary data, not text"
-    lines = [line for line in text.splitlines() if line.strip()]
-    if not lines:
-        return "a file of blank lines"
-    first = lines[0].strip()
-    if first.startswith("{"):
-        from .base import decode_json
-
-        try:
-            rec, _ = decode_json(first)
-        except ValueError:
-            rec = None
-        if isinstance(rec, dict):
-            keys = ", ".join(list(map(str, rec))[:6])
-            return f"JSON lines with no step field (first keys: {keys})"
-    shown = first[:60].encode("unicode_escape").decode("ascii")
-    where = "its one line" if len(lines) == 1 else f"its first {len(lines)} lines"
-    return f"text with no step record in {where} (first: {shown!r})"
+    return f"not a run this version can read: {describe_path(p)}; {hint}"
 
 
 def discover(path: str | os.PathLike[str], *, depth: int = 2) -> list[Path]:

@@ -23,7 +23,7 @@ says so once. Lines that are not records become events (``model.Event``): traceb
 out-of-memory, 5xx and refused connections; their timestamps (ISO, ``YYYY-MM-DD HH:MM:SS,mmm``,
 ``MM/DD/YYYY HH:MM:SS``, ``[HH:MM:SS]``, glog ``I1201 10:00:00.123``) give step times.
 
-Values are parsed without ``eval`` (``textlog.parse_number``); keys are kept as printed (spaces
+Values are parsed without ``eval`` (``printed.parse_number``); keys are kept as printed (spaces
 collapsed, ``rewards / f`` as ``rewards/f``) for the mapping chain to name. Timestamps, level
 prefixes and the kinds of event are in ``logevents.py``.
 """
@@ -34,20 +34,20 @@ import datetime as _dt
 import html
 import json
 import re
-from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 from ..model import Event
+from .base import flatten
 from .logevents import (
-    _MAX_TB_CHARS,
-    _MAX_TB_LINES,
-    _TRACEBACK,
     MAX_EVENTS,
+    MAX_TB_CHARS,
+    MAX_TB_LINES,
+    TRACEBACK,
     classify,
     parse_timestamp,
     strip_prefix,
 )
-from .textlog import brace_balance, parse_number, parse_pairs
+from .printed import brace_balance, parse_number, parse_pairs
 
 __all__ = ["MAX_EVENTS", "STEP_KEYS", "Record", "ShapeParser", "parse_timestamp"]
 
@@ -175,14 +175,6 @@ def _number(raw: str) -> float | None:
     return parse_number(m.group(1)) if m else None
 
 
-def _flatten(obj: dict[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]:
-    for k, v in obj.items():
-        if isinstance(v, dict):
-            yield from _flatten(v, f"{prefix}{k}/")
-        else:
-            yield f"{prefix}{k}", v
-
-
 def _dict_values(text: str, *, complete: bool = True) -> dict[str, float]:
     """The numeric pairs of a dict printed as JSON or as a Python repr."""
     out: dict[str, float] = {}
@@ -194,7 +186,7 @@ def _dict_values(text: str, *, complete: bool = True) -> dict[str, float]:
         except (ValueError, RecursionError):  # too deep: read as a Python repr below
             obj = None
     if isinstance(obj, dict):
-        for k, v in _flatten(obj):
+        for k, v in flatten(obj):
             if isinstance(v, bool) or v is None:
                 continue
             f = float(v) if isinstance(v, int | float) else _number(str(v))
@@ -329,7 +321,6 @@ class ShapeParser:
         self._order_family: str | None = None
         self._order_n = 0
         self._warned_order = False
-        self.events_dropped = 0
         self.marked = 0  # records whose step the file printed (a marker, a step column)
         self._block = False  # the step was set by a line of its own (a block's header)
         self._marked_line = 0  # the line of the last record whose step the file printed
@@ -367,7 +358,7 @@ class ShapeParser:
         if not s:
             self._prev_cells = None
             return
-        if s.startswith(_TRACEBACK):
+        if s.startswith(TRACEBACK):
             self._tb, self._tb_line, self._tb_time = [text.strip()], lineno, self.last_time
             return
         if not self.read_records:
@@ -729,7 +720,7 @@ class ShapeParser:
         if s.startswith((" ", "\t")) or not s or s.startswith(("During handling", "The above")):
             tb.append(s)
             return True
-        if s.startswith(_TRACEBACK):
+        if s.startswith(TRACEBACK):
             tb.append(s)
             return True
         tb.append(s)  # the exception line ends the block
@@ -740,9 +731,9 @@ class ShapeParser:
         tb = self._tb or []
         self._tb = None
         lines = [ln for ln in tb if ln.strip()]
-        if len(lines) > _MAX_TB_LINES:
-            lines = [*lines[:10], f"... ({len(lines) - _MAX_TB_LINES} lines)", *lines[-49:]]
-        text = "\n".join(lines)[-_MAX_TB_CHARS:]
+        if len(lines) > MAX_TB_LINES:
+            lines = [*lines[:10], f"... ({len(lines) - MAX_TB_LINES} lines)", *lines[-49:]]
+        text = "\n".join(lines)[-MAX_TB_CHARS:]
         self._add_event("traceback", text, self._tb_line, self._tb_time)
 
     def _event(self, s: str, level: str, lineno: int, t: float | None) -> None:
@@ -752,9 +743,8 @@ class ShapeParser:
 
     def _add_event(self, kind: str, text: str, lineno: int, t: float | None) -> None:
         if len(self.events) >= MAX_EVENTS:
-            self.events_dropped += 1
             return
         time = t if t is not None else self.last_time
         self.events.append(
-            Event(time, kind, text[:_MAX_TB_CHARS], self.last_step, self.source, lineno)
+            Event(time, kind, text[:MAX_TB_CHARS], self.last_step, self.source, lineno)
         )

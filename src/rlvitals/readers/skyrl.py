@@ -7,17 +7,18 @@ import itertools
 import re
 from pathlib import Path
 
-from . import Format, register
-from .mapping import MappingTable, Rule
-from .textlog import TextLogReader, _FileState, head, sniff_files
+from ._format import Format, register
+from .base import FileState
+from .mapping import MappingTable, Rule, synonym
+from .textlog import TextLogReader, head, sniff_files
 
 __all__ = ["SKYRL", "SkyRLReader"]
 
 SKYRL = MappingTable(
     "skyrl",
     (
-        Rule("reward/avg_raw_reward", "reward/mean"),
-        Rule("generate/avg_num_tokens", "response/length_mean"),
+        synonym("reward/avg_raw_reward"),
+        synonym("generate/avg_num_tokens"),
         Rule("policy/policy_entropy", "train/entropy"),
         Rule("policy/policy_kl", "train/ref_kl", "estimator k1/abs/k2/k3"),
         Rule(
@@ -51,7 +52,7 @@ class SkyRLReader(TextLogReader):
     def accept(self, p: Path) -> bool:
         return _looks_like(p)
 
-    def feed(self, st: _FileState, text: str, p: Path, lineno: int) -> None:
+    def feed(self, st: FileState, text: str, p: Path, lineno: int) -> None:
         m = HEADER.search(text)
         if m:
             self.end_pending(st, p)

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from ..model import RunData
-from . import Format, register
+from ._format import Format, register
 from ._trackers import map_by_keys
 from .base import open_binary
 from .mapping import Rule
@@ -145,7 +145,6 @@ def _signed(x: int) -> int:
 def _tensor_scalar(buf: bytes) -> float | None:
     """The value of a TensorProto holding one number, or None."""
     dtype = 0
-    dims = 0
     content = b""
     values: list[float] = []
     for field, wire, v in _fields(buf):
@@ -155,7 +154,6 @@ def _tensor_scalar(buf: bytes) -> float | None:
             for f2, _, d in _fields(v):
                 if f2 == 2:
                     size = next((s for f3, _, s in _fields(d) if f3 == 1), 1)
-                    dims += 1
                     if size != 1:
                         return None
         elif field == 4 and wire == 2:

@@ -9,7 +9,6 @@ live file stops growing is shown as far as it goes and read again when the rest 
 
 from __future__ import annotations
 
-import math
 import os
 import re
 from pathlib import Path
@@ -17,15 +16,10 @@ from typing import Any
 
 from .base import FileReader, FileState, decode_text, head_bytes, valid_step
 from .mapping import Mapper, MappingTable
+from .printed import brace_balance, parse_pairs
+from .shapes import ShapeParser, add_events
 
-__all__ = [
-    "TextLogReader",
-    "brace_balance",
-    "clean_line",
-    "parse_number",
-    "parse_pairs",
-    "split_prefix",
-]
+__all__ = ["TextLogReader", "clean_line", "file_date", "head", "search_deep", "sniff_files"]
 
 ANSI = re.compile(
     r"\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"  # OSC (hyperlinks, titles)
@@ -41,19 +35,6 @@ RAY_PREFIX = re.compile(
 RAY_REPEATED = re.compile(r"\s*\[repeated \d+x across cluster\]\s*$")
 QUOTE_PREFIX = re.compile(r"^(?:[ \t]{0,3}>(?: |$))+")  # markdown quotes: "> ", "> > "
 _BAR = re.compile(r"\d%\|[^|]*\|\s*\d+/\d+|\d+(?:\.\d+)?(?:it|s)/s\]?\s*$")
-_WRAPPER = re.compile(
-    r"^(?:np|numpy|torch|jnp)\.\w+\((.*)\)$|^(?:tensor|array|float|int|Decimal)\((.*)\)$", re.S
-)
-_NONFINITE = {
-    "nan": math.nan,
-    "-nan": math.nan,
-    "inf": math.inf,
-    "+inf": math.inf,
-    "-inf": -math.inf,
-    "infinity": math.inf,
-    "-infinity": -math.inf,
-}
-_CONSTS = {"true": 1.0, "false": 0.0}
 
 
 def clean_line(text: str) -> str:
@@ -83,173 +64,7 @@ def clean_line(text: str) -> str:
     return RAY_PREFIX.sub("", text, count=1)
 
 
-def split_prefix(text: str) -> str:
-    """``text`` without a Ray prefix (for callers that clean separately)."""
-    return RAY_PREFIX.sub("", text, count=1)
-
-
-def parse_number(token: str) -> float | None:
-    """A number from a printed value: ``0.25``, ``'0.2500'``, ``np.float64(0.25)``, ``nan``,
-    ``tensor(0.5, device='cuda:0')``, ``True``; None for anything else."""
-    t = token.strip()
-    quoted = False
-    for _ in range(3):
-        if len(t) >= 2 and t[0] == t[-1] and t[0] in "'\"":
-            t = t[1:-1].strip()
-            quoted = True
-            continue
-        m = _WRAPPER.match(t)
-        if m:
-            inner = m.group(1) if m.group(1) is not None else m.group(2)
-            t = _first_arg(inner).strip()
-            continue
-        break
-    if not t:
-        return None
-    low = t.lower()
-    if low in _NONFINITE:
-        return _NONFINITE[low]
-    if low in _CONSTS:
-        # A bare True/False is a flag; the string 'true' is a label ({'A': 'true'}).
-        return None if quoted else _CONSTS[low]
-    if t.endswith("%"):
-        v = _float(t[:-1])
-        return None if v is None else v / 100.0
-    return _float(t)
-
-
-def _float(t: str) -> float | None:
-    try:
-        return float(t.replace("_", "")) if t[0] not in "_" else None
-    except (ValueError, IndexError):
-        return None
-
-
-def _first_arg(inner: str) -> str:
-    depth = 0
-    quote = ""
-    for i, ch in enumerate(inner):
-        if quote:
-            if ch == quote:
-                quote = ""
-        elif ch in "'\"":
-            quote = ch
-        elif ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth -= 1
-        elif ch == "," and depth == 0:
-            return inner[:i]
-    return inner
-
-
-def parse_pairs(text: str, *, complete: bool = True) -> dict[str, Any]:
-    """The top-level ``'key': value`` pairs of a printed dict (Python repr or JSON), leniently.
-
-    Values are numbers (see ``parse_number``) or, where not numeric, the raw text; nested
-    containers are skipped. With ``complete=False`` the last pair is dropped, since a record
-    still being written may end in the middle of it.
-    """
-    out: dict[str, Any] = {}
-    n = len(text)
-    i = text.find("{")
-    i = 0 if i < 0 else i + 1
-    while i < n:
-        # Find the next key: a quoted string at depth 0.
-        ch = text[i]
-        if ch in "'\"":
-            key, j = _read_string(text, i)
-            if j < 0:
-                break
-            k = j
-            while k < n and text[k] in " \t\n":
-                k += 1
-            if k >= n or text[k] != ":":
-                i = j
-                continue
-            k += 1
-            start = k
-            depth = 0
-            quote = ""
-            while k < n:
-                c = text[k]
-                if quote:
-                    if c == "\\":
-                        k += 2
-                        continue
-                    if c == quote:
-                        quote = ""
-                elif c in "'\"":
-                    quote = c
-                elif c in "([{":
-                    depth += 1
-                elif c in ")]}":
-                    if depth == 0:
-                        break
-                    depth -= 1
-                elif c == "," and depth == 0:
-                    break
-                k += 1
-            raw = text[start:k].strip()
-            if k >= n and not complete:
-                break  # the value may be cut off
-            if raw and raw[0] not in "{[":
-                v = parse_number(raw)
-                if v is None and len(raw) >= 2 and raw[0] == raw[-1] and raw[0] in "'\"":
-                    raw = raw[1:-1]
-                out[key] = v if v is not None else raw
-            if k < n and text[k] == "}":
-                break
-            i = k + 1
-        else:
-            i += 1
-    return out
-
-
-def _read_string(text: str, i: int) -> tuple[str, int]:
-    q = text[i]
-    j = i + 1
-    n = len(text)
-    buf = []
-    while j < n:
-        c = text[j]
-        if c == "\\" and j + 1 < n:
-            buf.append(text[j + 1])
-            j += 2
-            continue
-        if c == q:
-            return "".join(buf), j + 1
-        buf.append(c)
-        j += 1
-    return "", -1
-
-
-def brace_balance(text: str) -> int:
-    """Open minus closed braces outside quotes (> 0: the record goes on)."""
-    depth = 0
-    quote = ""
-    prev = ""
-    for c in text:
-        if quote:
-            if c == quote and prev != "\\":
-                quote = ""
-        elif c in "'\"":
-            # An apostrophe inside a word (it's) is not a quote.
-            if not (c == "'" and prev.isalnum()):
-                quote = c
-        elif c == "{":
-            depth += 1
-        elif c == "}":
-            depth -= 1
-        prev = c
-    return depth
-
-
-# The one incremental-file state (readers/base.py); the old private name stays importable.
-_FileState = FileState
-
-
-def _file_date(p: Path) -> Any:
+def file_date(p: Path) -> Any:
     """The date a log's time-of-day stamps belong to (its modification day), or None."""
     import datetime as _dt
 
@@ -284,10 +99,8 @@ class TextLogReader(FileReader):
         if self.events_from_lines and self.sample_bytes is None:  # not when sniffing
             ev = st.extra.get("events")
             if ev is None:
-                from .shapes import ShapeParser
-
                 ev = st.extra["events"] = ShapeParser(
-                    str(st.path), _file_date(st.path), records=False
+                    str(st.path), file_date(st.path), records=False
                 )
             held = st.pending_step if st.pending is not None else None
             ev.last_step = held if held is not None else getattr(self, "_last_step", None)
@@ -298,8 +111,6 @@ class TextLogReader(FileReader):
         ev = st.extra.get("events")
         if ev is None:
             return
-        from .shapes import add_events
-
         if final:
             ev.finish()
         _records, events = ev.drain()

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from . import Format, register
-from .generic import JsonlMetricsReader, _sniff
-from .mapping import MappingTable, Rule
+from ._format import Format, register
+from .generic import JsonlMetricsReader, sniff_glob
+from .mapping import MappingTable, Rule, synonym
 from .textlog import head
 
 __all__ = ["TINKER", "TinkerReader"]
@@ -14,7 +14,7 @@ __all__ = ["TINKER", "TinkerReader"]
 TINKER = MappingTable(
     "tinker",
     (
-        Rule("env/all/reward/total", "reward/mean"),
+        synonym("env/all/reward/total"),
         Rule(
             "env/all/by_group/frac_mixed", "groups/signal_fraction", "groups whose rewards differ"
         ),
@@ -62,7 +62,7 @@ register(
     Format(
         "tinker",
         "tinker-cookbook metrics.jsonl",
-        lambda p: _sniff(p, "*.jsonl", _is_tinker),
+        lambda p: sniff_glob(p, "*.jsonl", _is_tinker),
         TinkerReader,
         priority=21,
         table=TINKER,

@@ -24,8 +24,9 @@ from typing import Any
 from ..errors import ReadError
 from ..jsonio import loads as decode_line
 from ..model import RunData
-from . import Format, register
-from ._trackers import choose_run, connect, flatten, map_by_keys, number, poll_store, tables
+from ._format import Format, register
+from ._trackers import choose_run, connect, map_by_keys, number, poll_store, tables
+from .base import flatten
 from .mapping import Rule
 
 __all__ = ["TrackioReader"]

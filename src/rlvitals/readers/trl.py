@@ -24,45 +24,40 @@ from typing import Any
 
 from ..jsonio import to_float
 from ..model import RunData
-from . import Format, register
-from .base import decode_json, open_binary, valid_step
-from .generic import GENERIC, _CanonicalOnly
-from .mapping import Mapper, MappingTable, Rule
-from .textlog import TextLogReader, _FileState, brace_balance, head, parse_pairs, sniff_files
+from ._format import Format, register
+from .base import FileState, decode_json, flatten, open_binary, valid_step
+from .generic import GENERIC, STEP_KEYS, CanonicalOnlyMapper, as_number, step_of
+from .mapping import Mapper, MappingTable, Rule, synonym
+from .printed import brace_balance, parse_pairs
+from .textlog import TextLogReader, head, sniff_files
 
 __all__ = ["TRL", "TrlConsoleReader", "TrlStateReader"]
 
 TRL = MappingTable(
     "trl",
     (
-        Rule("reward", "reward/mean"),
-        Rule(
+        synonym("reward"),
+        synonym(
             "reward_std",
-            "reward/std",
             "whole-batch std in current TRL (before mid-2025 it was the mean within-group std)",
         ),
-        Rule(
+        synonym(
             "frac_reward_zero_std",
-            "groups/signal_fraction",
             "share of samples whose group std is 0 (equal-size groups: share of groups)",
-            scale=-1.0,
-            offset=1.0,
         ),
-        Rule("completions/mean_length", "response/length_mean"),
-        Rule("completion_length", "response/length_mean", "older versions"),
-        Rule("completions/clipped_ratio", "response/truncated_rate"),
-        Rule("entropy", "train/entropy", "token mean of the full-distribution entropy"),
+        synonym("completions/mean_length"),
+        synonym("completion_length", "older versions"),
+        synonym("completions/clipped_ratio"),
+        synonym("entropy", "token mean of the full-distribution entropy"),
         Rule("kl", "train/ref_kl", "k3 to the reference; only when beta != 0"),
-        Rule(
-            "sampling/sampling_logp_difference/mean",
-            "train/logprob_abs_diff",
-            "|old - vLLM logp|, vLLM IS correction on",
+        synonym(
+            "sampling/sampling_logp_difference/mean", "|old - vLLM logp|, vLLM IS correction on"
         ),
-        Rule("clip_ratio/region_mean", "train/clip_frac"),
-        Rule("loss", "train/loss"),
-        Rule("grad_norm", "train/grad_norm"),
-        Rule("learning_rate", "train/lr"),
-        Rule("step_time", "perf/step_seconds"),
+        synonym("clip_ratio/region_mean"),
+        synonym("loss"),
+        synonym("grad_norm"),
+        synonym("learning_rate"),
+        synonym("step_time"),
     ),
     (
         ("sampling/importance_sampling_ratio/*", "logged after truncation: the corrected ratio"),
@@ -215,14 +210,14 @@ class TrlConsoleReader(TextLogReader):
     def accept(self, p: Path) -> bool:
         return bool(DICT_START.search(head(p)))
 
-    def feed(self, st: _FileState, text: str, p: Path, lineno: int) -> None:
+    def feed(self, st: FileState, text: str, p: Path, lineno: int) -> None:
         m = DICT_START.search(text)
         if m:
             self.start_dict(st, -1, text[m.start() :], p, lineno)
         else:
             self.continue_dict(st, text, p)
 
-    def start_dict(self, st: _FileState, step: int, text: str, p: Path, lineno: int) -> None:
+    def start_dict(self, st: FileState, step: int, text: str, p: Path, lineno: int) -> None:
         if st.pending is not None:
             self.run.warnings.append(
                 f"{p}:{st.pending_line}: record not closed before the next one; read as far as "
@@ -235,7 +230,7 @@ class TrlConsoleReader(TextLogReader):
         if brace_balance(text) <= 0:
             self.end_pending(st, p)
 
-    def flush(self, st: _FileState, p: Path, *, final: bool) -> None:
+    def flush(self, st: FileState, p: Path, *, final: bool) -> None:
         if not final or st.pending is None:
             return  # the step number is only known once the dict is complete
         values = parse_pairs(st.pending)
@@ -317,7 +312,7 @@ class JsonStepsReader(TrlStateReader):
     table = GENERIC
 
     def _mapper(self) -> Mapper:
-        return _CanonicalOnly(GENERIC, self.run, extra=self.extra_rules)
+        return CanonicalOnlyMapper(GENERIC, self.run, extra=self.extra_rules)
 
     def candidates(self) -> list[Path]:
         if self.path.is_file():
@@ -327,10 +322,8 @@ class JsonStepsReader(TrlStateReader):
     def _take(self, p: Path, state: dict[str, Any]) -> None:
         """Each record as a JSONL row would be read: any step key, nested objects flattened
         with ``/``, text kept as labels, ``null`` as not measured (or NaN after values)."""
-        from .generic import STEP_KEYS, _as_number, _flatten, _step_of
-
         for i, entry in enumerate(state["log_history"]):
-            step = _step_of(entry) if isinstance(entry, dict) else None
+            step = step_of(entry) if isinstance(entry, dict) else None
             if step is None or valid_step(step) is None:
                 self.run.warnings.append(
                     f"{p}: [{i}]: expected a record with an integer step ({', '.join(STEP_KEYS)}) "
@@ -338,13 +331,13 @@ class JsonStepsReader(TrlStateReader):
                 )
                 continue
             values: dict[str, float | None] = {}
-            for k, v in _flatten(entry):
+            for k, v in flatten(entry):
                 if k in STEP_KEYS:
                     continue
-                if isinstance(v, str) and _as_number(v) is None:
+                if isinstance(v, str) and as_number(v) is None:
                     self.run.info.setdefault("labels", {})[k] = v
                     continue
-                f = _as_number(v)
+                f = as_number(v)
                 if f is not None or v is None:
                     values[k] = f
             self.mapper.add(step, values)

@@ -12,20 +12,22 @@ from pathlib import Path
 from typing import Any
 
 from ..jsonio import to_float
-from . import Format, register
+from ._format import Format, register
+from .base import FileState
 from .generic import JsonlMetricsReader
-from .mapping import MappingTable, Rule
-from .textlog import TextLogReader, _FileState, head, parse_number, search_deep, sniff_files
+from .mapping import MappingTable, Rule, synonym
+from .printed import parse_number
+from .textlog import TextLogReader, head, search_deep, sniff_files
 
 __all__ = ["VERL", "VerlConsoleReader", "VerlJsonlReader"]
 
 VERL = MappingTable(
     "verl",
     (
-        Rule("critic/score/mean", "reward/mean", "sequence score, before the in-reward KL"),
-        Rule("response_length/mean", "response/length_mean"),
-        Rule("response_length/clip_ratio", "response/truncated_rate"),
-        Rule("actor/entropy", "train/entropy"),
+        synonym("critic/score/mean", "sequence score, before the in-reward KL"),
+        synonym("response_length/mean"),
+        synonym("response_length/clip_ratio"),
+        synonym("actor/entropy"),
         Rule("actor/entropy_loss", "train/entropy", "aggregate token entropy (older versions)"),
         Rule("actor/kl_loss", "train/ref_kl", "estimator: kl_loss_type (k1/k2/k3)"),
         Rule(
@@ -34,18 +36,18 @@ VERL = MappingTable(
             "in-reward KL penalty runs (TinyZero, verl 0.1-0.3): ray_trainer.py "
             "apply_kl_penalty's mean kl_penalty(old_log_prob, ref_log_prob), k1 by default",
         ),
-        Rule("rollout_corr/k3_kl", "train/mismatch_kl", "k3, actor vs rollout"),
-        Rule("rollout_corr/kl", "train/mismatch_k1", "k1 = mean(rollout - old logp)"),
+        synonym("rollout_corr/k3_kl", "k3, actor vs rollout"),
+        synonym("rollout_corr/kl", "k1 = mean(rollout - old logp)"),
         Rule("actor/pg_clipfrac", "train/clip_frac"),
         Rule("actor/ppo_kl", "train/ppo_kl"),
         Rule("actor/grad_norm", "train/grad_norm"),
         Rule("actor/lr", "train/lr"),
         Rule("actor/loss", "train/loss"),
-        Rule("actor/pg_loss", "train/loss", "where actor/loss is not logged"),
-        Rule("timing_s/step", "perf/step_seconds"),
-        Rule("timing_s/gen", "perf/sampling_seconds"),
-        Rule("timing_s/reward", "perf/grading_seconds"),
-        Rule("timing_s/update_actor", "perf/training_seconds"),
+        synonym("actor/pg_loss", "where actor/loss is not logged"),
+        synonym("timing_s/step"),
+        synonym("timing_s/gen"),
+        synonym("timing_s/reward"),
+        synonym("timing_s/update_actor"),
         Rule(r"^val-core/(.+)/acc/mean@\d+$", r"eval/\1/score", "held-out validation"),
         Rule(r"^val-core/(.+)/reward/mean@\d+$", r"eval/\1/score", "where acc is absent"),
     ),
@@ -94,7 +96,7 @@ class VerlConsoleReader(TextLogReader):
     def accept(self, p: Path) -> bool:
         return bool(search_deep(p, STEP))
 
-    def feed(self, st: _FileState, text: str, p: Path, lineno: int) -> None:
+    def feed(self, st: FileState, text: str, p: Path, lineno: int) -> None:
         m = STEP.search(text)
         if m:
             self.end_pending(st, p)
@@ -109,14 +111,14 @@ class VerlConsoleReader(TextLogReader):
             return
         self.end_pending(st, p)
 
-    def flush(self, st: _FileState, p: Path, *, final: bool) -> None:
+    def flush(self, st: FileState, p: Path, *, final: bool) -> None:
         # The line is complete once read; a wrapped continuation arriving later re-emits the
         # joined record, whose values overwrite these at the same step.
         if st.pending is None or st.pending_step is None:
             return
         self.emit(st.pending_step, _verl_pairs(st.pending, complete=True))
 
-    def end_file(self, st: _FileState) -> None:
+    def end_file(self, st: FileState) -> None:
         # A verl record ends with its line; one open at the end of a file is complete.
         self.end_pending(st, st.path)
         super().end_file(st)  # the events still open (a traceback at the end)

@@ -52,9 +52,9 @@ from typing import Any
 from ..errors import MissingExtraError, ReadError
 from ..jsonio import loads
 from ..model import RunData
-from . import Format, register
-from ._trackers import choose_run, flatten, map_by_keys, number
-from .base import open_binary
+from ._format import Format, register
+from ._trackers import choose_run, map_by_keys, number
+from .base import flatten, open_binary
 from .mapping import Rule
 
 __all__ = ["TableRef", "WandbReader", "find_run_file"]

@@ -9,6 +9,7 @@ them:
   attempt at a time in bounded memory; a broken file is one warning, never an exception.
 - ``flags``: per-attempt and per-update flags (tampering with tests or the grader, hard-coded
   outputs, parser-pleasing formats, repetition), each explained in docs/transcripts.md.
+- ``catalog``: the built-in flags, each one's family and what it saw.
 - ``rules``: what the flags look for, configurable for a user's own task (TOML or JSON).
 - ``scan``: per-step flag rates over a whole run, published as ``transcripts/<flag>_rate``.
 
@@ -19,7 +20,8 @@ and every view shows it escaped (``text.escape``). The judgement of the rates is
 
 from __future__ import annotations
 
-from .flags import FLAGS, FlagSpec, Hit, StepAnalyzer, flag_names
+from .catalog import FLAGS, FlagSpec
+from .flags import Hit, StepAnalyzer, flag_names
 from .rules import LIMITS, Rules, load_rules, rules_from_dict
 from .scan import RunScan, analyze_step, examples, publish, scan_run
 from .store import Generation, TranscriptAttempt, TranscriptStore

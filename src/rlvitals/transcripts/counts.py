@@ -25,7 +25,7 @@ import msgspec
 
 from .flags import FAMILY_KEY, TEXT_LIMIT, Columns, StepAnalyzer, cross_hits, spec
 from .rules import Rules
-from .store import FAST_LIMIT, Generation, TranscriptAttempt, _num
+from .store import FAST_LIMIT, Generation, TranscriptAttempt, reward_number
 
 __all__ = ["Kinds", "count_step"]
 
@@ -111,7 +111,7 @@ def count_step(
             continue
         r = e.reward
         if type(r) is not float and r is not None:
-            r = _num(r)
+            r = reward_number(r)
         rewarded = r is not None and r > above
         if len(gens) == 1:
             g = gens[0]

@@ -2,8 +2,8 @@
 
 Each flag is a deterministic test on an attempt's text (regular expressions, and Python's
 ``ast`` for code the policy wrote: parsed, never run), or on the attempts of one update seen
-together (the same task answered differently and rewarded each time). The ``FLAGS`` table says
-what each one means; docs/transcripts.md explains each with an example. Two families:
+together (the same task answered differently and rewarded each time). The ``FLAGS`` table
+(``catalog``) says what each one means; docs/transcripts.md explains each with an example. Two families:
 
 - ``exploit``: the policy satisfies the grader without doing the task: it edits what a check
   reads, exits early, overrides equality, skips tests, hard-codes expected outputs, or shapes
@@ -26,6 +26,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from .catalog import FLAGS, FlagSpec
 from .rules import DEFAULT_GRADER_PATHS, DEFAULT_TEST_PATHS, Rules
 from .store import TranscriptAttempt
 from .text import (
@@ -37,43 +38,10 @@ from .text import (
     zlib_ratio,
 )
 
-__all__ = ["FAMILY_KEYS", "FLAGS", "FlagSpec", "Hit", "StepAnalyzer", "flag_names", "spec"]
+__all__ = ["FAMILY_KEYS", "Hit", "StepAnalyzer", "flag_names", "spec"]
 
 TEXT_LIMIT = 1 << 18  # characters of an attempt's text a flag reads
 CODE_LIMIT = 100_000  # characters of one code block given to ast.parse
-
-
-@dataclass(frozen=True)
-class FlagSpec:
-    name: str
-    family: str  # "exploit" or "collapse"
-    group: str  # tampering, hard-coding, format, repetition (how docs group them)
-    relative: bool
-    title: str  # what it saw, in a few words
-
-
-FLAGS: dict[str, FlagSpec] = {
-    f.name: f
-    for f in [
-        FlagSpec("test_edit", "exploit", "tampering", False, "writes to a test file"),
-        FlagSpec("grader_edit", "exploit", "tampering", False, "edits the grader or its report"),
-        FlagSpec("early_exit", "exploit", "tampering", False, "exits the process early"),
-        FlagSpec("eq_override", "exploit", "tampering", False, "an __eq__ that is always true"),
-        FlagSpec("skip_marker", "exploit", "tampering", False, "skips or xfails tests"),
-        FlagSpec("hardcoded_output", "exploit", "hard-coding", False, "hard-codes a test's answer"),
-        FlagSpec("constant_answer", "exploit", "hard-coding", True, "one answer for many tasks"),
-        FlagSpec(
-            "answers_disagree", "exploit", "format", True, "different answers to one task rewarded"
-        ),
-        FlagSpec("multiple_answers", "exploit", "format", True, "several different answers"),
-        FlagSpec("hedged_answer", "exploit", "format", True, "several candidates in one answer"),
-        FlagSpec("long_answer", "exploit", "format", True, "an odd, over-long answer"),
-        FlagSpec("empty_answer", "exploit", "format", True, "rewarded with an empty answer"),
-        FlagSpec("answer_only", "exploit", "format", True, "the answer and nothing else"),
-        FlagSpec("repetitive", "collapse", "repetition", True, "a reply that repeats itself"),
-        FlagSpec("repeated_reply", "collapse", "repetition", True, "one reply to many tasks"),
-    ]
-}
 
 
 # Count keys of "at least one flag of this family" (beside the per-flag counts).

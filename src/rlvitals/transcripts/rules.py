@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
+from .catalog import FLAGS
 
 __all__ = ["LIMITS", "CustomFlag", "Rules", "load_rules"]
 
@@ -207,8 +208,6 @@ def _list_of(value: Any, kind: type, key: str, path: str) -> list[Any]:
 
 def rules_from_dict(doc: Any, path: str = "<rules>") -> Rules:
     """Rules from a parsed rules document; every key checked (ConfigError names it)."""
-    from .flags import FLAGS
-
     top = _table(doc, "rules", path, {"answer", "paths", "limits", "flags"})
     rules = Rules(source=path)
     if "answer" in top:

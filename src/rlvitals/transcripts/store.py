@@ -41,7 +41,8 @@ def _shallow(raw: bytes) -> Any:
         return None
 
 
-def _num(v: Any) -> float | None:
+def reward_number(v: Any) -> float | None:
+    """A number from a transcript's field (JSON ``NaN``/``Infinity`` spelled out too), else None."""
     if isinstance(v, bool):
         return None
     if isinstance(v, (int, float)):
@@ -204,7 +205,7 @@ def _attempt(step: int, index: int, rec: Any, cut: int) -> TranscriptAttempt | N
         aid if type(aid) is str else str(aid) if aid is not None else f"{step}#{index}",
         gid if gid is None or type(gid) is str else str(gid),
         tid if tid is None or type(tid) is str else str(tid),
-        reward if type(reward) is float else _num(reward),
+        reward if type(reward) is float else reward_number(reward),
         trained if trained is None or type(trained) is bool else None,
         gens,
         cut,

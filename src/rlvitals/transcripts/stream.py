@@ -119,221 +119,243 @@ class Stream:
             self.error = str(exc)
 
     def _run(self) -> Iterator[Element]:
-        f = self.f
-        data = b""
-        base = 0  # file offset of data[0]
-        pos = 0
-        eof = False
-        stack: list[int] = []  # open containers: ord('[') or ord('{')
-        expect_key = False
-        started = finished = False
-        buf = bytearray()
-        elem_open = False
-        elem_at = 0
-        giving_up = False  # the element is past _HARD: read to its end, keep nothing
-        bare = False  # the element is a bare scalar (number, true, null) at depth 1
-        in_str = False
-        str_start = 0
-        str_raw = 0  # bytes of the current string's content read
-        str_cap = 0
-        str_is_elem = False  # the element is this string itself
-        str_full = False  # the string reached its cap: keep no more of it
-        bs_run = 0  # trailing backslashes of the content read so far
-        cut = 0
-
-        def need_more() -> bool:
-            nonlocal data, base, pos, eof
-            if eof:
-                return False
-            new = f.read(self.chunk)
-            if not new:
-                eof = True
-                return False
-            data = data[pos:] + new
-            base += pos
-            pos = 0
-            return True
-
-        def take(a: int, b: int) -> None:
-            """String content data[a:b] into the element, up to the string's cap."""
-            nonlocal str_raw, bs_run, str_full
-            if b <= a:
-                return
-            seg = data[a:b]
-            run = len(seg) - len(seg.rstrip(b"\\"))
-            bs_run = bs_run + run if run == len(seg) else run
-            str_raw += b - a
-            if giving_up or not elem_open or str_full:
-                return
-            room = str_cap - (len(buf) - str_start)
-            if b - a <= room:
-                buf.extend(seg)
-            else:
-                buf.extend(seg[:room])
-                _fix_tail(buf, str_start)
-                str_full = True
-
-        def close_element() -> Element | None:
-            nonlocal elem_open, giving_up, cut, buf
-            elem_open = False
-            if giving_up:
-                giving_up = False
-                self.skipped += 1
-                buf = bytearray()
-                cut = 0
-                return None
-            el = Element(bytes(buf), elem_at, cut)
-            buf = bytearray()
-            cut = 0
-            return el
-
-        while True:
-            if in_str:
-                q = data.find(b'"', pos)
-                if q < 0:
-                    end = len(data) if eof else max(pos, len(data) - 8)
-                    take(pos, end)
-                    pos = end
-                    if not need_more():
-                        raise _Malformed(f"cut at byte {base + len(data)} inside a string")
-                    continue
-                k = q
-                while k > pos and data[k - 1] == _BS:
-                    k -= 1
-                run = q - k + (bs_run if k == pos else 0)
-                if run % 2 == 1:  # an escaped quote: content
-                    take(pos, q + 1)
-                    pos = q + 1
-                    continue
-                take(pos, q)
-                pos = q + 1
-                in_str = False
-                if elem_open and not giving_up:
-                    kept = len(buf) - str_start
-                    if kept < str_raw:
-                        dropped = str_raw - kept
-                        cut += dropped
-                        buf.extend(b" \\u2026[%d more bytes not read]" % dropped)
-                    buf.extend(b'"')
-                if str_is_elem:
-                    str_is_elem = False
-                    el = close_element()
-                    if el is not None:
-                        yield el
-                continue
-
-            m = _STRUCT.search(data, pos)
-            if m is None:
-                gap_end = len(data)
-            else:
-                gap_end = m.start()
-            if gap_end > pos:
-                gap = data[pos:gap_end]
-                if elem_open:
-                    if not giving_up:
-                        buf.extend(gap)
-                elif started and not finished and len(stack) == 1 and gap.strip(_WS):
-                    # A bare scalar element (number, true, false, null).
-                    elem_open, bare, elem_at = True, True, base + pos
-                    buf.extend(gap)
-                elif gap.strip(_WS) and (not started or finished):
-                    raise _Malformed(
-                        f"byte {base + pos}: expected a JSON list of attempts"
-                        if not started
-                        else f"byte {base + pos}: data after the end of the list"
-                    )
-                pos = gap_end
-            if m is None:
-                if not need_more():
-                    break
-                continue
-            c = data[pos]
-            at = base + pos
-            pos += 1
-            if elem_open and not giving_up and len(buf) > _HARD:
-                giving_up = True
-                buf = bytearray()
-            if c == 0x22:  # "
-                if not started or finished:
-                    raise _Malformed(f"byte {at}: expected a JSON list of attempts")
-                is_key = bool(stack) and stack[-1] == 0x7B and expect_key
-                if len(stack) == 1 and not elem_open:
-                    elem_open, elem_at, str_is_elem = True, at, True
-                in_str = True
-                str_raw = 0
-                bs_run = 0
-                str_full = False
-                if elem_open and not giving_up:
-                    buf.extend(b'"')
-                str_start = len(buf)
-                if is_key:
-                    str_cap = 1 << 20
-                elif len(buf) > self.max_element:
-                    str_cap = _SHORT
-                else:
-                    str_cap = self.max_string
-                continue
-            if c in (0x5B, 0x7B):  # [ {
-                if not started:
-                    if c != 0x5B:
-                        raise _Malformed(f"byte {at}: expected a JSON list of attempts")
-                    started = True
-                    stack.append(c)
-                    continue
-                if finished:
-                    raise _Malformed(f"byte {at}: data after the end of the list")
-                if len(stack) == 1:
-                    if elem_open:
-                        raise _Malformed(f"byte {at}: expected ',' between attempts")
-                    elem_open, elem_at, bare = True, at, False
-                stack.append(c)
-                expect_key = c == 0x7B
-                if not giving_up:
-                    buf.append(c)
-                continue
-            if c in (0x5D, 0x7D):  # ] }
-                if not stack or stack[-1] != (0x5B if c == 0x5D else 0x7B):
-                    raise _Malformed(f"byte {at}: unexpected {chr(c)!r}")
-                if len(stack) == 1:  # the end of the list
-                    if elem_open and bare:
-                        el = close_element()
-                        bare = False
-                        if el is not None:
-                            yield el
-                    stack.pop()
-                    finished = True
-                    continue
-                stack.pop()
-                if not giving_up:
-                    buf.append(c)
-                expect_key = False
-                if len(stack) == 1:
-                    el = close_element()
-                    if el is not None:
-                        yield el
-                continue
-            if c == 0x2C:  # ,
-                if not started or finished:
-                    raise _Malformed(f"byte {at}: expected a JSON list of attempts")
-                if len(stack) == 1:
-                    if elem_open and bare:
-                        el = close_element()
-                        bare = False
-                        if el is not None:
-                            yield el
-                    continue
-                if not giving_up:
-                    buf.append(c)
-                expect_key = stack[-1] == 0x7B
-                continue
-            if c == 0x3A:  # :
-                if len(stack) < 2:
-                    raise _Malformed(f"byte {at}: unexpected ':'")
-                if not giving_up:
-                    buf.append(c)
-                expect_key = False
-                continue
-        if not started:
+        self._start()
+        while not self._done:
+            el = self._string() if self._in_str else self._structure()
+            if el is not None:
+                yield el
+        if not self._started:
             raise _Malformed("empty file: expected a JSON list of attempts")
-        if not finished:
-            raise _Malformed(f"cut at byte {base + len(data)}: the list is not closed")
+        if not self._finished:
+            raise _Malformed(f"cut at byte {self._base + len(self._data)}: the list is not closed")
+
+    # -- the scanner's state, and one step of it per call -------------------------------
+
+    def _start(self) -> None:
+        self._data = b""
+        self._base = 0  # file offset of data[0]
+        self._pos = 0
+        self._eof = False
+        self._done = False  # read to the end of the file
+        self._stack: list[int] = []  # open containers: ord('[') or ord('{')
+        self._expect_key = False
+        self._started = self._finished = False
+        self._buf = bytearray()
+        self._elem_open = False
+        self._elem_at = 0
+        self._giving_up = False  # the element is past _HARD: read to its end, keep nothing
+        self._bare = False  # the element is a bare scalar (number, true, null) at depth 1
+        self._in_str = False
+        self._str_start = 0
+        self._str_raw = 0  # bytes of the current string's content read
+        self._str_cap = 0
+        self._str_is_elem = False  # the element is this string itself
+        self._str_full = False  # the string reached its cap: keep no more of it
+        self._bs_run = 0  # trailing backslashes of the content read so far
+        self._cut = 0
+
+    def _need_more(self) -> bool:
+        if self._eof:
+            return False
+        new = self.f.read(self.chunk)
+        if not new:
+            self._eof = True
+            return False
+        self._data = self._data[self._pos :] + new
+        self._base += self._pos
+        self._pos = 0
+        return True
+
+    def _take(self, a: int, b: int) -> None:
+        """String content data[a:b] into the element, up to the string's cap."""
+        if b <= a:
+            return
+        seg = self._data[a:b]
+        run = len(seg) - len(seg.rstrip(b"\\"))
+        self._bs_run = self._bs_run + run if run == len(seg) else run
+        self._str_raw += b - a
+        if self._giving_up or not self._elem_open or self._str_full:
+            return
+        buf = self._buf
+        room = self._str_cap - (len(buf) - self._str_start)
+        if b - a <= room:
+            buf.extend(seg)
+        else:
+            buf.extend(seg[:room])
+            _fix_tail(buf, self._str_start)
+            self._str_full = True
+
+    def _close_element(self) -> Element | None:
+        self._elem_open = False
+        if self._giving_up:
+            self._giving_up = False
+            self.skipped += 1
+            self._buf = bytearray()
+            self._cut = 0
+            return None
+        el = Element(bytes(self._buf), self._elem_at, self._cut)
+        self._buf = bytearray()
+        self._cut = 0
+        return el
+
+    def _string(self) -> Element | None:
+        """Read on inside a string: to its closing quote, or to the end of what is read."""
+        data, pos = self._data, self._pos
+        q = data.find(b'"', pos)
+        if q < 0:
+            end = len(data) if self._eof else max(pos, len(data) - 8)
+            self._take(pos, end)
+            self._pos = end
+            if not self._need_more():
+                raise _Malformed(f"cut at byte {self._base + len(self._data)} inside a string")
+            return None
+        k = q
+        while k > pos and data[k - 1] == _BS:
+            k -= 1
+        run = q - k + (self._bs_run if k == pos else 0)
+        if run % 2 == 1:  # an escaped quote: content
+            self._take(pos, q + 1)
+            self._pos = q + 1
+            return None
+        self._take(pos, q)
+        self._pos = q + 1
+        self._in_str = False
+        if self._elem_open and not self._giving_up:
+            buf = self._buf
+            kept = len(buf) - self._str_start
+            if kept < self._str_raw:
+                dropped = self._str_raw - kept
+                self._cut += dropped
+                buf.extend(b" \\u2026[%d more bytes not read]" % dropped)
+            buf.extend(b'"')
+        if self._str_is_elem:
+            self._str_is_elem = False
+            return self._close_element()
+        return None
+
+    def _structure(self) -> Element | None:
+        """The text up to the next structural character, then that character (``_done`` when
+        the file has no more)."""
+        m = _STRUCT.search(self._data, self._pos)
+        gap_end = len(self._data) if m is None else m.start()
+        if gap_end > self._pos:
+            self._gap(gap_end)
+        if m is None:
+            self._done = not self._need_more()
+            return None
+        c = self._data[self._pos]
+        at = self._base + self._pos
+        self._pos += 1
+        if self._elem_open and not self._giving_up and len(self._buf) > _HARD:
+            self._giving_up = True
+            self._buf = bytearray()
+        if c == 0x22:  # "
+            self._quote(at)
+            return None
+        if c in (0x5B, 0x7B):  # [ {
+            self._open(c, at)
+            return None
+        if c in (0x5D, 0x7D):  # ] }
+            return self._close(c, at)
+        if c == 0x2C:  # ,
+            return self._comma(at)
+        # c == 0x3A, a ':'
+        if len(self._stack) < 2:
+            raise _Malformed(f"byte {at}: unexpected ':'")
+        if not self._giving_up:
+            self._buf.append(c)
+        self._expect_key = False
+        return None
+
+    def _gap(self, gap_end: int) -> None:
+        """Text between structural characters: numbers, literals, white space."""
+        pos = self._pos
+        gap = self._data[pos:gap_end]
+        if self._elem_open:
+            if not self._giving_up:
+                self._buf.extend(gap)
+        elif self._started and not self._finished and len(self._stack) == 1 and gap.strip(_WS):
+            # A bare scalar element (number, true, false, null).
+            self._elem_open, self._bare, self._elem_at = True, True, self._base + pos
+            self._buf.extend(gap)
+        elif gap.strip(_WS) and (not self._started or self._finished):
+            raise _Malformed(
+                f"byte {self._base + pos}: expected a JSON list of attempts"
+                if not self._started
+                else f"byte {self._base + pos}: data after the end of the list"
+            )
+        self._pos = gap_end
+
+    def _quote(self, at: int) -> None:
+        """A string begins: its cap (a key's, a value's, one past ``max_element``)."""
+        if not self._started or self._finished:
+            raise _Malformed(f"byte {at}: expected a JSON list of attempts")
+        stack = self._stack
+        is_key = bool(stack) and stack[-1] == 0x7B and self._expect_key
+        if len(stack) == 1 and not self._elem_open:
+            self._elem_open, self._elem_at, self._str_is_elem = True, at, True
+        self._in_str = True
+        self._str_raw = 0
+        self._bs_run = 0
+        self._str_full = False
+        if self._elem_open and not self._giving_up:
+            self._buf.extend(b'"')
+        self._str_start = len(self._buf)
+        if is_key:
+            self._str_cap = 1 << 20
+        elif len(self._buf) > self.max_element:
+            self._str_cap = _SHORT
+        else:
+            self._str_cap = self.max_string
+
+    def _open(self, c: int, at: int) -> None:
+        if not self._started:
+            if c != 0x5B:
+                raise _Malformed(f"byte {at}: expected a JSON list of attempts")
+            self._started = True
+            self._stack.append(c)
+            return
+        if self._finished:
+            raise _Malformed(f"byte {at}: data after the end of the list")
+        if len(self._stack) == 1:
+            if self._elem_open:
+                raise _Malformed(f"byte {at}: expected ',' between attempts")
+            self._elem_open, self._elem_at, self._bare = True, at, False
+        self._stack.append(c)
+        self._expect_key = c == 0x7B
+        if not self._giving_up:
+            self._buf.append(c)
+
+    def _close(self, c: int, at: int) -> Element | None:
+        stack = self._stack
+        if not stack or stack[-1] != (0x5B if c == 0x5D else 0x7B):
+            raise _Malformed(f"byte {at}: unexpected {chr(c)!r}")
+        if len(stack) == 1:  # the end of the list
+            el = None
+            if self._elem_open and self._bare:
+                el = self._close_element()
+                self._bare = False
+            stack.pop()
+            self._finished = True
+            return el
+        stack.pop()
+        if not self._giving_up:
+            self._buf.append(c)
+        self._expect_key = False
+        if len(stack) == 1:
+            return self._close_element()
+        return None
+
+    def _comma(self, at: int) -> Element | None:
+        if not self._started or self._finished:
+            raise _Malformed(f"byte {at}: expected a JSON list of attempts")
+        if len(self._stack) == 1:
+            if self._elem_open and self._bare:
+                el = self._close_element()
+                self._bare = False
+                return el
+            return None
+        if not self._giving_up:
+            self._buf.append(0x2C)
+        self._expect_key = self._stack[-1] == 0x7B
+        return None

@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import math
 import re
-import unicodedata
 import zlib
-from collections.abc import Iterable
 from typing import Any
 
 from ..views import safe as _safe
@@ -31,7 +29,7 @@ __all__ = [
 
 # The one rule for unsafe characters lives in ``views/safe.py`` (C0/C1 controls, bidi marks,
 # embeddings, overrides and isolates (CVE-2021-42574), separators, zero-width characters).
-TERMINAL_UNSAFE = _ODD = _safe.UNSAFE
+TERMINAL_UNSAFE = _safe.UNSAFE
 
 
 def escape(text: str, *, multiline: bool = True, tabs: bool = True) -> str:
@@ -157,19 +155,3 @@ def repeated_line_ratio(text: str, min_lines: int = 4) -> float:
     if len(lines) < min_lines:
         return math.nan
     return 1.0 - len(set(lines)) / len(lines)
-
-
-def longest_repeat_run(toks: Iterable[str]) -> int:
-    """The longest run of one token repeated back to back."""
-    best = run = 0
-    prev: object = object()
-    for t in toks:
-        run = run + 1 if t == prev else 1
-        prev = t
-        best = max(best, run)
-    return best
-
-
-def is_printable_name(s: str) -> bool:
-    """Whether ``s`` has no control or format characters (safe as a label)."""
-    return not any(unicodedata.category(c) in ("Cc", "Cf") for c in s)

@@ -36,7 +36,8 @@ from ..checks.base import VERDICTS, Report
 from ..errors import ReadError
 from ..jsonio import clean
 from ..model import RunData
-from ..schema import TRANSCRIPTS, is_canonical, plot_members
+from ..schema import is_canonical, plot_members
+from ..source import transcript_store
 from .safe import json_for_html
 from .safe import line as safe_line
 
@@ -471,9 +472,16 @@ def run_payload(
         "transcript_steps": sorted(transcripts or {})
         if transcript_steps is None
         else transcript_steps,
-        "warnings": data.warnings[:50],
-        "n_warnings": len(data.warnings),
+        "warnings": run_warnings(data, report)[:50],
+        "n_warnings": len(run_warnings(data, report)),
     }
+
+
+def run_warnings(data: RunData, report: Report | None) -> list[str]:
+    """The reader's warnings, then what judging found wrong with the run's files (each once)."""
+    if report is None or not report.warnings:
+        return data.warnings
+    return data.warnings + [w for w in report.warnings if w not in data.warnings]
 
 
 # -- baseline ------------------------------------------------------------------------------
@@ -542,31 +550,6 @@ def _num(v: Any) -> float | None:
 MAX_TEXT = 20_000
 MAX_ATTEMPTS = 16
 MAX_STEPS = 12
-_STEP_FILE = re.compile(r"^step-(\d+)\.json$")
-
-
-def transcript_dir(data: RunData) -> Path | None:
-    p = Path(data.source)
-    d = (p if p.is_dir() else p.parent) / TRANSCRIPTS
-    return d if d.is_dir() else None
-
-
-def available_steps(data: RunData) -> list[int]:
-    """Steps that have a transcript file, ascending."""
-    d = transcript_dir(data)
-    if d is None:
-        return []
-    steps = []
-    try:
-        with os.scandir(d) as it:
-            for e in it:
-                m = _STEP_FILE.match(e.name)
-                if m:
-                    steps.append(int(m.group(1)))
-    except OSError as exc:  # an unreadable transcripts/: the page says so, shows none
-        data.warnings.append(f"{d}: cannot read the folder ({exc.strerror or exc}); skipped")
-        return []
-    return sorted(steps)
 
 
 def transcript_steps(
@@ -574,8 +557,11 @@ def transcript_steps(
 ) -> list[dict[str, Any]]:
     """The transcript steps to offer: those the findings point at (their first step, the steps
     of the attempts they cite, their other steps; the nearest file at or after each), then the
-    latest ones; each ``{"step", "why"}``."""
-    have = available_steps(data)
+    latest ones; each ``{"step", "why"}``. The steps are those of the run's transcripts wherever
+    they are (``rlvitals.source.transcript_store``: ``transcripts/`` or a framework's sample
+    dump)."""
+    store = transcript_store(data)
+    have = store.steps() if store is not None else []
     if not have:
         return []
     flagged: dict[int, str] = {}
@@ -644,12 +630,9 @@ def load_transcripts(
     ``step``, or, with ``within``, when the file's real path is outside that folder (a
     symbolic link out of the run). Long texts are cut to ``MAX_TEXT``.
     """
-    from ..transcripts.store import TranscriptStore
-
-    d = transcript_dir(data)
-    if d is None or step < 0:
+    store = transcript_store(data)
+    if store is None or step < 0 or step not in store.steps():
         return None
-    store = TranscriptStore(d.parent, warn=data.warnings.append)
     p = store.path(step)
     if not p.is_file():
         return None

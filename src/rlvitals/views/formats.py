@@ -70,117 +70,149 @@ TENSORBOARD_NOTE = (
 )
 
 
+# docs/formats.md up to the table of formats.
+_MD_INTRO = [
+    "# Formats rlvitals reads",
+    "",
+    "Generated from the readers' mapping tables by `python -m rlvitals.views.formats`;",
+    "a test keeps this page equal to the code. `rlvitals formats` prints the same tables,",
+    "and `rlvitals formats --json` as JSON.",
+    "",
+    "`rlvitals metrics PATH` (and every command that reads a run) sniffs the format of a",
+    "file or directory; `--from NAME` overrides, and `--mapping FILE` adds rules (below).",
+    "Source keys are mapped to canonical names (docs/metrics.md) by meaning, through one",
+    "chain for every format: a user mapping, then the format's table below, then the",
+    "synonyms other frameworks and peers use (declared in `schema.py`), then normalised",
+    "tokens (case, separators, `train/`-style prefixes, `_mean` suffixes); a key the table",
+    "lists as not mapped stays out of the later steps. `rlvitals formats --explain FILE`",
+    "prints each key of a file, its canonical name and the step that mapped it, and the",
+    "keys left unmapped. A key that measures something else is not mapped, and the",
+    "canonical metric is then absent rather than faked. A file from which no canonical",
+    "metric can be read is refused with the keys named. Every source key also stays",
+    "available under its own name (`rlvitals metrics --all`); one that spells a canonical",
+    "name filled from another key here is kept as `<format>:<key>`, and",
+    "`RunData.source_keys` lists them all, so a view can tell a framework's",
+    "`rollout/truncated` (a batch rate) from the canonical `rollout/<metadata key>` family.",
+    "When two rules give one canonical name, the first listed that the run logs wins for",
+    "the whole run. Percentages printed by a console become fractions.",
+    "",
+    "## How a file is recognised",
+    "",
+    "By its content, never by its name alone. A JSON object with a `log_history` list,",
+    "or the bare list of HF Trainer step records, is a TRL trainer state whatever the",
+    "file is called (`training_logs.json`, `history.json`); a JSON list of another",
+    "loop's step records is the `json` format. Every format whose sniffer accepts a file",
+    "reads a sample of it (256 kB; 8 MB where no reading finds a printed step in the",
+    "first sample: a console whose first `step:N` line comes after long sample",
+    "printouts), and the reading with the most steps whose numbers the file prints wins",
+    "over one that numbers records itself (in order of appearance); a near tie goes to",
+    "the framework's own reader. `rlvitals formats --explain FILE` says which readings",
+    "were compared and what each read.",
+    "",
+    "In console logs, records are found by their shape wherever they are: inside",
+    "markdown code fences, among sample printouts, after ANSI colour codes and Ray",
+    "prefixes. Steps come from markers of any common shape, kept as printed (a resumed",
+    "run starts at 101): `step:N - k:v`, `step N/M`, `Step N |`, `[step N]`, `iter N:`, `update N`,",
+    "`steps=N/M`, `[it N]`, `it N`, `Episode N/M:`, `EPISODE: N`, `epoch=N` where no other",
+    "counter is printed (`epoch 1 iter 20` is update 20),",
+    "`Epoch:[e/E]` then `(i/N)` (MiniMind: update (e - 1) * N + i), a `step` key or",
+    "column. Pairs are",
+    "`k: v`, `k=v` (spaces after `=` kept), separated by `, `, ` - ` or `|`, or `k v k v`",
+    "runs after a step marker (`[tag] it 40 reward 0.5 lr 3e-4`); values such as `np.float64(0.3)`,",
+    "`tensor(0.5)`, `nan`. Once a file prints a step with each record, key/value text",
+    "away from any record (an `x = 3` of a sample, a `{'A': 'true'}` ground truth) is",
+    "passed over, and `--explain` counts it.",
+    "",
+    "Keys by meaning reach short names too: abbreviations and spellings (`rew`, `rwd`,",
+    "`KL_ref`, `ent`, `gn`, `grad`, `len`, `resp_len`, `Avg Response Len`, `Adv Std`,",
+    "`acc`, `success_rate`, `GrpStd`, `R`) normalise to the synonyms of docs/metrics.md;",
+    "tests/data/handwritten/names.toml holds 121 names real loops log and what each reads as.",
+    "A console key table of a framework is chosen from the first records' keys; one",
+    "chosen on words any loop prints (`loss`, `reward`, `lr`, `kl`) does not lend its",
+    "meaning to a bare `kl`. Held-out",
+    "splits (`eval_reward`, `eval/`, `val/`, `test/`, `dev_`, `heldout_`, `val-core/`, or",
+    "named last: `success_rate/eval`, `reward_test`; a benchmark's `eval/gsm8k_acc` is the",
+    "score of suite `gsm8k`) read as",
+    "held-out evaluations `eval/<suite>/score` when they name a score, never as training",
+    "metrics. A percent of a fraction metric (`truncated_pct`, `clip %`, or a",
+    "`clip_ratio` whose values reach past 1 within 0..100) is divided by 100, and",
+    "`--explain` says so. A field that is null on every record was never measured: it is",
+    "left out, not read as a value gone non-finite (a null after values still is). A file",
+    "from which nothing at all could be read is an input error (exit 2). `rlvitals check`",
+    "lists under the verdict each numeric key that maps to nothing, with the `--mapping`",
+    "line that would map it (`info.unmapped` in `--json`).",
+    "",
+    "| format | kind | what it reads |",
+    "|---|---|---|",
+]
+# docs/formats.md after the formats' tables.
+_MD_END = [
+    "",
+    "## User mapping files",
+    "",
+    "`--mapping FILE` (TOML, or JSON when the name ends in `.json`) adds rules ahead of",
+    'the format\'s own: `canonical name = "source key"`, or',
+    '`"response/truncated_rate" = { source = "trunc_pct", scale = 0.01 }`. A source',
+    "starting with `^` is a regular expression. A canonical name that is not in the",
+    "vocabulary is refused with the file named.",
+    "",
+    "## Readers from other packages",
+    "",
+    "A package adds a format without a change to rlvitals: it names a module (or a `Format`",
+    "object) in the `rlvitals.readers` entry-point group, in its pyproject.toml:",
+    "",
+    "```toml",
+    '[project.entry-points."rlvitals.readers"]',
+    'myformat = "my_package.rlvitals_reader"',
+    "```",
+    "",
+    "The module registers its format when imported:",
+    "`rlvitals.readers.register(Format(name, description, sniff, factory, priority=N,",
+    "table=TABLE))`, where `sniff(path)` says whether a file or folder is of this format,",
+    "`factory(path, **options)` returns a reader (its `name`, its `run`, a `RunData`, and",
+    "`poll()`, which reads what is new and says whether anything was) and `TABLE`, a",
+    "`rlvitals.readers.mapping.MappingTable`, maps its keys to canonical names (keys",
+    "`schema.py` already knows need no rule). Installed readers load on first use: the",
+    "format is listed by `rlvitals formats`, sniffed like the built-in ones (`priority`",
+    "places it among them) and read by every command. A name rlvitals uses already stays",
+    "rlvitals' own; a reader that cannot be imported is left out, and a path no format",
+    "reads names it in its error.",
+    "",
+]
+
+
 def formats_markdown() -> str:
     """docs/formats.md, generated from the registered formats and their tables."""
-    lines = [
-        "# Formats rlvitals reads",
-        "",
-        "Generated from the readers' mapping tables by `python -m rlvitals.views.formats`;",
-        "a test keeps this page equal to the code. `rlvitals formats` prints the same tables,",
-        "and `rlvitals formats --json` as JSON.",
-        "",
-        "`rlvitals metrics PATH` (and every command that reads a run) sniffs the format of a",
-        "file or directory; `--from NAME` overrides, and `--mapping FILE` adds rules (below).",
-        "Source keys are mapped to canonical names (docs/metrics.md) by meaning, through one",
-        "chain for every format: a user mapping, then the format's table below, then the",
-        "synonyms other frameworks and peers use (declared in `schema.py`), then normalised",
-        "tokens (case, separators, `train/`-style prefixes, `_mean` suffixes); a key the table",
-        "lists as not mapped stays out of the later steps. `rlvitals formats --explain FILE`",
-        "prints each key of a file, its canonical name and the step that mapped it, and the",
-        "keys left unmapped. A key that measures something else is not mapped, and the",
-        "canonical metric is then absent rather than faked. A file from which no canonical",
-        "metric can be read is refused with the keys named. Every source key also stays",
-        "available under its own name (`rlvitals metrics --all`); one that spells a canonical",
-        "name filled from another key here is kept as `<format>:<key>`, and",
-        "`RunData.source_keys` lists them all, so a view can tell a framework's",
-        "`rollout/truncated` (a batch rate) from the canonical `rollout/<metadata key>` family.",
-        "When two rules give one canonical name, the first listed that the run logs wins for",
-        "the whole run. Percentages printed by a console become fractions.",
-        "",
-        "## How a file is recognised",
-        "",
-        "By its content, never by its name alone. A JSON object with a `log_history` list,",
-        "or the bare list of HF Trainer step records, is a TRL trainer state whatever the",
-        "file is called (`training_logs.json`, `history.json`); a JSON list of another",
-        "loop's step records is the `json` format. Every format whose sniffer accepts a file",
-        "reads a sample of it (256 kB; 8 MB where no reading finds a printed step in the",
-        "first sample: a console whose first `step:N` line comes after long sample",
-        "printouts), and the reading with the most steps whose numbers the file prints wins",
-        "over one that numbers records itself (in order of appearance); a near tie goes to",
-        "the framework's own reader. `rlvitals formats --explain FILE` says which readings",
-        "were compared and what each read.",
-        "",
-        "In console logs, records are found by their shape wherever they are: inside",
-        "markdown code fences, among sample printouts, after ANSI colour codes and Ray",
-        "prefixes. Steps come from markers of any common shape, kept as printed (a resumed",
-        "run starts at 101): `step:N - k:v`, `step N/M`, `Step N |`, `[step N]`, `iter N:`, `update N`,",
-        "`steps=N/M`, `[it N]`, `it N`, `Episode N/M:`, `EPISODE: N`, `epoch=N` where no other",
-        "counter is printed (`epoch 1 iter 20` is update 20),",
-        "`Epoch:[e/E]` then `(i/N)` (MiniMind: update (e - 1) * N + i), a `step` key or",
-        "column. Pairs are",
-        "`k: v`, `k=v` (spaces after `=` kept), separated by `, `, ` - ` or `|`, or `k v k v`",
-        "runs after a step marker (`[tag] it 40 reward 0.5 lr 3e-4`); values such as `np.float64(0.3)`,",
-        "`tensor(0.5)`, `nan`. Once a file prints a step with each record, key/value text",
-        "away from any record (an `x = 3` of a sample, a `{'A': 'true'}` ground truth) is",
-        "passed over, and `--explain` counts it.",
-        "",
-        "Keys by meaning reach short names too: abbreviations and spellings (`rew`, `rwd`,",
-        "`KL_ref`, `ent`, `gn`, `grad`, `len`, `resp_len`, `Avg Response Len`, `Adv Std`,",
-        "`acc`, `success_rate`, `GrpStd`, `R`) normalise to the synonyms of docs/metrics.md;",
-        "tests/data/handwritten/names.toml holds 121 names real loops log and what each reads as.",
-        "A console key table of a framework is chosen from the first records' keys; one",
-        "chosen on words any loop prints (`loss`, `reward`, `lr`, `kl`) does not lend its",
-        "meaning to a bare `kl`. Held-out",
-        "splits (`eval_reward`, `eval/`, `val/`, `test/`, `dev_`, `heldout_`, `val-core/`, or",
-        "named last: `success_rate/eval`, `reward_test`; a benchmark's `eval/gsm8k_acc` is the",
-        "score of suite `gsm8k`) read as",
-        "held-out evaluations `eval/<suite>/score` when they name a score, never as training",
-        "metrics. A percent of a fraction metric (`truncated_pct`, `clip %`, or a",
-        "`clip_ratio` whose values reach past 1 within 0..100) is divided by 100, and",
-        "`--explain` says so. A field that is null on every record was never measured: it is",
-        "left out, not read as a value gone non-finite (a null after values still is). A file",
-        "from which nothing at all could be read is an input error (exit 2). `rlvitals check`",
-        "lists under the verdict each numeric key that maps to nothing, with the `--mapping`",
-        "line that would map it (`info.unmapped` in `--json`).",
-        "",
-        "| format | kind | what it reads |",
-        "|---|---|---|",
-    ]
+    lines = [*_MD_INTRO]
     for f in formats():
         lines.append(f"| `{f.name}` | {f.kind} | {_md_escape(f.description)} |")
     for f in formats():
-        lines += ["", f"## `{f.name}`", "", _md_escape(f.description) + ".", ""]
-        if f.name == "rlvitals":
-            lines += [NATIVE_NOTE]
-            continue
-        if f.table is None:
-            lines += [TENSORBOARD_NOTE]
-            continue
-        lines += ["| source key | canonical | transform | note |", "|---|---|---|---|"]
-        for r in f.table.rules:
-            lines.append(
-                f"| `{_md_escape(r.source)}` | `{_md_escape(r.target)}` | "
-                f"{r.transform_text() or ''} | {_md_escape(r.note)} |"
-            )
-        if f.table.unmapped:
-            lines += ["", "Not mapped:", ""]
-            for src, why in f.table.unmapped:
-                lines.append(f"- `{src}`: {why}")
-        if f.table.notes:
-            lines += [""]
-            lines += [f"Note: {n}" for n in f.table.notes]
-    lines += [
-        "",
-        "## User mapping files",
-        "",
-        "`--mapping FILE` (TOML, or JSON when the name ends in `.json`) adds rules ahead of",
-        'the format\'s own: `canonical name = "source key"`, or',
-        '`"response/truncated_rate" = { source = "trunc_pct", scale = 0.01 }`. A source',
-        "starting with `^` is a regular expression. A canonical name that is not in the",
-        "vocabulary is refused with the file named.",
-        "",
-    ]
+        lines += _md_section(f)
+    lines += _MD_END
     return "\n".join(lines)
+
+
+def _md_section(f: Format) -> list[str]:
+    """One format's section of docs/formats.md: what it reads and its mapping table."""
+    lines = ["", f"## `{f.name}`", "", _md_escape(f.description) + ".", ""]
+    if f.name == "rlvitals":
+        return [*lines, NATIVE_NOTE]
+    if f.table is None:
+        return [*lines, TENSORBOARD_NOTE]
+    lines += ["| source key | canonical | transform | note |", "|---|---|---|---|"]
+    for r in f.table.rules:
+        lines.append(
+            f"| `{_md_escape(r.source)}` | `{_md_escape(r.target)}` | "
+            f"{r.transform_text() or ''} | {_md_escape(r.note)} |"
+        )
+    if f.table.unmapped:
+        lines += ["", "Not mapped:", ""]
+        for src, why in f.table.unmapped:
+            lines.append(f"- `{src}`: {why}")
+    if f.table.notes:
+        lines += [""]
+        lines += [f"Note: {n}" for n in f.table.notes]
+    return lines
 
 
 def formats_text(names: list[str] | None = None, *, file: IO[str], width: int = 120) -> None:
@@ -277,6 +309,11 @@ def reading_notes(run: RunData) -> list[str]:
     out = []
     if info.get("sniffed"):
         out.append(str(info["sniffed"]))
+    samples = info.get("samples")
+    if isinstance(samples, dict) and samples.get("rule"):
+        out.append(
+            f"samples at {samples.get('path')} read as {samples['format']}: {samples['rule']}"
+        )
     by = info.get("records_by_step_source")
     if isinstance(by, dict) and by:
         parts = ", ".join(f"{n} by {how}" for how, n in sorted(by.items()))

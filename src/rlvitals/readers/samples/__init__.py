@@ -7,6 +7,7 @@ One module per dump format:
 | verl | ``trainer.rollout_data_dir``: ``DIR/<global_step>.jsonl`` | ``verl`` |
 | TRL | ``log_completions``: ``<output_dir>/completions/completions_{step:05d}.parquet`` | ``trl`` |
 | prime-rl | ``<output_dir>/rollouts/step_N/train/{all,effective}/traces.jsonl`` | ``primerl`` |
+| prime-rl (newer) | ``<output_dir>/monitors/file/traces/stream/NNNNN.jsonl[.zst]`` | ``primerl_traces`` |
 | NeMo-RL | ``<log_dir>/train_data_step{N}.jsonl`` | ``nemorl`` |
 | tinker-cookbook | ``<log_path>/iteration_NNNNNN/train_rollout_summaries.jsonl`` | ``tinker`` |
 | Miles / slime | ``--save-debug-rollout-data``: ``<dir>/{rollout_id}.pt`` | ``miles`` |
@@ -47,6 +48,7 @@ def dump_formats() -> list[DumpFormat]:
     from .miles import MilesRolloutData
     from .nemorl import NemoRlTrainData
     from .primerl import PrimeRlTraces
+    from .primerl_traces import PrimeRlStream
     from .tinker import TinkerRollouts
     from .trl import TrlCompletions
     from .verl import VerlDump
@@ -54,6 +56,7 @@ def dump_formats() -> list[DumpFormat]:
     return [
         TrlCompletions(),
         PrimeRlTraces(),
+        PrimeRlStream(),
         TinkerRollouts(),
         NemoRlTrainData(),
         MilesRolloutData(),
@@ -61,7 +64,7 @@ def dump_formats() -> list[DumpFormat]:
     ]
 
 
-DUMPS = ("trl", "prime-rl", "tinker", "nemo-rl", "miles", "verl")
+DUMPS = ("trl", "prime-rl", "prime-rl-stream", "tinker", "nemo-rl", "miles", "verl")
 
 
 def _sniff(d: Path, fmt: DumpFormat) -> Path | None:
@@ -99,7 +102,7 @@ def find(path: str | os.PathLike[str]) -> tuple[Path, DumpFormat] | None:
     """The dump the framework wrote by default beside the log at ``path``, if any: TRL's
     ``completions/`` in its output directory (a TensorBoard folder ``runs/<x>`` is two below
     it), prime-rl's ``rollouts/``, NeMo-RL's ``train_data_step*.jsonl`` (its TensorBoard is
-    ``<log_dir>/tensorboard``), tinker's ``iteration_*/``, Miles' ``rollout_data/``."""
+    ``<log_dir>/tensorboard``), prime-rl's ``traces/`` beside ``monitors/file/metrics.jsonl``, tinker's ``iteration_*/``, Miles' ``rollout_data/``."""
     p = Path(path)
     d = p if p.is_dir() else p.parent
     places = [d, d.parent, d.parent.parent]
@@ -161,8 +164,3 @@ def attach(reader: Any, samples: str | os.PathLike[str] | None = None, *, path: 
         return reader
     d, fmt = got
     return SampledReader(reader, SampleSource(d, fmt, run))
-
-
-# A dump with no scalar log beside it is a run of its own: the ``samples`` format, registered
-# when the registry imports this package.
-from . import alone  # noqa: E402, F401

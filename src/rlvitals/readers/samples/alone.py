@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ...model import RunData
-from .. import Format, register
+from .._format import Format, register
 from ..mapping import MappingTable
 from . import dump_formats, open_samples
 
@@ -27,6 +27,10 @@ def _sniff(p: Path) -> bool:
     for fmt in dump_formats():
         if fmt.name == "verl":
             continue
+        if fmt.name == "prime-rl-stream" and any(
+            (p / q / "metrics.jsonl").is_file() for q in (".", "..", "monitors/file")
+        ):
+            continue  # its metrics are beside it: read as prime-rl, the stream attached
         sub = p / fmt.default_subdir if fmt.default_subdir else p
         if sub.is_dir() and fmt.step_files(sub):
             return True
@@ -53,7 +57,7 @@ class DumpReader:
 register(
     Format(
         "samples",
-        "a framework's sample dump alone (TRL completions/, prime-rl rollouts/, NeMo-RL "
+        "a framework's sample dump alone (TRL completions/, prime-rl rollouts/ or traces/, NeMo-RL "
         "train_data_step*.jsonl, tinker iteration_*/, Miles rollout_data/; verl with --from)",
         _sniff,
         DumpReader,

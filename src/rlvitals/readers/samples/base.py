@@ -265,7 +265,9 @@ class SampleSource:
         self._listing: dict[int, list[Path]] = {}
         self.transcripts = SampleTranscripts(self)
         run.transcripts = self.transcripts
-        run.info.setdefault("samples", {"format": fmt.name, "path": str(directory)})
+        run.info.setdefault(
+            "samples", {"format": fmt.name, "path": str(directory), "rule": fmt.description}
+        )
 
     # -- reading -------------------------------------------------------------------------
 

@@ -1,0 +1,251 @@
+"""The options the commands share, declared once so that they mean the same everywhere.
+
+Source options (``add_source_args``; check, report, watch, serve, baseline, transcripts,
+metrics, formats --explain): ``--from`` names the source format, overriding sniffing;
+``--mapping`` adds ``canonical name = "source key"`` rules ahead of the format's own table;
+``--samples`` reads a framework's sample dump as the run's attempts (``readers.samples``);
+``--run`` picks one run of a tracker store that holds several (a W&B ``wandb/`` folder, a
+trackio project, an MLflow store). ``source_of`` turns them into a ``rlvitals.source.Source``;
+``read_source`` reads a run with them and refuses one from which no canonical metric could be
+read, naming the keys left unmapped and ``--mapping``.
+
+Judging options (``add_judge_args``; check, report, export, watch, serve, demo, train):
+``--baseline``, ``--set``, ``--rules``, ``--stall-after`` and ``--only``, turned into one
+``rlvitals.judge.Judge`` by ``judge_of``.
+
+Output options (where a command's results go: webhooks, the terminal, the live page) have
+their own section at the end of this module.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING, Any
+
+from ..checks.context import Thresholds
+from ..errors import UsageError
+from ..judge import Judge
+from ..model import RunData
+from ..readers.keys import require_metrics
+from ..source import Source
+
+if TYPE_CHECKING:
+    from ..outputs import Output
+
+__all__ = [
+    "add_judge_args",
+    "add_output_args",
+    "add_source_args",
+    "judge_of",
+    "open_kwargs",
+    "outputs_of",
+    "overrides",
+    "read_source",
+    "require_metrics",
+    "source_of",
+]
+
+
+# -- what to read --------------------------------------------------------------------------
+
+
+def add_source_args(
+    p: argparse.ArgumentParser, *, also: tuple[str, ...] = (), samples: bool = True
+) -> None:
+    """Add ``--from FORMAT`` (and the spellings in ``also``), ``--mapping FILE``, ``--run NAME``
+    and (unless ``samples`` is False) ``--samples DIR`` to ``p``."""
+    p.add_argument(
+        "--from",
+        *also,
+        dest="source_format",
+        default=None,
+        metavar="FORMAT",
+        help="source format, overriding sniffing (see `rlvitals formats`)",
+    )
+    p.add_argument(
+        "--mapping",
+        default=None,
+        metavar="FILE",
+        help='TOML or JSON of canonical name = "source key" rules, ahead of the format\'s own '
+        "table (docs/formats.md)",
+    )
+    p.add_argument(
+        "--run",
+        dest="store_run",
+        default=None,
+        metavar="NAME",
+        help="the run to read from a tracker store that holds several (a W&B wandb/ folder, "
+        "a trackio project, an MLflow store): its name or id",
+    )
+    if samples:
+        p.add_argument(
+            "--samples",
+            metavar="DIR",
+            default=None,
+            help="a framework's per-sample dump read as the run's attempts and transcripts "
+            "(verl rollout_data_dir, TRL completions/, prime-rl rollouts/, NeMo-RL "
+            "train_data_step*.jsonl, tinker iteration_*/, Miles/slime rollout_data/); found "
+            "without it where the framework puts it by default beside the log",
+        )
+
+
+def source_of(args: argparse.Namespace, path: str) -> Source:
+    """The ``Source`` of ``path`` read with the command's source options."""
+    return Source(
+        path,
+        format=getattr(args, "source_format", None),
+        mapping=getattr(args, "mapping", None),
+        samples=getattr(args, "samples", None),
+        run=getattr(args, "store_run", None),
+    )
+
+
+def open_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    """``source_format``, ``mapping`` and ``run`` from parsed arguments, for readers and
+    views (``--samples`` is ``args.samples``)."""
+    return {
+        "source_format": getattr(args, "source_format", None),
+        "mapping": getattr(args, "mapping", None),
+        "run": getattr(args, "store_run", None),
+    }
+
+
+def read_source(
+    path: str, args: argparse.Namespace, *, shown: int = 20, require: bool = True
+) -> RunData:
+    """Read ``path`` with the command's source options; notes and warnings go to stderr (the
+    first ``shown`` warnings and a count of the rest)."""
+    from . import show_read_warnings
+
+    data = source_of(args, path).read()
+    show_read_warnings(data, shown)
+    if require:
+        require_metrics(data, path)
+    return data
+
+
+# -- how to judge --------------------------------------------------------------------------
+
+_JUDGE_HELP = {
+    "baseline": "healthy ranges from `rlvitals baseline` to hold the runs against",
+    "stall_after": "a running run with no step record or progress for this long is stalled "
+    "(default: ten typical step intervals, at least 10 s)",
+}
+
+
+def add_judge_args(
+    p: argparse.ArgumentParser, *, baseline: str | None = None, stall_after: str | None = None
+) -> None:
+    """Add ``--baseline FILE``, ``--set NAME=VALUE``, ``--rules FILE``, ``--stall-after
+    SECONDS`` and ``--only CHECK`` to ``p`` (``baseline`` and ``stall_after``: the command's
+    own help for those two)."""
+    from ..checks.verdict import CHECK_ORDER
+
+    p.add_argument("--baseline", metavar="FILE", help=baseline or _JUDGE_HELP["baseline"])
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="override a threshold (repeatable); see docs/checks.md",
+    )
+    p.add_argument(
+        "--rules",
+        metavar="FILE",
+        default=None,
+        help="transcript flag rules for your task (TOML or JSON; see docs/transcripts.md); "
+        "default: $RLVITALS_TRANSCRIPT_RULES, else transcript-rules.toml in the run directory",
+    )
+    p.add_argument(
+        "--stall-after",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help=stall_after or _JUDGE_HELP["stall_after"],
+    )
+    p.add_argument(
+        "--only",
+        action="append",
+        choices=CHECK_ORDER,
+        default=None,
+        metavar="CHECK",
+        help="run only this check (repeatable)",
+    )
+
+
+def overrides(pairs: list[str]) -> Thresholds:
+    """The thresholds with ``--set NAME=VALUE`` overrides, each checked."""
+    parsed = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep:
+            raise UsageError(f"--set {pair!r}: expected NAME=VALUE")
+        parsed[name.strip()] = value.strip()
+    return Thresholds().with_overrides(parsed)
+
+
+def judge_of(args: argparse.Namespace, *, check_rules: bool = True) -> Judge:
+    """The ``Judge`` of the command's judging options, each checked now (a mistake is one
+    error line at the start, not a warning on every judgement): the thresholds, the baseline
+    file and, with ``check_rules``, the rules file."""
+    from ..baseline import load as load_baseline
+
+    rules = getattr(args, "rules", None)
+    if rules and check_rules:
+        from ..transcripts.rules import load_rules
+
+        load_rules(rules)
+    path = getattr(args, "baseline", None)
+    return Judge(
+        baseline=load_baseline(path) if path else None,
+        thresholds=overrides(getattr(args, "set", None) or []),
+        rules=rules,
+        stall_after=getattr(args, "stall_after", None),
+        only=getattr(args, "only", None),
+    )
+
+
+# -- where results go ----------------------------------------------------------------------
+
+
+def add_output_args(p: argparse.ArgumentParser) -> None:
+    """``--webhook``, ``--output`` and ``--alert-on``: where a followed run's news goes (watch,
+    serve; docs/outputs.md)."""
+    p.add_argument(
+        "--webhook",
+        metavar="URL",
+        help="post each new finding here (Slack-compatible JSON; Discord's own body for a "
+        "Discord webhook URL)",
+    )
+    p.add_argument(
+        "--output",
+        action="append",
+        default=[],
+        metavar="NAME[=ARG]",
+        help="also hand each update to this output (repeatable): webhook=URL, slack=URL, "
+        "discord=URL, or one an installed package registers (docs/outputs.md)",
+    )
+    p.add_argument(
+        "--alert-on",
+        choices=["info", "warn", "fail"],
+        default="warn",
+        help="lowest severity that counts as a new finding for the outputs (default: warn)",
+    )
+
+
+def outputs_of(args: argparse.Namespace) -> list[Output]:
+    """The outputs ``--webhook`` and ``--output`` name, built now (a mistake is one error
+    line at the start); on an error, those already built are closed."""
+    from ..outputs import load_output
+
+    specs = [f"webhook={args.webhook}"] if getattr(args, "webhook", None) else []
+    specs += getattr(args, "output", None) or []
+    built: list[Output] = []
+    try:
+        for spec in specs:
+            built.append(load_output(spec))
+    except BaseException:
+        for out in built:
+            out.close(0)
+        raise
+    return built

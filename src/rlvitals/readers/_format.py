@@ -1,0 +1,85 @@
+"""What a reader module registers: a ``Format`` (name, sniffer, factory) in ``FORMATS``.
+
+The bottom of the readers' layering: reader modules import ``Format`` and ``register`` from
+here, and the registry (sniffing, ``formats()``) and the package face import the reader
+modules, never the other way round.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from ..model import RunData
+from .base import FileReader
+
+if TYPE_CHECKING:
+    from .mapping import MappingTable
+
+__all__ = ["FORMATS", "Format", "Reader", "register"]
+
+
+class Reader(Protocol):
+    """An incremental reader of one run."""
+
+    name: str
+    run: RunData
+
+    def poll(self) -> bool:
+        """Read what is new since the last call; True if anything was."""
+        ...
+
+
+class Format:
+    """A registered source format: its name, how to recognise it, how to read it.
+
+    ``priority`` places it in sniffing order (lower: more specific). ``over`` names formats
+    this one refines (Miles over slime): where this one's sniffer accepts a path, those are
+    not candidates.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        description: str,
+        sniff: Callable[[Path], Any],
+        factory: Callable[..., Reader],
+        priority: int = 50,
+        *,
+        table: MappingTable | None = None,
+        kind: str = "",
+        files: str = "",
+        over: tuple[str, ...] = (),
+    ) -> None:
+        self.name = name
+        self.description = description
+        self.sniff = sniff
+        self.factory = factory
+        self.priority = priority
+        self.table = table  # the mapping table shown by `rlvitals formats` and docs/formats.md
+        self.kind = kind  # "run directory", "console log", "JSONL", "event files", ...
+        self.files = files  # what to point it at
+        self.over = over
+
+    @property
+    def scored(self) -> bool:
+        """Whether sniffing compares a sample reading of this format with others'."""
+        f = self.factory
+        return isinstance(f, type) and issubclass(f, FileReader) and f.scored
+
+    def accepts(self, p: Path) -> bool:
+        """Whether this format's sniffer accepts ``p`` (a sniffer that fails says no)."""
+        try:
+            return bool(self.sniff(p))
+        except (OSError, ValueError, TypeError, KeyError, IndexError, RecursionError):
+            return False
+
+
+FORMATS: dict[str, Format] = {}
+
+
+def register(fmt: Format) -> Format:
+    """Add a format to the registry (reader modules call this at import)."""
+    FORMATS[fmt.name] = fmt
+    return fmt

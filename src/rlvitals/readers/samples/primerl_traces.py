@@ -1,0 +1,609 @@
+"""prime-rl's trace stream: ``monitors/file/traces/stream/NNNNN.jsonl[.zst]`` and annotations.
+
+Newer prime-rl (after the 2026-08-21 snapshot the ``primerl`` module follows) writes every
+episode once, as it arrives, to one chunked stream, whatever its step or kind, and what is
+learnt about a trace later as append-only updates, one annotation stream per producer
+(PrimeIntellect-ai/prime-rl ``src/prime_rl/monitors/file/monitor.py`` ``log_episodes``,
+``log_annotations``; ``monitors/file/traces/__init__.py``, ``chunks.py``, ``update.py``):
+
+    <output_dir>/monitors/file/metrics.jsonl            the scalar rows (``readers.primerl``)
+    <output_dir>/monitors/file/traces/stream/00000.jsonl.zst   sealed chunk (seekable zstd)
+    <output_dir>/monitors/file/traces/stream/00001.jsonl       live chunk (plain, tailed)
+    <output_dir>/monitors/file/traces/stream.index.jsonl        one row per episode
+    <output_dir>/monitors/file/traces/annotations/<producer>/NNNNN.jsonl[.zst]
+
+A stream line is a verifiers ``Episode.to_record()`` (the record the ``primerl`` module
+reads), its traces stamped by the orchestrator on arrival (``info.kind``, ``info.dispatch``,
+``info.arrival`` with the step it came back at). The orchestrator's updates mark the shipped
+cohort (``info.effective``, ``info.ship.step``); the trainer's carry per-token streams over
+a branch's tokens (``trainer_logprobs``, ``entropies``, ``mismatch_kl``), null off its loss
+mask, folded onto the branch's nodes as prime-rl's ``fold_trace_updates`` does (a node takes
+a stream only where every sampled position has a value). A sealed chunk needs ``pyzstd``
+(``pip install -e '.[primerl]'``); a plain chunk needs nothing.
+
+Read as: a step is the arrival step; train episodes are attempts (eval ones are held out, not
+attempts); trained means shipped, not trained means a later batch shipped without it, and
+undecided (the rules decide) until then; the sampler's logprobs are the sampled nodes'
+``logprobs``, the trainer's the folded ``trainer_logprobs`` where every sampled token has one
+(so the per-sequence mismatch is computed, ``metrics.mismatch_stats``). The index is not
+needed (a stream another producer wrote has none) and the in-flight ``traces/live/`` deltas
+are not attempts yet. A step is read once a later step has arrived and every annotation
+stream has moved past it (or nothing has changed for ``SETTLE_SECONDS``), so its ship and
+trainer updates are in when it is read.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import IO, Any
+
+import msgspec
+
+from ...jsonio import MAX_LINE_BYTES
+from ...model import RunData
+from ...transcripts.store import Generation, TranscriptAttempt
+from .base import SETTLE_SECONDS, DumpFormat, Sample, number
+
+__all__ = ["PrimeRlStream"]
+
+TRUNCATING_STOPS = frozenset(
+    {"max_turns", "max_input_tokens", "max_output_tokens", "max_total_tokens", "compaction_failed"}
+)
+"""The stop conditions verifiers' ``Trace.is_truncated`` counts (prime-rl ``index.py``)."""
+
+_ERRORS = (msgspec.DecodeError, msgspec.ValidationError, RecursionError)
+
+
+# -- what a scan needs of a line (msgspec skips the rest) ----------------------------------
+
+
+class _Stamp(msgspec.Struct, gc=False):
+    step: int | None = None
+    time: float | None = None
+
+
+class _LInfo(msgspec.Struct, gc=False):
+    kind: str | None = None
+    arrival: _Stamp | None = None
+
+
+class _LTrace(msgspec.Struct, gc=False):
+    id: str = ""
+    info: _LInfo | None = None
+
+
+class _LWork(msgspec.Struct, gc=False):
+    type: str | None = None
+    step: int | None = None
+
+
+class _LRun(msgspec.Struct, gc=False):
+    type: str | None = None
+    work: _LWork | None = None
+
+
+class _Light(msgspec.Struct, gc=False):
+    run: _LRun | None = None
+    traces: list[_LTrace] = []
+
+
+class _UInfo(msgspec.Struct, gc=False):
+    effective: bool | None = None
+    ship: _Stamp | None = None
+
+
+class _UBranch(msgspec.Struct, gc=False):
+    index: int = -1
+
+
+class _LUpdate(msgspec.Struct, gc=False):
+    trace_id: str | None = None
+    info: _UInfo | None = None
+    branches: list[_UBranch] = []
+
+
+# -- what reading a step needs --------------------------------------------------------------
+
+
+class _Node(msgspec.Struct, gc=False):
+    parent: int | None = None
+    sampled: bool = False
+    token_ids: list[int] = []
+    mask: list[bool] = []
+    logprobs: list[float] = []
+
+
+class _Usage(msgspec.Struct, gc=False):
+    completion_tokens: int = 0
+
+
+class _Call(msgspec.Struct, gc=False):
+    finish_reason: str | None = None
+    usage: _Usage | None = None
+    error: Any = None
+
+
+class _Reward(msgspec.Struct, gc=False):
+    score: float | None = None
+    weight: float | None = 1.0
+
+
+class _Agent(msgspec.Struct, gc=False):
+    trainable: bool = True
+
+
+class _Trace(msgspec.Struct, gc=False):
+    id: str = ""
+    rewards: dict[str, _Reward | None] = {}
+    calls: list[_Call] = []
+    nodes: list[_Node] = []
+    stop_condition: str | None = None
+    agent: _Agent | None = None
+    info: _LInfo | None = None
+
+
+class _Policy(msgspec.Struct, gc=False):
+    start: int | None = None
+
+
+class _Work(msgspec.Struct, gc=False):
+    policy: _Policy | None = None
+
+
+class _Run(msgspec.Struct, gc=False):
+    work: _Work | None = None
+
+
+class _Group(msgspec.Struct, gc=False):
+    id: str = ""
+
+
+class _Error(msgspec.Struct, gc=False):
+    type: str = "Error"
+
+
+class _Episode(msgspec.Struct, gc=False):
+    id: str = ""
+    group: _Group | None = None
+    run: _Run | None = None
+    ok: bool = True
+    errors: list[_Error] = []
+    traces: list[_Trace] = []
+
+
+class _Branch(msgspec.Struct, gc=False):
+    index: int = -1
+    trainer_logprobs: list[float | None] | None = None
+
+
+class _Update(msgspec.Struct, gc=False):
+    branches: list[_Branch] = []
+
+
+_LIGHT = msgspec.json.Decoder(_Light)
+_LUPDATE = msgspec.json.Decoder(_LUpdate)
+_EPISODE = msgspec.json.Decoder(_Episode)
+_UPDATE = msgspec.json.Decoder(_Update)
+_ANY = msgspec.json.Decoder()
+
+
+# -- chunks ------------------------------------------------------------------------------------
+
+
+def _chunks(directory: Path) -> dict[int, Path]:
+    """Chunk number -> its file now: the plain ``NNNNN.jsonl`` while it is written, else the
+    sealed ``NNNNN.jsonl.zst`` (the plain file goes only once its twin is complete)."""
+    out: dict[int, Path] = {}
+    try:
+        names = [p for p in directory.iterdir() if p.is_file()]
+    except OSError:
+        return {}
+    for p in names:
+        head, dot, rest = p.name.partition(".")
+        if not dot or not head.isdigit() or rest not in ("jsonl", "jsonl.zst"):
+            continue
+        n = int(head)
+        if rest == "jsonl" or n not in out:
+            out[n] = p
+    return out
+
+
+def _open(path: Path) -> IO[bytes]:
+    """A chunk for reading from any offset: plain, or sealed (seekable zstd frames)."""
+    if path.suffix != ".zst":
+        return open(path, "rb")
+    try:
+        import pyzstd
+    except ImportError:
+        raise OSError(
+            "a sealed chunk (zstd): install pyzstd (the primerl extra) to read it"
+        ) from None
+    try:
+        return pyzstd.SeekableZstdFile(path, "rb")  # type: ignore[return-value]
+    except pyzstd.SeekableFormatError:
+        return pyzstd.ZstdFile(path, "rb")  # type: ignore[return-value]
+
+
+def _read_line(directory: Path, chunk: int, offset: int) -> bytes | None:
+    path = _chunks(directory).get(chunk)
+    if path is None:
+        return None
+    with _open(path) as f:
+        f.seek(offset)
+        line = f.readline(MAX_LINE_BYTES + 1)
+    return line if line.endswith(b"\n") else None
+
+
+class _Scan:
+    """How far a stream's chunks were read: a plain chunk is read on from where the last
+    complete line ended; a sealed one, once, past what was read of it while plain."""
+
+    def __init__(self, directory: Path) -> None:
+        self.dir = directory
+        self.pos: dict[int, int] = {}
+        self.sealed: set[int] = set()
+
+    def lines(self, warn: Callable[[str], None]) -> Iterator[tuple[int, int, bytes]]:
+        """(chunk, offset, line) of each complete line not read before."""
+        for n, path in sorted(_chunks(self.dir).items()):
+            if n in self.sealed:
+                continue
+            start = self.pos.get(n, 0)
+            try:
+                with _open(path) as f:
+                    f.seek(start)
+                    data = f.read()
+            except (OSError, EOFError, ValueError) as exc:
+                warn(f"{path}: cannot read ({exc}); skipped")
+                self.sealed.add(n)
+                continue
+            end = data.rfind(b"\n") + 1
+            offset = start
+            for line in io.BytesIO(data[:end]):
+                if len(line) <= MAX_LINE_BYTES and line.strip():
+                    yield n, offset, line
+                elif line.strip():
+                    warn(f"{path}: line at byte {offset} too long; skipped")
+                offset += len(line)
+            self.pos[n] = start + end
+            if path.suffix == ".zst":
+                self.sealed.add(n)  # complete: never grows again
+
+
+def _episode_step(ep: _Light, current: int | None) -> tuple[str, int | None]:
+    """(kind, arrival step) of an episode, as prime-rl's ``episode_kind`` reads the kind; an
+    episode that failed before any trace keeps the step the stream is at."""
+    kind = None
+    step = None
+    for t in ep.traces:
+        if t.info is not None:
+            if kind is None and t.info.kind in ("train", "eval"):
+                kind = t.info.kind
+            if step is None and t.info.arrival is not None:
+                step = t.info.arrival.step
+    run = ep.run
+    if kind is None:
+        kind = (run.work.type if run and run.work else None) or (run.type if run else None)
+    if step is None:
+        step = current if current is not None else (run.work.step if run and run.work else None)
+    return kind or "eval", step
+
+
+def _fold(nodes: list[_Node], streams: list[tuple[int, list[float | None]]]) -> dict[int, list]:
+    """Node index -> its trainer logprobs (over its sampled positions), from branch streams
+    full-length over each root-to-leaf path (prime-rl ``update.py`` ``fold_trace_updates``:
+    newest wins; a node takes the stream only where all its sampled positions are covered)."""
+    n = len(nodes)
+    parents = {p for nd in nodes if isinstance(p := nd.parent, int) and 0 <= p < n}
+    paths = []
+    for leaf in (i for i in range(n) if i not in parents):
+        path: list[int] = []
+        seen: set[int] = set()
+        j: int | None = leaf
+        while isinstance(j, int) and 0 <= j < n and j not in seen:
+            seen.add(j)
+            path.append(j)
+            j = nodes[j].parent
+        paths.append(path[::-1])
+    out: dict[int, list] = {}
+    for index, stream in streams:
+        if not 0 <= index < len(paths):
+            continue
+        cursor = 0
+        for j in paths[index]:
+            node = nodes[j]
+            span = stream[cursor : cursor + len(node.token_ids)]
+            cursor += len(node.token_ids)
+            if len(span) < len(node.token_ids):
+                break
+            values = [v for v, m in zip(span, node.mask) if m]
+            if values and all(v is not None for v in values):
+                out[j] = values
+    return out
+
+
+class PrimeRlStream(DumpFormat):
+    name = "prime-rl-stream"
+    description = (
+        "prime-rl trace stream (monitors/file/traces/stream/NNNNN.jsonl[.zst], "
+        "annotations/<producer>/ folded on)"
+    )
+    default_subdir = None  # found from the run's folder or ``monitors/file`` (``root``)
+    versioned = True
+    has_tokens = True
+    has_truncation = True
+
+    def __init__(self) -> None:
+        self._sink: Callable[[str], None] | None = None
+        self._said: list[str] = []  # found while scanning before a run was bound (``find``)
+        self._reset(None)
+
+    def _reset(self, root: Path | None) -> None:
+        self._root = root
+        self._stream = _Scan(root / "stream") if root is not None else None
+        self._notes: dict[Path, _Scan] = {}
+        self._steps: dict[int, list[tuple[int, int]]] = {}  # arrival step -> (chunk, offset)
+        self._last: int | None = None
+        self._ship: dict[str, int] = {}  # trace id -> the step its batch shipped at
+        self._streamed: dict[str, list[tuple[Path, int, int]]] = {}  # trace id -> updates
+        self._reach: dict[Path, int] = {}  # annotation stream -> the last step it covers
+
+    def bind(self, run: RunData) -> None:
+        self._sink = run.warnings.append
+        for message in self._said:
+            self._sink(message)
+        self._said.clear()
+
+    def _warn(self, message: str) -> None:
+        if self._sink is None:
+            self._said.append(message)
+        else:
+            self._sink(message)
+
+    @staticmethod
+    def root(d: Path) -> Path | None:
+        """The ``traces`` folder at or under ``d`` (a run's output dir, ``monitors/file`` or
+        ``traces``)."""
+        for c in (d, d / "traces", d / "monitors" / "file" / "traces"):
+            if (c / "stream").is_dir() and _chunks(c / "stream"):
+                return c
+        return None
+
+    def sniff(self, d: Path) -> bool:
+        return self.root(d) is not None
+
+    def _scan(self, root: Path, warn: Callable[[str], None]) -> None:
+        if self._root != root:
+            self._reset(root)
+        assert self._stream is not None
+        for n, offset, line in self._stream.lines(warn):
+            try:
+                ep = _LIGHT.decode(line)
+            except _ERRORS as exc:
+                warn(f"{self._stream.dir}/{n:05d}: byte {offset}: not an episode ({exc}); skipped")
+                continue
+            kind, step = _episode_step(ep, self._last)
+            if step is None:
+                continue
+            self._last = step if self._last is None else max(self._last, step)
+            if kind == "train":
+                self._steps.setdefault(step, []).append((n, offset))
+        notes = root / "annotations"
+        try:
+            producers = sorted(p for p in notes.iterdir() if p.is_dir())
+        except OSError:
+            producers = []
+        for d in producers:
+            scan = self._notes.setdefault(d, _Scan(d))
+            for n, offset, line in scan.lines(warn):
+                try:
+                    u = _LUPDATE.decode(line)
+                except _ERRORS:
+                    continue
+                if not u.trace_id:
+                    continue
+                ship = u.info.ship if u.info is not None else None
+                if ship is not None and ship.step is not None:
+                    self._ship[u.trace_id] = ship.step
+                reach = self._ship.get(u.trace_id)
+                if reach is not None:
+                    self._reach[d] = max(self._reach.get(d, reach), reach)
+                if u.branches:
+                    self._streamed.setdefault(u.trace_id, []).append((d, n, offset))
+
+    def _quiet(self, root: Path) -> bool:
+        newest = 0.0
+        for d in [root / "stream", *self._notes]:
+            for p in _chunks(d).values():
+                try:
+                    newest = max(newest, p.stat().st_mtime)
+                except OSError:
+                    return False
+        return time.time() - newest >= SETTLE_SECONDS
+
+    def step_files(self, d: Path) -> dict[int, list[Path]]:
+        root = self.root(d)
+        if root is None:
+            return {}
+        self._scan(root, self._warn)
+        quiet = self._quiet(root)
+        last = self._last if self._last is not None else -1
+        chunks = _chunks(root / "stream")
+        out: dict[int, list[Path]] = {}
+        for step, where in self._steps.items():
+            ready = quiet or (
+                step < last and all(r > step for r in (self._reach.get(p, -1) for p in self._notes))
+            )
+            if ready:
+                out[step] = sorted({chunks[n] for n, _o in where if n in chunks})
+        return out
+
+    def _trained(self, trace_id: str, step: int) -> bool | None:
+        if trace_id in self._ship:
+            return True
+        ships = [self._reach[p] for p in self._notes if p in self._reach]
+        return False if ships and max(ships) > step else None
+
+    def _trainer(self, t: _Trace, warn: Callable[[str], None]) -> list[float] | None:
+        """The trainer's logprobs of the trace's sampled tokens, where every one has one."""
+        streams: list[tuple[int, list[float | None]]] = []
+        for d, n, offset in self._streamed.get(t.id, []):
+            try:
+                line = _read_line(d, n, offset)
+                u = _UPDATE.decode(line) if line else None
+            except (OSError, *_ERRORS) as exc:
+                warn(f"{d}: chunk {n}: cannot read an update ({exc}); skipped")
+                continue
+            if u is not None:
+                streams += [(b.index, b.trainer_logprobs) for b in u.branches if b.trainer_logprobs]
+        if not streams:
+            return None
+        folded = _fold(t.nodes, streams)
+        out: list[float] = []
+        for j, node in enumerate(t.nodes):
+            if node.sampled and node.logprobs:
+                got = folded.get(j)
+                if got is None or len(got) != len(node.logprobs):
+                    return None
+                out.extend(got)
+        return out or None
+
+    def _records(
+        self, step: int, warn: Callable[[str], None], decoder: Any
+    ) -> Iterator[tuple[Path, int, Any]]:
+        root = self._root
+        if root is None:
+            return
+        d = root / "stream"
+        for n, offset in self._steps.get(step, []):
+            path = _chunks(d).get(n)
+            try:
+                line = _read_line(d, n, offset)
+                if line is None:
+                    raise OSError("the line is gone")
+                yield path or d, offset, decoder.decode(line)
+            except (OSError, *_ERRORS) as exc:
+                warn(f"{path or d}: byte {offset}: cannot read the episode ({exc}); skipped")
+
+    def read_step(
+        self,
+        step: int,
+        files: list[Path],
+        index: Callable[[Path], int],
+        warn: Callable[[str], None],
+    ) -> Iterator[Sample]:
+        for p, offset, ep in self._records(step, warn, _EPISODE):
+            traces = [t for t in ep.traces if t.agent is None or t.agent.trainable] or ep.traces
+            rewards = []
+            tokens = 0
+            truncated = False
+            sampler: list[float] = []
+            trainer: list[float] | None = []
+            ids: list[int] = []
+            when = math.nan
+            for t in traces:
+                got = [
+                    r.score * (1.0 if r.weight is None else r.weight)
+                    for r in t.rewards.values()
+                    if r is not None and r.score is not None
+                ]
+                if got:
+                    rewards.append(sum(got))
+                for c in t.calls:
+                    tokens += c.usage.completion_tokens if c.usage is not None else 0
+                last = next((c for c in reversed(t.calls) if c.error is None), None)
+                truncated |= t.stop_condition in TRUNCATING_STOPS or (
+                    last is not None and last.finish_reason == "length"
+                )
+                for node in t.nodes:
+                    if node.sampled:
+                        sampler.extend(node.logprobs)
+                        ids.extend(i for i, m in zip(node.token_ids, node.mask) if m)
+                tl = self._trainer(t, warn) if trainer is not None else None
+                trainer = None if tl is None else [*(trainer or []), *tl]
+                if t.info is not None and t.info.arrival is not None and t.info.arrival.time:
+                    when = t.info.arrival.time
+            shipped = [self._trained(t.id, step) for t in traces]
+            trained = True if True in shipped else (False if False in shipped else None)
+            pv = None
+            if ep.run is not None and ep.run.work is not None and ep.run.work.policy is not None:
+                pv = ep.run.work.policy.start
+            group = ep.group.id if ep.group is not None and ep.group.id else ep.id
+            error = f"rollout_failed/{ep.errors[-1].type}" if not ep.ok and ep.errors else None
+            yield Sample(
+                step=step,
+                group=group,
+                task_id=group,
+                reward=sum(rewards) / len(rewards) if rewards else None,
+                policy_version=pv,
+                response_tokens=tokens or len(sampler),
+                truncated=truncated,
+                trained=trained,
+                discard_reason=None if trained is not False else "filtered",
+                sampler_logprobs=sampler or None,
+                trainer_logprobs=trainer if sampler and trainer else None,
+                token_ids=ids or None,
+                file=index(p),
+                offset=offset,
+                time=when,
+                error=error,
+            )
+
+    def transcripts(
+        self, step: int, files: list[Path], warn: Callable[[str], None]
+    ) -> Iterator[TranscriptAttempt]:
+        for i, (_p, _offset, ep) in enumerate(self._records(step, warn, _ANY)):
+            yield _transcript(step, i, ep if isinstance(ep, dict) else {}, self._trained)
+
+
+def _transcript(
+    step: int, i: int, ep: dict[str, Any], trained: Callable[[str, int], bool | None]
+) -> TranscriptAttempt:
+    gens = []
+    rewards = []
+    decided: list[bool | None] = []
+    for t in ep.get("traces") or []:
+        if not isinstance(t, dict):
+            continue
+        nodes = [n for n in t.get("nodes") or [] if isinstance(n, dict)]
+        first = next((k for k, n in enumerate(nodes) if n.get("sampled")), len(nodes))
+        calls = [c for c in t.get("calls") or [] if isinstance(c, dict)]
+        finish = calls[-1].get("finish_reason") if calls else None
+        trains = trained(str(t.get("id") or ""), step)
+        decided.append(trains)
+        gens.append(
+            Generation(
+                prompt=[n.get("message") for n in nodes[:first]],
+                completion=[n.get("message") for n in nodes[first:]],
+                completion_tokens=sum(
+                    int(c["usage"].get("completion_tokens", 0) or 0)
+                    for c in calls
+                    if isinstance(c.get("usage"), dict)
+                ),
+                finish_reason=finish if isinstance(finish, str) else None,
+                trains=trains,
+            )
+        )
+        got = [
+            s * (1.0 if r.get("weight") is None else float(r["weight"]))
+            for r in (t.get("rewards") or {}).values()
+            if isinstance(r, dict) and (s := number(r.get("score"))) is not None
+        ]
+        if got:
+            rewards.append(sum(got))
+    group = ep.get("group")
+    gid = group.get("id") if isinstance(group, dict) else None
+    return TranscriptAttempt(
+        step=step,
+        index=i,
+        attempt_id=f"{step}-{i}",
+        group_id=f"{step}/{gid}" if gid else None,
+        task_id=None,
+        reward=sum(rewards) / len(rewards) if rewards else None,
+        trained=True if True in decided else (False if False in decided else None),
+        generations=gens,
+    )
