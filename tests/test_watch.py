@@ -287,10 +287,14 @@ def test_the_follower_api_for_hooks(tmp_path: Path) -> None:
     )
     up = f.poll()
     assert up.new_data and up.new_step == 9 and up.judged and up.report_changed
+    assert up.new_points["reward/mean"] == (0, 10)  # the new points, for an exporter
     assert [x.check for x, _ in up.new_findings] == ["reward"] and told == [["reward"]]
     up = f.poll(force=True)
     assert (
         not up.new_data and up.new_step is None and up.new_findings == [] and told == [["reward"]]
     )
     append_steps(d, [step_record(10, time.time())])
-    assert f.poll().new_step == 10
+    up = f.poll()
+    assert up.new_step == 10 and up.new_points["reward/mean"] == (10, 11)
+    steps, values = f.data.metrics.columns("reward/mean")  # type: ignore[misc]
+    assert list(steps[10:11]) == [10]
