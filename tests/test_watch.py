@@ -296,5 +296,5 @@ def test_the_follower_api_for_hooks(tmp_path: Path) -> None:
     append_steps(d, [step_record(10, time.time())])
     up = f.poll()
     assert up.new_step == 10 and up.new_points["reward/mean"] == (10, 11)
-    steps, values = f.data.metrics.columns("reward/mean")  # type: ignore[misc]
+    steps, _values = f.data.metrics.columns("reward/mean")  # type: ignore[misc]
     assert list(steps[10:11]) == [10]
