@@ -29,7 +29,7 @@ import ssl
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import SplitResult, urlsplit
 from urllib.request import getproxies, proxy_bypass
@@ -61,7 +61,6 @@ class Alert:
 
     id: str
     body: dict[str, Any]
-    created: float = field(default_factory=time.time)
 
 
 def _lines(finding: Finding, run: str, previous: str | None) -> list[str]:
