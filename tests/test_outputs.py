@@ -18,7 +18,7 @@ from output_plugin import install, recorded, serve_once
 from rlvitals.checks.base import Finding
 from rlvitals.cli import main
 from rlvitals.outputs import Output, available_outputs, load_output
-from rlvitals.views.alerts import alert_for, body_for_url
+from rlvitals.outputs.webhook import alert_for, body_for_url
 from rlvitals.views.watch import Watcher
 from test_alerts import Receiver
 

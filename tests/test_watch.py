@@ -15,7 +15,7 @@ from dashboard_runs import append_steps, make_run, step_record, write_run_json
 from rlvitals.checks.base import Finding, Report
 from rlvitals.cli import main
 from rlvitals.outputs import Output
-from rlvitals.views.alerts import Alert, alert_for
+from rlvitals.outputs.webhook import Alert, alert_for
 from rlvitals.views.watch import Watcher, watch
 
 

@@ -9,7 +9,8 @@ at the end, returning how many things it could not deliver. ``run`` is the
 the trainer's live view, so a new one (a Discord notifier, an OpenTelemetry exporter) is one
 module.
 
-Outputs come from rlvitals (``webhook``, ``slack``, ``discord``: ``views/alerts.py``) or from
+Outputs come from rlvitals (``webhook``, ``slack``, ``discord``: ``outputs/webhook.py``; the
+terminal, the live page and the trainer's console draw, so they live in ``views/``) or from
 any installed package, through the ``rlvitals.outputs`` entry-point group::
 
     [project.entry-points."rlvitals.outputs"]
@@ -26,11 +27,11 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from .checks.base import Finding, severity_rank
-from .errors import UsageError
+from ..checks.base import Finding, severity_rank
+from ..errors import UsageError
 
 if TYPE_CHECKING:
-    from .follow import Update
+    from ..follow import Update
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -121,9 +122,9 @@ class Output(ABC):
 
 # rlvitals' own outputs, declared as a package declares its entry points.
 BUILTIN = {
-    "webhook": "rlvitals.views.alerts:webhook_output",
-    "slack": "rlvitals.views.alerts:slack_output",
-    "discord": "rlvitals.views.alerts:discord_output",
+    "webhook": "rlvitals.outputs.webhook:webhook_output",
+    "slack": "rlvitals.outputs.webhook:slack_output",
+    "discord": "rlvitals.outputs.webhook:discord_output",
 }
 
 

@@ -38,8 +38,8 @@ from .. import __version__
 from ..checks.base import VERDICTS, Finding
 from ..errors import MissingExtraError, UsageError
 from ..jsonio import clean
-from ..outputs import Output, finding_key
-from . import safe
+from ..views import safe
+from . import Output, finding_key
 
 __all__ = [
     "BODIES",
