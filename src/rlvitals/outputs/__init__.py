@@ -16,7 +16,7 @@ any installed package, through the ``rlvitals.outputs`` entry-point group::
     [project.entry-points."rlvitals.outputs"]
     myout = "my_package.module:MyOutput"
 
-``load_output("myout=ARG")`` (the CLI's ``--output myout=ARG``) calls ``MyOutput("ARG")``, or
+``load_output("myout=ARG")`` (the CLI's ``--to myout=ARG``) calls ``MyOutput("ARG")``, or
 ``MyOutput()`` without ``=ARG``. ``AlertTracker`` (which findings are news) lives here too, so
 the follow stage needs nothing from the views.
 """
@@ -28,7 +28,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from ..checks.base import Finding, severity_rank
-from ..errors import UsageError
+from ..errors import RlvitalsError, UsageError
 
 if TYPE_CHECKING:
     from ..follow import Update
@@ -151,19 +151,19 @@ def load_output(spec: str) -> Output:
     ep = _entry_points().get(name)
     if ep is None:
         known = ", ".join(available_outputs())
-        raise UsageError(f"--output {name!r}: no such output (known: {known})")
+        raise UsageError(f"output {name!r}: no such output (known: {known})")
     try:
         make = ep.load()
     except Exception as exc:
         raise UsageError(
-            f"--output {name}: cannot load {ep.value} ({type(exc).__name__}: {exc})"
+            f"output {name}: cannot load {ep.value} ({type(exc).__name__}: {exc})"
         ) from None
     try:
         out = make(arg) if sep else make()
-    except UsageError:
+    except RlvitalsError:  # already one line for the user (a missing extra, a bad URL)
         raise
-    except Exception as exc:
-        raise UsageError(f"--output {spec}: {type(exc).__name__}: {exc}") from None
+    except Exception as exc:  # the argument is often a secret (a webhook URL): not shown
+        raise UsageError(f"output {name}: {type(exc).__name__}: {exc}") from None
     if not isinstance(out, Output):
-        raise UsageError(f"--output {name}: {type(out).__name__} is not an rlvitals.outputs.Output")
+        raise UsageError(f"output {name}: {type(out).__name__} is not an rlvitals.outputs.Output")
     return out

@@ -164,23 +164,23 @@ def alert_for(
 
 
 def webhook_output(url: str | None = None) -> WebhookNotifier:
-    """``--output webhook=URL`` (and ``--webhook URL``): the body the URL reads."""
+    """``--to webhook=URL`` (and ``--webhook URL``): the body the URL reads."""
     return WebhookNotifier(_url("webhook", url))
 
 
 def slack_output(url: str | None = None) -> WebhookNotifier:
-    """``--output slack=URL``: Slack's body (Mattermost and most chat webhooks read it)."""
+    """``--to slack=URL``: Slack's body (Mattermost and most chat webhooks read it)."""
     return WebhookNotifier(_url("slack", url), body="slack")
 
 
 def discord_output(url: str | None = None) -> WebhookNotifier:
-    """``--output discord=URL``: Discord's own body."""
+    """``--to discord=URL``: Discord's own body."""
     return WebhookNotifier(_url("discord", url), body="discord")
 
 
 def _url(name: str, url: str | None) -> str:
     if not url:
-        raise UsageError(f"--output {name}: expected {name}=URL")
+        raise UsageError(f"output {name}: expected {name}=URL")
     return url
 
 
