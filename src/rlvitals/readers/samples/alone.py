@@ -27,14 +27,23 @@ def _sniff(p: Path) -> bool:
     for fmt in dump_formats():
         if fmt.name == "verl":
             continue
-        if fmt.name == "prime-rl-stream" and any(
-            (p / q / "metrics.jsonl").is_file() for q in (".", "..", "monitors/file")
-        ):
+        if fmt.name == "prime-rl-stream" and _prime_metrics_beside(p):
             continue  # its metrics are beside it: read as prime-rl, the stream attached
         sub = p / fmt.default_subdir if fmt.default_subdir else p
         if sub.is_dir() and fmt.step_files(sub):
             return True
     return False
+
+
+def _prime_metrics_beside(p: Path) -> bool:
+    """Whether prime-rl's own ``metrics.jsonl`` is at ``p``, beside it or in its
+    ``monitors/file/`` (the ``prime-rl`` format reads it and attaches the trace stream)."""
+    from ..primerl import _is_prime
+
+    return any(
+        (m := p / q / "metrics.jsonl").is_file() and _is_prime(m)
+        for q in (".", "..", "monitors/file")
+    )
 
 
 class DumpReader:
