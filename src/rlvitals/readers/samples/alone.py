@@ -16,7 +16,7 @@ from typing import Any
 from ...model import RunData
 from .._format import Format, register
 from ..mapping import MappingTable
-from . import dump_formats, open_samples
+from . import DUMPS, dump_formats, open_samples
 
 __all__ = ["DumpReader"]
 
@@ -78,6 +78,10 @@ register(
                 "No scalar keys: one attempt per sample, and the step metrics computed from them "
                 "(reward/*, groups/*, discard/groups/*, response/*, freshness/* where versioned, "
                 "train/mismatch_* where both logprobs are dumped); docs/integrations.md.",
+                "Dump formats (found beside a log or read alone, verl only with --samples or "
+                "--from samples; `formats --explain` names the one read): "
+                + ", ".join(DUMPS)
+                + ".",
             ),
         ),
         kind="sample dump",
