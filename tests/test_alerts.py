@@ -15,7 +15,8 @@ import pytest
 from dashboard_runs import append_steps, make_run, step_record
 from rlvitals.checks.base import Finding, Report
 from rlvitals.errors import UsageError
-from rlvitals.views.alerts import AlertTracker, WebhookNotifier, alert_for
+from rlvitals.outputs import AlertTracker
+from rlvitals.views.alerts import WebhookNotifier, alert_for
 from rlvitals.views.watch import Watcher
 
 

@@ -43,3 +43,16 @@ def test_a_rise_every_attempt_gave_back_is_not_learning():
     (f,) = [f for f in reward.check(Context(d)) if f.check == "reward"]
     assert f.metric == "reward/mean_with_unusable"
     assert f.verdict != "learning"
+
+
+def test_flat_min_steps_is_a_threshold_set_reaches():
+    # Fifteen flat updates at half the range, groups carrying signal: under the default 20
+    # updates too early to call a plateau; `--set flat_min_steps=10` calls it one.
+    from rlvitals.checks import Thresholds
+
+    d = run(np.full(15, 0.5))
+    (f,) = [f for f in run_checks(d).findings if f.check == "reward"]
+    assert f.verdict == "too_early"
+    tuned = Thresholds().with_overrides({"flat_min_steps": "10"})
+    (g,) = [f for f in run_checks(d, thresholds=tuned).findings if f.check == "reward"]
+    assert g.verdict == "plateau" and g.evidence["updates"] == 15

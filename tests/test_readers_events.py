@@ -68,3 +68,27 @@ def test_events_are_read_live_as_the_log_grows(tmp_path):
     reader.poll()
     reader.finish()
     assert [e.kind for e in reader.run.events] == ["http_5xx", "traceback"]
+
+
+def test_engine_dead_seconds_is_a_threshold_set_reaches():
+    # 503s every 30 s for 90 s after the last step: a burst under the default 120 s line (a
+    # healthy engine has those), an engine that died with `--set engine_dead_seconds=60`.
+    from rlvitals.checks import Thresholds, run_checks
+    from rlvitals.model import Event, RunData
+
+    d = RunData(source="<memory>", format="test")
+    for step in range(6):
+        d.metrics.add(step, "time", 1000.0 + step)
+    d.events = [
+        Event(1010.0 + 30 * i, "http_5xx", "HTTP 503 Service Unavailable", 5, "train.log", 10 + i)
+        for i in range(4)
+    ]
+    now = 1100.0
+
+    def engine(th=None):
+        rep = run_checks(d, now=now, thresholds=th)
+        return [f for f in rep.findings if f.check == "liveness" and "engine" in f.title]
+
+    assert engine() == []
+    (f,) = engine(Thresholds().with_overrides({"engine_dead_seconds": "60"}))
+    assert f.severity == "fail" and f.evidence["seconds"] == 90 and f.evidence["line"] == 60

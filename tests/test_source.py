@@ -101,7 +101,7 @@ def test_serve_re_judging_an_idle_run_does_not_grow_its_warnings(tmp_path: Path)
     (run,) = hub.runs.values()
     shown = []
     for _ in range(3):
-        run.follower.judge()
+        run.judge()  # hub.runs holds the Followers themselves
         page = hub.snapshot(run.id)
         assert page is not None
         shown.append((page["n_warnings"], page["warnings"]))

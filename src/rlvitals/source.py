@@ -28,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -187,10 +188,16 @@ def _unreadable(p: Path) -> bool:
         return False
 
 
+# Whether a file is a run, by path, as of its size and modification time: a pass over an
+# unchanged folder (serve looks every few seconds; a folder and its sub-folders searched one
+# after the other) sniffs nothing again.
+_SNIFFED: OrderedDict[str, tuple[int, int, bool]] = OrderedDict()
+_SNIFFED_MAX = 100_000
+
+
 class Finder:
     """The discovery, for one folder or many passes over it (``rlvitals serve`` looks for new
-    runs every few seconds): a file's reading is remembered by its size and modification time,
-    so a pass over an unchanged folder sniffs nothing again.
+    runs every few seconds).
 
     ``links``: False passes over every symbolic link (the served folder's own runs only);
     ``within``: also passes over whatever lies outside these folders."""
@@ -198,7 +205,6 @@ class Finder:
     def __init__(self, *, links: bool = True, within: list[Path] | None = None) -> None:
         self.links = links
         self.within = [r.resolve() for r in within or []]
-        self._sniffed: dict[str, tuple[int, int, bool]] = {}
 
     def find(self, path: str | os.PathLike[str]) -> Discovery:
         """Every run at or under ``path``, never raising for what lies beneath."""
@@ -211,12 +217,14 @@ class Finder:
             st = p.stat()
         except OSError:
             return False
-        key = str(p)
-        got = self._sniffed.get(key)
+        key = os.path.abspath(p)
+        got = _SNIFFED.get(key)
         if got is not None and got[:2] == (st.st_size, st.st_mtime_ns):
             return got[2]
         ok = _recognised(p)
-        self._sniffed[key] = (st.st_size, st.st_mtime_ns, ok)
+        _SNIFFED[key] = (st.st_size, st.st_mtime_ns, ok)
+        if len(_SNIFFED) > _SNIFFED_MAX:
+            _SNIFFED.popitem(last=False)
         return ok
 
     def _outside(self, p: Path) -> bool:
@@ -281,10 +289,6 @@ class Finder:
             if has_log and _SAMPLE_DIRS.match(p.name):
                 continue
             self._walk(p, found, depth + 1)
-
-    def loose(self, p: Path) -> bool:
-        """Whether the folder ``p``, holding no run of its own, reads as one run as a whole."""
-        return self._recognised(p) if p.is_dir() else False
 
 
 def find_runs(path: str | os.PathLike[str]) -> Discovery:

@@ -194,6 +194,23 @@ class Thresholds:
     plateau_level_edge: float = 0.2
     plateau_groups_edge: float = 0.5
 
+    # Transcripts (docs/transcripts.md; a flag's own lines are the rules file's): the reward
+    # climbing faster than the task allows, over five steps this many early-noise errors above
+    # the early rate of rise and at least this share of the reward's range.
+    jump_sigmas: float = 5.0
+    jump_range: float = 0.1
+    # Length exploitation: within-step |Spearman(reward, length)| at least this
+    # (research/science.md), moved this far from its early value.
+    length_rho: float = 0.3
+    length_move: float = 0.2
+    # The Bernoulli CUSUM limit (log-likelihood units) on a flag's counts.
+    flag_cusum_h: float = 5.0
+    # Entropy falling with a repetition flag: after its onset under this share of before.
+    flag_entropy_drop: float = 0.85
+    # Replies at or under this share of their start while the reward rises back a relative
+    # flag (policy.py calls a fifth a shortcut on its own).
+    flag_length_collapse: float = 0.25
+
     # Held-out: at least this many evaluations to judge divergence.
     heldout_min_evals: int = 3
     # A train rise under this share of the reward's range is not held against held-out.

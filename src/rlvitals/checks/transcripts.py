@@ -35,7 +35,16 @@ from ..transcripts.rules import Rules
 from ..transcripts.scan import RunScan, examples
 from ..transcripts.store import TranscriptStore
 from .base import Finding
-from .context import ENTROPY, RULES_ENV, RULES_FILES, Context, fact, finding, round_sig
+from .context import (
+    ENTROPY,
+    RULES_ENV,
+    RULES_FILES,
+    Context,
+    Thresholds,
+    fact,
+    finding,
+    round_sig,
+)
 from .heldout import heldout_change
 from .reward import learns
 from .stats import MIN_WINDOW, first_sustained, noise_sigma, rolling_mean, start_level, trend
@@ -55,18 +64,6 @@ __all__ = [
 
 NAME = "transcripts"
 REWARD_LENGTH = "transcripts/reward_length_spearman"
-
-# Reward climbing faster than the task allows: a rise over MIN_WINDOW steps this many noise
-# standard errors above what the early rate of rise gives, and at least this share of the
-# reward's range.
-JUMP_SIGMAS = 5.0
-JUMP_RANGE = 0.1
-# Length exploitation: |Spearman| at least this (research/science.md), moved this far from
-# its early value.
-LENGTH_RHO = 0.3
-LENGTH_MOVE = 0.2
-# Bernoulli CUSUM limit (log-likelihood units) on a flag's counts.
-CUSUM_H = 5.0
 
 
 def rules_for(ctx: Context) -> Rules:
@@ -114,14 +111,15 @@ def reward_jump(ctx: Context) -> dict[str, Any] | None:
         tr = trend(Series(r.steps[:early_n], v[:early_n]))
         rate = max(0.0, tr.slope) if tr is not None else 0.0
         lo, hi = ctx.reward_bounds
+        th = ctx.thresholds
         c = np.cumsum(np.concatenate(([0.0], v)))
         t = np.arange(w, len(v) - w + 1)
         before = (c[t] - c[t - w]) / w
         after = (c[t + w] - c[t]) / w
         steps_span = (r.steps[np.minimum(t + w - 1, len(v) - 1)] - r.steps[t - w]).astype(float)
-        allowed = rate * steps_span / 2 + JUMP_SIGMAS * sigma * math.sqrt(2 / w)
+        allowed = rate * steps_span / 2 + th.jump_sigmas * sigma * math.sqrt(2 / w)
         jump = after - before
-        hot = (jump > allowed) & (jump >= JUMP_RANGE * (hi - lo))
+        hot = (jump > allowed) & (jump >= th.jump_range * (hi - lo))
         if sigma > 0 and hot.any():
             # The step of the biggest jump in the first spell over the line: where the rise is.
             lo = int(np.flatnonzero(hot)[0])
@@ -254,9 +252,10 @@ def _length(ctx: Context) -> list[Finding]:
     roll = np.nan_to_num(rolling_mean(s.values), nan=early)
     late = float(s.values[-MIN_WINDOW:].mean())
     d = 1.0 if late >= early else -1.0
-    hot = (d * (s.values - early) >= LENGTH_MOVE) & (np.abs(s.values) >= LENGTH_RHO)
+    th = ctx.thresholds
+    hot = (d * (s.values - early) >= th.length_move) & (np.abs(s.values) >= th.length_rho)
     idx = first_sustained(hot)
-    if idx is None or abs(float(roll[-1]) - early) < LENGTH_MOVE:
+    if idx is None or abs(float(roll[-1]) - early) < th.length_move:
         return []
     step = int(s.steps[idx])
     held = heldout_change(ctx, step)
@@ -281,7 +280,7 @@ def _length(ctx: Context) -> list[Finding]:
             first_step=step,
             early_rho=round_sig(early),
             late_rho=round_sig(late),
-            line=LENGTH_RHO,
+            line=th.length_rho,
             heldout=held,
             length_first=round_sig(start_level(length.values)) if length is not None else None,
             length_last=(
@@ -297,10 +296,12 @@ def _length(ctx: Context) -> list[Finding]:
 # -- flag families ---------------------------------------------------------------------------
 
 
-def _cusum(x: np.ndarray, n: np.ndarray, p0: float, p1: float) -> tuple[int, int, float] | None:
+def _cusum(
+    x: np.ndarray, n: np.ndarray, p0: float, p1: float, h: float = Thresholds.flag_cusum_h
+) -> tuple[int, int, float] | None:
     """Bernoulli CUSUM of counts ``x`` of ``n`` for a rise from p0 to p1: (index where the
-    statistic last left zero, index where it first crossed CUSUM_H, its value there), or
-    None if it never crossed."""
+    statistic last left zero, index where it first crossed ``h``, its value there), or None
+    if it never crossed."""
     up = math.log(p1 / p0)
     down = math.log((1 - p1) / (1 - p0))
     s = 0.0
@@ -309,12 +310,14 @@ def _cusum(x: np.ndarray, n: np.ndarray, p0: float, p1: float) -> tuple[int, int
         s = max(0.0, s + x[i] * up + (n[i] - x[i]) * down)
         if s == 0.0:
             start = i + 1
-        if s > CUSUM_H:
+        if s > h:
             return min(start, i), i, s
     return None
 
 
-def _flag_alarm(sc: RunScan, flag: str, rules: Rules) -> dict[str, Any] | None:
+def _flag_alarm(
+    sc: RunScan, flag: str, rules: Rules, cusum_h: float = Thresholds.flag_cusum_h
+) -> dict[str, Any] | None:
     ok = sc.with_text > 0
     steps = sc.steps[ok]
     if len(steps) < MIN_WINDOW:
@@ -334,7 +337,7 @@ def _flag_alarm(sc: RunScan, flag: str, rules: Rules) -> dict[str, Any] | None:
     # trend.
     p0 = min(max(early, 0.002), 0.9)
     p1 = min(max(line, 2 * p0), 0.99)
-    cus = _cusum(x, n, p0, p1) if p1 > p0 else None
+    cus = _cusum(x, n, p0, p1, cusum_h) if p1 > p0 else None
     cus_start = None
     if cus is not None:
         start, cross, _s = cus
@@ -401,13 +404,9 @@ def _examples(
     ]
 
 
-# Entropy "falling together with" repetition: after the onset under this share of before it.
-ENTROPY_DROP = 0.85
-
-
 def _entropy_falling(ctx: Context, onset: int) -> dict[str, Any] | None:
     """How the entropy moved around the repetition's onset: its median before the onset
-    against its mean from the onset on (falling under ENTROPY_DROP of it), or a falling trend
+    against its mean from the onset on (falling under ``flag_entropy_drop`` of it), or a falling trend
     over the run. None when the run logs no entropy."""
     name, s = ctx.series(*ENTROPY)
     if s is None or len(s) < MIN_WINDOW:
@@ -428,14 +427,10 @@ def _entropy_falling(ctx: Context, onset: int) -> dict[str, Any] | None:
         if start_level(s.values) > 0
         else None,
         falling=bool(
-            (math.isfinite(ratio) and ratio < ENTROPY_DROP) or (tr is not None and tr.falling)
+            (math.isfinite(ratio) and ratio < ctx.thresholds.flag_entropy_drop)
+            or (tr is not None and tr.falling)
         ),
     )
-
-
-# Replies at or under this share of their start while the reward rises: the length
-# corroboration of a transcript flag (policy.py calls a fifth a shortcut on its own).
-FLAG_LENGTH = 0.25
 
 
 def _corroboration(ctx: Context, alarms: list[dict[str, Any]]) -> list[str]:
@@ -456,7 +451,7 @@ def _corroboration(ctx: Context, alarms: list[dict[str, Any]]) -> list[str]:
     if length is not None and len(length) >= 2 * MIN_WINDOW and learns(ctx):
         l0 = start_level(length.values)
         l1 = float(length.values[-MIN_WINDOW:].mean())
-        if l0 > 0 and l1 / l0 <= FLAG_LENGTH:
+        if l0 > 0 and l1 / l0 <= ctx.thresholds.flag_length_collapse:
             out.append(f"replies collapsed to {l1 / l0:.0%} of their start while the reward rose")
     climbing = [a["flag"] for a in alarms if a.get("climbing")]
     if climbing:
@@ -467,7 +462,9 @@ def _corroboration(ctx: Context, alarms: list[dict[str, Any]]) -> list[str]:
 def _family(ctx: Context, sc: RunScan, family: str, rules: Rules) -> list[Finding]:
     th = ctx.thresholds
     names = [f for f in flag_names(rules) if spec(f, rules).family == family]
-    alarms = [a for a in (_flag_alarm(sc, f, rules) for f in names) if a is not None]
+    alarms = [
+        a for a in (_flag_alarm(sc, f, rules, th.flag_cusum_h) for f in names) if a is not None
+    ]
     if not alarms:
         return []
     alarms.sort(key=lambda a: (a["onset"], -a["peak_rate"]))

@@ -23,6 +23,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
+from ..outputs import Output
 from ..schema import label
 from . import safe
 
@@ -87,7 +88,6 @@ class RunTally:
         self.warm_step = 0
         self.warm_rate: float | None = None
         self.warm_cached: bool | None = None
-        self.warm_seconds: float | None = None
         self.rewards: list[float] = []
         self.last: dict[str, Any] = {}
         self.evals: list[tuple[int, float]] = []
@@ -115,7 +115,6 @@ class RunTally:
             self.warm_cached = bool(data["cached"])
             self.warm_rate = float(data["pass_rate"])
             self.warm_step = int(data["steps"])
-            self.warm_seconds = float(data["seconds"])
             if data.get("reached_target") is False:
                 self.note = warm_missed(self.warm_step, self.warm_rate, self.warm_target)
         elif kind == "step":
@@ -140,11 +139,12 @@ class RunTally:
         return _mean(self.rewards[-5:]) if len(self.rewards) >= 5 else None
 
 
-class LiveView:
+class LiveView(Output):
     """A rich Live display driven by trainer events; use as a context manager.
 
-    With ``judge=True`` it also judges the run as it trains (a ``Follower`` on the run
-    directory, throttled to its own cost) and shows the verdict and findings under the numbers.
+    With ``judge=True`` it also judges the run as it trains (the follow stage, a ``Follower``
+    on the run directory, throttled to its own cost) and, as one of its outputs, shows the
+    verdict and findings under the numbers; ``outputs`` get the same updates (a webhook).
     """
 
     def __init__(
@@ -156,12 +156,15 @@ class LiveView:
         started: float | None = None,
         judge: bool = True,
         checks_every_s: float = 5.0,
+        outputs: Sequence[Output] = (),
     ) -> None:
         self.console = console or Console(stderr=True)
         self.tally = RunTally(steps, title, started=started)
         self.judge = judge
         self.checks_every_s = checks_every_s
+        self.outputs = list(outputs)
         self.follower: Any = None
+        self.report: Any = None
         self.progress = Progress(
             TextColumn("[bold]{task.description}"),
             BarColumn(),
@@ -184,6 +187,13 @@ class LiveView:
     def __exit__(self, *exc: Any) -> None:
         self._live.update(self._render())
         self._live.__exit__(*exc)
+        if self.follower is not None:
+            self.follower.close(10.0)
+
+    def update(self, run: Any, update: Any) -> None:
+        """The follow stage's news: the report to show under the numbers."""
+        if update.judged and run.report is not None:
+            self.report = run.report
 
     def event(self, kind: str, data: Mapping[str, Any]) -> None:
         self.tally.event(kind, data)
@@ -233,7 +243,10 @@ class LiveView:
 
                 # At most a twentieth of the time goes to judging (the run trains meanwhile).
                 self.follower = Follower(
-                    self.tally.run_dir, checks_every_s=self.checks_every_s, cost_factor=20.0
+                    self.tally.run_dir,
+                    checks_every_s=self.checks_every_s,
+                    cost_factor=20.0,
+                    outputs=[self, *self.outputs],
                 )
             self.follower.poll()
         except Exception as exc:  # the view must never stop the training it shows
@@ -242,8 +255,8 @@ class LiveView:
 
     def _render(self) -> Group:
         parts: list[Any] = [intro(self.tally), self.progress, numbers(self.tally)]
-        if self.follower is not None and self.follower.report is not None:
-            parts.append(findings(self.follower.report))
+        if self.report is not None:
+            parts.append(findings(self.report))
         return Group(*parts)
 
 
