@@ -43,7 +43,6 @@ __all__ = [
     "outputs_of",
     "overrides",
     "read_source",
-    "require_metrics",
     "show_judging_warnings",
     "source_of",
 ]
