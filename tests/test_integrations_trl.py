@@ -83,6 +83,10 @@ def short(completions: list[str], **kw: Any) -> list[float]:
     return [3.0 * (1 - len(c) / MAX_LEN) for c in completions]
 
 
+def nothing(completions: list[str], **kw: Any) -> list[float]:
+    return [0.0 for _ in completions]
+
+
 def varied(completions: list[str], **kw: Any) -> list[float]:
     return [len(set(c)) / MAX_LEN for c in completions]
 
@@ -96,6 +100,7 @@ def train(
     halt_on: str | None = None,
     eos_bias: float = 0.0,
     rloo: bool = False,
+    outputs: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     tok = tokenizer()
     ds = Dataset.from_dict({"prompt": [f"{i}+{i}=?" for i in range(200)]})
@@ -117,7 +122,9 @@ def train(
     )
     args = RLOOConfig(beta=0.0, **common) if rloo else GRPOConfig(**common)  # no reference model
     out = io.StringIO()
-    cb = RLVitalsCallback(output_dir=str(tmp / "runs"), halt_on=halt_on, check_every=0, stream=out)
+    cb = RLVitalsCallback(
+        output_dir=str(tmp / "runs"), halt_on=halt_on, check_every=0, stream=out, outputs=outputs
+    )
     cls = RLOOTrainer if rloo else GRPOTrainer
     trainer = cls(
         model=model(len(tok), eos_bias),
@@ -344,3 +351,26 @@ def test_a_missing_completions_file_does_not_hold_steps_back(tmp_path):
     assert run.series("loss").steps.tolist() == [1, 2]
     assert math.isnan(run.series("reward").at(2))  # TRL's None: NaN at every sample
     assert run.info["status"] == "finished"
+
+
+def test_a_packages_output_gets_the_same_alerts_from_the_callback_watch_and_serve(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # One file registered by an entry point (a test package, not installed), named as the
+    # CLI's --to names it: live in training, then `watch` and `serve` on the same run.
+    from output_plugin import install, recorded, serve_once
+    from rlvitals.cli import main
+    from rlvitals.outputs import load_output
+
+    monkeypatch.syspath_prepend(str(install(tmp_path / "site")))
+    by_trl, by_watch, by_serve = (tmp_path / f"{n}.jsonl" for n in ("trl", "watch", "serve"))
+    # A reward that is always 0: no group has a signal, which the groups check fails live.
+    got = train(
+        tmp_path, [nothing], steps=4, lr=1e-3, eos_bias=2.5, outputs=(f"recorder={by_trl}",)
+    )
+    alerts = recorded(by_trl)
+    assert [(a["check"], a["severity"]) for a in alerts] == [("groups", "fail")], got["printed"]
+    assert "FAIL groups:" in got["printed"]
+    main(["watch", str(got["dir"]), "--json", "--to", f"recorder={by_watch}"])
+    serve_once([got["dir"]], [load_output(f"recorder={by_serve}")])
+    assert recorded(by_watch) == alerts and recorded(by_serve) == alerts

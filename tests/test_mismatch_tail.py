@@ -169,3 +169,114 @@ def test_the_mean_ratio_past_nemo_rls_line_warns_when_nothing_else_does(tmp_path
     )  # 1.004 + 4 x 0.004
     th = Thresholds().with_overrides({"mismatch_tme_warn": "1.1"})
     assert not [x for x in run_checks(read(d), thresholds=th).findings if x.check == "agreement"]
+
+
+# -- the sequence line (issue 28): mismatch_seq_line ------------------------------------------
+
+
+def _written(tmp_path: Path, far: float | None = 0.1, near: float = 0.035) -> Path:
+    """A run written by rlvitals' writer: 20 updates of 16 attempts (4 tokens each), every
+    sequence's trainer logprobs off by |Δ| = 0.01 per token (ratio exp(0.01) = 1.01); from
+    update 10 two sequences off by ``far`` (1.105 at 0.1) and two by ``near`` (1.036)."""
+    from rlvitals import Run
+
+    cfg = {"output": {"output_dir": str(tmp_path), "name": "tail"}}
+    with Run(cfg) as run:
+        for step in range(20):
+            trainer = {}
+            for k in range(16):
+                delta = 0.01
+                if step >= 10 and k < 2 and far is not None:
+                    delta = far
+                elif step >= 10 and k < 4:
+                    delta = near
+                lp = [-1.0, -0.5, -2.0, -0.25]
+                aid = run.log_attempt(
+                    step,
+                    f"{step}-g{k // 4}",
+                    f"t{k // 4}",
+                    float(k % 2),
+                    policy_version=step,
+                    response_tokens=4,
+                    sampler_logprobs=lp,
+                )
+                trainer[aid] = [x + delta for x in lp]
+            run.log_step(step, trainer_logprobs=trainer)
+    return run.dir
+
+
+def _at(line: str) -> Thresholds:
+    return Thresholds().with_overrides({"mismatch_seq_line": line})
+
+
+def test_the_sequence_line_is_settable_and_recounts_from_the_attempts(tmp_path):
+    data = read(_written(tmp_path))
+    # At the default the logged share is read, as before: two sequences of 16 past 1.05.
+    (f,) = _tail(run_checks(data))
+    assert f.severity == "warn" and f.first_step == 10
+    assert f.evidence["share_since"] == pytest.approx(2 / 16) and f.evidence["seq_line"] == 1.05
+    assert "seq_share_from" not in f.evidence and "past 1.05" in f.title
+    # A stricter line counts the sequences at 1.036 too, from the attempts' own ratios.
+    (g,) = _tail(run_checks(data, thresholds=_at("1.03")))
+    assert g.severity == "warn" and g.first_step == 10 and "past 1.03" in g.title
+    assert g.evidence["share_since"] == pytest.approx(4 / 16) and g.evidence["seq_line"] == 1.03
+    assert g.evidence["seq_share_from"] == "attempts" and g.evidence["attempts_counted"] == 320
+    assert all(e["seq_ratio"] > 1.03 for e in g.evidence["examples"])
+    # A looser one than every sequence: quiet.
+    assert _tail(run_checks(data, thresholds=_at("1.2"))) == []
+    # No note: the run keeps its per-attempt ratios.
+    assert not [x for x in run_checks(data, thresholds=_at("1.03")).findings if "asked" in x.title]
+
+
+def test_the_recount_reads_what_the_writer_counted(tmp_path):
+    # Just above the writer's line, the recount gives the logged share at every update.
+    from rlvitals.checks.context import Context
+    from rlvitals.checks.sequences import seq_shares
+
+    data = read(_written(tmp_path))
+    got = seq_shares(Context(data, thresholds=_at("1.0500001")))
+    logged = data.series("train/mismatch_seq_over").finite()
+    assert got.recounted == 320 and got.series is not None
+    assert got.series.steps.tolist() == logged.steps.tolist()
+    assert got.series.values.tolist() == pytest.approx(logged.values.tolist())
+
+
+def test_a_stricter_line_finds_what_the_default_does_not(tmp_path):
+    data = read(_written(tmp_path, far=None))  # four sequences at 1.036, none past 1.05
+    assert _tail(run_checks(data)) == []
+    (f,) = _tail(run_checks(data, thresholds=_at("1.03")))
+    assert f.first_step == 10 and f.evidence["share_since"] == pytest.approx(4 / 16)
+
+
+def test_a_line_the_run_cannot_count_is_said_once(tmp_path, capsys):
+    # Only the logged share, no attempts: the line cannot be applied, and the report says so.
+    d = _run(tmp_path, [0.0] * 10 + [0.1] * 10)
+    rep = run_checks(read(d), thresholds=_at("1.03"))
+    notes = [x for x in rep.findings if "mismatch_seq_line 1.03 asked" in x.title]
+    assert len(notes) == 1 and notes[0].severity == "info"
+    assert "logged train/mismatch_seq_over, past 1.05" in notes[0].title
+    (f,) = [x for x in _tail(rep) if x.severity == "warn"]
+    assert (
+        f.evidence["seq_share_from"] == "train/mismatch_seq_over" and f.evidence["seq_line"] == 1.05
+    )
+    # The same through the command line's --set.
+    from rlvitals.cli import main
+
+    assert main(["check", str(d), "--set", "mismatch_seq_line=1.03", "--json"]) in (0, 1)
+    out = json.loads(capsys.readouterr().out)
+    titles = [x["title"] for x in out["runs"][0]["findings"]]
+    assert sum("mismatch_seq_line 1.03 asked" in t for t in titles) == 1
+
+
+@pytest.mark.slow
+def test_bad_replica_at_a_stricter_and_a_looser_sequence_line(trainer_run):
+    data = read(trainer_run("bad_replica"))
+    onset = data.info["fault_step"]
+    (f,) = [x for x in _tail(run_checks(data)) if x.severity == "warn"]
+    # Stricter: found from the same onset, on a share at least as large, recounted.
+    (g,) = [x for x in _tail(run_checks(data, thresholds=_at("1.02"))) if x.severity == "warn"]
+    assert g.first_step == onset and g.evidence["seq_share_from"] == "attempts"
+    assert g.evidence["share_since"] >= f.evidence["share_since"]
+    # Looser than the worst sequence of the run: quiet.
+    worst = float(data.series("train/mismatch_seq_tme_max").finite().values.max())
+    assert _tail(run_checks(data, thresholds=_at(f"{worst * 1.01:.6g}"))) == []

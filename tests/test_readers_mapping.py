@@ -12,8 +12,9 @@ import pytest
 from rlvitals.cli import main
 from rlvitals.errors import ReadError
 from rlvitals.model import RunData
-from rlvitals.readers import formats, read
-from rlvitals.readers.mapping import Mapper, MappingTable, Rule, load_user_mapping
+from rlvitals.readers import formats, keys, read
+from rlvitals.readers.console import CONSOLE_TABLES
+from rlvitals.readers.mapping import Mapper, MappingTable, Rule, load_user_mapping, synonym
 from rlvitals.schema import is_canonical
 from rlvitals.views.formats import formats_markdown
 
@@ -31,6 +32,33 @@ def test_every_rule_targets_a_canonical_name() -> None:
         for r in f.table.rules if f.table else ():
             if not r.is_pattern:
                 assert is_canonical(r.target), (f.name, r.target)
+
+
+def test_tables_draw_the_schema_synonyms_from_the_schema() -> None:
+    """A key schema.py declares as a synonym is listed as ``synonym(key)``: its canonical name
+    and transform are declared once, in the schema, never repeated in a table (issue 29: 76
+    table rules repeated one)."""
+    tables = [t for f in formats() for t in (f.table, getattr(f.factory, "table", None)) if t]
+    tables += CONSOLE_TABLES
+    repeated, derived = [], 0
+    for table in {id(t): t for t in tables}.values():
+        for r in table.rules:
+            hit = None if r.is_pattern else keys.declared(r.source)
+            same = hit is not None and (hit[0], hit[1].scale, hit[1].offset) == (
+                r.target,
+                r.scale,
+                r.offset,
+            )
+            derived += r.schema
+            if same and not r.schema:
+                repeated.append(f"{table.name}: {r.source} -> {r.target}")
+    assert repeated == []
+    assert derived >= 76
+    # It takes the schema's transform (1 - x: TRL's share of groups *without* signal).
+    rule = synonym("frac_reward_zero_std", "TRL")
+    assert (rule.target, rule.scale, rule.offset) == ("groups/signal_fraction", -1.0, 1.0)
+    with pytest.raises(ValueError, match="not an exact synonym"):
+        synonym("my/own/key")
 
 
 def test_first_rule_wins_for_the_whole_run() -> None:

@@ -19,7 +19,8 @@ from rlvitals.checks.base import Finding, Report
 from rlvitals.cli import build_parser
 from rlvitals.views import hub as hub_mod
 from rlvitals.views import server as server_mod
-from rlvitals.views.server import Hub, prometheus_text, serve_in_background
+from rlvitals.views.prometheus import prometheus_text
+from rlvitals.views.server import Hub, serve_in_background
 
 
 def _judge(data) -> Report:  # fast and deterministic: the checks have their own tests
@@ -247,7 +248,7 @@ def test_a_page_too_far_behind_is_dropped_not_waited_for(
         hub.poll()
         _drain(fast)
     assert slow.dead and _drain(slow)[-1][0] == "closed"
-    assert slow not in hub._subs and not fast.dead
+    assert slow not in hub.publisher.subs and not fast.dead
 
 
 def test_metrics_are_prometheus_text_with_escaped_labels(tmp_path: Path) -> None:

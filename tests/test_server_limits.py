@@ -156,13 +156,13 @@ def test_healthz_fails_while_the_poller_is_stuck(tmp_path: Path) -> None:
     hub = Hub([d], judge=_judge)
     (run,) = hub.runs.values()
     release = threading.Event()
-    read = run.follower.read
+    read = run.read
 
     def blocked_read():  # type: ignore[no-untyped-def]
         release.wait(20)
         return read()
 
-    run.follower.read = blocked_read  # type: ignore[method-assign]
+    run.read = blocked_read  # type: ignore[method-assign]
     server = make_server(hub, "127.0.0.1", 0, stuck_after=0.5)
     threads = [
         threading.Thread(target=hub.run_forever, args=(0.05,), daemon=True),

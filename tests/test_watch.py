@@ -14,24 +14,23 @@ from rich.console import Console
 from dashboard_runs import append_steps, make_run, step_record, write_run_json
 from rlvitals.checks.base import Finding, Report
 from rlvitals.cli import main
-from rlvitals.views.alerts import Alert
+from rlvitals.outputs import Output
+from rlvitals.outputs.webhook import Alert, alert_for
 from rlvitals.views.watch import Watcher, watch
 
 
-class Collect:
-    """A notifier that keeps what it was sent."""
-
-    target = "http://test/…"
-    delivered = pending = dropped = 0
+class Collect(Output):
+    """An output that keeps the alerts it was handed."""
 
     def __init__(self) -> None:
         self.sent: list[Alert] = []
 
-    def send(self, alert: Alert) -> None:
-        self.sent.append(alert)
+    def update(self, run: Any, update: Any) -> None:
+        for f, before in update.new_findings:
+            self.sent.append(alert_for(f, run=run.name, source=run.source, previous=before))
 
-    def close(self, timeout: float = 0) -> int:
-        return 0
+    def status_line(self) -> str:
+        return f"alerts to http://test/…: {len(self.sent)} delivered, 0 pending"
 
 
 def test_each_tick_reads_only_the_new_bytes(tmp_path: Path) -> None:
@@ -71,7 +70,7 @@ def test_slow_phase_with_heartbeats_is_not_a_stall_and_each_stall_alerts_once(
         d, stall_after=20, notifier=n, clock=lambda: clock[0], check_interval=0, idle_check=0
     )
     w.tick()
-    assert w.liveness()[0] == "progress"
+    assert w.terminal.liveness()[0] == "progress"
 
     # 30 s without a step record, but heartbeats show attempts being done: slow, not stalled.
     _heartbeats(
@@ -89,7 +88,7 @@ def test_slow_phase_with_heartbeats_is_not_a_stall_and_each_stall_alerts_once(
     )
     clock[0] = last + 30
     w.tick()
-    state, words = w.liveness()
+    state, words = w.terminal.liveness()
     assert state == "slow" and "sampling on step 20, 24/64 attempts" in words
     assert not n.sent
 
@@ -97,14 +96,14 @@ def test_slow_phase_with_heartbeats_is_not_a_stall_and_each_stall_alerts_once(
     for dt in (60, 70, 80):
         clock[0] = last + dt
         w.tick()
-    assert w.liveness()[0] == "stalled"
+    assert w.terminal.liveness()[0] == "stalled"
     assert [a.body["rlvitals"]["verdict"] for a in n.sent] == ["stalled"]
 
     # It moves on, then stalls again: that is news again.
     append_steps(d, [step_record(20, last + 81)])
     clock[0] = last + 82
     w.tick()
-    assert w.liveness()[0] == "progress"
+    assert w.terminal.liveness()[0] == "progress"
     clock[0] = last + 140
     w.tick()
     assert [a.body["rlvitals"]["verdict"] for a in n.sent] == ["stalled", "stalled"]
@@ -121,10 +120,10 @@ def test_live_view_at_fixed_width_shows_step_numbers_verdict_and_text_as_text(
     def judge(data: Any, now: float) -> Report:
         return Report(data.source, "no_signal", findings)
 
-    w = Watcher(d, judge=judge, notifier=Collect())  # type: ignore[arg-type]
+    w = Watcher(d, judge=judge, notifier=Collect())
     w.tick()
     buf = io.StringIO()
-    Console(file=buf, width=100, force_terminal=False, color_system=None).print(w.panel())
+    Console(file=buf, width=100, force_terminal=False, color_system=None).print(w.terminal.panel())
     out = buf.getvalue()
     assert "step 39" in out and "running" in out
     assert "reward" in out and "5-step mean" in out
@@ -205,7 +204,7 @@ def test_watch_waits_for_a_run_that_does_not_exist_yet(tmp_path: Path) -> None:
 def test_watch_line_mode_says_it_is_waiting(tmp_path: Path) -> None:
     w = Watcher(tmp_path / "nope", wait=True)
     (ev,) = w.tick()
-    assert w.line(ev) == f"waiting for {tmp_path / 'nope'} to appear (Ctrl-C to stop)"
+    assert w.terminal.line(ev) == f"waiting for {tmp_path / 'nope'} to appear (Ctrl-C to stop)"
     assert w.tick() == []  # said once
 
 
@@ -271,21 +270,31 @@ def test_the_follower_api_for_hooks(tmp_path: Path) -> None:
 
     d = make_run(tmp_path, "r", 10, status="running")
     told: list[list[str]] = []
+
+    class Told(Output):
+        def update(self, run: Any, update: Any) -> None:
+            if update.new_findings:
+                told.append([x.check for x, _ in update.new_findings])
+
     f = Follower(
         open_reader(d),
         path=d,
         checks_every_s=0,
-        on_findings=lambda new: told.append([x.check for x, _ in new]),
+        outputs=[Told()],
         judge=lambda data, now: Report(
             data.source, "no_signal", [Finding("reward", "warn", "no_signal", "flat")]
         ),
     )
     up = f.poll()
     assert up.new_data and up.new_step == 9 and up.judged and up.report_changed
+    assert up.new_points["reward/mean"] == (0, 10)  # the new points, for an exporter
     assert [x.check for x, _ in up.new_findings] == ["reward"] and told == [["reward"]]
     up = f.poll(force=True)
     assert (
         not up.new_data and up.new_step is None and up.new_findings == [] and told == [["reward"]]
     )
     append_steps(d, [step_record(10, time.time())])
-    assert f.poll().new_step == 10
+    up = f.poll()
+    assert up.new_step == 10 and up.new_points["reward/mean"] == (10, 11)
+    steps, _values = f.data.metrics.columns("reward/mean")  # type: ignore[misc]
+    assert list(steps[10:11]) == [10]

@@ -915,3 +915,21 @@ def test_a_run_killed_while_claiming_its_name_leaves_no_empty_run_json(tmp_path,
     assert "run.json" not in left or (d / "run.json").stat().st_size > 0
     if "run.json" not in left:
         Run({"output": {"output_dir": str(tmp_path), "name": "r"}}).close()
+
+
+def test_an_attempts_arguments_are_declared_once():
+    # Run.log_attempt's signature is the public API; the shard writer's mappings and a batch's
+    # columns take the same arguments because all three read writer/args.py: a new argument
+    # added to log_attempt and not to AttemptArgs (or the other way round) fails here.
+    import inspect
+
+    from rlvitals.writer.args import AttemptArgs
+    from rlvitals.writer.columns import COLUMNS
+
+    def shape(params):
+        return [(p.name, p.kind, p.default, p.annotation) for p in params]
+
+    run_params = list(inspect.signature(Run.log_attempt).parameters.values())[1:]
+    declared = list(inspect.signature(AttemptArgs).parameters.values())
+    assert shape(run_params) == shape(declared)
+    assert tuple(p.name for p in declared) == COLUMNS

@@ -17,7 +17,7 @@ from rlvitals import Run, read
 from rlvitals.errors import UsageError
 from rlvitals.model import _Codes
 from rlvitals.readers.native import _int_or
-from rlvitals.writer import run as run_module
+from rlvitals.writer import attempts as attempts_module
 
 # sha256 of rollouts.jsonl and steps.jsonl that ``_scenario`` writes, as the writer wrote them
 # before its fast paths (per-attempt _queue, needs_fixup, two-pass step metrics): the fast
@@ -134,8 +134,8 @@ def _digests(root: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
         return next(clock) / 1000.0
 
     monkeypatch.setattr(time, "time", now)
-    if hasattr(run_module, "_now"):
-        monkeypatch.setattr(run_module, "_now", now)
+    if hasattr(attempts_module, "_now"):
+        monkeypatch.setattr(attempts_module, "_now", now)
     d = _scenario(root)
     return {name: hashlib.sha256((d / name).read_bytes()).hexdigest() for name in GOLDEN}
 
@@ -148,7 +148,7 @@ def test_log_attempts_writes_the_bytes_of_one_log_attempt_per_item(tmp_path, mon
     # One batch per group, plain and odd items mixed: the same records, ids and step metrics
     # as one call each (a fixed clock: a batch's attempts share one arrival time).
     monkeypatch.setattr(time, "time", lambda: 1_790_000_000.0)
-    monkeypatch.setattr(run_module, "_now", lambda: 1_790_000_000.0)
+    monkeypatch.setattr(attempts_module, "_now", lambda: 1_790_000_000.0)
     one = _scenario(tmp_path / "one")
     many = _scenario(tmp_path / "many", batched=True)
     for name in GOLDEN:
@@ -160,7 +160,7 @@ def test_log_attempts_of_columns_writes_the_bytes_of_one_log_attempt_per_row(tmp
     # Columns (lists and numpy arrays), plain batches and odd ones (NaN, numpy scalars,
     # errors, transcripts: row by row): the same records, ids and step metrics.
     monkeypatch.setattr(time, "time", lambda: 1_790_000_000.0)
-    monkeypatch.setattr(run_module, "_now", lambda: 1_790_000_000.0)
+    monkeypatch.setattr(attempts_module, "_now", lambda: 1_790_000_000.0)
     one = _scenario(tmp_path / "one")
     cols = _scenario(tmp_path / "cols", columns=True)
     for name in GOLDEN:

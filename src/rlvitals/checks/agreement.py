@@ -14,15 +14,18 @@ only. Also the ESS, and in async mode the share of attempts dropped as stale.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from ..model import Series
 from .base import Finding
-from .context import Context, finding, round_sig
+from .context import Context, Thresholds, finding, round_sig
+from .sequences import LOGGED_SEQ_LINE, SEQ_OVER, SeqShares, cite, seq_shares
 from .stats import (
     MIN_WINDOW,
+    Trend,
     crossing,
     first_sustained,
     read_words,
@@ -35,9 +38,8 @@ from .stats import (
 NAME = "agreement"
 
 
-# A rise of the mismatch named by its trend: its five-update mean this many times its start
-# (and above mismatch_floor) with a significant rising trend on a log scale since.
-TREND_RISE = 3.0
+K1 = "train/mismatch_k1"
+ABS_DIFF = "train/logprob_abs_diff"
 
 
 def _lag(ctx: Context) -> tuple[Series | None, float | None, bool]:
@@ -94,86 +96,40 @@ def _cause(ctx: Context, step: int, lag: Series | None, lag_rising: bool) -> dic
 
 
 def _mismatch(ctx: Context) -> list[Finding]:
+    """The mismatch's mean (k3, else |k1|, else |Δ|) past a line: the absolute lines of a
+    stable run, its own start times ``mismatch_rise``, or ``mismatch_trend_rise`` times it
+    while still rising (its trend, before a line); dated at the first, told stale or drift by
+    the freshness lag (``_cause``), a spell that ended said, not warned."""
     th = ctx.thresholds
-    name, s = ctx.series("train/mismatch_kl", "train/mismatch_k1", "train/logprob_abs_diff")
+    name, s = ctx.series("train/mismatch_kl", K1, ABS_DIFF)
     if s is None or name is None:
         return []
-    v = np.abs(s.values) if name == "train/mismatch_k1" else s.values
+    v = np.abs(s.values) if name == K1 else s.values
     lag, designed, lag_rising = _lag(ctx)
-    if name == "train/logprob_abs_diff" or designed is not None:
-        # |Δ| has no line of its own (it grows like the square root of k3). With a designed
-        # lag the mismatch also holds the policy's own movement over that many updates, so
-        # the numerics lines do not apply: it is judged against its own start only.
-        warn_line, fail_line = math.inf, math.inf
-    else:
-        warn_line = th.mismatch_kl_warn
-        fail_line = th.mismatch_kl_fail if name == "train/mismatch_kl" else th.mismatch_k1_fail
+    lines = _Lines.of(th, name, designed)
     if len(s) < MIN_WINDOW:
-        if not math.isfinite(warn_line) or not short_level(v, warn_line):
-            return []
-        level = float(v.mean())
-        return [
-            finding(
-                NAME,
-                "fail" if short_level(v, fail_line) else "warn",
-                "drift",
-                f"{read_words(len(s))}: {name} at {level:.2g}, over the {warn_line:g} line "
-                "of a stable run",
-                metric=name,
-                first_step=int(s.steps[0]),
-                level=round_sig(level),
-                line=warn_line,
-                updates_read=len(s),
-                values=[round_sig(float(x)) for x in v],
-                action="The sampler and the trainer give the same tokens different "
-                "probabilities: compare precisions (bf16 vs fp16/fp32), kernels and the "
-                "engine version, and check the weights the sampler holds are the trainer's.",
-            )
-        ]
-    roll = rolling_mean(v)
+        return _mismatch_short(name, s, v, lines)
     start = _steady_start(s, v, lag, designed)
-    if name == "train/logprob_abs_diff":
-        rel_line = max(math.sqrt(th.mismatch_rise) * start, 0.02)
-        trend_line = max(math.sqrt(TREND_RISE) * start, 0.01)
-    else:
-        rel_line = max(th.mismatch_rise * start, th.mismatch_floor)
-        trend_line = max(TREND_RISE * start, th.mismatch_floor)
-    i_abs = crossing(v, warn_line) if math.isfinite(warn_line) else None
-    i_rel = crossing(v, rel_line)
-    # A rise named by its trend before it reaches a line: the five-update mean past
-    # TREND_RISE x its start, still rising significantly (log scale) from there.
-    i_trend = crossing(v, trend_line)
-    rising_trend = None
-    if i_trend is not None:
-        lo = max(0, i_trend - MIN_WINDOW)
-        seg = Series(s.steps[lo:], np.log(np.maximum(v[lo:], 1e-12)))
-        rising_trend = trend(seg)
-        if rising_trend is None or not rising_trend.rising or float(roll[-1]) < trend_line:
-            i_trend = None
-    candidates = [i for i in (i_abs, i_rel, i_trend) if i is not None]
-    if not candidates:
+    lines.own(th, name, start)
+    roll = rolling_mean(v)
+    onset = _mismatch_onset(s, v, roll, lines)
+    if onset is None:
         return []
-    idx = min(candidates)
+    idx, line = onset
     step = int(s.steps[idx])
-    peak = float(np.nanmax(roll))
-    seg = s.since(step)
-    if name != "train/mismatch_k1":
-        seg = Series(seg.steps, np.log(np.maximum(np.abs(seg.values), 1e-12)))
-    tr = trend(seg) if len(seg) >= MIN_WINDOW else None
-    growing = tr is not None and tr.rising and float(roll[-1]) >= 0.8 * peak
+    peak, now = float(np.nanmax(roll)), float(roll[-1])
+    tr = _trend_since(s, name, step)
+    growing = tr is not None and tr.rising and now >= 0.8 * peak
     cause = _cause(ctx, step, lag, lag_rising)
-    stale = cause["stale"]
-    severe = peak >= fail_line
     ess = ctx.finite("train/mismatch_ess_seq")
-    line = warn_line if idx == i_abs else rel_line if idx == i_rel else trend_line
     ev: dict[str, Any] = dict(
         start_level=round_sig(start),
         peak=round_sig(peak),
-        now=round_sig(float(roll[-1])),
+        now=round_sig(now),
         line=round_sig(line),
-        absolute_line=None if math.isinf(warn_line) else warn_line,
-        relative_line=round_sig(rel_line),
-        trend_line=round_sig(trend_line),
+        absolute_line=None if math.isinf(lines.warn) else lines.warn,
+        relative_line=round_sig(lines.rel),
+        trend_line=round_sig(lines.trend),
         trend_z_since=round_sig(tr.z) if tr else None,
         growing=growing,
         lag_metric="freshness/lag_mean" if lag is not None else None,
@@ -183,51 +139,143 @@ def _mismatch(ctx: Context) -> list[Finding]:
         ess_seq_last=round_sig(float(ess.values[-MIN_WINDOW:].mean())) if ess is not None else None,
     )
     how = "grows step after step" if growing else f"at {peak:.2g}"
-    if stale:
-        title = (
-            f"stale policy: {name} {how} from step {step} ({start:.2g} at the start, "
-            f"{float(roll[-1]):.2g} now) while the freshness lag rises"
-        )
-        action = STALE_ACTION
-        verdict = "stale_policy"
-    else:
-        lag_words = (
-            "with the freshness lag flat"
-            if lag is not None
-            else "(the run logs no freshness lag; a stale sampler would show there)"
-        )
-        title = (
-            f"sampler/trainer drift: {name} {how} from step {step} (start {start:.2g}, "
-            f"{float(roll[-1]):.2g} now) {lag_words}"
-        )
-        action = (
-            "The two sides compute different probabilities for the same tokens while the "
-            "sampler reports fresh weights: compare precisions (bf16 vs fp16/fp32), kernels "
-            "and the engine version, and check that the weights the sampler holds are the "
-            "version it reports; use truncated importance sampling (TIS) or masked IS until "
-            "it is fixed."
-        )
-        verdict = "drift"
+    verdict, title, action = _mismatch_words(name, how, step, start, now, cause, lag is not None)
     # Judged by its course: a rise past the relative or trend line only (never the absolute
     # line of a stable run) whose five-update mean is back under its line is a spell that
     # ended (the reference trainer's 10,000-update run: 6e-5 -> 7e-4 around update 6,300, 3e-5
     # at the end), said, not warned; live, while it lasted, it was a warning.
-    ended = math.isfinite(warn_line) and peak < warn_line and float(roll[-1]) < line and not stale
+    ended = math.isfinite(lines.warn) and peak < lines.warn and now < line and not cause["stale"]
     if ended:
-        title += f"; over since (the line {line:.2g}, {warn_line:g} for a stable run)"
+        title += f"; over since (the line {line:.2g}, {lines.warn:g} for a stable run)"
         ev["ended"] = True
+    severity = "fail" if peak >= lines.fail else "info" if ended else "warn"
+    return [
+        finding(NAME, severity, verdict, title, metric=name, first_step=step, action=action, **ev)
+    ]
+
+
+def _trend_since(s: Series, name: str, step: int) -> Trend | None:
+    """The mismatch's trend from ``step`` on (on a log scale, but for k1, which has a sign)."""
+    seg = s.since(step)
+    if name != K1:
+        seg = Series(seg.steps, np.log(np.maximum(np.abs(seg.values), 1e-12)))
+    return trend(seg) if len(seg) >= MIN_WINDOW else None
+
+
+@dataclass
+class _Lines:
+    """Where the mismatch's mean is held: the absolute lines of a stable run (inf: none), and
+    the lines relative to its own start (set by ``own`` once the start is known)."""
+
+    warn: float
+    fail: float
+    rel: float = math.inf
+    trend: float = math.inf
+
+    @classmethod
+    def of(cls, th: Thresholds, name: str, designed: float | None) -> _Lines:
+        """|Δ| has no line of its own (it grows like the square root of k3). With a designed
+        lag the mismatch also holds the policy's own movement over that many updates, so the
+        numerics lines do not apply: it is judged against its own start only."""
+        if name == ABS_DIFF or designed is not None:
+            return cls(math.inf, math.inf)
+        fail = th.mismatch_kl_fail if name == "train/mismatch_kl" else th.mismatch_k1_fail
+        return cls(th.mismatch_kl_warn, fail)
+
+    def own(self, th: Thresholds, name: str, start: float) -> None:
+        """The relative and trend lines: ``mismatch_rise`` and ``mismatch_trend_rise`` times
+        the start, above ``mismatch_floor`` (for |Δ|, their square roots, above 0.02 and
+        0.01)."""
+        if name == ABS_DIFF:
+            self.rel = max(math.sqrt(th.mismatch_rise) * start, 0.02)
+            self.trend = max(math.sqrt(th.mismatch_trend_rise) * start, 0.01)
+        else:
+            self.rel = max(th.mismatch_rise * start, th.mismatch_floor)
+            self.trend = max(th.mismatch_trend_rise * start, th.mismatch_floor)
+
+
+def _mismatch_short(name: str, s: Series, v: np.ndarray, lines: _Lines) -> list[Finding]:
+    """Under five updates, every one past the absolute warn line of a stable run."""
+    if not math.isfinite(lines.warn) or not short_level(v, lines.warn):
+        return []
+    level = float(v.mean())
     return [
         finding(
             NAME,
-            "fail" if severe else "info" if ended else "warn",
-            verdict,
-            title,
+            "fail" if short_level(v, lines.fail) else "warn",
+            "drift",
+            f"{read_words(len(s))}: {name} at {level:.2g}, over the {lines.warn:g} line "
+            "of a stable run",
             metric=name,
-            first_step=step,
-            action=action,
-            **ev,
+            first_step=int(s.steps[0]),
+            level=round_sig(level),
+            line=lines.warn,
+            updates_read=len(s),
+            values=[round_sig(float(x)) for x in v],
+            action="The sampler and the trainer give the same tokens different "
+            "probabilities: compare precisions (bf16 vs fp16/fp32), kernels and the "
+            "engine version, and check the weights the sampler holds are the trainer's.",
         )
     ]
+
+
+def _mismatch_onset(
+    s: Series, v: np.ndarray, roll: np.ndarray, lines: _Lines
+) -> tuple[int, float] | None:
+    """(index, line) of the first line the mean crossed (3 of 5): the absolute line, the
+    relative line, or the trend line, this one only while the mean still rises significantly
+    (log scale) from there and its five-update mean is still past it now."""
+    i_abs = crossing(v, lines.warn) if math.isfinite(lines.warn) else None
+    i_rel = crossing(v, lines.rel)
+    i_trend = crossing(v, lines.trend)
+    if i_trend is not None:
+        lo = max(0, i_trend - MIN_WINDOW)
+        tr = trend(Series(s.steps[lo:], np.log(np.maximum(v[lo:], 1e-12))))
+        if tr is None or not tr.rising or float(roll[-1]) < lines.trend:
+            i_trend = None
+    candidates = [i for i in (i_abs, i_rel, i_trend) if i is not None]
+    if not candidates:
+        return None
+    idx = min(candidates)
+    return idx, lines.warn if idx == i_abs else lines.rel if idx == i_rel else lines.trend
+
+
+def _mismatch_words(
+    name: str,
+    how: str,
+    step: int,
+    start: float,
+    now: float,
+    cause: dict[str, Any],
+    has_lag: bool,
+) -> tuple[str, str, str]:
+    """(verdict, title, action) of a mismatch finding, by its cause."""
+    if cause["stale"]:
+        return (
+            "stale_policy",
+            f"stale policy: {name} {how} from step {step} ({start:.2g} at the start, "
+            f"{now:.2g} now) while the freshness lag rises",
+            STALE_ACTION,
+        )
+    lag_words = (
+        "with the freshness lag flat"
+        if has_lag
+        else "(the run logs no freshness lag; a stale sampler would show there)"
+    )
+    return (
+        "drift",
+        f"sampler/trainer drift: {name} {how} from step {step} (start {start:.2g}, "
+        f"{now:.2g} now) {lag_words}",
+        DRIFT_ACTION,
+    )
+
+
+DRIFT_ACTION = (
+    "The two sides compute different probabilities for the same tokens while the sampler "
+    "reports fresh weights: compare precisions (bf16 vs fp16/fp32), kernels and the engine "
+    "version, and check that the weights the sampler holds are the version it reports; use "
+    "truncated importance sampling (TIS) or masked IS until it is fixed."
+)
 
 
 def _sampler_lag_rising(ctx: Context, step: int) -> bool:
@@ -314,18 +362,11 @@ def _freshness(ctx: Context) -> list[Finding]:
     return out
 
 
-# The per-sequence tail (metrics._seq_tail): share of sequences past 1.05, their ratios.
-SEQ_OVER = "train/mismatch_seq_over"
+# The per-sequence tail (metrics._seq_tail): the share of sequences past the sequence line
+# (checks/sequences.py), their ratios.
 SEQ_MAX = "train/mismatch_seq_tme_max"
 SEQ_P90 = "train/mismatch_seq_tme_p90"
 TME = "train/mismatch_tme"
-# An excursion of the tail this many updates long or shorter, back under its line after, is a
-# spike; NeMo-RL's guide tells a spiky error (the inference engine, or a buggy weight refit)
-# from one that trends up (how the weights are updated).
-SPIKE_UPDATES = 2
-# With a lag constant by design (async), the share warned where it reaches this many times its
-# own start at that lag (and at least the share line above it).
-DESIGNED_TAIL_RISE = 3.0
 
 
 def _at_designed_lag(
@@ -368,51 +409,71 @@ def _runs(mask: np.ndarray) -> list[tuple[int, int]]:
     return list(zip(edges[::2].tolist(), edges[1::2].tolist()))
 
 
-# Attempts a tail finding cites (its sequences furthest past the line), read from the run's
-# own attempt records where it has them, over the first updates from the onset.
-CITE = 8
-CITE_STEPS = 2
-CITE_ROWS = 5000
-
-
-def _cite(ctx: Context, steps: np.ndarray) -> list[dict[str, Any]]:
-    """The attempts of ``steps`` whose sequence ratio (their record's ``mismatch.tme``) is past
-    1.05, furthest first: ``{"step", "attempt_id", "seq_ratio"}`` (native runs only)."""
-    t = ctx.data.attempts
-    if t is None or not len(t) or not t.files:
+def _seq_line_note(ctx: Context) -> list[Finding]:
+    """A sequence line other than the writer's asked of a run that keeps no per-attempt ratios
+    to count against it: said once, so the line is never ignored silently."""
+    asked = ctx.thresholds.mismatch_seq_line
+    if asked == LOGGED_SEQ_LINE:
         return []
-    from ..errors import RlvitalsError
-    from ..readers import load_attempt_record
+    measured = [n for n in ("train/mismatch_kl", K1, ABS_DIFF, TME, SEQ_OVER) if ctx.finite(n)]
+    shares = seq_shares(ctx)
+    if not measured or not shares.unavailable:
+        return []
+    logged = shares.series is not None
+    return [
+        finding(
+            NAME,
+            "info",
+            "drift",
+            f"mismatch_seq_line {asked:g} asked, but this run keeps no per-attempt sequence "
+            "ratios (its attempts' mismatch.tme) to count against it: "
+            + (
+                f"the tail is read from the logged {SEQ_OVER}, past {LOGGED_SEQ_LINE:g}"
+                if logged
+                else "its tail is not judged"
+            ),
+            metric=SEQ_OVER if logged else measured[0],
+            seq_line_asked=asked,
+            logged_seq_line=LOGGED_SEQ_LINE,
+            action="Per-attempt ratios come with rlvitals' writer given both the sampler's and "
+            "the trainer's logprobs of each attempt; otherwise judge the tail at "
+            f"{LOGGED_SEQ_LINE:g}.",
+        )
+    ]
 
-    got: list[dict[str, Any]] = []
-    for step in steps[:CITE_STEPS].tolist():
-        rows = t.rows_at(int(step))
-        for i in range(rows.start, min(rows.stop, rows.start + CITE_ROWS)):
-            try:
-                rec = load_attempt_record(ctx.data, i)
-            except (RlvitalsError, OSError):
-                return got
-            mm = rec.get("mismatch")
-            r = mm.get("tme") if isinstance(mm, dict) else None
-            if isinstance(r, (int, float)) and r > 1.05 and "attempt_id" in rec:
-                got.append(
-                    {"step": int(step), "attempt_id": str(rec["attempt_id"]), "seq_ratio": r}
-                )
-    got.sort(key=lambda e: -float(e["seq_ratio"]))
-    return [{**e, "seq_ratio": round_sig(float(e["seq_ratio"]))} for e in got[:CITE]]
+
+@dataclass
+class _Tail:
+    """The tail share as judged: from the designed lag on where there is one, its line, the
+    sequence line it counts past and the lag its cause is read from."""
+
+    share: Series
+    line: float
+    shares: SeqShares
+    lag: Series | None
+    lag_rising: bool
+    designed: float | None
+    base: float | None  # its own start at the designed lag
+
+    def evidence(self, ctx: Context, cause: dict[str, Any]) -> dict[str, Any]:
+        return dict(
+            **_lag_evidence(cause, self.designed, self.base),
+            **self.shares.evidence(ctx.thresholds.mismatch_seq_line),
+        )
 
 
 def _tail(ctx: Context) -> list[Finding]:
     """The mismatch judged by its distribution over sequences, not its mean: the share of an
-    update's sequences whose ratio (token mean of exp(|Δ|)) is past 1.05, held over 3 of 5
-    updates; told as a creep (rising since), held, or spikes (short excursions back under).
-    The cause comes from the freshness lag, as for the mean (``_cause``). With a lag constant
-    by design, the ratio to a sampler one or more versions behind measures that designed
-    staleness (the policy's own movement over those updates), not a broken engine: the share
-    is then judged against its own start at the designed lag only, from the first update at
-    it, and not before MIN_WINDOW updates ran there."""
+    update's sequences whose ratio (token mean of exp(|Δ|)) is past ``mismatch_seq_line``
+    (``seq_shares``), held over 3 of 5 updates; told as a creep (rising since), held, or spikes
+    (short excursions back under). The cause comes from the freshness lag, as for the mean
+    (``_cause``). With a lag constant by design, the ratio to a sampler one or more versions
+    behind measures that designed staleness (the policy's own movement over those updates),
+    not a broken engine: the share is then judged against its own start at the designed lag
+    only, from the first update at it, and not before MIN_WINDOW updates ran there."""
     th = ctx.thresholds
-    share = ctx.finite(SEQ_OVER)
+    shares = seq_shares(ctx)
+    share = shares.series
     if share is None or len(share) < 3:
         return []
     line = th.mismatch_seq_share_warn
@@ -422,60 +483,70 @@ def _tail(ctx: Context) -> list[Finding]:
         return []
     if base is not None:
         share = kept
-        line = base + max(line, (DESIGNED_TAIL_RISE - 1.0) * base)
+        line = base + max(line, (th.mismatch_designed_rise - 1.0) * base)
+    tail = _Tail(share, line, shares, lag, lag_rising, designed, base)
     past = share.values >= line
     if not past.any():
         return []
     idx = crossing(share.values, line, points=True)
     if idx is None:
-        # Short excursions only: said (info), with their steps, never warned.
-        spikes = [(a, b) for a, b in _runs(past) if b - a <= SPIKE_UPDATES]
-        if len(spikes) < 2:
-            return []
-        steps = [int(share.steps[a]) for a, _ in spikes]
-        spiky = _cause(ctx, steps[0], lag, lag_rising)
-        return [
-            finding(
-                NAME,
-                "info",
-                "stale_policy" if spiky["stale"] else "drift",
-                f"mismatch spikes: {len(spikes)} updates where over {line:.0%} of the "
-                f"sequences were past 1.05 (steps {', '.join(map(str, steps[:6]))}), each back "
-                "under the next update",
-                metric=SEQ_OVER,
-                first_step=steps[0],
-                steps=steps,
-                line=line,
-                seq_line=1.05,
-                peak_share=round_sig(float(share.values.max())),
-                shape="spiky",
-                action="Spikes of the per-sequence mismatch that pass point at the inference "
-                "engine or a weight refit that sometimes goes wrong (NeMo-RL's guide): read "
-                "the attempts of those updates.",
-                **_lag_evidence(spiky, designed, base),
-            )
-        ]
-    mx = ctx.finite(SEQ_MAX)
-    mean_name, mean = ctx.series(TME, "train/mismatch_kl")
+        return _tail_spikes(ctx, tail, past)
+    return [_tail_held(ctx, tail, idx)]
+
+
+def _tail_spikes(ctx: Context, tail: _Tail, past: np.ndarray) -> list[Finding]:
+    """Short excursions only (``mismatch_spike_updates`` or fewer, back under after), two or
+    more: said (info), with their steps, never warned."""
+    spikes = [(a, b) for a, b in _runs(past) if b - a <= ctx.thresholds.mismatch_spike_updates]
+    if len(spikes) < 2:
+        return []
+    steps = [int(tail.share.steps[a]) for a, _ in spikes]
+    spiky = _cause(ctx, steps[0], tail.lag, tail.lag_rising)
+    return [
+        finding(
+            NAME,
+            "info",
+            "stale_policy" if spiky["stale"] else "drift",
+            f"mismatch spikes: {len(spikes)} updates where over {tail.line:.0%} of the "
+            f"sequences were past {tail.shares.line:g} (steps "
+            f"{', '.join(map(str, steps[:6]))}), each back under the next update",
+            metric=SEQ_OVER,
+            first_step=steps[0],
+            steps=steps,
+            line=tail.line,
+            seq_line=tail.shares.line,
+            peak_share=round_sig(float(tail.share.values.max())),
+            shape="spiky",
+            action="Spikes of the per-sequence mismatch that pass point at the inference "
+            "engine or a weight refit that sometimes goes wrong (NeMo-RL's guide): read "
+            "the attempts of those updates.",
+            **tail.evidence(ctx, spiky),
+        )
+    ]
+
+
+def _tail_held(ctx: Context, tail: _Tail, idx: int) -> Finding:
+    """The share past its line in 3 of 5 updates from ``idx``: held or creeping (warn), or
+    over since (info), with the tail's numbers at its onset and the attempts furthest off."""
+    share, line = tail.share, tail.line
     step = int(share.steps[idx])
     seg = share.since(step)
     tr = trend(seg) if len(seg) >= MIN_WINDOW else None
     before = share.values[:idx]
-    start_share = float(np.median(before)) if len(before) else 0.0
-    held = float(np.median(seg.values))
     creeping = tr is not None and tr.rising
-    shape = "creeping" if creeping else "held"
     now = float(share.values[-min(3, len(share)) :].mean())
     ended = now < line and not creeping
+    mean_name, mean = ctx.series(TME, "train/mismatch_kl")
     mean_now = float(mean.values[-min(3, len(mean)) :].mean()) if mean is not None else None
     first_steps = seg.steps[:MIN_WINDOW]
-    cause = _cause(ctx, step, lag, lag_rising)
+    cause = _cause(ctx, step, tail.lag, tail.lag_rising)
+    mx = ctx.finite(SEQ_MAX)
     max_seg = mx.since(step) if mx is not None else None
     ev: dict[str, Any] = dict(
         line=line,
-        seq_line=1.05,
-        share_start=round_sig(start_share),
-        share_since=round_sig(held),
+        seq_line=tail.shares.line,
+        share_start=round_sig(float(np.median(before)) if len(before) else 0.0),
+        share_since=round_sig(float(np.median(seg.values))),
         share_now=round_sig(now),
         shares=_at_steps(share, first_steps),
         seq_ratio_max=round_sig(float(max_seg.values.max())) if max_seg is not None else None,
@@ -483,13 +554,13 @@ def _tail(ctx: Context) -> list[Finding]:
         seq_ratio_p90_at_onset=_at_steps(ctx.finite(SEQ_P90), first_steps),
         mean_metric=mean_name,
         mean_now=None if mean_now is None else round_sig(mean_now),
-        mean_kl_line=th.mismatch_kl_warn,
+        mean_kl_line=ctx.thresholds.mismatch_kl_warn,
         trend_z_since=round_sig(tr.z) if tr else None,
-        shape=shape,
-        lag_metric="freshness/lag_mean" if lag is not None else None,
-        **_lag_evidence(cause, designed, base),
+        shape="creeping" if creeping else "held",
+        lag_metric="freshness/lag_mean" if tail.lag is not None else None,
+        **tail.evidence(ctx, cause),
     )
-    cited = _cite(ctx, first_steps)
+    cited = cite(ctx, first_steps, tail.shares.line)
     if cited:
         ev["examples"] = cited
         ev["attempt_ids"] = [e["attempt_id"] for e in cited]
@@ -497,18 +568,17 @@ def _tail(ctx: Context) -> list[Finding]:
     if kl is not None:
         ev["mean_kl_now"] = round_sig(float(kl.values[-min(3, len(kl)) :].mean()))
     title, action = _tail_words(ctx, ev, cause, step, ended)
-    return [
-        finding(
-            NAME,
-            "info" if ended else "warn",
-            "stale_policy" if cause["stale"] else "drift",
-            title,
-            metric=SEQ_OVER,
-            first_step=step,
-            action=action,
-            **ev,
-        )
-    ]
+    verdict = "stale_policy" if cause["stale"] else "drift"
+    return finding(
+        NAME,
+        "info" if ended else "warn",
+        verdict,
+        title,
+        metric=SEQ_OVER,
+        first_step=step,
+        action=action,
+        **ev,
+    )
 
 
 def _tail_words(
@@ -519,8 +589,8 @@ def _tail_words(
     creeping = ev["shape"] == "creeping"
     mx_words = f", the worst {ev['seq_ratio_max']:.3g}x" if ev["seq_ratio_max"] else ""
     title = (
-        f"mismatch in the tail: {ev['share_since']:.0%} of the sequences past 1.05 from step "
-        f"{step} ({ev['share_start']:.0%} before{mx_words})"
+        f"mismatch in the tail: {ev['share_since']:.0%} of the sequences past "
+        f"{ev['seq_line']:g} from step {step} ({ev['share_start']:.0%} before{mx_words})"
     )
     if cause["stale"]:
         title = "stale policy: " + title
@@ -560,7 +630,7 @@ def _tme_mean(ctx: Context) -> list[Finding]:
     "past ~1-2%" is a problem. Warned where it holds past ``mismatch_tme_warn`` (3 of 5
     updates) from a start under it; told as a trend or a level. With a lag constant by design
     the line is that of the tail: the ratio's excess over 1 judged against its own start at
-    the designed lag (DESIGNED_TAIL_RISE times it, at least NeMo-RL's line above it)."""
+    the designed lag (``mismatch_designed_rise`` times it, at least NeMo-RL's line above it)."""
     th = ctx.thresholds
     s = ctx.finite(TME)
     if s is None or len(s) < 3:
@@ -572,7 +642,7 @@ def _tme_mean(ctx: Context) -> list[Finding]:
     line = th.mismatch_tme_warn
     if base is not None:
         s = kept
-        line = base + max(line - 1.0, (DESIGNED_TAIL_RISE - 1.0) * (base - 1.0))
+        line = base + max(line - 1.0, (th.mismatch_designed_rise - 1.0) * (base - 1.0))
     v = s.values
     idx = crossing(v, line, points=True)
     if idx is None or (idx == 0 and len(v) >= MIN_WINDOW and start_level(v) >= line):
@@ -620,4 +690,4 @@ def check(ctx: Context) -> list[Finding]:
         out += _tme_mean(ctx)
     out += _ess(ctx, already=bool(out))
     out += _freshness(ctx)
-    return out
+    return out + _seq_line_note(ctx)

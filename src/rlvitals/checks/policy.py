@@ -76,37 +76,40 @@ def _entropy(ctx: Context) -> list[Finding]:
     )
     disagree = _disagreements(ctx, shrink, paid, evidence)
     where = f"{name} at {low:.0%} of its start from step {step}"
+    course = f"({h0:.3g} -> {float(s.values[-MIN_WINDOW:].mean()):.3g})"
+    sev, verdict, title, action = _entropy_reading(paid, disagree, severe, where, course)
+    return [finding(NAME, sev, verdict, title, action=action, **evidence)]
+
+
+def _entropy_reading(
+    paid: _Paid, disagree: list[str], severe: bool, where: str, course: str
+) -> tuple[str, str, str, str]:
+    """(severity, verdict, title, action) of an entropy fall: a collapse onto a shortcut where
+    the reward paid for it but the rest disagrees, sharpening where it paid and the rest
+    agrees (info), else a collapse (fail under ``entropy_ratio_fail``)."""
     sev = "fail" if severe else "warn"
     if paid.paying and disagree:
-        told = (
+        return (
             sev,
             "exploit_suspected",
             f"entropy collapse onto a shortcut: {where} while {paid.name} rises, but "
             f"{' and '.join(disagree)}: not sharpening",
             SHORTCUT_ACTION,
         )
-    elif paid.paying:
-        told = (
+    if paid.paying:
+        return (
             "info",
             "collapse",
             f"{where} while {paid.name} still rises or is high: the policy is sharpening "
             "on what it learned",
             SHARPENING_ACTION,
         )
-    else:
-        why = (
-            f"{paid.name} has stopped rising at {paid.plateau:.3g}, below the top of its range"
-            if paid.plateau is not None
-            else f"{paid.name or 'reward'} does not improve"
-        )
-        now = float(s.values[-MIN_WINDOW:].mean())
-        told = (
-            sev,
-            "collapse",
-            f"entropy collapse: {where} ({h0:.3g} -> {now:.3g}) while {why}",
-            COLLAPSE_ACTION,
-        )
-    return [finding(NAME, told[0], told[1], told[2], action=told[3], **evidence)]
+    why = (
+        f"{paid.name} has stopped rising at {paid.plateau:.3g}, below the top of its range"
+        if paid.plateau is not None
+        else f"{paid.name or 'reward'} does not improve"
+    )
+    return sev, "collapse", f"entropy collapse: {where} {course} while {why}", COLLAPSE_ACTION
 
 
 SHORTCUT_ACTION = (

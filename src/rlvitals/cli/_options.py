@@ -20,7 +20,7 @@ their own section at the end of this module.
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..checks.context import Thresholds
 from ..errors import UsageError
@@ -29,11 +29,16 @@ from ..model import RunData
 from ..readers.keys import require_metrics
 from ..source import Source
 
+if TYPE_CHECKING:
+    from ..outputs import Output
+
 __all__ = [
     "add_judge_args",
+    "add_output_args",
     "add_source_args",
     "judge_of",
     "open_kwargs",
+    "outputs_of",
     "overrides",
     "read_source",
     "require_metrics",
@@ -201,4 +206,47 @@ def judge_of(args: argparse.Namespace, *, check_rules: bool = True) -> Judge:
 
 
 # -- where results go ----------------------------------------------------------------------
-# (add_output_args: --webhook and the outputs every following command shares.)
+
+
+def add_output_args(p: argparse.ArgumentParser) -> None:
+    """``--webhook``, ``--to`` and ``--alert-on``: where a followed run's news goes (watch,
+    serve; docs/outputs.md)."""
+    p.add_argument(
+        "--webhook",
+        metavar="URL",
+        help="post each new finding here (Slack-compatible JSON; Discord's own body for a "
+        "Discord webhook URL)",
+    )
+    p.add_argument(
+        "--to",
+        dest="outputs",
+        action="append",
+        default=[],
+        metavar="NAME[=ARG]",
+        help="also hand each update to this output (repeatable): webhook=URL, slack=URL, "
+        "discord=URL, or one an installed package registers (docs/outputs.md)",
+    )
+    p.add_argument(
+        "--alert-on",
+        choices=["info", "warn", "fail"],
+        default="warn",
+        help="lowest severity that counts as a new finding for the outputs (default: warn)",
+    )
+
+
+def outputs_of(args: argparse.Namespace) -> list[Output]:
+    """The outputs ``--webhook`` and ``--to`` name, built now (a mistake is one error
+    line at the start); on an error, those already built are closed."""
+    from ..outputs import load_output
+
+    specs = [f"webhook={args.webhook}"] if getattr(args, "webhook", None) else []
+    specs += getattr(args, "outputs", None) or []
+    built: list[Output] = []
+    try:
+        for spec in specs:
+            built.append(load_output(spec))
+    except BaseException:
+        for out in built:
+            out.close(0)
+        raise
+    return built

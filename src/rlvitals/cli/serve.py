@@ -5,7 +5,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ._options import add_judge_args, add_source_args, judge_of, open_kwargs
+from ._options import (
+    add_judge_args,
+    add_output_args,
+    add_source_args,
+    judge_of,
+    open_kwargs,
+    outputs_of,
+)
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -55,6 +62,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         baseline="healthy ranges from `rlvitals baseline`: judged against and shaded",
         stall_after="a running run with no step record or progress for this long is stalled",
     )
+    add_output_args(p)
     add_source_args(p, samples=False)
     p.set_defaults(func=run)
 
@@ -65,6 +73,7 @@ def run(args: argparse.Namespace) -> int:
 
     judge = judge_of(args)
     baseline = judge.baseline
+    outputs = outputs_of(args)
     shading = baseline_ranges(baseline, args.baseline) if baseline else None
 
     def ready(url: str, hub: Hub) -> None:
@@ -77,21 +86,32 @@ def run(args: argparse.Namespace) -> int:
                 "read these runs, transcripts included",
                 file=sys.stderr,
             )
+        for out in outputs:
+            print(f"  new findings to: {out.describe()}")
         print("  Ctrl-C to stop", flush=True)
 
-    serve(
-        args.paths,
-        args.host,
-        args.port,
-        baseline=baseline,
-        shading=shading,
-        poll_interval=args.poll,
-        stall_after=judge.stall_after,
-        verbose=args.verbose,
-        on_ready=ready,
-        follow_links=args.follow_links,
-        judge=judge,
-        allowed_hosts=args.allow_host,
-        **open_kwargs(args),
-    )
+    try:
+        lost = serve(
+            args.paths,
+            args.host,
+            args.port,
+            baseline=baseline,
+            shading=shading,
+            poll_interval=args.poll,
+            stall_after=judge.stall_after,
+            verbose=args.verbose,
+            on_ready=ready,
+            follow_links=args.follow_links,
+            judge=judge,
+            allowed_hosts=args.allow_host,
+            outputs=outputs,
+            min_alert=args.alert_on,
+            **open_kwargs(args),
+        )
+    except BaseException:
+        for out in outputs:
+            out.close(0)
+        raise
+    if lost:
+        print(f"rlvitals serve: {lost} alert(s) not delivered", file=sys.stderr)
     return 0

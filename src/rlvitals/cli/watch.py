@@ -5,7 +5,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ._options import add_judge_args, add_source_args, judge_of, open_kwargs
+from ._options import (
+    add_judge_args,
+    add_output_args,
+    add_source_args,
+    judge_of,
+    open_kwargs,
+    outputs_of,
+)
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -22,18 +29,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "while followed is followed again from its start.",
     )
     p.add_argument("path", metavar="RUN", help="run directory or log file")
-    p.add_argument("--webhook", metavar="URL", help="post each new finding here (Slack-style)")
     p.add_argument(
         "--fail-on",
         choices=["warn", "fail", "never"],
         default="fail",
         help="exit 1 at the end when a finding at this level or worse exists (default: fail)",
-    )
-    p.add_argument(
-        "--alert-on",
-        choices=["info", "warn", "fail"],
-        default="warn",
-        help="lowest severity posted to the webhook (default: warn)",
     )
     p.add_argument(
         "--interval", type=float, default=1.0, metavar="SECONDS", help="poll interval (default 1)"
@@ -48,31 +48,31 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         stall_after="no step record or progress for this long means stalled "
         "(default: ten typical step intervals, at least 10 s)",
     )
+    add_output_args(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from ..views.alerts import WebhookNotifier
     from ..views.watch import Watcher, watch
 
     judge = judge_of(args)
-    notifier = WebhookNotifier(args.webhook) if args.webhook else None
+    outputs = outputs_of(args)
     try:
         watcher = Watcher(
             args.path,
             **open_kwargs(args),
             stall_after=judge.stall_after,
             judge=judge,
-            notifier=notifier,
+            outputs=outputs,
             min_alert=args.alert_on,
             wait=True,
             samples=args.samples,
         )
     except BaseException:
-        if notifier is not None:
-            notifier.close(0)
+        for out in outputs:
+            out.close(0)
         raise
     return watch(
         watcher,

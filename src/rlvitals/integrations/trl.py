@@ -24,6 +24,8 @@ output folder's name):
   recorded with the policy version of its update (lag 0).
 - findings printed once each as they appear (the follow stage, ``rlvitals.follow.Follower``,
   judging the run so far at most every ``check_every`` seconds), and a report at train end.
+  The same updates go to any ``outputs`` (``rlvitals.outputs``: a webhook, or one an installed
+  package registers), as ``rlvitals watch --to`` and ``serve --to`` hand them.
 
 ``halt_on="warn"`` or ``"fail"`` sets ``control.should_training_stop`` when a finding at that
 level appears; the run is closed ``stopped`` with the finding as the reason. Only the main
@@ -36,11 +38,12 @@ from __future__ import annotations
 import math
 import sys
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
 from ..errors import MissingExtraError, UsageError
+from ..outputs import Output, load_output
 
 try:
     from transformers import TrainerCallback
@@ -132,6 +135,8 @@ class RLVitalsCallback(TrainerCallback):
         check_every: seconds between judgements while training (0: after every step).
         show: the lowest severity printed as findings appear (the report at the end has all).
         stream: where findings and the report are printed (default: standard output).
+        outputs: more outputs each update goes to: ``rlvitals.outputs.Output`` objects, or
+            names as ``--to`` takes them (``"slack=https://..."``, ``"myout"``).
     """
 
     def __init__(
@@ -143,9 +148,11 @@ class RLVitalsCallback(TrainerCallback):
         check_every: float = 10.0,
         show: str = "warn",
         stream: TextIO | None = None,
+        outputs: Iterable[Output | str] = (),
     ) -> None:
         if halt_on is not None and halt_on not in HALT_LEVELS:
             raise UsageError(f'halt_on: expected "warn", "fail" or None (not {halt_on!r})')
+        self.outputs = [load_output(o) if isinstance(o, str) else o for o in outputs]
         self.output_dir = output_dir
         self.name = name
         self.halt_on = halt_on
@@ -411,6 +418,7 @@ class RLVitalsCallback(TrainerCallback):
             return
         from ..checks import severity_rank
         from ..follow import Follower
+        from ..views.console import FindingLines
 
         if self._follower is None:
             every = self.check_every
@@ -421,14 +429,13 @@ class RLVitalsCallback(TrainerCallback):
                 idle_check_s=every,
                 cost_factor=0.0 if every == 0 else 5.0,
                 min_alert=self.show,
+                outputs=[FindingLines(self._out()), *self.outputs],
             )
         up = self._follower.poll(force=final)
         if not up.judged or self._follower.report is None:
             return
         report = self.report = self._follower.report
         out = self._out()
-        for f, _before in up.new_findings:
-            print(f"rlvitals: {f.severity.upper()} {f.check}: {f.title}", file=out, flush=True)
         if self.halt_on and self.stopped is None:
             line = severity_rank(self.halt_on)
             worst = [f for f in report.findings if severity_rank(f.severity) >= line]
@@ -451,6 +458,9 @@ class RLVitalsCallback(TrainerCallback):
         if self._follower is not None:
             self._follower.poll(force=True)  # the final status read and judged
             self.report = self._follower.report
+            lost = self._follower.close(10.0)  # the outputs deliver what they hold
+            if lost:
+                self._warn("outputs", f"{lost} alert(s) not delivered")
         if self.report is not None:
             from ..views.check import render_text
 

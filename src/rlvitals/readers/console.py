@@ -25,7 +25,7 @@ from typing import Any
 from . import keys as _keys
 from ._format import FORMATS, Format, register
 from .base import FileState
-from .mapping import Mapper, MappingTable, Rule
+from .mapping import Mapper, MappingTable, Rule, synonym
 from .shapes import Record, ShapeParser, add_events
 from .textlog import TextLogReader, clean_line, file_date, head, sniff_files
 
@@ -77,7 +77,7 @@ DEEPSPEED_CHAT = MappingTable(
     (
         Rule("average reward score", "reward/mean", "step3 main.py: mean reward-model score"),
         Rule("Average reward score", "reward/mean", "newer spelling"),
-        Rule("act_loss", "train/loss", "actor (policy) loss"),
+        synonym("act_loss", "actor (policy) loss"),
         Rule("Actor Loss", "train/loss", "newer spelling"),
         Rule("E2E latency", "perf/step_seconds"),
         Rule("Generate time", "perf/sampling_seconds"),
@@ -111,8 +111,8 @@ TORCHFORGE = MappingTable(
         Rule("grpo_loss/total_loss", "train/loss"),
         Rule("episode/avg_response_tokens", "response/length_mean"),
         Rule("main/rollout/std_advantage", "train/advantage_std", "older name"),
-        Rule("buffer/sample/avg_sampled_policy_age", "freshness/lag_mean", "policy versions"),
-        Rule("buffer/sample/max_sampled_policy_age", "freshness/lag_max"),
+        synonym("buffer/sample/avg_sampled_policy_age", "policy versions"),
+        synonym("buffer/sample/max_sampled_policy_age"),
         Rule("main_perf/continuous_training/total_duration_avg_s", "perf/step_seconds"),
     ),
     (
@@ -123,11 +123,11 @@ TORCHFORGE = MappingTable(
 TRL_PPO = MappingTable(
     "trl-ppo",
     (
-        Rule("objective/scores", "reward/mean", "the reward model's score (before the KL penalty)"),
+        synonym("objective/scores", "the reward model's score (before the KL penalty)"),
         Rule("policy/entropy_avg", "train/entropy", "token mean, during the update"),
         Rule("policy/approxkl_avg", "train/ppo_kl"),
         Rule("policy/clipfrac_avg", "train/clip_frac"),
-        Rule("lr", "train/lr"),
+        synonym("lr"),
     ),
     (
         ("objective/kl", "k1 to the reference summed over the sequence, not a token mean"),
@@ -139,11 +139,11 @@ TRL_PPO = MappingTable(
 ART = MappingTable(
     "art",
     (
-        Rule("reward", "reward/mean", "gather bar: mean over the trajectories so far"),
+        synonym("reward", "gather bar: mean over the trajectories so far"),
         Rule("completion_tokens", "response/length_mean", "gather bar: mean per trajectory"),
-        Rule("loss", "train/loss", "train bar"),
-        Rule("grad_norm", "train/grad_norm"),
-        Rule("entropy", "train/entropy"),
+        synonym("loss", "train bar"),
+        synonym("grad_norm"),
+        synonym("entropy"),
     ),
     (("exceptions", "rollouts that raised, a mean per trajectory"),),
     ("ART's records are its tqdm bars: one gather and one train bar per step.",),

@@ -31,6 +31,7 @@ __all__ = [
     "KINDS",
     "Candidate",
     "blocker",
+    "declared",
     "fallback",
     "is_eval_key",
     "is_kl_like",
@@ -252,6 +253,12 @@ def _exact() -> dict[str, tuple[int, str, Alias]]:
                 out[a.source] = (i, spec.name, a)
                 i += 1
     return out
+
+
+def declared(source: str) -> tuple[str, Alias] | None:
+    """(canonical name, synonym) where ``schema.py`` declares ``source`` as an exact synonym."""
+    hit = _exact().get(source)
+    return None if hit is None else (hit[1], hit[2])
 
 
 @lru_cache(maxsize=1)

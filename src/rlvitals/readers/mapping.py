@@ -7,6 +7,10 @@ fraction, ``1 - x``). Keys that measure something else (k1 where the canonical m
 with the reason, so ``rlvitals formats`` and docs/formats.md show what was left out and why.
 Where a framework has no such metric, the canonical one is absent, never faked.
 
+A table lists the keys its framework logs. A key ``schema.py`` already declares as a synonym is
+listed as ``synonym(key, note)``, its canonical name and transform taken from the schema; a
+``Rule`` says what the schema does not (a framework's own key, a transform, a pattern).
+
 When two source keys map to one canonical name, the earlier rule wins for the whole run (a
 ``Mapper`` remembers the best source seen), so values never flip between sources by step.
 
@@ -28,7 +32,7 @@ import os
 import re
 import tomllib
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ReadError
@@ -36,7 +40,7 @@ from ..model import Presence, RunData
 from ..schema import is_canonical
 from . import keys as _keys
 
-__all__ = ["Mapper", "MappingTable", "Rule", "apply_table", "load_user_mapping"]
+__all__ = ["Mapper", "MappingTable", "Rule", "apply_table", "load_user_mapping", "synonym"]
 
 
 @dataclass(frozen=True)
@@ -52,6 +56,8 @@ class Rule:
     scale: float = 1.0
     offset: float = 0.0
     kind: str = "table"  # the step of the chain (keys.KINDS): table, user mapping, synonym...
+    # Written as ``synonym(source)``: the canonical name and transform are schema.py's.
+    schema: bool = field(default=False, compare=False)
 
     @property
     def is_pattern(self) -> bool:
@@ -70,6 +76,20 @@ class Rule:
         if self.offset:
             parts.append(f"+ {self.offset:g}")
         return " ".join(parts)
+
+
+def synonym(source: str, note: str = "") -> Rule:
+    """A table rule for a key ``schema.py`` declares as a synonym of a canonical metric.
+
+    The canonical name and the transform are the schema's (declared once); the table says that
+    its framework logs the key, where it ranks among the table's rules for that metric (the
+    first listed that a run logs wins), and what the framework's value is (``note``).
+    """
+    hit = _keys.declared(source)
+    if hit is None:
+        raise ValueError(f"{source!r} is not an exact synonym in schema.py; write a Rule")
+    target, alias = hit
+    return Rule(source, target, note, alias.scale, alias.offset, schema=True)
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ import numpy as np
 from ..model import RunData
 from ._format import Format, register
 from .base import FileState
-from .mapping import MappingTable, Rule
+from .mapping import MappingTable, Rule, synonym
 from .textlog import TextLogReader, head, sniff_files
 
 __all__ = ["MILES", "SLIME", "MilesReader", "SlimeReader"]
@@ -34,7 +34,7 @@ LINE = re.compile(
 ZERO_STD = re.compile(r"^rollout/zero_std/count_(.+)$")
 
 _COMMON = (
-    Rule("rollout/raw_reward", "reward/mean", "trainer line; before GRPO normalisation"),
+    synonym("rollout/raw_reward", "trainer line; before GRPO normalisation"),
     Rule("rollout/response_lengths", "response/length_mean", "trainer-batch mean"),
     Rule("rollout/response_len/mean", "response/length_mean", "perf line, loss-masked"),
     Rule("rollout/truncated", "response/truncated_rate", "trainer-batch rate"),
@@ -47,7 +47,7 @@ _COMMON = (
     Rule("train/ppo_kl", "train/ppo_kl", "k1 of old vs current logp"),
     Rule("train/kl_loss", "train/ref_kl", "only with --use-kl-loss; estimator --kl-loss-type"),
     Rule("perf/step_time", "perf/step_seconds"),
-    Rule("perf/rollout_time", "perf/sampling_seconds"),
+    synonym("perf/rollout_time"),
     Rule("perf/actor_train_time", "perf/training_seconds"),
 )
 

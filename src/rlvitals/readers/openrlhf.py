@@ -7,7 +7,7 @@ from pathlib import Path
 
 from ._format import Format, register
 from .base import FileState
-from .mapping import MappingTable, Rule
+from .mapping import MappingTable, Rule, synonym
 from .textlog import TextLogReader, head, sniff_files
 
 __all__ = ["OPENRLHF", "OpenRLHFReader"]
@@ -15,23 +15,23 @@ __all__ = ["OPENRLHF", "OpenRLHFReader"]
 OPENRLHF = MappingTable(
     "openrlhf",
     (
-        Rule("rollout/reward_mean", "reward/mean", "taken before dynamic-batch splitting"),
-        Rule("reward", "reward/mean", "where rollout/reward_mean is not logged"),
-        Rule("rollout/reward_std", "reward/std", "whole batch"),
-        Rule("group_reward_std", "reward/group_std_mean", "mean within-group std"),
-        Rule("rollout/response_length_mean", "response/length_mean"),
-        Rule("response_length", "response/length_mean", "where the rollout/ key is absent"),
+        synonym("rollout/reward_mean", "taken before dynamic-batch splitting"),
+        synonym("reward", "where rollout/reward_mean is not logged"),
+        synonym("rollout/reward_std", "whole batch"),
+        synonym("group_reward_std", "mean within-group std"),
+        synonym("rollout/response_length_mean"),
+        synonym("response_length", "where the rollout/ key is absent"),
         Rule("rollout/truncated_rate", "response/truncated_rate"),
         Rule("truncated", "response/truncated_rate", "where the rollout/ key is absent"),
         Rule("kl", "train/ref_kl", "estimator k1/k2/k3, clamped ±10"),
-        Rule("vllm_kl", "train/mismatch_k1", "mean(vLLM - old logp), can be negative"),
-        Rule("ppo_clip_ratio", "train/clip_frac"),
-        Rule("ppo_kl", "train/ppo_kl"),
-        Rule("policy_loss", "train/loss"),
-        Rule("actor_grad_norm", "train/grad_norm"),
-        Rule("actor_lr", "train/lr"),
+        synonym("vllm_kl", "mean(vLLM - old logp), can be negative"),
+        synonym("ppo_clip_ratio"),
+        synonym("ppo_kl"),
+        synonym("policy_loss"),
+        synonym("actor_grad_norm"),
+        synonym("actor_lr"),
         Rule("timing/step_total", "perf/step_seconds"),
-        Rule("timing/generation", "perf/sampling_seconds"),
+        synonym("timing/generation"),
         Rule("timing/ppo_train", "perf/training_seconds"),
     ),
     (

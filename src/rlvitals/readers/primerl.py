@@ -18,7 +18,7 @@ from typing import Any
 from ._format import Format, register
 from .base import FileState
 from .generic import JsonlMetricsReader, sniff_glob
-from .mapping import MappingTable, Rule
+from .mapping import MappingTable, Rule, synonym
 from .printed import parse_number
 from .textlog import TextLogReader, head, sniff_files
 
@@ -43,9 +43,9 @@ PRIME_RL = MappingTable(
         Rule("loss/mean", "train/loss"),
         Rule("optim/grad_norm", "train/grad_norm"),
         Rule("optim/lr", "train/lr"),
-        Rule("off_policy/mean", "freshness/lag_mean", "async: steps off policy"),
-        Rule("off_policy/max", "freshness/lag_max"),
-        Rule("time/step", "perf/step_seconds"),
+        synonym("off_policy/mean", "async: steps off policy"),
+        synonym("off_policy/max"),
+        synonym("time/step"),
         Rule(
             r"^train/agg/all/(?:filters|detections)/gibberish/mean$",
             "text/gibberish_rate",

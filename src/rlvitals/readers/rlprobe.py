@@ -24,7 +24,7 @@ from ..model import Event, RunData
 from ._format import Format, register
 from ._parquet import read_bounded
 from .base import open_binary
-from .mapping import MappingTable, Rule, apply_table
+from .mapping import MappingTable, Rule, apply_table, synonym
 
 __all__ = ["RLPROBE", "RlprobeReader"]
 
@@ -36,27 +36,24 @@ EVENTS = "events.jsonl"
 RLPROBE = MappingTable(
     "rlprobe",
     (
-        Rule("reward_mean", "reward/mean"),
-        Rule("reward_std", "reward/std", "whole batch"),
-        Rule("group_reward_std_mean", "reward/group_std_mean", "mean within-group std"),
-        Rule(
+        synonym("reward_mean"),
+        synonym("reward_std", "whole batch"),
+        synonym("group_reward_std_mean", "mean within-group std"),
+        synonym(
             "zero_variance_group_frac",
-            "groups/signal_fraction",
             "share of groups whose rewards are all equal",
-            scale=-1.0,
-            offset=1.0,
         ),
         Rule("kl_mean", "train/ref_kl", "KL to the reference"),
-        Rule("entropy_mean", "train/entropy"),
-        Rule("clip_fraction", "train/clip_frac"),
-        Rule("adv_std", "train/advantage_std"),
-        Rule("loss", "train/loss"),
-        Rule("lr", "train/lr"),
-        Rule("grad_norm", "train/grad_norm", "before clipping"),
-        Rule("completion_len_mean", "response/length_mean"),
-        Rule("truncation_rate", "response/truncated_rate"),
+        synonym("entropy_mean"),
+        synonym("clip_fraction"),
+        synonym("adv_std"),
+        synonym("loss"),
+        synonym("lr"),
+        synonym("grad_norm", "before clipping"),
+        synonym("completion_len_mean"),
+        synonym("truncation_rate"),
         Rule("max_len_hit_frac", "response/truncated_rate", "where truncation_rate is absent"),
-        Rule("step_time_s", "perf/step_seconds"),
+        synonym("step_time_s"),
         Rule("generation_time_s", "perf/sampling_seconds"),
         Rule("optimization_time_s", "perf/training_seconds"),
         Rule(r"^reward_component\.(.+)$", r"reward/component/\1/mean", "reward_components"),

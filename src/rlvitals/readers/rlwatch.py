@@ -21,7 +21,7 @@ from ..model import RunData
 from ._format import Format, register
 from ._trackers import choose_run, connect, number, poll_store, tables
 from .base import flatten
-from .mapping import MappingTable, Rule, apply_table
+from .mapping import MappingTable, Rule, apply_table, synonym
 
 __all__ = ["RLWATCH", "RlwatchReader"]
 
@@ -44,15 +44,15 @@ _FIXED = (
 RLWATCH = MappingTable(
     "rlwatch",
     (
-        Rule("reward_mean", "reward/mean"),
-        Rule("reward_std", "reward/std", "whole batch"),
-        Rule("entropy", "train/entropy"),
-        Rule("kl_divergence", "train/ref_kl", "what rlwatch's callers pass as KL to reference"),
-        Rule("advantage_std", "train/advantage_std"),
-        Rule("loss", "train/loss"),
-        Rule("learning_rate", "train/lr"),
-        Rule("clip_fraction", "train/clip_frac"),
-        Rule("grad_norm", "train/grad_norm"),
+        synonym("reward_mean"),
+        synonym("reward_std", "whole batch"),
+        synonym("entropy"),
+        synonym("kl_divergence", "what rlwatch's callers pass as KL to reference"),
+        synonym("advantage_std"),
+        synonym("loss"),
+        synonym("learning_rate"),
+        synonym("clip_fraction"),
+        synonym("grad_norm"),
     ),
     (("reward_min", "an extreme, not a mean"), ("reward_max", "an extreme, not a mean")),
     ("extra_json keys are kept under their own names (canonical ones taken as such).",),

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ._format import Format, register
 from .base import FileState
-from .mapping import MappingTable, Rule
+from .mapping import MappingTable, Rule, synonym
 from .textlog import TextLogReader, head, sniff_files
 
 __all__ = ["SKYRL", "SkyRLReader"]
@@ -17,8 +17,8 @@ __all__ = ["SKYRL", "SkyRLReader"]
 SKYRL = MappingTable(
     "skyrl",
     (
-        Rule("reward/avg_raw_reward", "reward/mean"),
-        Rule("generate/avg_num_tokens", "response/length_mean"),
+        synonym("reward/avg_raw_reward"),
+        synonym("generate/avg_num_tokens"),
         Rule("policy/policy_entropy", "train/entropy"),
         Rule("policy/policy_kl", "train/ref_kl", "estimator k1/abs/k2/k3"),
         Rule(

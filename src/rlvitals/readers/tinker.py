@@ -6,7 +6,7 @@ from pathlib import Path
 
 from ._format import Format, register
 from .generic import JsonlMetricsReader, sniff_glob
-from .mapping import MappingTable, Rule
+from .mapping import MappingTable, Rule, synonym
 from .textlog import head
 
 __all__ = ["TINKER", "TinkerReader"]
@@ -14,7 +14,7 @@ __all__ = ["TINKER", "TinkerReader"]
 TINKER = MappingTable(
     "tinker",
     (
-        Rule("env/all/reward/total", "reward/mean"),
+        synonym("env/all/reward/total"),
         Rule(
             "env/all/by_group/frac_mixed", "groups/signal_fraction", "groups whose rewards differ"
         ),

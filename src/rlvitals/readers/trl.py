@@ -27,7 +27,7 @@ from ..model import RunData
 from ._format import Format, register
 from .base import FileState, decode_json, flatten, open_binary, valid_step
 from .generic import GENERIC, STEP_KEYS, CanonicalOnlyMapper, as_number, step_of
-from .mapping import Mapper, MappingTable, Rule
+from .mapping import Mapper, MappingTable, Rule, synonym
 from .printed import brace_balance, parse_pairs
 from .textlog import TextLogReader, head, sniff_files
 
@@ -36,34 +36,28 @@ __all__ = ["TRL", "TrlConsoleReader", "TrlStateReader"]
 TRL = MappingTable(
     "trl",
     (
-        Rule("reward", "reward/mean"),
-        Rule(
+        synonym("reward"),
+        synonym(
             "reward_std",
-            "reward/std",
             "whole-batch std in current TRL (before mid-2025 it was the mean within-group std)",
         ),
-        Rule(
+        synonym(
             "frac_reward_zero_std",
-            "groups/signal_fraction",
             "share of samples whose group std is 0 (equal-size groups: share of groups)",
-            scale=-1.0,
-            offset=1.0,
         ),
-        Rule("completions/mean_length", "response/length_mean"),
-        Rule("completion_length", "response/length_mean", "older versions"),
-        Rule("completions/clipped_ratio", "response/truncated_rate"),
-        Rule("entropy", "train/entropy", "token mean of the full-distribution entropy"),
+        synonym("completions/mean_length"),
+        synonym("completion_length", "older versions"),
+        synonym("completions/clipped_ratio"),
+        synonym("entropy", "token mean of the full-distribution entropy"),
         Rule("kl", "train/ref_kl", "k3 to the reference; only when beta != 0"),
-        Rule(
-            "sampling/sampling_logp_difference/mean",
-            "train/logprob_abs_diff",
-            "|old - vLLM logp|, vLLM IS correction on",
+        synonym(
+            "sampling/sampling_logp_difference/mean", "|old - vLLM logp|, vLLM IS correction on"
         ),
-        Rule("clip_ratio/region_mean", "train/clip_frac"),
-        Rule("loss", "train/loss"),
-        Rule("grad_norm", "train/grad_norm"),
-        Rule("learning_rate", "train/lr"),
-        Rule("step_time", "perf/step_seconds"),
+        synonym("clip_ratio/region_mean"),
+        synonym("loss"),
+        synonym("grad_norm"),
+        synonym("learning_rate"),
+        synonym("step_time"),
     ),
     (
         ("sampling/importance_sampling_ratio/*", "logged after truncation: the corrected ratio"),

@@ -15,7 +15,7 @@ from ..jsonio import to_float
 from ._format import Format, register
 from .base import FileState
 from .generic import JsonlMetricsReader
-from .mapping import MappingTable, Rule
+from .mapping import MappingTable, Rule, synonym
 from .printed import parse_number
 from .textlog import TextLogReader, head, search_deep, sniff_files
 
@@ -24,10 +24,10 @@ __all__ = ["VERL", "VerlConsoleReader", "VerlJsonlReader"]
 VERL = MappingTable(
     "verl",
     (
-        Rule("critic/score/mean", "reward/mean", "sequence score, before the in-reward KL"),
-        Rule("response_length/mean", "response/length_mean"),
-        Rule("response_length/clip_ratio", "response/truncated_rate"),
-        Rule("actor/entropy", "train/entropy"),
+        synonym("critic/score/mean", "sequence score, before the in-reward KL"),
+        synonym("response_length/mean"),
+        synonym("response_length/clip_ratio"),
+        synonym("actor/entropy"),
         Rule("actor/entropy_loss", "train/entropy", "aggregate token entropy (older versions)"),
         Rule("actor/kl_loss", "train/ref_kl", "estimator: kl_loss_type (k1/k2/k3)"),
         Rule(
@@ -36,18 +36,18 @@ VERL = MappingTable(
             "in-reward KL penalty runs (TinyZero, verl 0.1-0.3): ray_trainer.py "
             "apply_kl_penalty's mean kl_penalty(old_log_prob, ref_log_prob), k1 by default",
         ),
-        Rule("rollout_corr/k3_kl", "train/mismatch_kl", "k3, actor vs rollout"),
-        Rule("rollout_corr/kl", "train/mismatch_k1", "k1 = mean(rollout - old logp)"),
+        synonym("rollout_corr/k3_kl", "k3, actor vs rollout"),
+        synonym("rollout_corr/kl", "k1 = mean(rollout - old logp)"),
         Rule("actor/pg_clipfrac", "train/clip_frac"),
         Rule("actor/ppo_kl", "train/ppo_kl"),
         Rule("actor/grad_norm", "train/grad_norm"),
         Rule("actor/lr", "train/lr"),
         Rule("actor/loss", "train/loss"),
-        Rule("actor/pg_loss", "train/loss", "where actor/loss is not logged"),
-        Rule("timing_s/step", "perf/step_seconds"),
-        Rule("timing_s/gen", "perf/sampling_seconds"),
-        Rule("timing_s/reward", "perf/grading_seconds"),
-        Rule("timing_s/update_actor", "perf/training_seconds"),
+        synonym("actor/pg_loss", "where actor/loss is not logged"),
+        synonym("timing_s/step"),
+        synonym("timing_s/gen"),
+        synonym("timing_s/reward"),
+        synonym("timing_s/update_actor"),
         Rule(r"^val-core/(.+)/acc/mean@\d+$", r"eval/\1/score", "held-out validation"),
         Rule(r"^val-core/(.+)/reward/mean@\d+$", r"eval/\1/score", "where acc is absent"),
     ),

@@ -1,41 +1,36 @@
 """The live dashboard's data side: which runs, what they hold, what changed (no HTTP here).
 
 One poller thread follows every run it was given (a run, or a folder whose runs it discovers,
-new ones included), reading only the bytes that arrived since its last pass. Each pass sends
-the new points of each run's series to the pages that show that run, as server-sent events,
-and re-judges a changed run at most once a second (less often when judging is slow). Reading
-and judging is the one follow stage (``rlvitals.follow.Follower``); the HTTP side
-(``views/server.py``) only serves what this module hands it.
+new ones included), reading only the bytes that arrived since its last pass: the follow stage,
+``rlvitals.follow.Fleet``. Its updates go to the outputs, among them ``Publisher``, which sends
+the new points of each run's series to the pages that show that run, as server-sent events;
+a changed run is re-judged at most once a second (less often when judging is slow). The HTTP
+side (``views/server.py``) only serves what this module hands it.
 
-A run is addressed by an id made here (``run_id_for``), never by a path: nothing a request
-says can name a file the hub was not given.
+A run is addressed by an id the fleet made (``follow.run_id_for``), never by a path: nothing
+a request says can name a file the hub was not given.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import math
 import os
 import queue
 import re
-import stat
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from pathlib import Path
 from typing import Any
 
 import msgspec
 
-from ..checks.base import SEVERITIES, Report
-from ..errors import ReadError, UnknownFormatError
-from ..follow import Follower
+from ..checks.base import Report
+from ..follow import Fleet, Follower, Update
 from ..judge import Judge
 from ..model import RunData
-from ..schema import is_canonical
-from ..source import Finder, Source, find_runs
+from ..outputs import Output
 from .dashboard import (
     dashboard_metrics,
     flagged_ids,
@@ -45,58 +40,14 @@ from .dashboard import (
     run_warnings,
     transcript_steps,
 )
-from .safe import json_for_html
+from .prometheus import prometheus_text
+from .safe import json_for_html, unsurrogate
 
-__all__ = ["Hub", "prometheus_text", "run_id_for"]
+__all__ = ["Hub", "Publisher"]
 
 _ENC = msgspec.json.Encoder()
 _ID_OK = re.compile(r"^[A-Za-z0-9._-]{1,80}$")
 QUEUE_EVENTS = 512  # a page further behind than this is dropped; its browser reconnects
-
-
-def _one_run(folder: Path) -> bool:
-    """Whether ``folder``, given to serve, is one run rather than a folder of runs, as
-    ``rlvitals check`` reads it (``source.find_runs``); an empty folder is a folder of runs to
-    come."""
-    try:
-        return find_runs(folder).runs == [str(folder)]
-    except ReadError:
-        return False
-
-
-def run_id_for(path: Path, name: str) -> str:
-    """A stable, URL-safe id: the run's name and a hash of its absolute path."""
-    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.")[:48] or "run"
-    digest = hashlib.sha1(str(path.resolve()).encode("utf-8", "surrogateescape")).hexdigest()
-    return f"{slug}-{digest[:6]}"
-
-
-class _Run:
-    """One followed run: its follower (reader and judge), and what the pages already have."""
-
-    def __init__(self, run_id: str, path: Path, follower: Follower) -> None:
-        self.id = run_id
-        self.path = path
-        self.follower = follower
-        self.sent: dict[str, tuple[int, int, float]] = {}  # name -> (points, last step, value)
-        self.tsteps: list[dict[str, Any]] = []
-        self.n_warnings = 0
-
-    @property
-    def reader(self) -> Any:
-        return self.follower.reader
-
-    @property
-    def data(self) -> RunData:
-        return self.follower.data
-
-    @property
-    def report(self) -> Report | None:
-        return self.follower.report
-
-    @property
-    def last_check(self) -> float:
-        return self.follower.last_judged
 
 
 class _Subscriber:
@@ -135,25 +86,6 @@ class _Subscriber:
         return out
 
 
-def fs_text(s: str) -> str:
-    """``s`` with the bytes of a file name that is not UTF-8 (``surrogateescape``'s lone
-    surrogates) shown as visible ``\\xff`` escapes: text every encoder accepts."""
-    if s.isascii():
-        return s
-    return s.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-
-
-def unsurrogate(data: Any) -> Any:
-    """``data`` with every string (keys too) passed through ``fs_text``."""
-    if isinstance(data, str):
-        return fs_text(data)
-    if isinstance(data, dict):
-        return {unsurrogate(k): unsurrogate(v) for k, v in data.items()}
-    if isinstance(data, (list, tuple)):
-        return [unsurrogate(v) for v in data]
-    return data
-
-
 def _encode(data: Any) -> bytes:
     """JSON for the page: bidi, C1 and separator characters in run text arrive as visible
     ``\\u202e`` text (``safe.json_for_html``), never as characters that reorder the page; a
@@ -171,8 +103,119 @@ def _event(kind: str, data: Any) -> bytes:
     return b"event: " + kind.encode() + b"\ndata: " + _encode(data) + b"\n\n"
 
 
-class Hub:
-    """Follows the runs, judges them, and fans their changes out to the pages.
+class _Pages:
+    """What the pages already have of one run."""
+
+    def __init__(self) -> None:
+        self.sent: dict[str, tuple[int, int, float]] = {}  # name -> (points, last step, value)
+        self.tsteps: list[dict[str, Any]] = []
+        self.n_warnings = 0
+
+
+class Publisher(Output):
+    """``serve``'s server-sent events, an ``Output``: each update of a run goes to the pages
+    that show it (a snapshot when the run was recreated, else the new points, the report
+    when it changed, the warnings when they did); after each pass of the poller, the index of
+    the runs when it changed. Called with the hub's lock held.
+
+    Args:
+        runs: the hub's runs (id -> ``Follower``), read for snapshots and the index.
+    """
+
+    def __init__(self, runs: dict[str, Follower]) -> None:
+        self.runs = runs
+        self.pages: dict[str, _Pages] = {}
+        self.subs: list[_Subscriber] = []
+        self.changed = 0  # events sent since the last ``end_pass``
+        self.index_cache: list[dict[str, Any]] | None = None
+        self._index_sent = b""  # the last index event sent to every page
+
+    def _pages(self, run: Follower) -> _Pages:
+        got = self.pages.get(run.id)
+        if got is None:
+            got = self.pages[run.id] = _Pages()
+        return got
+
+    def update(self, run: Follower, update: Update) -> None:
+        if update.reset:
+            # Recreated under the same path: the pages get it afresh, never a mix.
+            self.pages[run.id] = _Pages()
+            self._send(run.id, _event("snapshot", self.snapshot(run)))
+        elif update.new_data:
+            self._publish(run, report_changed=False)
+        if not update.judged:
+            return
+        pages = self._pages(run)
+        if update.report_changed:
+            pages.tsteps = transcript_steps(run.data, run.report)
+            self._publish(run, report_changed=True)
+        elif update.error and len(run_warnings(run.data, run.report)) != pages.n_warnings:
+            self._publish(run, report_changed=False)
+
+    def _send(self, run_id: str, blob: bytes) -> None:
+        self.changed += 1
+        for sub in self.subs:
+            if run_id in sub.runs:
+                sub.put(blob)
+
+    def snapshot(self, run: Follower) -> dict[str, Any]:
+        return run_payload(run.id, run.data, run.report, transcript_steps=self._pages(run).tsteps)
+
+    def _publish(self, run: Follower, *, report_changed: bool) -> None:
+        """Send what changed in ``run`` since the pages last heard of it."""
+        pages = self._pages(run)
+        names = dashboard_metrics(run.data, run.report)
+        event: dict[str, Any] = {
+            "id": run.id,
+            "summary": run_summary(run.id, run.data, run.report),
+            "series": _delta(run, pages, names),
+        }
+        if report_changed:
+            event["report"] = _report_dict(run.report)
+            event["transcript_steps"] = pages.tsteps
+        warnings = run_warnings(run.data, run.report)
+        if len(warnings) != pages.n_warnings:
+            pages.n_warnings = len(warnings)
+            event["warnings"] = warnings[:50]
+            event["n_warnings"] = pages.n_warnings
+        self._send(run.id, _event("delta", event))
+
+    def index(self) -> list[dict[str, Any]]:
+        return [run_summary(r.id, r.data, r.report) for r in self.runs.values()]
+
+    def end_pass(self, found: bool) -> None:
+        """After a pass: the index to every page if a run changed or appeared (and differs
+        from the last one sent: a re-judged idle run often shows the same)."""
+        if self.changed or found:
+            self.index_cache = self.index()
+            index = _event("index", {"runs": self.index_cache})
+            if index != self._index_sent:
+                self._index_sent = index
+                for sub in self.subs:
+                    sub.put(index)
+        self.changed = 0
+        self.subs = [s for s in self.subs if not s.dead]
+
+    def subscribe(self, run_ids: Iterable[str], notify: Callable[[], None] | None) -> _Subscriber:
+        wanted = {r for r in run_ids if r in self.runs}
+        sub = _Subscriber(wanted, notify)
+        sub.put(_event("index", {"runs": self.index()}))
+        for rid in wanted:
+            sub.put(_event("snapshot", self.snapshot(self.runs[rid])))
+        self.subs.append(sub)
+        return sub
+
+    def close(self, timeout: float = 10.0) -> int:
+        """End every page's stream."""
+        for sub in self.subs:
+            sub.put(None)
+        self.subs = []
+        return 0
+
+
+class Hub(Fleet):
+    """Follows the runs (a ``Fleet``: the one discovery, one ``Follower`` each, one loop),
+    judges them, and fans their changes out to the pages (``Publisher``) and to ``outputs``.
 
     Args:
         paths: runs (any format rlvitals reads) and folders to discover runs under.
@@ -189,6 +232,8 @@ class Hub:
             discovered under folders.
         mapping: a user mapping file (``--mapping``) for every run.
         run: the run (``--run``) of the tracker stores given directly.
+        outputs: more outputs each run's updates go to (a webhook: ``serve --webhook``).
+        min_alert: the lowest severity that counts as a new finding for them.
     """
 
     def __init__(
@@ -207,245 +252,48 @@ class Hub:
         source_format: str | None = None,
         mapping: str | os.PathLike[str] | None = None,
         run: str | None = None,
+        outputs: Iterable[Output] = (),
+        min_alert: str = "warn",
     ) -> None:
-        self.source_format = source_format  # for the runs given directly
-        self.store_run = run  # likewise
-        self.mapping = mapping  # for every run
-        self.roots: list[Path] = []
-        self.explicit: list[Path] = []
-        for p in paths:
-            path = Path(p)
-            try:
-                mode = path.stat().st_mode
-            except OSError:
-                raise ReadError("no such file or directory", path=str(path)) from None
-            if not (stat.S_ISDIR(mode) or stat.S_ISREG(mode)):
-                # A FIFO, socket or device: opening one can block for ever.
-                raise ReadError("not a regular file or a directory", path=str(path))
-            if path.is_dir() and not _one_run(path):
-                self.roots.append(path)  # a folder of runs: found by the one discovery
-            else:
-                self.explicit.append(path)
         self.baseline = baseline
         self.shading = shading or {}
         self.stall_after = stall_after
-        self.check_interval = check_interval
-        self.discover_interval = discover_interval
-        self.recheck_idle = 5.0
-        self.judge_budget = 0.05
-        self._judge = judge or Judge(
+        judge_one = judge or Judge(
             baseline=baseline,
             thresholds=thresholds,
             rules=transcript_rules,
             stall_after=stall_after,
         )
-        self.follow_links = follow_links
-        self._finder = Finder(links=follow_links, within=None if follow_links else self.roots)
+        self.publisher = Publisher({})
         self._transcript_slots = threading.BoundedSemaphore(2)  # transcript reads at once
-        self.lock = threading.RLock()
-        self.runs: dict[str, _Run] = {}
-        self._by_path: dict[Path, str] = {}
-        self._subs: list[_Subscriber] = []
-        self._last_discover = -math.inf
         self.stopped = threading.Event()
         # Liveness, for /healthz: when the poller last finished a pass, and what it reads now.
         self.last_pass = time.monotonic()
-        self.reading: str | None = None
-        self._index_cache: list[dict[str, Any]] | None = None
-        self._index_sent = b""  # the last index event sent to every page
-        for path in self.explicit:
-            self._add(path, must=True)
-        self.discover(force=True)
-
-    # -- runs ------------------------------------------------------------------------------
-
-    def _add(self, path: Path, *, must: bool = False) -> bool:
-        key = path.resolve()
-        if key in self._by_path:
-            return False
-        fmt = self.source_format if must else None
-        mapping = None if self.mapping is None else os.fspath(self.mapping)
-        source = Source(
-            str(path), format=fmt, mapping=mapping, run=self.store_run if must else None
-        )
-        try:
-            reader = source.open()
-        except UnknownFormatError:
-            if must:
-                raise
-            return False
-        name = path.name if path.is_dir() else path.stem
-        follower = Follower(
-            reader,
-            path=path,
-            source_format=fmt,
-            mapping=self.mapping,
-            run=source.run,
-            checks_every_s=self.check_interval,
-            idle_check_s=self.recheck_idle,
+        super().__init__(
+            paths,
+            judge=lambda data, now: judge_one(data),
+            outputs=[*outputs, self.publisher],
+            source_format=source_format,
+            mapping=mapping,
+            run=run,
+            follow_links=follow_links,
+            check_interval=check_interval,
+            idle_check=5.0,
             cost_factor=10.0,
-            judge=lambda data, now: self.judge(data),
+            min_alert=min_alert,
+            discover_interval=discover_interval,
         )
-        run = _Run(run_id_for(path, name), path, follower)
-        while run.id in self.runs:  # two paths, one hash prefix: keep ids unique
-            run.id += "x"
-        self.runs[run.id] = run
-        self._index_cache = None
-        self._by_path[key] = run.id
-        return True
+        self.publisher.runs = self.runs
 
-    def discover(self, *, force: bool = False) -> bool:
-        """Look for new runs under the folders (``rlvitals.source``'s one discovery, as
-        ``rlvitals check DIR`` finds them); True if one was found."""
-        now = time.monotonic()
-        if not force and now - self._last_discover < self.discover_interval:
-            return False
-        self._last_discover = now
-        found = False
-        for root in self.roots:
-            try:
-                runs = self._finder.find(root).runs
-            except ReadError:  # the folder cannot be read (now): nothing found there
-                continue
-            for r in runs:
-                p = Path(r)
-                key = p.resolve()
-                if key in self._by_path or self._inside_run(key):
-                    continue
-                with self.lock:
-                    found |= self._add(p)
-        return found
-
-    def _inside_run(self, key: Path) -> bool:
-        return any(parent in self._by_path for parent in key.parents)
-
-    # -- judging ---------------------------------------------------------------------------
-
-    def judge(self, data: RunData) -> Report:
-        return self._judge(data)
-
-    # -- the poll loop ---------------------------------------------------------------------
-
-    def _delta(self, run: _Run, names: list[str]) -> dict[str, Any]:
-        """The points of ``names`` the pages have not had (``"r": true``: the whole series,
-        to replace theirs, where old points changed). Looks at the stored columns, so a read
-        costs what is new, not a copy of every whole series (10,000 steps x 49 metrics x 20
-        runs made that most of a pass)."""
-        data = run.data
-        derived = run.report.series if run.report is not None else {}
-        out: dict[str, dict[str, Any]] = {}
-        for name in names:
-            steps: Any
-            values: Any
-            cols = data.metrics.columns(name)
-            if cols is not None:
-                steps, values = cols  # array("q"), array("d"): indexed and sliced alike
-            elif (s := derived.get(name)) is not None:
-                steps, values = s.steps, s.values
-            else:
-                continue
-            n = len(steps)
-            old = run.sent.get(name)
-            start, replace = 0, False
-            if old is None:
-                pass
-            elif n > old[0] and steps[old[0] - 1] == old[1]:
-                start = old[0]
-                v = float(values[start - 1])
-                replace = v != old[2] and not (math.isnan(old[2]) and math.isnan(v))
-            elif n == old[0] and n and steps[-1] == old[1] and _same(values[-1], old[2]):
-                continue
-            else:
-                replace = True
-            if replace:
-                start = 0
-            if n:
-                run.sent[name] = (n, int(steps[-1]), float(values[-1]))
-            if start >= n:
-                continue
-            out[name] = {"s": steps[start:].tolist(), "v": _json_floats(values[start:].tolist())}
-            if replace:
-                out[name]["r"] = True
-        return out
-
-    def _snapshot(self, run: _Run) -> dict[str, Any]:
-        payload = run_payload(run.id, run.data, run.report, transcript_steps=run.tsteps)
-        return payload
-
-    def _publish(self, run: _Run, *, report_changed: bool) -> None:
-        """Send what changed in ``run`` since the pages last heard of it."""
-        names = dashboard_metrics(run.data, run.report)
-        summary = run_summary(run.id, run.data, run.report)
-        event: dict[str, Any] = {
-            "id": run.id,
-            "summary": summary,
-            "series": self._delta(run, names),
-        }
-        if report_changed:
-            event["report"] = _report_dict(run.report)
-            event["transcript_steps"] = run.tsteps
-        warnings = run_warnings(run.data, run.report)
-        if len(warnings) != run.n_warnings:
-            run.n_warnings = len(warnings)
-            event["warnings"] = warnings[:50]
-            event["n_warnings"] = run.n_warnings
-        blob = _event("delta", event)
-        for sub in self._subs:
-            if run.id in sub.runs:
-                sub.put(blob)
-
-    def poll(self, now: float | None = None) -> int:
-        """One pass: read every run's new records and send them, then re-judge the runs that
-        are due, oldest judgement first, for at most ``judge_budget`` seconds (at least one).
-        Returns how many events went out."""
-        now = time.monotonic() if now is None else now
-        found = self.discover()
-        changed = 0
-        for run in list(self.runs.values()):
-            with self.lock:  # per run, so a long first read does not hold every page up
-                self.reading = str(run.path)
-                up = run.follower.read()
-                self.reading = None
-                if up.reset:
-                    # Recreated under the same path: the pages get it afresh, never a mix.
-                    run.sent = {}
-                    run.tsteps = []
-                    run.n_warnings = 0
-                    blob = _event("snapshot", self._snapshot(run))
-                    for sub in self._subs:
-                        if run.id in sub.runs:
-                            sub.put(blob)
-                    changed += 1
-                elif up.new_data:
-                    self._publish(run, report_changed=False)
-                    changed += 1
-        t0 = time.perf_counter()
-        due = sorted(
-            (r for r in self.runs.values() if r.follower.due(now)), key=lambda r: r.last_check
-        )
-        for run in due:
-            with self.lock:
-                up = run.follower.judge(now=now)
-                if up.report_changed:
-                    run.tsteps = transcript_steps(run.data, run.report)
-                    self._publish(run, report_changed=True)
-                    changed += 1
-                elif up.error and len(run_warnings(run.data, run.report)) != run.n_warnings:
-                    self._publish(run, report_changed=False)
-                    changed += 1
-            if time.perf_counter() - t0 > self.judge_budget:
-                break
+    def poll(self, now: float | None = None, *, force: bool = False) -> int:
+        """One pass of the fleet (new runs, new records, the judgements due), then the index
+        to the pages if it changed. Returns how many events went to the pages."""
+        super().poll(time.monotonic() if now is None else now, force=force)
         with self.lock:
-            if changed or found:
-                self._index_cache = self._index()
-                index = _event("index", {"runs": self._index_cache})
-                if index != self._index_sent:  # a re-judged idle run often shows the same
-                    self._index_sent = index
-                    for sub in self._subs:
-                        sub.put(index)
-            self._subs = [s for s in self._subs if not s.dead]
+            sent = self.publisher.changed
+            self.publisher.end_pass(self.found)
         self.last_pass = time.monotonic()
-        return changed
+        return sent
 
     def stuck_for(self) -> float:
         """Seconds since the poller last finished a pass (0 while passes keep finishing)."""
@@ -462,31 +310,27 @@ class Hub:
             self.stopped.wait(max(0.0, interval - (time.monotonic() - t0)))
 
     def stop(self) -> None:
+        """Stop polling and end every page's stream (``close`` then closes the outputs)."""
         self.stopped.set()
         with self.lock:
-            for sub in self._subs:
-                sub.put(None)
-            self._subs = []
+            self.publisher.close()
 
     # -- what handlers ask for -------------------------------------------------------------
-
-    def _index(self) -> list[dict[str, Any]]:
-        return [run_summary(r.id, r.data, r.report) for r in self.runs.values()]
 
     def index(self) -> list[dict[str, Any]]:
         """Every run's summary, as of the poller's last pass that changed one: no lock taken
         then, so the page and /api/runs never wait for a run being read or judged."""
-        cached = self._index_cache
+        cached = self.publisher.index_cache
         if cached is not None:
             return cached
         with self.lock:
-            self._index_cache = self._index()
-            return self._index_cache
+            self.publisher.index_cache = self.publisher.index()
+            return self.publisher.index_cache
 
     def snapshot(self, run_id: str) -> dict[str, Any] | None:
         with self.lock:
             run = self.runs.get(run_id)
-            return None if run is None else self._snapshot(run)
+            return None if run is None else self.publisher.snapshot(run)
 
     def transcripts(self, run_id: str, step: int) -> list[dict[str, Any]] | None:
         """One step's transcripts, streamed from the file (``TranscriptStore``), at most two
@@ -506,22 +350,54 @@ class Hub:
         """A new page: the index and a snapshot of each run asked for, then every delta
         (``notify`` is called after each event is queued)."""
         with self.lock:
-            wanted = {r for r in run_ids if r in self.runs}
-            sub = _Subscriber(wanted, notify)
-            sub.put(_event("index", {"runs": self._index()}))
-            for rid in wanted:
-                sub.put(_event("snapshot", self._snapshot(self.runs[rid])))
-            self._subs.append(sub)
-            return sub
-
-    def unsubscribe(self, sub: _Subscriber) -> None:
-        with self.lock:
-            if sub in self._subs:
-                self._subs.remove(sub)
+            return self.publisher.subscribe(run_ids, notify)
 
     def metrics(self) -> str:
         with self.lock:
             return prometheus_text((r.id, r.data, r.report) for r in self.runs.values())
+
+
+def _delta(run: Follower, pages: _Pages, names: list[str]) -> dict[str, Any]:
+    """The points of ``names`` the pages have not had (``"r": true``: the whole series,
+    to replace theirs, where old points changed). Looks at the stored columns, so a read
+    costs what is new, not a copy of every whole series (10,000 steps x 49 metrics x 20
+    runs made that most of a pass)."""
+    data = run.data
+    derived = run.report.series if run.report is not None else {}
+    out: dict[str, dict[str, Any]] = {}
+    for name in names:
+        steps: Any
+        values: Any
+        cols = data.metrics.columns(name)
+        if cols is not None:
+            steps, values = cols  # array("q"), array("d"): indexed and sliced alike
+        elif (s := derived.get(name)) is not None:
+            steps, values = s.steps, s.values
+        else:
+            continue
+        n = len(steps)
+        old = pages.sent.get(name)
+        start, replace = 0, False
+        if old is None:
+            pass
+        elif n > old[0] and steps[old[0] - 1] == old[1]:
+            start = old[0]
+            v = float(values[start - 1])
+            replace = v != old[2] and not (math.isnan(old[2]) and math.isnan(v))
+        elif n == old[0] and n and steps[-1] == old[1] and _same(values[-1], old[2]):
+            continue
+        else:
+            replace = True
+        if replace:
+            start = 0
+        if n:
+            pages.sent[name] = (n, int(steps[-1]), float(values[-1]))
+        if start >= n:
+            continue
+        out[name] = {"s": steps[start:].tolist(), "v": _json_floats(values[start:].tolist())}
+        if replace:
+            out[name]["r"] = True
+    return out
 
 
 def _json_floats(values: list[float]) -> list[float | str]:
@@ -541,75 +417,3 @@ def _report_dict(report: Report | None) -> dict[str, Any]:
     from ..jsonio import clean
 
     return clean(report.to_dict()) if report is not None else {}
-
-
-# -- Prometheus --------------------------------------------------------------------------
-
-
-def _label(v: Any) -> str:
-    s = "" if v is None else fs_text(str(v))
-    return s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-
-
-def _pvalue(v: float) -> str:
-    if math.isnan(v):
-        return "NaN"
-    if math.isinf(v):
-        return "+Inf" if v > 0 else "-Inf"
-    return repr(float(v))
-
-
-def prometheus_text(runs: Iterable[tuple[str, RunData, Report | None]]) -> str:
-    """Every run's latest canonical metric values and its verdict, in Prometheus text format
-    (exposition format 0.0.4). Metric names are a label, so any canonical name fits."""
-    fams: dict[str, tuple[str, list[str]]] = {
-        "rlvitals_metric": ("Latest value of a canonical rlvitals metric of the run.", []),
-        "rlvitals_last_step": ("Last update (optimizer step) recorded.", []),
-        "rlvitals_last_step_timestamp_seconds": ("Unix time of the last step record.", []),
-        "rlvitals_heartbeat_timestamp_seconds": ("Unix time of the last progress heartbeat.", []),
-        "rlvitals_running": ("1 while the run's status is running, else 0.", []),
-        "rlvitals_status": ("The run's status (the one that holds is 1).", []),
-        "rlvitals_verdict": ("The run's verdict from the checks (the one that holds is 1).", []),
-        "rlvitals_worst_severity": ("Worst finding: 0 ok, 1 info, 2 warn, 3 fail.", []),
-        "rlvitals_findings": ("Findings of the run by severity.", []),
-    }
-
-    def add(fam: str, labels: dict[str, Any], value: float) -> None:
-        lab = ",".join(f'{k}="{_label(v)}"' for k, v in labels.items())
-        fams[fam][1].append(f"{fam}{{{lab}}} {_pvalue(value)}")
-
-    for run_id, data, report in runs:
-        base = {"run": data.info.get("name") or Path(data.source).name, "run_id": run_id}
-        for name in data.names():
-            if not is_canonical(name):
-                continue
-            s = data.series(name)
-            if s is not None and len(s):
-                add("rlvitals_metric", {**base, "metric": name}, float(s.values[-1]))
-        if data.last_step is not None:
-            add("rlvitals_last_step", base, data.last_step)
-        t = data.series("time")
-        if t is not None and len(t):
-            add("rlvitals_last_step_timestamp_seconds", base, float(t.values[-1]))
-        if data.heartbeats:
-            hb = data.heartbeats[-1].get("time")
-            if isinstance(hb, (int, float)):
-                add("rlvitals_heartbeat_timestamp_seconds", base, float(hb))
-        status = data.info.get("status")
-        if status is not None:
-            add("rlvitals_running", base, 1.0 if status == "running" else 0.0)
-            add("rlvitals_status", {**base, "status": status}, 1.0)
-        if report is not None:
-            add("rlvitals_verdict", {**base, "verdict": report.verdict}, 1.0)
-            add("rlvitals_worst_severity", base, SEVERITIES.index(report.worst))
-            counts = dict.fromkeys(SEVERITIES, 0)
-            for f in report.findings:
-                counts[f.severity] += 1
-            for sev, n in counts.items():
-                add("rlvitals_findings", {**base, "severity": sev}, n)
-    lines = []
-    for fam, (help_text, samples) in fams.items():
-        lines.append(f"# HELP {fam} {help_text}")
-        lines.append(f"# TYPE {fam} gauge")
-        lines.extend(samples)
-    return "\n".join(lines) + "\n"

@@ -28,12 +28,14 @@ from typing import Any
 __all__ = [
     "UNSAFE",
     "block",
+    "fs_text",
     "json_for_html",
     "json_for_terminal",
     "line",
     "markdown",
     "slack",
     "unicode_text",
+    "unsurrogate",
     "visible",
 ]
 
@@ -147,3 +149,22 @@ def json_for_terminal(json_text: str) -> str:
     """JSON text with every unsafe character that sits raw in it written as its JSON escape
     (``\\u202e``): the same values once parsed, nothing a terminal acts on when printed."""
     return _HTML_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", json_text)
+
+
+def fs_text(s: str) -> str:
+    """``s`` with the bytes of a file name that is not UTF-8 (``surrogateescape``'s lone
+    surrogates) shown as visible ``\\xff`` escapes: text every encoder accepts."""
+    if s.isascii():
+        return s
+    return s.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def unsurrogate(data: Any) -> Any:
+    """``data`` with every string (keys too) passed through ``fs_text``."""
+    if isinstance(data, str):
+        return fs_text(data)
+    if isinstance(data, dict):
+        return {unsurrogate(k): unsurrogate(v) for k, v in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [unsurrogate(v) for v in data]
+    return data

@@ -54,9 +54,10 @@ except ImportError as exc:  # pragma: no cover - tested in a subprocess
     raise MissingExtraError("serve", "the live dashboard (rlvitals serve)") from exc
 
 from .dashboard import csp_header, page_html
-from .hub import _ID_OK, Hub, _encode, prometheus_text, unsurrogate
+from .hub import _ID_OK, Hub, _encode
+from .safe import unsurrogate
 
-__all__ = ["Hub", "make_server", "prometheus_text", "serve", "serve_in_background"]
+__all__ = ["Hub", "make_server", "serve", "serve_in_background"]
 
 THREADS_PER_CLIENT = 8  # requests of one client address in the thread pool at once
 MAX_PER_CLIENT = 4096  # open connections of one client address (idle event streams included)
@@ -509,7 +510,7 @@ def serve_in_background(
     ``rlvitals demo --serve`` uses it to show the run it trains. ``stop()`` closes the server
     and its event streams and returns once the threads are done. ``hub_options`` go to
     ``Hub`` (``baseline``, ``shading``, ``stall_after``, ``follow_links``, ``thresholds``,
-    ``transcript_rules``, ``judge``).
+    ``transcript_rules``, ``judge``, ``outputs``, ``min_alert``).
     """
     hub = Hub(paths, **hub_options)
     server = make_server(hub, host, port, header_timeout=header_timeout)
@@ -526,6 +527,7 @@ def serve_in_background(
         server.stop()
         poller.join(timeout=5)
         http.join(timeout=5)
+        hub.close()
 
     return server.url, stop
 
@@ -550,9 +552,9 @@ def serve(
     on_ready: Callable[[str, Hub], None] | None = None,
     allowed_hosts: Iterable[str] = (),
     **hub_options: Any,
-) -> None:
+) -> int:
     """Serve in the foreground until interrupted (``hub_options``: see Hub; ``allowed_hosts``:
-    see ``make_server``)."""
+    see ``make_server``); returns how many alerts the outputs could not deliver."""
     _more_files()
     hub = Hub(paths, **hub_options)
     server = make_server(hub, host, port, verbose=verbose, allowed_hosts=allowed_hosts)
@@ -565,3 +567,5 @@ def serve(
     finally:
         hub.stop()
         poller.join(timeout=5)
+        lost = hub.close()
+    return lost

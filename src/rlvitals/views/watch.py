@@ -13,21 +13,22 @@ from __future__ import annotations
 import math
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import IO, Any
 
 import numpy as np
 
 from ..checks.base import VERDICTS, Finding, Report, severity_rank
+from ..follow import Fleet, Update
 from ..jsonio import dumps
 from ..model import RunData
+from ..outputs import Output
 from ..schema import key_metrics
 from . import safe
-from .alerts import WebhookNotifier, alert_for
 from .series import fmt_value
 
-__all__ = ["KEY_METRICS", "Watcher", "watch"]
+__all__ = ["KEY_METRICS", "TerminalOutput", "Watcher", "watch"]
 
 # The numbers the live view shows, in the seeds' reading order, with short labels: the
 # metrics schema.py marks ``key=True``.
@@ -44,105 +45,39 @@ class Event:
     data: dict[str, Any] = field(default_factory=dict)
 
 
-class Watcher:
-    """Follows one run for the terminal: a ``Follower`` reads and judges, this draws
-    (``panel``, ``line``) and posts each new finding to the notifier.
-
-    Args:
-        path: the run (any format rlvitals reads).
-        source_format: overrides sniffing.
-        mapping: a user mapping file (``--mapping``), ahead of the format's own table.
-        run: the run of a tracker store holding several (``--run``).
-        stall_after: seconds without a step record or progress that make the run stalled
-            (default: the checks' own, ten typical step intervals).
-        baseline: healthy ranges for the checks (``rlvitals.baseline.load``).
-        thresholds: threshold overrides (``rlvitals check --set``).
-        transcript_rules: a transcript rules file (``rlvitals check --rules``).
-        notifier: where new findings go (a ``WebhookNotifier``), or None.
-        min_alert: the lowest severity posted (default ``warn``).
-        clock: the wall clock (tests pass a fake one).
-        check_interval: seconds between judgements while data arrives.
-        idle_check: seconds between judgements while nothing arrives.
-        wait: a run that does not exist yet is waited for.
-        samples: a framework's sample dump read as the run's attempts (``--samples``).
+class TerminalOutput(Output):
+    """``watch``'s terminal, an ``Output``: turns each update of the run into the events line
+    mode prints (``take``), and draws the rich live view (``panel``) and the lines (``line``)
+    from the run's state only. ``shown`` are the other outputs whose status and failures it
+    tells (a webhook's).
     """
 
     def __init__(
-        self,
-        path: str | os.PathLike[str],
-        *,
-        source_format: str | None = None,
-        mapping: str | os.PathLike[str] | None = None,
-        run: str | None = None,
-        stall_after: float | None = None,
-        baseline: dict[str, Any] | None = None,
-        thresholds: Any = None,
-        transcript_rules: str | None = None,
-        notifier: WebhookNotifier | None = None,
-        min_alert: str = "warn",
-        clock: Callable[[], float] = time.time,
-        check_interval: float = 1.0,
-        idle_check: float = 5.0,
-        judge: Callable[[RunData, float], Report] | None = None,
-        wait: bool = False,
-        samples: str | os.PathLike[str] | None = None,
+        self, path: str, *, clock: Callable[[], float] = time.time, shown: Iterable[Output] = ()
     ) -> None:
-        from ..follow import Follower
-
-        self.path = os.fspath(path)
-        self.notifier = notifier
+        self.path = path
         self.clock = clock
-        self.follower = Follower(
-            path,
-            source_format=source_format,
-            mapping=mapping,
-            run=run,
-            samples=samples,
-            wait=wait,
-            baseline=baseline,
-            thresholds=thresholds,
-            transcript_rules=transcript_rules,
-            stall_after=stall_after,
-            checks_every_s=check_interval,
-            idle_check_s=idle_check,
-            min_alert=min_alert,
-            clock=clock,
-            timer=clock,
-            judge=judge,
-        )
+        self.shown = list(shown)
+        self.run: Any = None  # the Follower, from ``open``
         self.alerted: list[tuple[Finding, str | None]] = []
+        self._events: list[Event] = []
         self._liveness = ""
         self._was_waiting = False
-        self._failures_told = 0
+        self._failures_told: dict[int, int] = {}
 
-    @property
-    def reader(self) -> Any:
-        return self.follower.reader
+    def open(self, run: Any) -> None:
+        self.run = run
 
-    @property
-    def data(self) -> RunData:
-        return self.follower.data
+    def update(self, run: Any, update: Update) -> None:
+        self.run = run
+        self._events += self._changes(update)
 
-    @property
-    def report(self) -> Report | None:
-        return self.follower.report
+    def take(self) -> list[Event]:
+        """The events since the last call, oldest first."""
+        out, self._events = self._events, []
+        return out
 
-    @property
-    def name(self) -> str:
-        return str(self.data.info.get("name") or os.path.basename(self.path.rstrip("/")))
-
-    @property
-    def status(self) -> str | None:
-        return self.follower.status
-
-    @property
-    def finished(self) -> bool:
-        """The run's status says it ended (finished, stopped, crashed)."""
-        return self.follower.finished
-
-    def tick(self, *, force: bool = False) -> list[Event]:
-        """Read what is new, judge if due, queue alerts; the events line mode prints."""
-        up = self.follower.poll(force=force)
+    def _changes(self, up: Update) -> list[Event]:
         events: list[Event] = []
         if up.waiting:
             if not self._was_waiting:
@@ -157,7 +92,9 @@ class Watcher:
             events.append(Event("reset", {"path": self.path}))
         if up.new_step is not None:
             events.append(Event("step", {"step": up.new_step, "metrics": self.key_numbers()}))
-        events += self._alerts(up.new_findings)
+        for f, before in up.new_findings:
+            self.alerted.append((f, before))
+            events.append(Event("finding", {**f.to_dict(), "previous_severity": before}))
         events += self.alert_failures()
         state, words = self.liveness()
         if state != self._liveness:
@@ -166,33 +103,45 @@ class Watcher:
         return events
 
     def alert_failures(self) -> list[Event]:
-        """One event for each alert the notifier gave up on since the last call."""
-        got = getattr(self.notifier, "failures", None)
-        if not got or len(got) <= self._failures_told:
-            return []
-        fresh = got[self._failures_told :]
-        self._failures_told = len(got)
-        target = getattr(self.notifier, "target", "")
-        return [
-            Event(
-                "alert_failed",
-                {
-                    "target": target,
-                    "title": a.body.get("rlvitals", {}).get("title"),
-                    "reason": why,
-                },
-            )
-            for a, why in fresh
-        ]
-
-    def _alerts(self, new: list[tuple[Finding, str | None]]) -> list[Event]:
+        """One event for each alert an output gave up on since the last call."""
         events = []
-        for f, before in new:
-            self.alerted.append((f, before))
-            if self.notifier is not None:
-                self.notifier.send(alert_for(f, run=self.name, source=self.path, previous=before))
-            events.append(Event("finding", {**f.to_dict(), "previous_severity": before}))
+        for out in self.shown:
+            got = out.undelivered()
+            told = self._failures_told.get(id(out), 0)
+            if len(got) <= told:
+                continue
+            self._failures_told[id(out)] = len(got)
+            target = out.describe()
+            events += [
+                Event("alert_failed", {"target": target, "title": title, "reason": why})
+                for title, why in got[told:]
+            ]
         return events
+
+    @property
+    def data(self) -> RunData:
+        return self.run.data if self.run is not None else RunData(source=self.path, format="")
+
+    @property
+    def report(self) -> Report | None:
+        return self.run.report if self.run is not None else None
+
+    @property
+    def name(self) -> str:
+        return str(self.data.info.get("name") or os.path.basename(self.path.rstrip("/")))
+
+    @property
+    def status(self) -> str | None:
+        s = self.data.info.get("status")
+        return str(s) if s is not None else None
+
+    @property
+    def finished(self) -> bool:
+        return self.status not in (None, "running")
+
+    @property
+    def check_error(self) -> str | None:
+        return self.run.check_error if self.run is not None else None
 
     # -- what to show ----------------------------------------------------------------------
 
@@ -236,7 +185,8 @@ class Watcher:
         live = [f for f in (self.report.findings if self.report else []) if f.check == "liveness"]
         if any(f.verdict == "stalled" and f.severity == "fail" for f in live):
             return "stalled", "STALLED: " + words
-        if any(f.title.startswith("slow phase") for f in live):
+        # The slow-phase finding: liveness says "learning" with the heartbeat's age.
+        if any(f.verdict == "learning" and "seconds_since_heartbeat" in f.evidence for f in live):
             return "slow", "slow phase, still making progress: " + words
         if last is None and self.data.last_step is None:
             return "starting", words
@@ -246,7 +196,7 @@ class Watcher:
         """1 when the report has a finding at ``fail_on`` or worse, else 0 (as ``check``); 2
         when the run could not be judged at all (the checks failed), so a gate never passes
         a run nobody judged."""
-        if self.report is None and self.follower.check_error is not None:
+        if self.report is None and self.check_error is not None:
             return 2
         if fail_on is None or self.report is None:
             return 0
@@ -259,7 +209,7 @@ class Watcher:
         from rich.table import Table
         from rich.text import Text
 
-        if self.follower.waiting:
+        if self.run is None or self.run.waiting:
             body = Text(safe.line(f"waiting for {self.path} to appear (Ctrl-C to stop)"))
             return Panel(body, title=Text(safe.line(f"rlvitals watch · {self.name}")), expand=False)
         step = self.data.last_step
@@ -294,21 +244,15 @@ class Watcher:
             parts.append(line)
         if len(shown) > 8:
             parts.append(Text(f"  … and {len(shown) - 8} more", style="dim"))
-        if self.notifier is not None:
-            n = self.notifier
-            parts.append(
-                Text(
-                    f"alerts to {n.target}: {n.delivered} delivered, {n.pending} pending"
-                    + (f", {n.dropped} not delivered" if n.dropped else ""),
-                    style="dim",
-                )
-            )
-            failures = getattr(n, "failures", None)
+        for out in self.shown:
+            told = out.status_line()
+            if told:
+                parts.append(Text(safe.line(told), style="dim"))
+            failures = out.undelivered()
             if failures:
-                a, why = failures[-1]
-                title = a.body.get("rlvitals", {}).get("title")
+                what, why = failures[-1]
                 parts.append(
-                    Text(safe.line(f"last alert not delivered: {title}: {why}"), style="yellow")
+                    Text(safe.line(f"last alert not delivered: {what}: {why}"), style="yellow")
                 )
         title = Text(_sanitize(f"rlvitals watch · {self.name}"))
         return Panel(Group(*parts), title=title, expand=False)
@@ -341,6 +285,109 @@ class Watcher:
         return f"{event.kind}: {dumps(d)}"
 
 
+class Watcher:
+    """Follows one run for the terminal: a ``Follower`` reads and judges and hands each
+    update to the outputs: the ``TerminalOutput`` (``panel``, ``line``, the events ``tick``
+    returns) and any others (a webhook: ``notifier``; ``outputs``).
+
+    Args:
+        path: the run (any format rlvitals reads).
+        source_format: overrides sniffing.
+        mapping: a user mapping file (``--mapping``), ahead of the format's own table.
+        run: the run of a tracker store holding several (``--run``).
+        stall_after: seconds without a step record or progress that make the run stalled
+            (default: the checks' own, ten typical step intervals).
+        baseline: healthy ranges for the checks (``rlvitals.baseline.load``).
+        thresholds: threshold overrides (``rlvitals check --set``).
+        transcript_rules: a transcript rules file (``rlvitals check --rules``).
+        notifier: a webhook (``WebhookNotifier``) new findings go to, or None.
+        outputs: more outputs (``rlvitals.outputs.Output``) each update goes to.
+        min_alert: the lowest severity posted (default ``warn``).
+        clock: the wall clock (tests pass a fake one).
+        check_interval: seconds between judgements while data arrives.
+        idle_check: seconds between judgements while nothing arrives.
+        wait: a run that does not exist yet is waited for.
+        samples: a framework's sample dump read as the run's attempts (``--samples``).
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        source_format: str | None = None,
+        mapping: str | os.PathLike[str] | None = None,
+        run: str | None = None,
+        stall_after: float | None = None,
+        baseline: dict[str, Any] | None = None,
+        thresholds: Any = None,
+        transcript_rules: str | None = None,
+        notifier: Output | None = None,
+        outputs: Iterable[Output] = (),
+        min_alert: str = "warn",
+        clock: Callable[[], float] = time.time,
+        check_interval: float = 1.0,
+        idle_check: float = 5.0,
+        judge: Callable[[RunData, float], Report] | None = None,
+        wait: bool = False,
+        samples: str | os.PathLike[str] | None = None,
+    ) -> None:
+        self.path = os.fspath(path)
+        others = [*outputs, *([notifier] if notifier is not None else [])]
+        self.terminal = TerminalOutput(self.path, clock=clock, shown=others)
+        if judge is None:
+            from ..judge import Judge
+
+            judge = Judge(
+                baseline=baseline,
+                thresholds=thresholds,
+                rules=transcript_rules,
+                stall_after=stall_after,
+            )
+        # The follow stage, one run as given: the one loop serve's fleet runs.
+        self.fleet = Fleet(
+            [path],
+            as_given=True,
+            wait=wait,
+            source_format=source_format,
+            mapping=mapping,
+            run=run,
+            samples=samples,
+            judge=judge,
+            check_interval=check_interval,
+            idle_check=idle_check,
+            cost_factor=5.0,
+            min_alert=min_alert,
+            clock=clock,
+            timer=clock,
+            # the terminal last: it tells what the others did with the same update
+            outputs=[*others, self.terminal],
+        )
+        (self.follower,) = self.fleet.runs.values()
+        self.terminal.run = self.follower
+
+    def tick(self, *, force: bool = False) -> list[Event]:
+        """Read what is new, judge if due, hand it to the outputs; the events line mode
+        prints."""
+        self.fleet.poll(force=force)
+        return self.terminal.take()
+
+    @property
+    def data(self) -> RunData:
+        return self.follower.data
+
+    @property
+    def report(self) -> Report | None:
+        return self.follower.report
+
+    @property
+    def finished(self) -> bool:
+        return self.follower.finished
+
+    def close(self, timeout: float) -> int:
+        """Close the outputs; how many alerts were not delivered."""
+        return self.fleet.close(timeout)
+
+
 def _ago(seconds: float) -> str:
     seconds = max(0.0, seconds)
     if seconds < 90:
@@ -370,6 +417,7 @@ def watch(
 ) -> int:
     """Follow the run until its status leaves ``running``; returns the exit code."""
     interactive = console.is_terminal and not json_lines
+    term = watcher.terminal
 
     def emit(ev: Event) -> None:
         if json_lines:
@@ -377,24 +425,22 @@ def watch(
             out.write(safe.json_for_terminal(dumps({"event": ev.kind, **ev.data})) + "\n")
             out.flush()
         elif not interactive:
-            console.print(
-                _sanitize(watcher.line(ev)), markup=False, highlight=False, soft_wrap=True
-            )
+            console.print(_sanitize(term.line(ev)), markup=False, highlight=False, soft_wrap=True)
 
     interrupted = False
     try:
         if interactive:
             from rich.live import Live
 
-            with Live(watcher.panel(), console=console, refresh_per_second=4) as live:
+            with Live(term.panel(), console=console, refresh_per_second=4) as live:
                 while True:
                     watcher.tick()
-                    live.update(watcher.panel())
+                    live.update(term.panel())
                     if watcher.finished:
                         break
                     sleep(interval)
                 watcher.tick(force=True)
-                live.update(watcher.panel())
+                live.update(term.panel())
         else:
             while True:
                 for ev in watcher.tick():
@@ -408,37 +454,33 @@ def watch(
         interrupted = True
         raise
     finally:
-        undelivered = 0
-        if watcher.notifier is not None:
-            undelivered = watcher.notifier.close(
-                min(2.0, flush_timeout) if interrupted else flush_timeout
-            )
-    for ev in watcher.alert_failures():  # those given up on while flushing
+        undelivered = watcher.close(min(2.0, flush_timeout) if interrupted else flush_timeout)
+    for ev in term.alert_failures():  # those given up on while flushing
         if json_lines or not interactive:
             emit(ev)
         else:
-            console.print(_sanitize(watcher.line(ev)), markup=False, highlight=False)
-    code = watcher.exit_code(fail_on)
+            console.print(_sanitize(term.line(ev)), markup=False, highlight=False)
+    code = term.exit_code(fail_on)
     report = watcher.report
     end = {
-        "status": watcher.status,
+        "status": term.status,
         "verdict": report.verdict if report else None,
         "worst": report.worst if report else None,
         "exit_code": code,
         "alerts_undelivered": undelivered,
     }
-    if report is None and watcher.follower.check_error:
-        end["error"] = watcher.follower.check_error
+    if report is None and term.check_error:
+        end["error"] = term.check_error
     if json_lines:
         emit(Event("finished", end))
     else:
         verdict = VERDICTS.get(report.verdict, "") if report else "not judged"
-        if report is None and watcher.follower.check_error:
-            verdict += f" ({watcher.follower.check_error})"
-        msg = f"run {watcher.status}: {verdict} (worst {end['worst']}); exit {code}"
+        if report is None and term.check_error:
+            verdict += f" ({term.check_error})"
+        msg = f"run {term.status}: {verdict} (worst {end['worst']}); exit {code}"
         if undelivered:
             msg += f"; {undelivered} alert(s) not delivered"
-            failures = getattr(watcher.notifier, "failures", None)
+            failures = [f for o in term.shown for f in o.undelivered()]
             if failures:
                 msg += f" (last: {failures[-1][1]})"
         console.print(_sanitize(msg), markup=False, highlight=False, soft_wrap=True)

@@ -1,8 +1,10 @@
 """Instrumentation: the run directory writer a training loop calls (docs/format.md).
 
-The package: ``run`` (the Run a loop holds), ``records`` (an attempt's line, an update's
-transcripts), ``directory`` (creating a run directory once), ``heartbeat`` (progress between
-updates), ``shard`` (attempts from other processes: ``rlvitals.attach``).
+The package: ``run`` (the Run a loop holds), ``attempts`` (how its attempts come in),
+``args`` (an attempt's arguments, declared once), ``columns`` (a batch given as columns),
+``records`` (an attempt's line, an update's transcripts), ``directory`` (creating a run
+directory once), ``heartbeat`` (progress between updates), ``shard`` (attempts from other
+processes: ``rlvitals.attach``).
 
     with Run(cfg) as run:
         aid = run.log_attempt(step=3, group_id="3-g0", task_id="t17", reward=1.0, ...)

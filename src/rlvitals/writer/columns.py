@@ -20,43 +20,14 @@ from typing import Any
 
 from ..errors import UsageError
 from ..metrics import Attempt
+from .args import ARGUMENTS, PLAIN
 from .records import NO_METADATA
 
 __all__ = ["COLUMNS", "REQUIRED", "build", "plain_columns", "rows"]
 
 # The columns a batch may have: log_attempt's arguments (``error``'s ``failed_in`` too).
-COLUMNS = (
-    "step",
-    "group_id",
-    "task_id",
-    "reward",
-    "policy_version",
-    "response_tokens",
-    "truncated",
-    "metadata",
-    "sampler_logprobs",
-    "transcript",
-    "error",
-    "failed_in",
-    "retries",
-    "duration",
-    "attempt_id",
-    "discard_reason",
-)
+COLUMNS = ARGUMENTS
 REQUIRED = ("step", "group_id", "task_id")
-# The columns the fast path takes, each with the types it takes as they are and its default.
-_PLAIN: dict[str, tuple[frozenset[type], Any]] = {
-    "step": (frozenset({int}), None),
-    "group_id": (frozenset({str}), None),
-    "task_id": (frozenset({str}), None),
-    "reward": (frozenset({float, type(None)}), None),
-    "policy_version": (frozenset({int, type(None)}), None),
-    "response_tokens": (frozenset({int}), 0),
-    "truncated": (frozenset({bool}), False),
-    "metadata": (frozenset({dict, type(None)}), None),
-    "retries": (frozenset({int}), 0),
-    "duration": (frozenset({float, type(None)}), None),
-}
 
 
 def _as_list(name: str, col: Any) -> list[Any]:
@@ -96,10 +67,10 @@ def plain_columns(columns: Mapping[str, Any]) -> tuple[int, dict[str, list[Any]]
     for k, v in cols.items():
         if len(v) != n:
             raise UsageError(f"log_attempts: column {k!r} has {len(v)} values, 'step' has {n}")
-    if any(k not in _PLAIN for k in cols) or not n:
+    if any(k not in PLAIN for k in cols) or not n:
         return n, None
     out: dict[str, list[Any]] = {}
-    for k, (ok, default) in _PLAIN.items():
+    for k, (ok, default) in PLAIN.items():
         col = cols.get(k)
         if col is None:
             out[k] = [default] * n

@@ -7,8 +7,7 @@ import re
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Iterator, Mapping
-from itertools import groupby
+from collections.abc import Iterator, Mapping
 from operator import attrgetter
 from pathlib import Path
 from typing import Any
@@ -36,18 +35,14 @@ from ..schema import (
     RUN_JSON,
     STEPS,
 )
-from .columns import build, plain_columns, rows
+from .attempts import AttemptIntake
 from .directory import create_run_dir, now_iso, unique_name
 from .directory import versions as versions_of
 from .heartbeat import Heartbeat, log_progress
 from .records import (
-    NO_METADATA,
     WriterWarning,
     as_int,
-    as_number,
     encode_attempt,
-    error_code,
-    needs_fixup,
     nonfinite,
     warn,
     write_transcripts,
@@ -57,37 +52,9 @@ from .shard import ShardIntake
 __all__ = ["Run", "WriterWarning"]
 
 _tokens = attrgetter("response_tokens")
-_step = attrgetter("step")
-_now = time.time
-# log_attempts' plain attempts: these arguments only (the others go through log_attempt).
-_PLAIN_KEYS = frozenset(
-    {
-        "step",
-        "group_id",
-        "task_id",
-        "reward",
-        "policy_version",
-        "response_tokens",
-        "truncated",
-        "metadata",
-        "retries",
-        "duration",
-    }
-)
-# Key orders seen that hold plain keys only: a tuple's lookup costs less than a subset test.
-_PLAIN_SHAPES: set[tuple[str, ...]] = set()
 
 
-def _plain_shape(d: Mapping[str, Any]) -> bool:
-    """Whether ``d``'s keys are all plain (remembering the key order when they are)."""
-    if not d.keys() <= _PLAIN_KEYS:
-        return False
-    if len(_PLAIN_SHAPES) < 1024:  # the orders a program uses are few; never unbounded
-        _PLAIN_SHAPES.add(tuple(d))
-    return True
-
-
-class Run:
+class Run(AttemptIntake):
     """A run directory being written by a training loop.
 
     Args:
@@ -99,7 +66,9 @@ class Run:
     Creates ``<output_dir>/<name>/`` and writes ``run.json`` at once. Use it as a context
     manager: leaving the block normally marks the run finished, an exception marks it crashed
     with the exception as the reason, a guard marks it stopped. Thread-safe: attempts may be
-    logged from several threads.
+    logged from several threads. Attempts come in through its base ``AttemptIntake``
+    (``writer/attempts.py``: ``log_attempt``, ``log_attempts``); this class closes updates and
+    writes the run's files.
     """
 
     def __init__(
@@ -216,341 +185,7 @@ class Run:
     def _count_pending(self) -> int:
         return sum(map(len, self._pending.values()))
 
-    # -- logging ---------------------------------------------------------------------------
-
-    def _check_open(self, what: str) -> None:
-        if self._closed:
-            raise UsageError(f"{what}: the run is {self._status}; nothing more can be logged")
-
-    def log_attempt(
-        self,
-        step: int,
-        group_id: str,
-        task_id: str,
-        reward: float | None = None,
-        *,
-        policy_version: int | None = None,
-        response_tokens: int = 0,
-        truncated: bool = False,
-        metadata: Mapping[str, Any] | None = None,
-        sampler_logprobs: Any = None,
-        transcript: list[dict[str, Any]] | None = None,
-        error: BaseException | str | None = None,
-        failed_in: str = "rollout",
-        retries: int = 0,
-        duration: float | None = None,
-        attempt_id: str | None = None,
-        discard_reason: str | None = None,
-    ) -> str:
-        """Record one attempt at a task; returns its attempt id.
-
-        Args:
-            step: the update that will consume it (or was in progress when it failed).
-            group_id: attempts at one task sampled together share it (a GRPO group).
-            task_id: the task.
-            reward: the grader's reward; None when it failed before grading.
-            policy_version: sampler weight version of its first model reply; None = unversioned.
-            response_tokens: tokens the model generated; truncated: it hit the token limit.
-            metadata: the agent's episode metadata and the grader's additions (reward
-                components too): each key becomes a ``rollout/<key>`` metric.
-            sampler_logprobs: per-token logprobs of the sampled tokens, from the sampler (a
-                list, numpy array or torch tensor).
-            transcript: the generations, each ``{"prompt", "completion", ...}`` (docs/format.md).
-            error: the exception (or its type name) that ended the attempt; ``failed_in`` says
-                whether the agent (``"rollout"``) or the grader (``"grading"``) raised.
-            retries: retries spent on this attempt; duration: seconds from start to end.
-            attempt_id: your own id (unique in the run); default ``"<step>-<n>"``.
-            discard_reason: the loop's own decision to discard it (overrides the writer's).
-
-        Raises:
-            UsageError: the run is closed, ``step`` is an update already written, an argument
-                has the wrong type.
-            RunStopped: ``max_consecutive_rollout_failures`` failed attempts came in a row (the
-                attempt is recorded, the run closed as stopped).
-        """
-        if (
-            type(step) is not int
-            or type(response_tokens) is not int
-            or type(retries) is not int
-            or (policy_version is not None and type(policy_version) is not int)
-        ):
-            step = as_int(step, "log_attempt: step")  # type: ignore[assignment]
-            response_tokens = as_int(response_tokens, "log_attempt: response_tokens")  # type: ignore[assignment]
-            retries = as_int(retries, "log_attempt: retries")  # type: ignore[assignment]
-            policy_version = as_int(policy_version, "log_attempt: policy_version", optional=True)
-        if type(group_id) is not str or type(task_id) is not str:
-            group_id, task_id = str(group_id), str(task_id)
-        # Working data to drop, or a number to spell, when the attempt is written (fixups).
-        fixup = False
-        if reward is not None:
-            if type(reward) is not float:
-                reward = as_number(reward, "reward", self._warn_once)
-            if reward is not None and reward - reward != 0.0:  # NaN or an infinity
-                fixup = True
-        if duration is not None:
-            if type(duration) is not float:
-                duration = as_number(duration, "duration", self._warn_once)
-            if duration is not None and duration - duration != 0.0:
-                fixup = True
-        if error is not None:
-            err = error_code(error, failed_in)
-            fixup = True
-        else:
-            err = None
-        if sampler_logprobs is not None or transcript is not None or discard_reason is not None:
-            fixup = True
-        if truncated is not False and truncated is not True:
-            truncated = bool(truncated)
-        meta = dict(metadata) if metadata else NO_METADATA
-        now = _now()
-        lock = self._lock
-        lock.acquire()  # not ``with``: the context protocol costs more than the rest here
-        try:
-            if step < self._next_step or self._closed:
-                self._check_open("log_attempt")
-                if step < 0:
-                    raise UsageError(f"log_attempt: step must be >= 0 (not {step})")
-                raise UsageError(
-                    f"log_attempt(step={step}): update {self._last_step} is already written; "
-                    f"attempts must be for a later update"
-                )
-            n = self._counter = self._counter + 1
-            if attempt_id is None:
-                if step == self._id_step:
-                    aid = self._id_prefix + str(n)
-                else:
-                    self._id_step, self._id_prefix = step, f"{step}-"
-                    aid = f"{step}-{n}"
-            else:
-                aid = str(attempt_id)
-                if aid in self._given_ids:
-                    raise UsageError(f"log_attempt: attempt_id {aid!r} was already logged")
-                self._given_ids.add(aid)
-            a = Attempt(
-                step,
-                aid,
-                group_id,
-                task_id,
-                policy_version,
-                reward,
-                False,
-                None,
-                response_tokens,
-                truncated,
-                None,
-                now,
-                duration,
-                meta,
-                retries,
-                None,
-                err,
-                sampler_logprobs,
-                transcript,
-                discard_reason,
-            )
-            if fixup:
-                self._queue(a)
-                return aid
-            # The usual attempt, _queue inlined: nothing to fix up, not a failure.
-            bucket = self._pending.get(step)
-            if bucket is None:
-                self._pending[step] = [a]
-            else:
-                bucket.append(a)
-            if step <= self._decided_upto:  # it joins an update already decided: decide again
-                self._decided = None
-                self._decided_upto = -1
-            self._failures_in_a_row = 0
-            return aid
-        finally:
-            lock.release()
-
-    def log_attempts(self, attempts: Iterable[Mapping[str, Any]] | Mapping[str, Any]) -> list[str]:
-        """Record several attempts in one call; returns their ids, in order.
-
-        ``attempts`` is either columns, a mapping of ``log_attempt``'s argument names to one
-        list or numpy array each (``{"step": [3, 3], "group_id": ["3-g0", "3-g0"], "task_id":
-        ["t17", "t17"], "reward": np.array([1.0, 0.0])}``): the fastest way in (see
-        ``writer/columns.py``), or an iterable of mappings, one per attempt.
-
-        Each item is a mapping of ``log_attempt``'s arguments (``{"step": 3, "group_id":
-        "3-g0", "task_id": "t17", "reward": 1.0, ...}``): what a sampler that finishes a batch
-        of rollouts at once, a Ray actor or a queue consumer holds. The records, ids, step
-        metrics and errors are those of calling ``log_attempt`` for each item in order, except
-        that attempts of one call share one arrival time. It costs less per attempt (about 15%
-        on the logging side, 10% with ``log_step``'s share): the lock is taken once, and plain
-        attempts (the keys of ``_PLAIN_KEYS``, exact types, finite numbers) skip the argument
-        binding and the fixups; any other item is passed to ``log_attempt`` as it is.
-
-        Raises:
-            UsageError: an item is not a mapping, has an unknown key or a bad value; it names
-                the item's index. The items before it are recorded.
-            RunStopped: as ``log_attempt``.
-        """
-        if isinstance(attempts, Mapping):
-            return self._log_columns(attempts)
-        ids: list[str] = []
-        append = ids.append
-        plain_shapes = _PLAIN_SHAPES
-        with self._lock:
-            self._check_open("log_attempts")
-            now = _now()
-            pending = self._pending
-            # The run's id and decision state in locals, written back after each item that
-            # goes through log_attempt and at the end.
-            n, id_step, id_prefix = self._counter, self._id_step, self._id_prefix
-            next_step, decided_upto = self._next_step, self._decided_upto
-            bucket: list[Attempt] = []
-            bucket_step = -1
-            reset = False  # a plain attempt came after the last failure: none in a row
-            try:
-                for i, d in enumerate(attempts):
-                    step = d.get("step") if type(d) is dict else None
-                    if (
-                        type(step) is not int
-                        or step < next_step
-                        or (tuple(d) not in plain_shapes and not _plain_shape(d))
-                        or type(gid := d.get("group_id")) is not str
-                        or type(tid := d.get("task_id")) is not str
-                        or ((pv := d.get("policy_version")) is not None and type(pv) is not int)
-                        or (
-                            (reward := d.get("reward")) is not None
-                            and (type(reward) is not float or reward - reward)
-                        )
-                        or (
-                            (duration := d.get("duration")) is not None
-                            and (type(duration) is not float or duration - duration)
-                        )
-                        or ((meta := d.get("metadata")) is not None and type(meta) is not dict)
-                        or type(tokens := d.get("response_tokens", 0)) is not int
-                        or type(retries := d.get("retries", 0)) is not int
-                        or (
-                            (truncated := d.get("truncated", False)) is not False
-                            and truncated is not True
-                        )
-                    ):
-                        self._counter, self._id_step, self._id_prefix = n, id_step, id_prefix
-                        if reset:
-                            self._failures_in_a_row, reset = 0, False
-                        append(self._log_one(i, d))
-                        n, id_step, id_prefix = self._counter, self._id_step, self._id_prefix
-                        next_step, decided_upto = self._next_step, self._decided_upto
-                        bucket_step = -1
-                        continue
-                    n += 1
-                    if step != id_step:
-                        id_step, id_prefix = step, f"{step}-"
-                    aid = id_prefix + str(n)
-                    if step != bucket_step:
-                        bucket_step = step
-                        got = pending.get(step)
-                        if got is None:
-                            got = pending[step] = []
-                        bucket = got
-                    bucket.append(
-                        Attempt(
-                            step,
-                            aid,
-                            gid,
-                            tid,
-                            pv,
-                            reward,
-                            False,
-                            None,
-                            tokens,
-                            truncated,
-                            None,
-                            now,
-                            duration,
-                            meta.copy() if meta else NO_METADATA,
-                            retries,
-                        )
-                    )
-                    if step <= decided_upto:  # it joins an update already decided
-                        self._decided = None
-                        self._decided_upto = decided_upto = -1
-                    reset = True
-                    append(aid)
-            finally:
-                self._counter, self._id_step, self._id_prefix = n, id_step, id_prefix
-                if reset:
-                    self._failures_in_a_row = 0
-        return ids
-
-    def _log_columns(self, columns: Mapping[str, Any]) -> list[str]:
-        """``log_attempts`` of a batch given as columns (``writer/columns.py``)."""
-        n, cols = plain_columns(columns)
-        with self._lock:
-            self._check_open("log_attempts")
-            if cols is None or min(cols["step"]) < self._next_step:
-                return self.log_attempts(rows(columns))  # errors name the row
-            ids, made = build(cols, n, self._counter + 1, _now())
-            self._counter += n
-            last = made[-1].step
-            self._id_step, self._id_prefix = last, f"{last}-"
-            pending = self._pending
-            for step, group in groupby(made, _step):
-                bucket = pending.get(step)
-                if bucket is None:
-                    pending[step] = list(group)
-                else:
-                    bucket.extend(group)
-            if min(cols["step"]) <= self._decided_upto:  # they join an update already decided
-                self._decided = None
-                self._decided_upto = -1
-            self._failures_in_a_row = 0
-        return ids
-
-    def _log_one(self, i: int, d: Any) -> str:
-        """``log_attempts``' item ``i`` through ``log_attempt``; errors name the index."""
-        try:
-            return self.log_attempt(**d)
-        except TypeError as exc:  # not a mapping, an unknown or a missing argument
-            raise UsageError(f"log_attempts: item {i}: {exc}") from None
-        except UsageError as exc:
-            raise UsageError(f"log_attempts: item {i}: {exc}") from None
-
-    def _queue(self, a: Attempt) -> None:
-        """Add an attempt to its update's pending ones (the lock held)."""
-        if needs_fixup(a):
-            self._fixups.append(a)
-        bucket = self._pending.get(a.step)
-        if bucket is None:
-            self._pending[a.step] = [a]
-        else:
-            bucket.append(a)
-        if a.step <= self._decided_upto:
-            self._decided = None
-            self._decided_upto = -1
-        if a.error is not None:
-            self._failures_in_a_row += 1
-            limit = self._max_failures
-            if limit is not None and self._failures_in_a_row >= limit:
-                self._stop(
-                    "max_consecutive_rollout_failures",
-                    f"{self._failures_in_a_row} failed attempts in a row, the last {a.error}",
-                )
-        else:
-            self._failures_in_a_row = 0
-
-    def _take_shards(self) -> None:
-        """Take in the attempts other processes logged into this run's shards (the lock
-        held); one that came after its update was written is recorded as discarded."""
-        late = []
-        for a in self._intake.take(self._warn_once):
-            last = self._last_step
-            if last is not None and a.step <= last:
-                a.discard_reason, a.trained = a.error or "late", False
-                a.lag = None if a.policy_version is None else last - a.policy_version
-                if needs_fixup(a):
-                    self._fixups.append(a)
-                late.append(a)
-            else:
-                self._queue(a)
-        if late:
-            self._guarded(
-                "late shard attempts not written", self._write_attempts, late, self._last_step
-            )
+    # -- updates (attempts come in through AttemptIntake: log_attempt, log_attempts) ------
 
     def decide(self, step: int, *, discards: Mapping[str, str | None] | None = None) -> Decision:
         """Decide which pending attempts update ``step`` trains, before training on them.

@@ -33,6 +33,7 @@ import msgspec
 from ..errors import UsageError
 from ..jsonio import LineFile, clean, read_complete_lines, to_float
 from ..metrics import Attempt
+from .args import AttemptArgs
 from .records import NO_METADATA, as_int, as_number, error_code, warn
 
 __all__ = ["SHARDS", "ShardIntake", "ShardWriter", "attach"]
@@ -92,57 +93,42 @@ class ShardWriter:
             self._warned.add(key)
             warn(message, stacklevel=4)
 
-    def _record(
-        self,
-        step: int,
-        group_id: str,
-        task_id: str,
-        reward: float | None = None,
-        *,
-        policy_version: int | None = None,
-        response_tokens: int = 0,
-        truncated: bool = False,
-        metadata: Mapping[str, Any] | None = None,
-        sampler_logprobs: Any = None,
-        transcript: list[dict[str, Any]] | None = None,
-        error: BaseException | str | None = None,
-        failed_in: str = "rollout",
-        retries: int = 0,
-        duration: float | None = None,
-        attempt_id: str | None = None,
-        discard_reason: str | None = None,
-    ) -> dict[str, Any]:
-        step = as_int(step, "log_attempt: step")  # type: ignore[assignment]
+    def _record(self, a: AttemptArgs) -> dict[str, Any]:
+        step: int = as_int(a.step, "log_attempt: step")  # type: ignore[assignment]
         if step < 0:
             raise UsageError(f"log_attempt: step must be >= 0 (not {step})")
         self._count += 1
         rec: dict[str, Any] = {
             "step": step,
-            "attempt_id": f"{self.shard}-{self._count}" if attempt_id is None else str(attempt_id),
-            "group_id": str(group_id),
-            "task_id": str(task_id),
-            "policy_version": as_int(policy_version, "log_attempt: policy_version", optional=True),
-            "reward": None if reward is None else as_number(reward, "reward", self._warn_once),
-            "response_tokens": as_int(response_tokens, "log_attempt: response_tokens"),
-            "truncated": bool(truncated),
+            "attempt_id": f"{self.shard}-{self._count}"
+            if a.attempt_id is None
+            else str(a.attempt_id),
+            "group_id": str(a.group_id),
+            "task_id": str(a.task_id),
+            "policy_version": as_int(
+                a.policy_version, "log_attempt: policy_version", optional=True
+            ),
+            "reward": None if a.reward is None else as_number(a.reward, "reward", self._warn_once),
+            "response_tokens": as_int(a.response_tokens, "log_attempt: response_tokens"),
+            "truncated": bool(a.truncated),
             "time": time.time(),
             "duration": (
-                None if duration is None else as_number(duration, "duration", self._warn_once)
+                None if a.duration is None else as_number(a.duration, "duration", self._warn_once)
             ),
         }
-        if metadata:
-            rec["metadata"] = dict(metadata)
-        if retries:
-            rec["retries"] = as_int(retries, "log_attempt: retries")
-        err = error_code(error, failed_in)
+        if a.metadata:
+            rec["metadata"] = dict(a.metadata)
+        if a.retries:
+            rec["retries"] = as_int(a.retries, "log_attempt: retries")
+        err = error_code(a.error, a.failed_in)
         if err is not None:
             rec["error"] = err
-        if sampler_logprobs is not None:
-            rec["sampler_logprobs"] = sampler_logprobs
-        if transcript is not None:
-            rec["transcript"] = transcript
-        if discard_reason is not None:
-            rec["discard_reason"] = str(discard_reason)
+        if a.sampler_logprobs is not None:
+            rec["sampler_logprobs"] = a.sampler_logprobs
+        if a.transcript is not None:
+            rec["transcript"] = a.transcript
+        if a.discard_reason is not None:
+            rec["discard_reason"] = str(a.discard_reason)
         return rec
 
     def log_attempt(
@@ -161,7 +147,7 @@ class ShardWriter:
         recs = []
         for a in attempts:
             try:
-                recs.append(self._record(**a))
+                recs.append(self._record(AttemptArgs(**a)))
             except TypeError as exc:
                 raise UsageError(f"log_attempt: {exc}") from None
         try:

@@ -1,17 +1,20 @@
-"""Alerts: each new finding posted once to a webhook (Slack-compatible JSON).
+"""Alerts: each new finding posted once to a webhook, an ``Output`` (``rlvitals.outputs``).
 
-Two parts. ``AlertTracker`` decides what is new: a finding is known by a stable key, (check,
-verdict, metric), so an early alarm never mutes a later, different one, and there is no global
-cap to use up. A known finding is posted again only when its severity rises (warn, then fail).
-``WebhookNotifier`` delivers (httpx, the ``alerts`` extra): one background event loop posts
-the alerts, each attempt within one overall deadline, retrying with exponential backoff (and
+What is news comes from the follow stage (``rlvitals.outputs.AlertTracker``: a finding is
+known by (check, verdict, metric), told again only when its severity rises). This module
+delivers: ``WebhookNotifier`` posts with httpx (the ``alerts`` extra) from one background
+event loop, each attempt within one overall deadline, retrying with exponential backoff (and
 ``Retry-After``) on timeouts, connection errors, 408, 429 and 5xx, one alert never holding back
-another, so the caller never waits on the network. Each alert carries an id (also sent as the ``Idempotency-Key`` header,
-the same on every retry) so a receiver can drop the copy a retry after a lost answer sends;
-such retries are bounded. An alert that cannot be delivered is reported (``failures``).
+another, so the caller never waits on the network. Each alert carries an id (also sent as the
+``Idempotency-Key`` header, the same on every retry) so a receiver can drop the copy a retry
+after a lost answer sends; such retries are bounded. An alert that cannot be delivered is
+reported (``failures``).
 
-The body is ``{"text": ...}`` (what Slack, Mattermost, Discord's /slack endpoint and most chat
-webhooks read) plus an ``rlvitals`` object with the structured fields.
+One body builder per target (``BODIES``): ``slack`` is ``{"text": ...}`` (what Slack,
+Mattermost and most chat webhooks read, ``&<>`` escaped as Slack asks) plus an ``rlvitals``
+object with the structured fields; ``discord`` is Discord's own ``{"content": ...}``, markdown
+escaped and no mention allowed to ping; ``generic`` is the ``rlvitals`` object and the plain
+text. ``--webhook URL`` picks ``discord`` for a Discord webhook URL, else ``slack``.
 """
 
 from __future__ import annotations
@@ -21,31 +24,35 @@ import contextlib
 import hashlib
 import json
 import logging
+import re
 import ssl
 import threading
 import time
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import SplitResult, urlsplit
 from urllib.request import getproxies, proxy_bypass
 
 from .. import __version__
-from ..checks.base import VERDICTS, Finding, severity_rank
+from ..checks.base import VERDICTS, Finding
 from ..errors import MissingExtraError, UsageError
 from ..jsonio import clean
-from . import safe
+from ..views import safe
+from . import Output, finding_key
 
-__all__ = ["Alert", "AlertTracker", "WebhookNotifier", "alert_for", "finding_key"]
+__all__ = [
+    "BODIES",
+    "Alert",
+    "WebhookNotifier",
+    "alert_for",
+    "body_for_url",
+    "discord_output",
+    "slack_output",
+    "webhook_output",
+]
 
 log = logging.getLogger("rlvitals.alerts")
-
-Key = tuple[str, str, str | None]
-
-
-def finding_key(f: Finding) -> Key:
-    """What makes a finding the same one over time: its check, verdict and metric."""
-    return (f.check, f.verdict, f.metric)
 
 
 @dataclass
@@ -54,7 +61,86 @@ class Alert:
 
     id: str
     body: dict[str, Any]
-    created: float = field(default_factory=time.time)
+
+
+def _lines(finding: Finding, run: str, previous: str | None) -> list[str]:
+    """The message's lines, each one line of run text with its controls made visible."""
+    where = finding.check + (f", {finding.metric}" if finding.metric else "")
+    if finding.first_step is not None:
+        where += f", from step {finding.first_step}"
+    head = f"[{finding.severity.upper()}] {safe.line(run)}: {safe.line(finding.title)}"
+    if previous:
+        head += f" (was {previous})"
+    lines = [head, f"{VERDICTS.get(finding.verdict, finding.verdict)} ({safe.line(where)})"]
+    if finding.action:
+        lines.append(f"Next: {safe.line(finding.action)}")
+    return lines
+
+
+def _fields(aid: str, finding: Finding, run: str, source: str, previous: str | None) -> Any:
+    return clean(
+        {
+            "id": aid,
+            "run": run,
+            "source": source,
+            "check": finding.check,
+            "severity": finding.severity,
+            "previous_severity": previous,
+            "verdict": finding.verdict,
+            "verdict_text": VERDICTS.get(finding.verdict, finding.verdict),
+            "title": finding.title,
+            "metric": finding.metric,
+            "first_step": finding.first_step,
+            "action": finding.action,
+            "evidence": finding.evidence,
+            "time": time.time(),
+        }
+    )
+
+
+# Discord markdown (and its masked links, mentions and emoji) shown as written.
+_DISCORD_MARKUP = re.compile(r"([\\*_~`|>#\[\]()<@:-])")
+DISCORD_LIMIT = 2000  # characters of a message's content
+
+
+def _slack_body(lines: list[str], fields: dict[str, Any]) -> dict[str, Any]:
+    # Run text (run names, titles quoting model output) is untrusted: Slack markup escaped,
+    # so ``<!channel>`` in an answer pings nobody.
+    return {"text": safe.slack("\n".join(lines)), "rlvitals": fields}
+
+
+def _discord_body(lines: list[str], fields: dict[str, Any]) -> dict[str, Any]:
+    text = "\n".join(_DISCORD_MARKUP.sub(r"\\\1", ln) for ln in lines)
+    if len(text) > DISCORD_LIMIT:
+        text = text[: DISCORD_LIMIT - 1] + "…"
+    return {"content": text, "allowed_mentions": {"parse": []}}
+
+
+def _generic_body(lines: list[str], fields: dict[str, Any]) -> dict[str, Any]:
+    return {"rlvitals": fields, "text": "\n".join(lines)}
+
+
+BODIES: dict[str, Callable[[list[str], dict[str, Any]], dict[str, Any]]] = {
+    "slack": _slack_body,
+    "discord": _discord_body,
+    "generic": _generic_body,
+}
+
+
+def body_for_url(url: str) -> str:
+    """The body a webhook URL reads: ``discord`` for Discord's own webhook endpoint (its
+    ``/slack`` endpoint reads Slack's), else ``slack`` (Slack, Mattermost, most others)."""
+    try:
+        p = urlsplit(url)
+        host = (p.hostname or "").lower()
+    except ValueError:
+        return "slack"
+    discord = host in ("discord.com", "discordapp.com") or host.endswith(
+        (".discord.com", ".discordapp.com")
+    )
+    if discord and "/api/webhooks/" in p.path and not p.path.rstrip("/").endswith("/slack"):
+        return "discord"
+    return "slack"
 
 
 def alert_for(
@@ -63,8 +149,9 @@ def alert_for(
     run: str,
     source: str = "",
     previous: str | None = None,
+    body: str = "slack",
 ) -> Alert:
-    """The Slack-compatible message for ``finding`` of run ``run``.
+    """The message for ``finding`` of run ``run``, with the body of target ``body``.
 
     ``previous`` is the severity it had when last posted (an escalation), or None.
     """
@@ -72,72 +159,29 @@ def alert_for(
     aid = hashlib.sha1(
         json.dumps([source or run, *key, finding.severity]).encode("utf-8")
     ).hexdigest()[:20]
-    where = finding.check + (f", {finding.metric}" if finding.metric else "")
-    if finding.first_step is not None:
-        where += f", from step {finding.first_step}"
-    # Run text (run names, titles quoting model output) is untrusted: one line each, controls
-    # removed, Slack markup escaped, so ``<!channel>`` in an answer pings nobody.
-    head = f"[{finding.severity.upper()}] {safe.line(run)}: {safe.line(finding.title)}"
-    if previous:
-        head += f" (was {previous})"
-    text = f"{head}\n{VERDICTS.get(finding.verdict, finding.verdict)} ({safe.line(where)})"
-    if finding.action:
-        text += f"\nNext: {safe.line(finding.action)}"
-    text = safe.slack(text)
-    body = {
-        "text": text,
-        "rlvitals": clean(
-            {
-                "id": aid,
-                "run": run,
-                "source": source,
-                "check": finding.check,
-                "severity": finding.severity,
-                "previous_severity": previous,
-                "verdict": finding.verdict,
-                "verdict_text": VERDICTS.get(finding.verdict, finding.verdict),
-                "title": finding.title,
-                "metric": finding.metric,
-                "first_step": finding.first_step,
-                "action": finding.action,
-                "evidence": finding.evidence,
-                "time": time.time(),
-            }
-        ),
-    }
-    return Alert(aid, body)
+    fields = _fields(aid, finding, run, source, previous)
+    return Alert(aid, BODIES[body](_lines(finding, run, previous), fields))
 
 
-class AlertTracker:
-    """Which findings are new since the last call.
+def webhook_output(url: str | None = None) -> WebhookNotifier:
+    """``--to webhook=URL`` (and ``--webhook URL``): the body the URL reads."""
+    return WebhookNotifier(_url("webhook", url))
 
-    Args:
-        min_severity: findings below this are never alerted (default ``warn``).
-    """
 
-    def __init__(self, min_severity: str = "warn") -> None:
-        self.min_rank = severity_rank(min_severity)
-        self.sent: dict[Key, str] = {}  # key -> severity last posted
+def slack_output(url: str | None = None) -> WebhookNotifier:
+    """``--to slack=URL``: Slack's body (Mattermost and most chat webhooks read it)."""
+    return WebhookNotifier(_url("slack", url), body="slack")
 
-    def new(self, findings: Iterable[Finding]) -> list[tuple[Finding, str | None]]:
-        """The findings to post now, each with the severity it was last posted at (None when
-        it is new). Marks them as posted."""
-        out: list[tuple[Finding, str | None]] = []
-        for f in findings:
-            rank = severity_rank(f.severity)
-            if rank < self.min_rank:
-                continue
-            key = finding_key(f)
-            before = self.sent.get(key)
-            if before is not None and severity_rank(before) >= rank:
-                continue
-            self.sent[key] = f.severity
-            out.append((f, before))
-        return out
 
-    def forget(self, key: Key) -> None:
-        """Let ``key`` alert again (a stall that ended: the next stall is news)."""
-        self.sent.pop(key, None)
+def discord_output(url: str | None = None) -> WebhookNotifier:
+    """``--to discord=URL``: Discord's own body."""
+    return WebhookNotifier(_url("discord", url), body="discord")
+
+
+def _url(name: str, url: str | None) -> str:
+    if not url:
+        raise UsageError(f"output {name}: expected {name}=URL")
+    return url
 
 
 class _Permanent(Exception):
@@ -152,8 +196,9 @@ class _Retry(Exception):
         self.ambiguous = ambiguous
 
 
-class WebhookNotifier:
+class WebhookNotifier(Output):
     """Posts alerts to ``url`` with httpx from a background event loop; ``send`` never blocks.
+    As an ``Output``, each new finding the follow stage tells (``update``) is one alert.
 
     Each attempt has one overall deadline (connecting, sending and reading the answer
     together), so a receiver that trickles a byte every few seconds is abandoned at it. Alerts
@@ -170,6 +215,8 @@ class WebhookNotifier:
 
     Args:
         url: the webhook (http or https; ``user:password@`` becomes Basic auth).
+        body: the target's body (``slack``, ``discord``, ``generic``; default: by the URL,
+            ``body_for_url``).
         timeout: the deadline of one attempt, in seconds.
         backoff: first wait before a retry, doubled each time up to ``max_backoff``.
         give_up_after: seconds after which an alert that still fails is dropped.
@@ -183,6 +230,7 @@ class WebhookNotifier:
         self,
         url: str,
         *,
+        body: str | None = None,
         timeout: float = 10.0,
         backoff: float = 0.5,
         max_backoff: float = 30.0,
@@ -202,7 +250,10 @@ class WebhookNotifier:
             import httpx
         except ImportError:
             raise MissingExtraError("alerts", "webhook alerts (--webhook)") from None
+        if body is not None and body not in BODIES:
+            raise UsageError(f"webhook body: expected one of {', '.join(BODIES)} (not {body!r})")
         self.url = url
+        self.body = body or body_for_url(url)
         self.timeout = timeout
         self.backoff = backoff
         self.max_backoff = max_backoff
@@ -251,6 +302,28 @@ class WebhookNotifier:
     def pending(self) -> int:
         with self._lock:
             return self._inflight
+
+    # -- Output ------------------------------------------------------------------------------
+
+    def update(self, run: Any, update: Any) -> None:
+        """One alert for each finding that is news (``update.new_findings``)."""
+        for f, before in update.new_findings:
+            self.send(
+                alert_for(f, run=run.name, source=run.source, previous=before, body=self.body)
+            )
+
+    def describe(self) -> str:
+        return self.target
+
+    def status_line(self) -> str:
+        return f"alerts to {self.target}: {self.delivered} delivered, {self.pending} pending" + (
+            f", {self.dropped} not delivered" if self.dropped else ""
+        )
+
+    def undelivered(self) -> list[tuple[str, str]]:
+        with self._lock:
+            failed = list(self.failures)
+        return [(str(_title(a)), why) for a, why in failed]
 
     def send(self, alert: Alert) -> None:
         """Queue ``alert`` for delivery and return at once."""
@@ -369,6 +442,13 @@ class WebhookNotifier:
                 f"HTTP {status}", _retry_after(resp.headers.get("Retry-After")), ambiguous=False
             )
         raise _Permanent(f"HTTP {status}")
+
+
+def _title(alert: Alert) -> Any:
+    fields = alert.body.get("rlvitals")
+    if isinstance(fields, dict):
+        return fields.get("title")
+    return str(alert.body.get("content", "")).split("\n", 1)[0]
 
 
 _LOOPBACK = ("localhost", "127.", "::1", "[::1]")

@@ -1,0 +1,198 @@
+"""``check``, ``serve``, ``watch``, ``report`` and ``export`` agree (issue 29's "must show").
+
+What is compared, and how far:
+
+- **The runs under a folder**, for every folder (at any depth) of ``tests/data``,
+  ``benchmarks/corpus`` and, when it is beside the repository, ``../shared/corpus/wild``
+  (without it, those folders are left out):
+  the runs ``rlvitals check DIR`` judges (its ``_expand``), the runs ``rlvitals export DIR``
+  writes (its ``expand``) and the runs ``rlvitals serve DIR`` serves (the ``Hub``, built in this
+  process, nothing served). For the sub-folders the Hub's opening of each run's reader is
+  replaced by a stand-in (opening 571 readers takes half a minute); for the roots themselves
+  the Hub opens every run's reader as ``serve`` does, so a run found but not openable would
+  show there. ``watch`` and ``report`` take runs, not folders: they discover nothing, so there
+  is nothing of theirs to compare here.
+- **Each run's verdict**, through each front end's own path (its command line parsed, its
+  options built, its reading and judging), on a sample of runs: the smallest run of every
+  top-level folder of those roots under 300 kB (about 35 runs), not all 214; judging every
+  run through five front ends would take minutes. ``check --json``, ``export`` (the ``runs``
+  table), ``report --json``, the ``Hub`` after one judgement of each run, and ``watch``'s
+  ``Watcher`` after one forced tick. Liveness is judged at each front end's own clock, a few
+  seconds apart; the sample's verdicts do not hinge on those seconds.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from rlvitals.cli import build_parser, main
+
+ROOT = Path(__file__).resolve().parent.parent
+ROOTS = [
+    ROOT / "tests" / "data",
+    ROOT / "benchmarks" / "corpus",
+    ROOT.parent / "shared" / "corpus" / "wild",
+]
+
+
+def _roots() -> list[Path]:
+    return [r for r in ROOTS if r.is_dir()]
+
+
+def _folders() -> list[Path]:
+    out = []
+    for root in _roots():
+        for d, dirs, _files in os.walk(root):
+            dirs[:] = sorted(x for x in dirs if not x.startswith(".") and x != "__pycache__")
+            out.append(Path(d))
+    return out
+
+
+def _checked(folder: Path) -> list[str]:
+    from rlvitals.cli.check import _expand
+
+    runs, _skipped, _missing = _expand([str(folder)])
+    return runs
+
+
+def _exported(folder: Path) -> list[str]:
+    from rlvitals.cli.export import expand
+    from rlvitals.errors import RlvitalsError
+
+    try:
+        return expand([str(folder)])
+    except RlvitalsError:
+        return []  # "no runs given": check names the folder as holding none, serve shows none
+
+
+def _served(folder: Path) -> list[str]:
+    from rlvitals.views.hub import Hub
+
+    hub = Hub([folder], judge=lambda data: None)  # type: ignore[arg-type,return-value]
+    return [str(r.path) for r in hub.runs.values()]
+
+
+class _Unread:
+    """A reader that reads nothing: what the Hub holds when only its discovery is compared."""
+
+    def __init__(self, path: str) -> None:
+        from rlvitals.model import RunData
+
+        self.run = RunData(source=path, format="")
+
+    def poll(self) -> bool:
+        return False
+
+
+def test_every_front_end_finds_the_same_runs_under_every_folder(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from rlvitals.source import Source
+
+    roots = _roots()
+    differ = []
+    for root in roots:  # the Hub as serve runs it: every run's reader opened
+        checked, exported, served = _checked(root), _exported(root), _served(root)
+        if not (sorted(checked) == sorted(exported) == sorted(served)):
+            differ.append((str(root), checked, exported, served))
+    folders = _folders()
+    assert len(folders) > 50
+    monkeypatch.setattr(Source, "open", lambda self: _Unread(self.path))
+    for folder in folders:
+        checked, exported, served = _checked(folder), _exported(folder), _served(folder)
+        if not (sorted(checked) == sorted(exported) == sorted(served)):
+            differ.append((str(folder), checked, exported, served))
+    assert differ == []
+
+
+SAMPLE_BYTES = 300_000
+
+
+def _sample() -> list[str]:
+    """The smallest run of every top-level folder of the roots, if under ``SAMPLE_BYTES``
+    (the test fixtures' ``.expect.json`` files, which check finds too, left out)."""
+    from rlvitals.fleet.judging import run_bytes
+
+    out: list[str] = []
+    for root in _roots():
+        for top in sorted(p for p in root.iterdir() if p.is_dir()):
+            runs = [r for r in _checked(top) if not r.endswith(".expect.json")]
+            sized = sorted((run_bytes(r), r) for r in runs if r not in out)
+            if sized and sized[0][0] < SAMPLE_BYTES:
+                out.append(sized[0][1])
+    return out
+
+
+def _by_check(runs: list[str], capsys: pytest.CaptureFixture[str]) -> dict[str, str | None]:
+    main(["check", *runs, "--json"])
+    got = json.loads(capsys.readouterr().out)["runs"]
+    return {r["path"]: r.get("verdict") for r in got}
+
+
+def _by_export(runs: list[str], out: Path) -> dict[str, str | None]:
+    import pyarrow.parquet as pq
+
+    main(["export", *runs, "-o", str(out)])
+    rows = pq.read_table(out / "runs").to_pylist()
+    return {r["run"]: r["verdict"] for r in rows}
+
+
+def _by_report(run: str, capsys: pytest.CaptureFixture[str]) -> str | None:
+    if main(["report", run, "--json"]) != 0:
+        return None
+    (got,) = json.loads(capsys.readouterr().out)["runs"]
+    return got["report"]["verdict"] if got.get("report") else None
+
+
+def _by_serve(runs: list[str]) -> dict[str, str | None]:
+    from rlvitals.cli._options import judge_of
+    from rlvitals.views.hub import Hub
+
+    judge = judge_of(build_parser().parse_args(["serve", *runs]))
+    hub = Hub(runs, judge=judge)
+    out = {}
+    for r in hub.runs.values():
+        r.read()
+        r.judge()
+        out[str(r.path)] = r.report.verdict if r.report is not None else None
+    return out
+
+
+def _by_watch(run: str) -> str | None:
+    from rlvitals.cli._options import judge_of, open_kwargs
+    from rlvitals.views.watch import Watcher
+
+    args = build_parser().parse_args(["watch", run])
+    judge = judge_of(args)
+    w = Watcher(run, **open_kwargs(args), stall_after=judge.stall_after, judge=judge)
+    w.tick(force=True)
+    return w.report.verdict if w.report is not None else None
+
+
+def test_every_front_end_gives_each_run_the_same_verdict(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    runs = _sample()
+    assert len(runs) >= 25
+    checked = _by_check(runs, capsys)
+    readable = [r for r in runs if checked.get(r) is not None]
+    assert len(readable) >= 20
+    exported = _by_export(readable, tmp_path / "out")
+    served = _by_serve(readable)
+    capsys.readouterr()
+    differ = []
+    for run in readable:
+        got = {
+            "check": checked[run],
+            "export": exported.get(run),
+            "serve": served.get(run),
+            "report": _by_report(run, capsys),
+            "watch": _by_watch(run),
+        }
+        if len(set(got.values())) != 1:
+            differ.append((run, got))
+    assert differ == []
