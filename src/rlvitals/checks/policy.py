@@ -427,8 +427,18 @@ def _falling_fast(steps: np.ndarray, rel: np.ndarray, th: Thresholds) -> int | N
     return idx
 
 
+CLIP = "train/clip_frac"
+CLIP_ACTION = (
+    "Updates move the policy far from the sampler's: lower the learning rate or the number of "
+    "minibatches per update, or check the sampler/trainer mismatch."
+)
+
+
 def _clip(ctx: Context) -> list[Finding]:
-    s = ctx.finite("train/clip_frac")
+    """The trust region saturated: the clipped share of tokens past ``clip_frac_warn`` (3 of 5
+    updates; every update of a short log), a warning while it still is over the last five
+    updates, else an early saturation (info)."""
+    s = ctx.finite(CLIP)
     if s is None:
         return []
     line = ctx.thresholds.clip_frac_warn
@@ -440,60 +450,52 @@ def _clip(ctx: Context) -> list[Finding]:
                 "warn",
                 "drift",
                 f"{read_words(len(s))}: {level:.0%} of tokens clipped (line {line:.0%})",
-                metric="train/clip_frac",
+                metric=CLIP,
                 first_step=int(s.steps[0]),
                 level=round_sig(level),
                 line=line,
                 updates_read=len(s),
-                action="Updates move the policy far from the sampler's: lower the learning "
-                "rate or the number of minibatches per update, or check the sampler/trainer "
-                "mismatch.",
+                action=CLIP_ACTION,
             )
         ]
     if len(s) < MIN_WINDOW:
         return []
-    # With several optimiser passes per batch (TRL num_iterations > 1) the first pass has a
-    # ratio of exactly 1, so every other value is an exact 0 that measures nothing: only the
-    # passes that can clip are read.
-    zero = s.values == 0
-    if 0.3 <= zero.mean() <= 0.7 and (~zero).sum() >= MIN_WINDOW:
-        s = Series(s.steps[~zero], s.values[~zero])
-    roll = rolling_mean(s.values)
-    idx = crossing(s.values, ctx.thresholds.clip_frac_warn)
+    s = _clipping_passes(s)
+    idx = crossing(s.values, line)
     if idx is None:
         return []
-    if float(s.values[-MIN_WINDOW:].mean()) < ctx.thresholds.clip_frac_warn:
-        # Judged by its course: saturated early, within the region now.
-        return [
-            finding(
-                NAME,
-                "info",
-                "drift",
-                f"the trust region saturated early ({float(np.nanmax(roll)):.0%} of tokens "
-                f"clipped from step {int(s.steps[idx])}), {float(s.values[-MIN_WINDOW:].mean()):.0%}"
-                f" over the last {MIN_WINDOW} updates",
-                metric="train/clip_frac",
-                first_step=int(s.steps[idx]),
-                peak=round_sig(float(np.nanmax(roll))),
-                line=ctx.thresholds.clip_frac_warn,
-                action="Nothing to do now; if it comes back, lower the learning rate.",
-            )
-        ]
+    peak = float(np.nanmax(rolling_mean(s.values)))
+    last = float(s.values[-MIN_WINDOW:].mean())
+    step = int(s.steps[idx])
+    early = last < line  # judged by its course: saturated early, within the region now
     return [
         finding(
             NAME,
-            "warn",
+            "info" if early else "warn",
             "drift",
-            f"trust region saturated: {float(np.nanmax(roll)):.0%} of tokens clipped from step "
-            f"{int(s.steps[idx])}",
-            metric="train/clip_frac",
-            first_step=int(s.steps[idx]),
-            peak=round_sig(float(np.nanmax(roll))),
-            line=ctx.thresholds.clip_frac_warn,
-            action="Updates move the policy far from the sampler's: lower the learning rate or "
-            "the number of minibatches per update, or check the sampler/trainer mismatch.",
+            f"the trust region saturated early ({peak:.0%} of tokens clipped from step {step}), "
+            f"{last:.0%} over the last {MIN_WINDOW} updates"
+            if early
+            else f"trust region saturated: {peak:.0%} of tokens clipped from step {step}",
+            metric=CLIP,
+            first_step=step,
+            peak=round_sig(peak),
+            line=line,
+            action="Nothing to do now; if it comes back, lower the learning rate."
+            if early
+            else CLIP_ACTION,
         )
     ]
+
+
+def _clipping_passes(s: Series) -> Series:
+    """With several optimiser passes per batch (TRL num_iterations > 1) the first pass has a
+    ratio of exactly 1, so every other value is an exact 0 that measures nothing: only the
+    passes that can clip are read."""
+    zero = s.values == 0
+    if 0.3 <= zero.mean() <= 0.7 and (~zero).sum() >= MIN_WINDOW:
+        return Series(s.steps[~zero], s.values[~zero])
+    return s
 
 
 def _no_spread(ctx: Context, steps: np.ndarray) -> np.ndarray:
