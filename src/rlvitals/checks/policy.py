@@ -583,19 +583,29 @@ def _grad_spikes(ctx: Context) -> list[Finding]:
 EXPLOSION_WINDOW = 50
 
 
-def _grad_explosion(ctx: Context) -> list[Finding]:
-    s = _grad_norm(ctx)
-    if s is None or len(s) <= 2 * MIN_WINDOW:
-        return []
-    v = s.values
-    # Each update against the median of the (up to) EXPLOSION_WINDOW updates before it: what
-    # a live check knew at that step, following a norm that falls as training settles.
-    w = EXPLOSION_WINDOW
+def _median_before(v: np.ndarray, w: int) -> np.ndarray:
+    """Each update's reference: the median of the (up to) ``w`` updates before it, from the
+    tenth on (NaN before): what a live check knew at that step, following a norm that falls as
+    training settles."""
     ref = np.full(len(v), np.nan)
     for i in range(2 * MIN_WINDOW, min(w, len(v))):
         ref[i] = np.median(v[:i])
     if len(v) > w:
         ref[w:] = np.median(np.lib.stride_tricks.sliding_window_view(v[:-1], w), axis=1)
+    return ref
+
+
+def _grad_explosion(ctx: Context) -> list[Finding]:
+    """One gradient norm ``grad_explosion`` times the median of the updates before it, where
+    explosions come at ``grad_spike_rate`` of the updates so far or more: unstable updates
+    (warn; info on a run that learns otherwise, unless they recur); rarer, the tail of a long
+    run's noise (info)."""
+    s = _grad_norm(ctx)
+    if s is None or len(s) <= 2 * MIN_WINDOW:
+        return []
+    v = s.values
+    w = EXPLOSION_WINDOW
+    ref = _median_before(v, w)
     th = ctx.thresholds
     hits = np.flatnonzero((ref > 0) & (v >= th.grad_explosion * ref))
     if not len(hits):
@@ -620,16 +630,17 @@ def _grad_explosion(ctx: Context) -> list[Finding]:
     recurring = later >= th.grad_explosion_recurring
     if fine and recurring:
         why = f"{later} explosions: recurring, although the run learns"
+    also = ""
+    if later > 1:
+        also = f" ({later} such updates in all" + (f", the first at step {first})" if j else ")")
     return [
         finding(
             NAME,
             "warn" if len(alarm) and (recurring or not fine) else "info",
             "unstable",
-            f"unstable updates: gradient norm exploded to {round_sig(float(v[i]))} at step {int(s.steps[i])}, "
-            f"{float(v[i]) / med:.0f}x the median of the {min(i, w)} updates before"
-            + (f" ({later} such updates in all" if later > 1 else "")
-            + (f", the first at step {first}" if later > 1 and j else "")
-            + (")" if later > 1 else "")
+            f"unstable updates: gradient norm exploded to {round_sig(float(v[i]))} at step "
+            f"{int(s.steps[i])}, {float(v[i]) / med:.0f}x the median of the {min(i, w)} updates "
+            f"before{also}"
             + (
                 f", {why}"
                 if len(alarm)
