@@ -209,7 +209,7 @@ def judge_of(args: argparse.Namespace, *, check_rules: bool = True) -> Judge:
 
 
 def add_output_args(p: argparse.ArgumentParser) -> None:
-    """``--webhook``, ``--output`` and ``--alert-on``: where a followed run's news goes (watch,
+    """``--webhook``, ``--to`` and ``--alert-on``: where a followed run's news goes (watch,
     serve; docs/outputs.md)."""
     p.add_argument(
         "--webhook",
@@ -218,7 +218,8 @@ def add_output_args(p: argparse.ArgumentParser) -> None:
         "Discord webhook URL)",
     )
     p.add_argument(
-        "--output",
+        "--to",
+        dest="outputs",
         action="append",
         default=[],
         metavar="NAME[=ARG]",
@@ -234,12 +235,12 @@ def add_output_args(p: argparse.ArgumentParser) -> None:
 
 
 def outputs_of(args: argparse.Namespace) -> list[Output]:
-    """The outputs ``--webhook`` and ``--output`` name, built now (a mistake is one error
+    """The outputs ``--webhook`` and ``--to`` name, built now (a mistake is one error
     line at the start); on an error, those already built are closed."""
     from ..outputs import load_output
 
     specs = [f"webhook={args.webhook}"] if getattr(args, "webhook", None) else []
-    specs += getattr(args, "output", None) or []
+    specs += getattr(args, "outputs", None) or []
     built: list[Output] = []
     try:
         for spec in specs:
