@@ -156,7 +156,7 @@ def _by_serve(runs: list[str]) -> dict[str, str | None]:
     hub = Hub(runs, judge=judge)
     out = {}
     for r in hub.runs.values():
-        r.read()  # hub.runs holds the Followers themselves
+        r.read()
         r.judge()
         out[str(r.path)] = r.report.verdict if r.report is not None else None
     return out

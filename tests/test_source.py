@@ -158,3 +158,19 @@ def test_the_package_face_reads_and_judges() -> None:
     src = rlvitals.Source(str(DATA / "runs" / "grpo-async"))
     again = rlvitals.Judge(only=["liveness"])(src.read())
     assert again.verdict == report.verdict
+
+
+def test_judging_a_sample_dump_never_writes_into_the_run(tmp_path: Path) -> None:
+    """The checks read a framework's sample dump (prime-rl rollouts/) lazily: a step file gone
+    since the read is the report's warning, once a report, never the run's."""
+    run = tmp_path / "output"
+    shutil.copytree(DATA / "samples" / "prime-rl" / "output", run)
+    data = read(run)
+    before = list(data.warnings)
+    for p in (run / "rollouts").rglob("traces.jsonl"):
+        p.unlink()
+    reports = [_fixed(data) for _ in range(3)]
+    assert data.warnings == before
+    assert reports[0].to_dict() == reports[1].to_dict() == reports[2].to_dict()
+    said = [w for w in reports[0].warnings if "traces.jsonl" in w]
+    assert len(said) == 1 and reports[1].warnings == reports[0].warnings
