@@ -17,9 +17,9 @@ live page offer the same.
 ``checkpoint-*/trainer_state.json``, TensorBoard event files, a W&B ``*.wandb`` log, an rlprobe
 ``manifest.json`` with its ``steps.parquet`` or ``steps/`` parts, an rlwatch ``metrics.db``, an
 MLflow file store, a prime-rl run's ``{trainer,orchestrator}/`` or ``monitors/file/``).
-Otherwise its files that a
-reader recognises are runs each, its sub-folders are searched the same way, and what no reader
-recognises (``launcher.log`` with no record, a ``summary.csv`` without a step column) is listed as
+Otherwise its files that a reader recognises are runs each (two logs in one folder are two
+runs), its sub-folders are searched the same way, and what no reader recognises
+(``launcher.log`` with no record, a ``summary.csv`` without a step column) is listed as
 skipped. Numbered sample dumps (verl's ``rollout_data_dir/<step>.jsonl``) and the sample folders
 beside a log are the samples of that run, not runs of their own. A folder with no run in it
 that reads as one run as a whole (a format whose files sit loose in one folder) is that run.
