@@ -32,7 +32,6 @@ from ...model import RunData
 from .base import DumpFormat, SampleSource, SampleTranscripts
 
 __all__ = [
-    "DUMPS",
     "SampleSource",
     "SampleTranscripts",
     "SampledReader",
@@ -64,9 +63,6 @@ def dump_formats() -> list[DumpFormat]:
     ]
 
 
-DUMPS = ("trl", "prime-rl", "prime-rl-stream", "tinker", "nemo-rl", "miles", "verl")
-
-
 def _sniff(d: Path, fmt: DumpFormat) -> Path | None:
     """The dump directory of ``fmt`` at ``d`` (itself, or its default sub-folder)."""
     if fmt.sniff(d):
@@ -81,7 +77,8 @@ def _sniff(d: Path, fmt: DumpFormat) -> Path | None:
 def open_samples(
     directory: str | os.PathLike[str], run: RunData, format: str | None = None
 ) -> SampleSource:
-    """The sample dump at ``directory`` (sniffed, or ``format``: one of ``DUMPS``)."""
+    """The sample dump at ``directory`` (sniffed, or ``format``: the ``name`` of one of
+    ``dump_formats()``)."""
     d = Path(directory)
     if not d.is_dir():
         raise UnknownFormatError("--samples: expected a directory of sample files", path=str(d))
