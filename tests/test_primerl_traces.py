@@ -159,3 +159,10 @@ def test_formats_explain_names_the_rule(tmp_path, capsys):
     assert main(["formats", "--explain", str(out / "monitors" / "file" / "metrics.jsonl")]) == 0
     text = " ".join(capsys.readouterr().out.split())
     assert "read as prime-rl-stream: prime-rl trace stream" in text
+
+
+def test_formats_lists_it(capsys):
+    from rlvitals.cli import main
+
+    assert main(["formats", "samples"]) == 0
+    assert "prime-rl-stream" in capsys.readouterr().out

@@ -16,7 +16,7 @@ from typing import Any
 from ...model import RunData
 from .._format import Format, register
 from ..mapping import MappingTable
-from . import dump_formats, open_samples
+from . import DUMPS, dump_formats, open_samples
 
 __all__ = ["DumpReader"]
 
@@ -27,14 +27,23 @@ def _sniff(p: Path) -> bool:
     for fmt in dump_formats():
         if fmt.name == "verl":
             continue
-        if fmt.name == "prime-rl-stream" and any(
-            (p / q / "metrics.jsonl").is_file() for q in (".", "..", "monitors/file")
-        ):
+        if fmt.name == "prime-rl-stream" and _prime_metrics_beside(p):
             continue  # its metrics are beside it: read as prime-rl, the stream attached
         sub = p / fmt.default_subdir if fmt.default_subdir else p
         if sub.is_dir() and fmt.step_files(sub):
             return True
     return False
+
+
+def _prime_metrics_beside(p: Path) -> bool:
+    """Whether prime-rl's own ``metrics.jsonl`` is at ``p``, beside it or in its
+    ``monitors/file/`` (the ``prime-rl`` format reads it and attaches the trace stream)."""
+    from ..primerl import _is_prime
+
+    return any(
+        (m := p / q / "metrics.jsonl").is_file() and _is_prime(m)
+        for q in (".", "..", "monitors/file")
+    )
 
 
 class DumpReader:
@@ -69,6 +78,10 @@ register(
                 "No scalar keys: one attempt per sample, and the step metrics computed from them "
                 "(reward/*, groups/*, discard/groups/*, response/*, freshness/* where versioned, "
                 "train/mismatch_* where both logprobs are dumped); docs/integrations.md.",
+                "Dump formats (found beside a log or read alone, verl only with --samples or "
+                "--from samples; `formats --explain` names the one read): "
+                + ", ".join(DUMPS)
+                + ".",
             ),
         ),
         kind="sample dump",

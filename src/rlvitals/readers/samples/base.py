@@ -484,7 +484,7 @@ class SampleTranscripts(TranscriptStore):
     a time (the interface of ``TranscriptStore``, so scans, checks and views use it as is)."""
 
     def __init__(self, source: SampleSource) -> None:
-        super().__init__(source.dir, warn=source.run.warnings.append)
+        super().__init__(source.dir)  # its warnings: the judging report's, never the run's
         self.source = source
         self.dir = source.dir
 

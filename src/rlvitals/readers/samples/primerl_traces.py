@@ -228,14 +228,34 @@ def _open(path: Path) -> IO[bytes]:
         return pyzstd.ZstdFile(path, "rb")  # type: ignore[return-value]
 
 
-def _read_line(directory: Path, chunk: int, offset: int) -> bytes | None:
-    path = _chunks(directory).get(chunk)
-    if path is None:
-        return None
-    with _open(path) as f:
+class _Lines:
+    """Lines read at their addresses, each chunk opened once for a step's reads (a step's
+    addresses ascend within a chunk, so a sealed chunk decompresses each frame once)."""
+
+    def __init__(self) -> None:
+        self.files: dict[tuple[Path, int], IO[bytes]] = {}
+        self.listed: dict[Path, dict[int, Path]] = {}
+
+    def path(self, directory: Path, chunk: int) -> Path | None:
+        if directory not in self.listed:
+            self.listed[directory] = _chunks(directory)
+        return self.listed[directory].get(chunk)
+
+    def read(self, directory: Path, chunk: int, offset: int) -> bytes | None:
+        f = self.files.get((directory, chunk))
+        if f is None:
+            path = self.path(directory, chunk)
+            if path is None:
+                return None
+            f = self.files[(directory, chunk)] = _open(path)
         f.seek(offset)
         line = f.readline(MAX_LINE_BYTES + 1)
-    return line if line.endswith(b"\n") else None
+        return line if line.endswith(b"\n") else None
+
+    def close(self) -> None:
+        for f in self.files.values():
+            f.close()
+        self.files.clear()
 
 
 class _Scan:
@@ -326,6 +346,26 @@ def _fold(nodes: list[_Node], streams: list[tuple[int, list[float | None]]]) -> 
     return out
 
 
+class _State:
+    """What the scans of one stream found so far: every reader of the same ``traces`` folder
+    shares it (``find``, the sniffers and the run's own source each hold a format), so the
+    stream is scanned once and then only for what it gained."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.stream = _Scan(root / "stream")
+        self.notes: dict[Path, _Scan] = {}
+        self.steps: dict[int, list[tuple[int, int]]] = {}  # arrival step -> (chunk, offset)
+        self.last: int | None = None
+        self.ship: dict[str, int] = {}  # trace id -> the step its batch shipped at
+        self.streamed: dict[str, list[tuple[Path, int, int]]] = {}  # trace id -> its updates
+        self.reach: dict[Path, int] = {}  # annotation stream -> the last step it covers
+        self.said: list[str] = []  # found before a run was bound (a sniffer's scan)
+
+
+_STATES: dict[Path, _State] = {}
+
+
 class PrimeRlStream(DumpFormat):
     name = "prime-rl-stream"
     description = (
@@ -339,30 +379,23 @@ class PrimeRlStream(DumpFormat):
 
     def __init__(self) -> None:
         self._sink: Callable[[str], None] | None = None
-        self._said: list[str] = []  # found while scanning before a run was bound (``find``)
-        self._reset(None)
-
-    def _reset(self, root: Path | None) -> None:
-        self._root = root
-        self._stream = _Scan(root / "stream") if root is not None else None
-        self._notes: dict[Path, _Scan] = {}
-        self._steps: dict[int, list[tuple[int, int]]] = {}  # arrival step -> (chunk, offset)
-        self._last: int | None = None
-        self._ship: dict[str, int] = {}  # trace id -> the step its batch shipped at
-        self._streamed: dict[str, list[tuple[Path, int, int]]] = {}  # trace id -> updates
-        self._reach: dict[Path, int] = {}  # annotation stream -> the last step it covers
+        self._st: _State | None = None
 
     def bind(self, run: RunData) -> None:
         self._sink = run.warnings.append
-        for message in self._said:
-            self._sink(message)
-        self._said.clear()
+        self._flush()
+
+    def _flush(self) -> None:
+        if self._sink is not None and self._st is not None:
+            for message in self._st.said:
+                self._sink(message)
+            self._st.said.clear()
 
     def _warn(self, message: str) -> None:
-        if self._sink is None:
-            self._said.append(message)
-        else:
+        if self._sink is not None:
             self._sink(message)
+        elif self._st is not None:
+            self._st.said.append(message)
 
     @staticmethod
     def root(d: Path) -> Path | None:
@@ -377,28 +410,29 @@ class PrimeRlStream(DumpFormat):
         return self.root(d) is not None
 
     def _scan(self, root: Path, warn: Callable[[str], None]) -> None:
-        if self._root != root:
-            self._reset(root)
-        assert self._stream is not None
-        for n, offset, line in self._stream.lines(warn):
+        if self._st is None or self._st.root != root:
+            self._st = _STATES.setdefault(root, _State(root))
+            self._flush()
+        st = self._st
+        for n, offset, line in st.stream.lines(warn):
             try:
                 ep = _LIGHT.decode(line)
             except _ERRORS as exc:
-                warn(f"{self._stream.dir}/{n:05d}: byte {offset}: not an episode ({exc}); skipped")
+                warn(f"{st.stream.dir}/{n:05d}: byte {offset}: not an episode ({exc}); skipped")
                 continue
-            kind, step = _episode_step(ep, self._last)
+            kind, step = _episode_step(ep, st.last)
             if step is None:
                 continue
-            self._last = step if self._last is None else max(self._last, step)
+            st.last = step if st.last is None else max(st.last, step)
             if kind == "train":
-                self._steps.setdefault(step, []).append((n, offset))
+                st.steps.setdefault(step, []).append((n, offset))
         notes = root / "annotations"
         try:
             producers = sorted(p for p in notes.iterdir() if p.is_dir())
         except OSError:
             producers = []
         for d in producers:
-            scan = self._notes.setdefault(d, _Scan(d))
+            scan = st.notes.setdefault(d, _Scan(d))
             for n, offset, line in scan.lines(warn):
                 try:
                     u = _LUPDATE.decode(line)
@@ -408,16 +442,17 @@ class PrimeRlStream(DumpFormat):
                     continue
                 ship = u.info.ship if u.info is not None else None
                 if ship is not None and ship.step is not None:
-                    self._ship[u.trace_id] = ship.step
-                reach = self._ship.get(u.trace_id)
+                    st.ship[u.trace_id] = ship.step
+                reach = st.ship.get(u.trace_id)
                 if reach is not None:
-                    self._reach[d] = max(self._reach.get(d, reach), reach)
+                    st.reach[d] = max(st.reach.get(d, reach), reach)
                 if u.branches:
-                    self._streamed.setdefault(u.trace_id, []).append((d, n, offset))
+                    st.streamed.setdefault(u.trace_id, []).append((d, n, offset))
 
     def _quiet(self, root: Path) -> bool:
         newest = 0.0
-        for d in [root / "stream", *self._notes]:
+        assert self._st is not None
+        for d in [root / "stream", *self._st.notes]:
             for p in _chunks(d).values():
                 try:
                     newest = max(newest, p.stat().st_mtime)
@@ -431,29 +466,32 @@ class PrimeRlStream(DumpFormat):
             return {}
         self._scan(root, self._warn)
         quiet = self._quiet(root)
-        last = self._last if self._last is not None else -1
+        st = self._st
+        assert st is not None
+        last = st.last if st.last is not None else -1
         chunks = _chunks(root / "stream")
         out: dict[int, list[Path]] = {}
-        for step, where in self._steps.items():
-            ready = quiet or (
-                step < last and all(r > step for r in (self._reach.get(p, -1) for p in self._notes))
-            )
+        for step, where in st.steps.items():
+            ready = quiet or (step < last and all(st.reach.get(p, -1) > step for p in st.notes))
             if ready:
                 out[step] = sorted({chunks[n] for n, _o in where if n in chunks})
         return out
 
     def _trained(self, trace_id: str, step: int) -> bool | None:
-        if trace_id in self._ship:
+        st = self._st
+        if st is None:
+            return None
+        if trace_id in st.ship:
             return True
-        ships = [self._reach[p] for p in self._notes if p in self._reach]
+        ships = [st.reach[p] for p in st.notes if p in st.reach]
         return False if ships and max(ships) > step else None
 
-    def _trainer(self, t: _Trace, warn: Callable[[str], None]) -> list[float] | None:
+    def _trainer(self, t: _Trace, lines: _Lines, warn: Callable[[str], None]) -> list[float] | None:
         """The trainer's logprobs of the trace's sampled tokens, where every one has one."""
         streams: list[tuple[int, list[float | None]]] = []
-        for d, n, offset in self._streamed.get(t.id, []):
+        for d, n, offset in self._st.streamed.get(t.id, []) if self._st is not None else []:
             try:
-                line = _read_line(d, n, offset)
+                line = lines.read(d, n, offset)
                 u = _UPDATE.decode(line) if line else None
             except (OSError, *_ERRORS) as exc:
                 warn(f"{d}: chunk {n}: cannot read an update ({exc}); skipped")
@@ -473,16 +511,16 @@ class PrimeRlStream(DumpFormat):
         return out or None
 
     def _records(
-        self, step: int, warn: Callable[[str], None], decoder: Any
+        self, step: int, lines: _Lines, warn: Callable[[str], None], decoder: Any
     ) -> Iterator[tuple[Path, int, Any]]:
-        root = self._root
-        if root is None:
+        st = self._st
+        if st is None:
             return
-        d = root / "stream"
-        for n, offset in self._steps.get(step, []):
-            path = _chunks(d).get(n)
+        d = st.root / "stream"
+        for n, offset in st.steps.get(step, []):
+            path = lines.path(d, n)
             try:
-                line = _read_line(d, n, offset)
+                line = lines.read(d, n, offset)
                 if line is None:
                     raise OSError("the line is gone")
                 yield path or d, offset, decoder.decode(line)
@@ -496,7 +534,16 @@ class PrimeRlStream(DumpFormat):
         index: Callable[[Path], int],
         warn: Callable[[str], None],
     ) -> Iterator[Sample]:
-        for p, offset, ep in self._records(step, warn, _EPISODE):
+        lines = _Lines()
+        try:
+            yield from self._samples(step, lines, index, warn)
+        finally:
+            lines.close()
+
+    def _samples(
+        self, step: int, lines: _Lines, index: Callable[[Path], int], warn: Callable[[str], None]
+    ) -> Iterator[Sample]:
+        for p, offset, ep in self._records(step, lines, warn, _EPISODE):
             traces = [t for t in ep.traces if t.agent is None or t.agent.trainable] or ep.traces
             rewards = []
             tokens = 0
@@ -523,7 +570,7 @@ class PrimeRlStream(DumpFormat):
                     if node.sampled:
                         sampler.extend(node.logprobs)
                         ids.extend(i for i, m in zip(node.token_ids, node.mask) if m)
-                tl = self._trainer(t, warn) if trainer is not None else None
+                tl = self._trainer(t, lines, warn) if trainer is not None else None
                 trainer = None if tl is None else [*(trainer or []), *tl]
                 if t.info is not None and t.info.arrival is not None and t.info.arrival.time:
                     when = t.info.arrival.time
@@ -556,8 +603,12 @@ class PrimeRlStream(DumpFormat):
     def transcripts(
         self, step: int, files: list[Path], warn: Callable[[str], None]
     ) -> Iterator[TranscriptAttempt]:
-        for i, (_p, _offset, ep) in enumerate(self._records(step, warn, _ANY)):
-            yield _transcript(step, i, ep if isinstance(ep, dict) else {}, self._trained)
+        lines = _Lines()
+        try:
+            for i, (_p, _offset, ep) in enumerate(self._records(step, lines, warn, _ANY)):
+                yield _transcript(step, i, ep if isinstance(ep, dict) else {}, self._trained)
+        finally:
+            lines.close()
 
 
 def _transcript(

@@ -376,6 +376,12 @@
     });
   }
 
+  // A click on a finding's mark on a curve opens the transcripts of its step, the samples
+  // the finding cites first (flagged), so a spike is one click from what it flagged.
+  function openMark(mk) {
+    if (mk.run && mk.tstep !== null && mk.tstep !== undefined) openTranscripts(mk.run, mk.tstep);
+  }
+
   function flashMark(fid) {
     var marks = document.querySelectorAll("g.mark");
     var hit = null;
@@ -435,6 +441,7 @@
         if (!target || !target.lines.length) target = anchor;
         if (!target) return;
         target.marks.push({x: f.first_step, color: SEVCOLOR[f.severity] || "#555", id: r.id + ":" + i,
+                           run: r.id, tstep: nearestTranscript(r, f.first_step),
                            label: (multi ? r.name + ": " : "") + f.severity.toUpperCase() + " " + f.title +
                                   " (" + f.check + ", step " + f.first_step + ")"});
       });
@@ -475,7 +482,8 @@
         if (watcher) { card.dataset.plotId = s.p.id; watcher.observe(card); }
       }
       grid.appendChild(c.card);
-      var opts = {lines: s.lines, marks: s.marks, bands: s.bands, refs: s.p.refs || [], log: s.p.log, title: s.p.title};
+      var opts = {lines: s.lines, marks: s.marks, bands: s.bands, refs: s.p.refs || [], log: s.p.log, title: s.p.title,
+                  onMark: openMark};
       if (!c.plot) c.plot = new P.Plot(c.host, opts);
       else if (c.visible || !watcher) c.plot.update(opts);
       else c.stale = opts; // off screen: drawn when scrolled into view

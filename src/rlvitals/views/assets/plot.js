@@ -7,6 +7,7 @@
  * bands: [{x0, x1, y0, y1, label}]  healthy ranges (x0/x1 null = plot edge)
  * refs:  [{y, label}]               horizontal reference lines
  * marks: [{x, color, label, id}]    findings, drawn as flagged vertical lines
+ * onMark: function (mark)          called on a click at a mark (within 6 px of its line)
  *
  * Series are sparse (a metric has values only where measured); measured non-finite values are
  * drawn as markers at the plot edge (× NaN, ▲ +inf, ▼ -inf) and break the line. Long series
@@ -300,6 +301,23 @@
       self.showTip(step, px, cross, ev, box);
     });
     hover.addEventListener("mouseleave", function () { self.tip.hidden = true; cross.setAttribute("visibility", "hidden"); });
+    // a click on a finding's mark: what it cites (the page opens its flagged samples)
+    function markAt(ev) {
+      if (!o.onMark) return null;
+      var box = root.getBoundingClientRect();
+      var px = (ev.clientX - box.left) * (W / box.width), best = null, near = 6 * (W / box.width);
+      (o.marks || []).forEach(function (mk) {
+        var d = Number.isFinite(mk.x) ? Math.abs(X(mk.x) - px) : Infinity;
+        if (d <= near) { near = d; best = mk; }
+      });
+      return best;
+    }
+    hover.addEventListener("click", function (ev) { var mk = markAt(ev); if (mk) o.onMark(mk); });
+    hover.addEventListener("mousemove", function (ev) {
+      var mk = markAt(ev);
+      hover.style.cursor = mk ? "pointer" : "";
+      if (mk && !self.tip.hidden) html("div", "rlv-tip-row", self.tip, "click: the samples of " + mk.label);
+    });
 
     this.svgHost.replaceChildren(root);
     this.svgRoot = root;
