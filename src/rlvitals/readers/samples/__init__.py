@@ -32,6 +32,7 @@ from ...model import RunData
 from .base import DumpFormat, SampleSource, SampleTranscripts
 
 __all__ = [
+    "DUMPS",
     "SampleSource",
     "SampleTranscripts",
     "SampledReader",
@@ -63,6 +64,9 @@ def dump_formats() -> list[DumpFormat]:
     ]
 
 
+DUMPS = ("trl", "prime-rl", "prime-rl-stream", "tinker", "nemo-rl", "miles", "verl")
+
+
 def _sniff(d: Path, fmt: DumpFormat) -> Path | None:
     """The dump directory of ``fmt`` at ``d`` (itself, or its default sub-folder)."""
     if fmt.sniff(d):
@@ -77,8 +81,7 @@ def _sniff(d: Path, fmt: DumpFormat) -> Path | None:
 def open_samples(
     directory: str | os.PathLike[str], run: RunData, format: str | None = None
 ) -> SampleSource:
-    """The sample dump at ``directory`` (sniffed, or ``format``: the ``name`` of one of
-    ``dump_formats()``)."""
+    """The sample dump at ``directory`` (sniffed, or ``format``: one of ``DUMPS``)."""
     d = Path(directory)
     if not d.is_dir():
         raise UnknownFormatError("--samples: expected a directory of sample files", path=str(d))
