@@ -462,8 +462,8 @@ class RLVitalsCallback(TrainerCallback):
             if lost:
                 self._warn("outputs", f"{lost} alert(s) not delivered")
         else:  # nothing was judged: nothing to deliver, only their threads to end
-            for out in self.outputs:
-                out.close(0)
+            for output in self.outputs:
+                output.close(0)
         if self.report is not None:
             from ..views.check import render_text
 
