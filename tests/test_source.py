@@ -109,12 +109,14 @@ def test_serve_re_judging_an_idle_run_does_not_grow_its_warnings(tmp_path: Path)
     assert sum("step-000001.json" in w for w in shown[0][1]) == 1
 
 
-def test_check_shows_the_torn_file_warning_once(
+def test_check_and_report_show_the_torn_file_warning_once(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    main(["check", str(_torn_run(tmp_path))])
-    err = capsys.readouterr().err
-    assert err.count("step-000001.json") == 1
+    run = _torn_run(tmp_path)
+    main(["check", str(run)])
+    assert capsys.readouterr().err.count("step-000001.json") == 1
+    main(["report", str(run), "-o", str(tmp_path / "r.html")])
+    assert capsys.readouterr().err.count("step-000001.json") == 1
 
 
 def test_transcripts_command_honours_the_rules_environment_variable(

@@ -20,8 +20,10 @@ their own section at the end of this module.
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import TYPE_CHECKING, Any
 
+from ..checks.base import Report
 from ..checks.context import Thresholds
 from ..errors import UsageError
 from ..judge import Judge
@@ -41,7 +43,7 @@ __all__ = [
     "outputs_of",
     "overrides",
     "read_source",
-    "require_metrics",
+    "show_judging_warnings",
     "source_of",
 ]
 
@@ -171,6 +173,16 @@ def add_judge_args(
         metavar="CHECK",
         help="run only this check (repeatable)",
     )
+
+
+def show_judging_warnings(data: RunData, report: Report) -> None:
+    """What judging found wrong with the run's files (``Report.warnings``) on stderr, each line
+    the reader did not already say."""
+    from ..views.safe import line
+
+    for w in report.warnings:
+        if w not in data.warnings:
+            print(f"warning: {line(w)}", file=sys.stderr)
 
 
 def overrides(pairs: list[str]) -> Thresholds:
