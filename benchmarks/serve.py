@@ -305,7 +305,7 @@ def read_pass(dirs: list[Path], first_step: int, passes: int = 30) -> list[float
     hub = Hub([dirs[0].parent])
     hub.poll()
     for run in hub.runs.values():
-        run.follower.due = lambda now=None: False  # type: ignore[method-assign]
+        run.due = lambda now=None: False  # type: ignore[method-assign]
     page = hub.subscribe([next(iter(hub.runs))])
     took = []
     for k in range(passes):

@@ -3,7 +3,7 @@
 ``install(site)`` writes the package's one module and a ``*.dist-info`` with its
 ``entry_points.txt`` into ``site``; with ``site`` on ``sys.path``, ``importlib.metadata`` finds
 the ``recorder`` output in the ``rlvitals.outputs`` group, as it would after ``pip install``
-(nothing is installed). ``--output recorder=FILE`` then records every alert it is handed, one
+(nothing is installed). ``--to recorder=FILE`` then records every alert it is handed, one
 JSON line each, in FILE.
 """
 

@@ -16,7 +16,7 @@ from dashboard_runs import append_steps, make_run, step_record
 from rlvitals.checks.base import Finding, Report
 from rlvitals.errors import UsageError
 from rlvitals.outputs import AlertTracker
-from rlvitals.views.alerts import WebhookNotifier, alert_for
+from rlvitals.outputs.webhook import WebhookNotifier, alert_for
 from rlvitals.views.watch import Watcher
 
 
@@ -475,7 +475,7 @@ def test_no_proxy_and_loopback_receivers_are_reached_directly(
 ) -> None:
     from urllib.parse import urlsplit
 
-    from rlvitals.views.alerts import _proxy_for
+    from rlvitals.outputs.webhook import _proxy_for
 
     monkeypatch.setenv("https_proxy", "proxy.corp:3128")
     monkeypatch.setenv("no_proxy", "internal.corp,.lan")

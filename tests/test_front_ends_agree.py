@@ -156,8 +156,8 @@ def _by_serve(runs: list[str]) -> dict[str, str | None]:
     hub = Hub(runs, judge=judge)
     out = {}
     for r in hub.runs.values():
-        r.follower.read()
-        r.follower.judge()
+        r.read()
+        r.judge()
         out[str(r.path)] = r.report.verdict if r.report is not None else None
     return out
 

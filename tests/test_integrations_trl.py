@@ -357,7 +357,7 @@ def test_a_packages_output_gets_the_same_alerts_from_the_callback_watch_and_serv
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # One file registered by an entry point (a test package, not installed), named as the
-    # CLI's --output names it: live in training, then `watch` and `serve` on the same run.
+    # CLI's --to names it: live in training, then `watch` and `serve` on the same run.
     from output_plugin import install, recorded, serve_once
     from rlvitals.cli import main
     from rlvitals.outputs import load_output
@@ -371,6 +371,6 @@ def test_a_packages_output_gets_the_same_alerts_from_the_callback_watch_and_serv
     alerts = recorded(by_trl)
     assert [(a["check"], a["severity"]) for a in alerts] == [("groups", "fail")], got["printed"]
     assert "FAIL groups:" in got["printed"]
-    main(["watch", str(got["dir"]), "--json", "--output", f"recorder={by_watch}"])
+    main(["watch", str(got["dir"]), "--json", "--to", f"recorder={by_watch}"])
     serve_once([got["dir"]], [load_output(f"recorder={by_serve}")])
     assert recorded(by_watch) == alerts and recorded(by_serve) == alerts

@@ -230,8 +230,8 @@ def test_the_sequence_line_is_settable_and_recounts_from_the_attempts(tmp_path):
 
 def test_the_recount_reads_what_the_writer_counted(tmp_path):
     # Just above the writer's line, the recount gives the logged share at every update.
-    from rlvitals.checks.agreement import seq_shares
     from rlvitals.checks.context import Context
+    from rlvitals.checks.sequences import seq_shares
 
     data = read(_written(tmp_path))
     got = seq_shares(Context(data, thresholds=_at("1.0500001")))
@@ -266,3 +266,17 @@ def test_a_line_the_run_cannot_count_is_said_once(tmp_path, capsys):
     out = json.loads(capsys.readouterr().out)
     titles = [x["title"] for x in out["runs"][0]["findings"]]
     assert sum("mismatch_seq_line 1.03 asked" in t for t in titles) == 1
+
+
+@pytest.mark.slow
+def test_bad_replica_at_a_stricter_and_a_looser_sequence_line(trainer_run):
+    data = read(trainer_run("bad_replica"))
+    onset = data.info["fault_step"]
+    (f,) = [x for x in _tail(run_checks(data)) if x.severity == "warn"]
+    # Stricter: found from the same onset, on a share at least as large, recounted.
+    (g,) = [x for x in _tail(run_checks(data, thresholds=_at("1.02"))) if x.severity == "warn"]
+    assert g.first_step == onset and g.evidence["seq_share_from"] == "attempts"
+    assert g.evidence["share_since"] >= f.evidence["share_since"]
+    # Looser than the worst sequence of the run: quiet.
+    worst = float(data.series("train/mismatch_seq_tme_max").finite().values.max())
+    assert _tail(run_checks(data, thresholds=_at(f"{worst * 1.01:.6g}"))) == []

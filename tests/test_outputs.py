@@ -18,7 +18,7 @@ from output_plugin import install, recorded, serve_once
 from rlvitals.checks.base import Finding
 from rlvitals.cli import main
 from rlvitals.outputs import Output, available_outputs, load_output
-from rlvitals.views.alerts import alert_for, body_for_url
+from rlvitals.outputs.webhook import alert_for, body_for_url
 from rlvitals.views.watch import Watcher
 from test_alerts import Receiver
 
@@ -37,7 +37,7 @@ def test_a_packages_output_gets_the_same_alerts_from_watch_and_serve(
     assert "recorder" in available_outputs()
     d = _failing_run(tmp_path / "runs")
     by_watch, by_serve = tmp_path / "watch.jsonl", tmp_path / "serve.jsonl"
-    assert main(["watch", str(d), "--json", "--output", f"recorder={by_watch}"]) == 1
+    assert main(["watch", str(d), "--json", "--to", f"recorder={by_watch}"]) == 1
     serve_once([d], [load_output(f"recorder={by_serve}")])
     got = recorded(by_watch)
     assert [(a["run"], a["check"], a["severity"], a["metric"]) for a in got] == [
@@ -101,10 +101,10 @@ def test_an_unknown_output_is_one_error_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     d = _failing_run(tmp_path)
-    assert main(["watch", str(d), "--output", "nope"]) == 2
+    assert main(["watch", str(d), "--to", "nope"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "'nope'" in err and "webhook" in err
-    assert main(["serve", str(d), "--output", "discord"]) == 2  # discord=URL expected
+    assert main(["serve", str(d), "--to", "discord"]) == 2  # discord=URL expected
     assert "discord=URL" in capsys.readouterr().err
 
 
@@ -130,3 +130,31 @@ def test_the_webhook_line_in_serves_json_is_not_the_secret(tmp_path: Path) -> No
         assert json.dumps(out.status_line()).find("SECRET") == -1
     finally:
         out.close(0)
+
+
+def test_the_trainers_live_view_and_its_quiet_mode_tell_the_same_outputs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `rlvitals demo/train --to NAME`: the run being trained is judged live either way.
+    import io
+
+    from rich.console import Console
+
+    from rlvitals.views.live import LiveView, TrainFollow
+
+    monkeypatch.syspath_prepend(str(install(tmp_path / "site")))
+    d = _failing_run(tmp_path / "runs")
+    shown, quiet = tmp_path / "shown.jsonl", tmp_path / "quiet.jsonl"
+    console = Console(file=io.StringIO(), width=120, color_system=None)
+    with LiveView(
+        40, console=console, checks_every_s=0, outputs=[load_output(f"recorder={shown}")]
+    ) as view:
+        view.event("run", {"run_dir": str(d)})
+        view.event("step", {"step": 0, "reward/mean": 0.3})
+    follow = TrainFollow([load_output(f"recorder={quiet}")], checks_every_s=0)
+    follow.event("run", {"run_dir": str(d)})
+    follow.event("step", {"step": 0, "reward/mean": 0.3})
+    assert follow.close() == 0 and view.lost == 0
+    got = recorded(shown)
+    assert [(a["check"], a["severity"]) for a in got] == [("nonfinite", "fail")]
+    assert recorded(quiet) == got

@@ -109,12 +109,14 @@ def test_serve_re_judging_an_idle_run_does_not_grow_its_warnings(tmp_path: Path)
     assert sum("step-000001.json" in w for w in shown[0][1]) == 1
 
 
-def test_check_shows_the_torn_file_warning_once(
+def test_check_and_report_show_the_torn_file_warning_once(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    main(["check", str(_torn_run(tmp_path))])
-    err = capsys.readouterr().err
-    assert err.count("step-000001.json") == 1
+    run = _torn_run(tmp_path)
+    main(["check", str(run)])
+    assert capsys.readouterr().err.count("step-000001.json") == 1
+    main(["report", str(run), "-o", str(tmp_path / "r.html")])
+    assert capsys.readouterr().err.count("step-000001.json") == 1
 
 
 def test_transcripts_command_honours_the_rules_environment_variable(
@@ -158,3 +160,19 @@ def test_the_package_face_reads_and_judges() -> None:
     src = rlvitals.Source(str(DATA / "runs" / "grpo-async"))
     again = rlvitals.Judge(only=["liveness"])(src.read())
     assert again.verdict == report.verdict
+
+
+def test_judging_a_sample_dump_never_writes_into_the_run(tmp_path: Path) -> None:
+    """The checks read a framework's sample dump (prime-rl rollouts/) lazily: a step file gone
+    since the read is the report's warning, once a report, never the run's."""
+    run = tmp_path / "output"
+    shutil.copytree(DATA / "samples" / "prime-rl" / "output", run)
+    data = read(run)
+    before = list(data.warnings)
+    for p in (run / "rollouts").rglob("traces.jsonl"):
+        p.unlink()
+    reports = [_fixed(data) for _ in range(3)]
+    assert data.warnings == before
+    assert reports[0].to_dict() == reports[1].to_dict() == reports[2].to_dict()
+    said = [w for w in reports[0].warnings if "traces.jsonl" in w]
+    assert len(said) == 1 and reports[1].warnings == reports[0].warnings

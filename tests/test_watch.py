@@ -15,7 +15,7 @@ from dashboard_runs import append_steps, make_run, step_record, write_run_json
 from rlvitals.checks.base import Finding, Report
 from rlvitals.cli import main
 from rlvitals.outputs import Output
-from rlvitals.views.alerts import Alert, alert_for
+from rlvitals.outputs.webhook import Alert, alert_for
 from rlvitals.views.watch import Watcher, watch
 
 
@@ -287,10 +287,14 @@ def test_the_follower_api_for_hooks(tmp_path: Path) -> None:
     )
     up = f.poll()
     assert up.new_data and up.new_step == 9 and up.judged and up.report_changed
+    assert up.new_points["reward/mean"] == (0, 10)  # the new points, for an exporter
     assert [x.check for x, _ in up.new_findings] == ["reward"] and told == [["reward"]]
     up = f.poll(force=True)
     assert (
         not up.new_data and up.new_step is None and up.new_findings == [] and told == [["reward"]]
     )
     append_steps(d, [step_record(10, time.time())])
-    assert f.poll().new_step == 10
+    up = f.poll()
+    assert up.new_step == 10 and up.new_points["reward/mean"] == (10, 11)
+    steps, _values = f.data.metrics.columns("reward/mean")  # type: ignore[misc]
+    assert list(steps[10:11]) == [10]

@@ -77,6 +77,9 @@ class Update:
     judged: bool = False  # the checks ran in this poll
     report_changed: bool = False  # what the report shows changed
     new_step: int | None = None  # the run's last step, when it moved
+    # Each series that grew: the index range of its new points in data.metrics.columns(name)
+    # (0 to the end when earlier points changed too: a step recorded late, a rewrite).
+    new_points: dict[str, tuple[int, int]] = field(default_factory=dict)
     new_findings: list[tuple[Finding, str | None]] = field(default_factory=list)
     error: str | None = None  # reading or judging failed (also kept in data.warnings)
 
@@ -216,6 +219,7 @@ class Follower:
         self._judged_final = False  # judged once since the run ended and nothing came after
         self.last_step: int | None = None
         self._data_ref = self.reader.run if self.reader is not None else None
+        self._seen: dict[str, tuple[int, int]] = {}  # name -> (points, last step) told
         self._reader_resets = getattr(self.reader, "resets", 0)
         self._identity = self._files_identity()
 
@@ -323,11 +327,30 @@ class Follower:
         if up.new_data:
             self.dirty = True
             self._judged_final = False
+            up.new_points = self._grown()
         step = self.data.last_step
         if step is not None and step != self.last_step:
             self.last_step = step
             up.new_step = step
         return up
+
+    def _grown(self) -> dict[str, tuple[int, int]]:
+        """The series that grew since the last read, and where their new points are."""
+        metrics = self.data.metrics
+        out = {}
+        for name in metrics.names():
+            cols = metrics.columns(name)
+            if cols is None or not len(cols[0]):
+                continue
+            steps = cols[0]
+            n, last = len(steps), int(steps[-1])
+            old = self._seen.get(name)
+            if old == (n, last):
+                continue
+            tail = old is not None and n > old[0] and steps[old[0] - 1] == old[1]
+            out[name] = (old[0] if tail and old is not None else 0, n)
+            self._seen[name] = (n, last)
+        return out
 
     def _try_open(self, up: Update) -> Any:
         try:

@@ -15,7 +15,9 @@ live page offer the same.
 ``find_runs`` is the one discovery. A directory is one run when it carries a run's own marker
 (an rlvitals ``run.json`` or ``steps.jsonl``, a TRL/HF ``trainer_state.json`` or
 ``checkpoint-*/trainer_state.json``, TensorBoard event files, a W&B ``*.wandb`` log, an rlprobe
-``manifest.json`` with its ``steps.parquet`` or ``steps/`` parts). Otherwise its files that a
+``manifest.json`` with its ``steps.parquet`` or ``steps/`` parts, an rlwatch ``metrics.db``, an
+MLflow file store, a prime-rl run's ``{trainer,orchestrator}/`` or ``monitors/file/``).
+Otherwise its files that a
 reader recognises are runs each, its sub-folders are searched the same way, and what no reader
 recognises (``launcher.log`` with no record, a ``summary.csv`` without a step column) is listed as
 skipped. Numbered sample dumps (verl's ``rollout_data_dir/<step>.jsonl``) and the sample folders
@@ -118,7 +120,7 @@ def transcript_store(
 
 # -- discovery -----------------------------------------------------------------------------
 
-_LOG_SUFFIXES = {".jsonl", ".json", ".csv", ".log", ".txt", ".out", ".err", ".tsv", ".md"}
+_LOG_SUFFIXES = {".jsonl", ".json", ".csv", ".log", ".txt", ".out", ".err", ".tsv", ".md", ".db"}
 _SAMPLE_DUMP = re.compile(r"^\d+\.jsonl$")
 _SKIP_DIRS = {"__pycache__", "node_modules", ".git", ".ipynb_checkpoints"}
 # W&B's own logs of its service, beside the runs in a wandb/ folder: never a run.
@@ -147,8 +149,8 @@ def _is_run_dir(d: Path) -> bool:
         names = set(os.listdir(d))
     except OSError:
         return False
-    if names & {"run.json", "steps.jsonl", "trainer_state.json"}:
-        return True
+    if names & {"run.json", "steps.jsonl", "trainer_state.json", "metrics.db"}:
+        return True  # (metrics.db: an rlwatch store, readers/rlwatch.py)
     if "manifest.json" in names and names & {"steps.parquet", "steps"}:
         return True  # an rlprobe recording (readers/rlprobe.py)
     for n in names:
@@ -156,9 +158,42 @@ def _is_run_dir(d: Path) -> bool:
             return True
         if n.startswith("steps.") and n.endswith(".jsonl"):
             return True  # a sharded rlvitals run without the trainer's own file yet
+    if _prime_rl(d, names) or _mlflow_store(d, names):
+        return True
     return any(
         (d / n / "trainer_state.json").is_file() for n in names if n.startswith("checkpoint-")
     )
+
+
+def _prime_rl(d: Path, names: set[str]) -> bool:
+    """One prime-rl run written by several processes (readers/primerl.py): its trainer's and
+    orchestrator's ``{trainer,orchestrator}/metrics.jsonl`` or console logs, or the file
+    monitor's ``monitors/file/metrics.jsonl``."""
+    if {"trainer", "orchestrator"} <= names:
+        return all((d / n / "metrics.jsonl").is_file() for n in ("trainer", "orchestrator"))
+    if {"trainer.log", "orchestrator.log"} <= names:
+        return True
+    return "monitors" in names and (d / "monitors" / "file" / "metrics.jsonl").is_file()
+
+
+def _mlflow_store(d: Path, names: set[str]) -> bool:
+    """An MLflow file store (readers/mlflow.py): ``<experiment>/meta.yaml`` beside run folders
+    holding ``meta.yaml`` and ``metrics/``; or one such experiment, or one run."""
+
+    def run(r: Path) -> bool:
+        return (r / "meta.yaml").is_file() and (r / "metrics").is_dir()
+
+    def experiment(e: Path) -> bool:
+        if not (e / "meta.yaml").is_file():
+            return False
+        try:
+            return any(run(e / n) for n in os.listdir(e))
+        except OSError:
+            return False
+
+    if "meta.yaml" in names:
+        return run(d) or experiment(d)
+    return any(experiment(d / n) for n in names if n.isdigit())
 
 
 def _recognised(p: Path) -> bool:

@@ -102,8 +102,8 @@ class Thresholds:
     mismatch_trend_rise: float = 3.0
     # The mismatch by its distribution (NeMo-RL docs/guides/grpo.md: token_mult_prob_error
     # "past ~1-2%" is a problem; its code plots a sample past 1.05): the share of an update's
-    # sequences past 1.05 that warns when it holds (3 of 5 updates), and the token mean of
-    # exp(|Δ|) that warns when it holds without the run's own start already there.
+    # sequences past mismatch_seq_line that warns when it holds (3 of 5 updates), and the
+    # token mean of exp(|Δ|) that warns when it holds without the run's own start already there.
     mismatch_seq_share_warn: float = 0.05
     mismatch_tme_warn: float = 1.02
     # The sequence ratio past which a sequence counts (NeMo-RL's plotting line; the writer

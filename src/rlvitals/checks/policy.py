@@ -427,8 +427,18 @@ def _falling_fast(steps: np.ndarray, rel: np.ndarray, th: Thresholds) -> int | N
     return idx
 
 
+CLIP = "train/clip_frac"
+CLIP_ACTION = (
+    "Updates move the policy far from the sampler's: lower the learning rate or the number of "
+    "minibatches per update, or check the sampler/trainer mismatch."
+)
+
+
 def _clip(ctx: Context) -> list[Finding]:
-    s = ctx.finite("train/clip_frac")
+    """The trust region saturated: the clipped share of tokens past ``clip_frac_warn`` (3 of 5
+    updates; every update of a short log), a warning while it still is over the last five
+    updates, else an early saturation (info)."""
+    s = ctx.finite(CLIP)
     if s is None:
         return []
     line = ctx.thresholds.clip_frac_warn
@@ -440,60 +450,52 @@ def _clip(ctx: Context) -> list[Finding]:
                 "warn",
                 "drift",
                 f"{read_words(len(s))}: {level:.0%} of tokens clipped (line {line:.0%})",
-                metric="train/clip_frac",
+                metric=CLIP,
                 first_step=int(s.steps[0]),
                 level=round_sig(level),
                 line=line,
                 updates_read=len(s),
-                action="Updates move the policy far from the sampler's: lower the learning "
-                "rate or the number of minibatches per update, or check the sampler/trainer "
-                "mismatch.",
+                action=CLIP_ACTION,
             )
         ]
     if len(s) < MIN_WINDOW:
         return []
-    # With several optimiser passes per batch (TRL num_iterations > 1) the first pass has a
-    # ratio of exactly 1, so every other value is an exact 0 that measures nothing: only the
-    # passes that can clip are read.
-    zero = s.values == 0
-    if 0.3 <= zero.mean() <= 0.7 and (~zero).sum() >= MIN_WINDOW:
-        s = Series(s.steps[~zero], s.values[~zero])
-    roll = rolling_mean(s.values)
-    idx = crossing(s.values, ctx.thresholds.clip_frac_warn)
+    s = _clipping_passes(s)
+    idx = crossing(s.values, line)
     if idx is None:
         return []
-    if float(s.values[-MIN_WINDOW:].mean()) < ctx.thresholds.clip_frac_warn:
-        # Judged by its course: saturated early, within the region now.
-        return [
-            finding(
-                NAME,
-                "info",
-                "drift",
-                f"the trust region saturated early ({float(np.nanmax(roll)):.0%} of tokens "
-                f"clipped from step {int(s.steps[idx])}), {float(s.values[-MIN_WINDOW:].mean()):.0%}"
-                f" over the last {MIN_WINDOW} updates",
-                metric="train/clip_frac",
-                first_step=int(s.steps[idx]),
-                peak=round_sig(float(np.nanmax(roll))),
-                line=ctx.thresholds.clip_frac_warn,
-                action="Nothing to do now; if it comes back, lower the learning rate.",
-            )
-        ]
+    peak = float(np.nanmax(rolling_mean(s.values)))
+    last = float(s.values[-MIN_WINDOW:].mean())
+    step = int(s.steps[idx])
+    early = last < line  # judged by its course: saturated early, within the region now
     return [
         finding(
             NAME,
-            "warn",
+            "info" if early else "warn",
             "drift",
-            f"trust region saturated: {float(np.nanmax(roll)):.0%} of tokens clipped from step "
-            f"{int(s.steps[idx])}",
-            metric="train/clip_frac",
-            first_step=int(s.steps[idx]),
-            peak=round_sig(float(np.nanmax(roll))),
-            line=ctx.thresholds.clip_frac_warn,
-            action="Updates move the policy far from the sampler's: lower the learning rate or "
-            "the number of minibatches per update, or check the sampler/trainer mismatch.",
+            f"the trust region saturated early ({peak:.0%} of tokens clipped from step {step}), "
+            f"{last:.0%} over the last {MIN_WINDOW} updates"
+            if early
+            else f"trust region saturated: {peak:.0%} of tokens clipped from step {step}",
+            metric=CLIP,
+            first_step=step,
+            peak=round_sig(peak),
+            line=line,
+            action="Nothing to do now; if it comes back, lower the learning rate."
+            if early
+            else CLIP_ACTION,
         )
     ]
+
+
+def _clipping_passes(s: Series) -> Series:
+    """With several optimiser passes per batch (TRL num_iterations > 1) the first pass has a
+    ratio of exactly 1, so every other value is an exact 0 that measures nothing: only the
+    passes that can clip are read."""
+    zero = s.values == 0
+    if 0.3 <= zero.mean() <= 0.7 and (~zero).sum() >= MIN_WINDOW:
+        return Series(s.steps[~zero], s.values[~zero])
+    return s
 
 
 def _no_spread(ctx: Context, steps: np.ndarray) -> np.ndarray:
@@ -581,19 +583,29 @@ def _grad_spikes(ctx: Context) -> list[Finding]:
 EXPLOSION_WINDOW = 50
 
 
-def _grad_explosion(ctx: Context) -> list[Finding]:
-    s = _grad_norm(ctx)
-    if s is None or len(s) <= 2 * MIN_WINDOW:
-        return []
-    v = s.values
-    # Each update against the median of the (up to) EXPLOSION_WINDOW updates before it: what
-    # a live check knew at that step, following a norm that falls as training settles.
-    w = EXPLOSION_WINDOW
+def _median_before(v: np.ndarray, w: int) -> np.ndarray:
+    """Each update's reference: the median of the (up to) ``w`` updates before it, from the
+    tenth on (NaN before): what a live check knew at that step, following a norm that falls as
+    training settles."""
     ref = np.full(len(v), np.nan)
     for i in range(2 * MIN_WINDOW, min(w, len(v))):
         ref[i] = np.median(v[:i])
     if len(v) > w:
         ref[w:] = np.median(np.lib.stride_tricks.sliding_window_view(v[:-1], w), axis=1)
+    return ref
+
+
+def _grad_explosion(ctx: Context) -> list[Finding]:
+    """One gradient norm ``grad_explosion`` times the median of the updates before it, where
+    explosions come at ``grad_spike_rate`` of the updates so far or more: unstable updates
+    (warn; info on a run that learns otherwise, unless they recur); rarer, the tail of a long
+    run's noise (info)."""
+    s = _grad_norm(ctx)
+    if s is None or len(s) <= 2 * MIN_WINDOW:
+        return []
+    v = s.values
+    w = EXPLOSION_WINDOW
+    ref = _median_before(v, w)
     th = ctx.thresholds
     hits = np.flatnonzero((ref > 0) & (v >= th.grad_explosion * ref))
     if not len(hits):
@@ -618,16 +630,17 @@ def _grad_explosion(ctx: Context) -> list[Finding]:
     recurring = later >= th.grad_explosion_recurring
     if fine and recurring:
         why = f"{later} explosions: recurring, although the run learns"
+    also = ""
+    if later > 1:
+        also = f" ({later} such updates in all" + (f", the first at step {first})" if j else ")")
     return [
         finding(
             NAME,
             "warn" if len(alarm) and (recurring or not fine) else "info",
             "unstable",
-            f"unstable updates: gradient norm exploded to {round_sig(float(v[i]))} at step {int(s.steps[i])}, "
-            f"{float(v[i]) / med:.0f}x the median of the {min(i, w)} updates before"
-            + (f" ({later} such updates in all" if later > 1 else "")
-            + (f", the first at step {first}" if later > 1 and j else "")
-            + (")" if later > 1 else "")
+            f"unstable updates: gradient norm exploded to {round_sig(float(v[i]))} at step "
+            f"{int(s.steps[i])}, {float(v[i]) / med:.0f}x the median of the {min(i, w)} updates "
+            f"before{also}"
             + (
                 f", {why}"
                 if len(alarm)

@@ -157,12 +157,44 @@ def _plateau_level(ctx: Context, s: Series, since: int) -> tuple[str, str, dict[
     return "middle", f"{pos:.0%} of {how}", ev
 
 
+_STUCK = (
+    "The reward does not move: check the learning rate (too low, or 0?), that updates "
+    "reach the sampler's weights, that advantages are not zeroed, and whether the "
+    "reward varies within groups (GRPO learns only from that)."
+)
+# A flat reward by its level: (verdict, words, action).
+_PLATEAU_READS = {
+    "ceiling": (
+        "mastered",
+        "near the top of its range: saturated, nothing left to learn from these tasks",
+        "The tasks are used up: stop here, or go on with harder tasks (filter out solved "
+        "prompts, a curriculum). Compute spent on more updates teaches nothing.",
+    ),
+    "floor": (
+        "too_hard",
+        "near the bottom of its range: the tasks are too hard for the policy",
+        "Nothing is learned: easier tasks or a curriculum, a longer warm start or a larger "
+        "group; and check the grader or answer parser is not rejecting right answers.",
+    ),
+    "middle": (
+        "plateau",
+        "mid-range: stuck",
+        _STUCK,
+    ),
+    "unknown": (
+        "plateau",
+        "level unknown (no group statistics, range unknown): stuck",
+        _STUCK,
+    ),
+}
+
+
 def _flat(ctx: Context, c: Course) -> Finding | None:
-    """A reward flat within its noise over ``flat_min_steps`` updates or more, not rising beyond noise
-    (the learning rule) nor falling (the collapse rule): a plateau (warn), named by its level:
-    near the ceiling saturated (``mastered``), near the floor ``too_hard``, else ``plateau``
-    (stuck, or level unknown). Not when held-out rises beyond twice its error (held-out is the
-    better witness)."""
+    """A reward flat within its noise over ``flat_min_steps`` updates or more, not rising
+    beyond noise (the learning rule) nor falling (the collapse rule): a plateau (warn), named
+    by its level (``_PLATEAU_READS``): near the ceiling saturated (``mastered``), near the
+    floor ``too_hard``, else ``plateau`` (stuck, or level unknown). Not when held-out rises
+    beyond twice its error (held-out is the better witness)."""
     name, s = c.name, c.s
     n = len(s)
     if n < ctx.thresholds.flat_min_steps:
@@ -174,34 +206,7 @@ def _flat(ctx: Context, c: Course) -> Finding | None:
     if held is not None and held["change"] > 2 * held["se"]:
         return None
     level, how, ev = _plateau_level(ctx, s, int(s.steps[-int(q["n"])]))
-    verdict, words, action = {
-        "ceiling": (
-            "mastered",
-            "near the top of its range: saturated, nothing left to learn from these tasks",
-            "The tasks are used up: stop here, or go on with harder tasks (filter out solved "
-            "prompts, a curriculum). Compute spent on more updates teaches nothing.",
-        ),
-        "floor": (
-            "too_hard",
-            "near the bottom of its range: the tasks are too hard for the policy",
-            "Nothing is learned: easier tasks or a curriculum, a longer warm start or a larger "
-            "group; and check the grader or answer parser is not rejecting right answers.",
-        ),
-        "middle": (
-            "plateau",
-            "mid-range: stuck",
-            "The reward does not move: check the learning rate (too low, or 0?), that updates "
-            "reach the sampler's weights, that advantages are not zeroed, and whether the "
-            "reward varies within groups (GRPO learns only from that).",
-        ),
-        "unknown": (
-            "plateau",
-            "level unknown (no group statistics, range unknown): stuck",
-            "The reward does not move: check the learning rate (too low, or 0?), that updates "
-            "reach the sampler's weights, that advantages are not zeroed, and whether the "
-            "reward varies within groups (GRPO learns only from that).",
-        ),
-    }[level]
+    verdict, words, action = _PLATEAU_READS[level]
     noise = noise_sigma(s.values)
     zq = q["z"]
     return finding(

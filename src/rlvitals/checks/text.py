@@ -15,9 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from .agreement import seq_shares
 from .base import Finding
 from .context import ENTROPY, Context, finding, round_sig
+from .sequences import seq_shares
 from .stats import MIN_WINDOW, crossing, start_level, trend
 
 NAME = "text"
@@ -57,7 +57,7 @@ def _corroboration(ctx: Context, name: str, step: int) -> dict[str, Any]:
     if name == "text/gibberish_rate":
         if ratio is not None and ratio >= 1.5:
             out["entropy_ratio"] = round_sig(ratio)
-        tail = seq_shares(ctx).series  # the tail past ``mismatch_seq_line`` (agreement)
+        tail = seq_shares(ctx).series  # the tail past ``mismatch_seq_line``
         if tail is not None and len(tail.since(step)):
             share = float(tail.since(step).values.max())
             if share >= ctx.thresholds.mismatch_seq_share_warn:

@@ -460,28 +460,26 @@ def _corroboration(ctx: Context, alarms: list[dict[str, Any]]) -> list[str]:
 
 
 def _family(ctx: Context, sc: RunScan, family: str, rules: Rules) -> list[Finding]:
-    th = ctx.thresholds
+    """The flags of one family that rose (``_flag_alarm``), earliest first, as one finding:
+    an exploit (``_exploit``) or a collapse (``_collapse``), citing the attempts that show it."""
     names = [f for f in flag_names(rules) if spec(f, rules).family == family]
-    alarms = [
-        a for a in (_flag_alarm(sc, f, rules, th.flag_cusum_h) for f in names) if a is not None
-    ]
+    cusum_h = ctx.thresholds.flag_cusum_h
+    alarms = [a for a in (_flag_alarm(sc, f, rules, cusum_h) for f in names) if a is not None]
     if not alarms:
         return []
     alarms.sort(key=lambda a: (a["onset"], -a["peak_rate"]))
     first = alarms[0]
     # An exploit shows in what was rewarded; a collapse in any reply.
     ex = _examples(ctx, alarms, rewarded_first=family == "exploit")
-    shown = "; ".join(
+    said = "; ".join(
         f"{a['flag']} ({a['title']}) in {a['peak_rate']:.0%} of episodes from step {a['onset']}"
         for a in alarms[:3]
-    )
-    more = f"; and {len(alarms) - 3} more" if len(alarms) > 3 else ""
+    ) + (f"; and {len(alarms) - 3} more" if len(alarms) > 3 else "")
     cite = ""
     if ex:
         e = ex[0]
         cite = f"; e.g. attempt {e['attempt_id']} (step {e['step']}, reward {e['reward']}): "
         cite += e["excerpt"][:100]
-    fail_rate = rules.limit("fail_rate")
     common: dict[str, Any] = dict(
         metric=f"transcripts/{first['flag']}_rate",
         first_step=first["onset"],
@@ -491,40 +489,62 @@ def _family(ctx: Context, sc: RunScan, family: str, rules: Rules) -> list[Findin
         examples=ex,
         rules=rules.source,
     )
-    if family == "exploit":
-        hard = any(not a["relative"] for a in alarms)
-        big = any(a["peak_rate"] >= fail_rate for a in alarms)
-        jump = reward_jump(ctx)
-        # A relative flag (a heuristic on answers: several right answers, a bonus paying a
-        # few padding tokens can raise it in a healthy run) is a hypothesis until the numbers
-        # agree; a hard flag (tampering, hard-coding) is wrong in any amount.
-        backing = [] if hard else _corroboration(ctx, alarms)
-        sev = "fail" if hard or (big and backing) else "warn" if backing else "info"
-        return [
-            finding(
-                NAME,
-                sev,
-                "exploit_suspected",
-                (
-                    f"exploit suspected from transcripts: {shown}{more}"
-                    + (f", and {' and '.join(backing)}" if backing else "")
-                    + cite
-                    if hard or backing
-                    else f"transcript flags, a hypothesis no number confirms (held-out not "
-                    f"falling, no component at its ceiling over a flat task, replies not "
-                    f"collapsing, the flags' share not climbing): {shown}{more}{cite}"
-                ),
-                reward_jump=jump,
-                corroborated_by=backing,
-                action="Read the cited attempts (`rlvitals transcripts RUN --flag "
-                f"{first['flag']}`): if the reward is earned without doing the task, fix the "
-                "grader or environment and start a new run; training longer on a broken "
-                "reward reinforces the exploit. Tune the flags with a rules file "
-                "(docs/transcripts.md).",
-                **common,
-            )
-        ]
-    ent = _entropy_falling(ctx, first["onset"])
+    read = _exploit if family == "exploit" else _collapse
+    return [read(ctx, alarms, said, cite, rules, common)]
+
+
+def _exploit(
+    ctx: Context,
+    alarms: list[dict[str, Any]],
+    said: str,
+    cite: str,
+    rules: Rules,
+    common: dict[str, Any],
+) -> Finding:
+    """Exploit flags: a hard flag (tampering, hard-coding) is wrong in any amount; a relative
+    flag (a heuristic on answers: several right answers, a bonus paying a few padding tokens
+    can raise it in a healthy run) is a hypothesis until the numbers agree
+    (``_corroboration``)."""
+    hard = any(not a["relative"] for a in alarms)
+    big = any(a["peak_rate"] >= rules.limit("fail_rate") for a in alarms)
+    backing = [] if hard else _corroboration(ctx, alarms)
+    sev = "fail" if hard or (big and backing) else "warn" if backing else "info"
+    return finding(
+        NAME,
+        sev,
+        "exploit_suspected",
+        (
+            f"exploit suspected from transcripts: {said}"
+            + (f", and {' and '.join(backing)}" if backing else "")
+            + cite
+            if hard or backing
+            else f"transcript flags, a hypothesis no number confirms (held-out not "
+            f"falling, no component at its ceiling over a flat task, replies not "
+            f"collapsing, the flags' share not climbing): {said}{cite}"
+        ),
+        reward_jump=reward_jump(ctx),
+        corroborated_by=backing,
+        action="Read the cited attempts (`rlvitals transcripts RUN --flag "
+        f"{alarms[0]['flag']}`): if the reward is earned without doing the task, fix the "
+        "grader or environment and start a new run; training longer on a broken "
+        "reward reinforces the exploit. Tune the flags with a rules file "
+        "(docs/transcripts.md).",
+        **common,
+    )
+
+
+def _collapse(
+    ctx: Context,
+    alarms: list[dict[str, Any]],
+    said: str,
+    cite: str,
+    rules: Rules,
+    common: dict[str, Any],
+) -> Finding:
+    """Collapse flags (repetition): information while the entropy is not falling with them;
+    else a warning, failing when a flag reaches twice the fail rate or the entropy is under
+    its collapse ratio."""
+    ent = _entropy_falling(ctx, alarms[0]["onset"])
     _ln, length = ctx.series("response/length_mean")
     shrink = None
     if length is not None and len(length) >= 2 * MIN_WINDOW:
@@ -534,29 +554,27 @@ def _family(ctx: Context, sc: RunScan, family: str, rules: Rules) -> list[Findin
         sev = "info"
         why = f"; {ent['metric']} is not falling ({ent['before']:.3g} -> {ent['after']:.3g})"
     else:
-        big = any(a["peak_rate"] >= 2 * fail_rate for a in alarms)
+        big = any(a["peak_rate"] >= 2 * rules.limit("fail_rate") for a in alarms)
         low = ent["start_ratio"] if ent is not None else None
-        severe = low is not None and low < th.entropy_ratio_fail
+        severe = low is not None and low < ctx.thresholds.entropy_ratio_fail
         sev = "fail" if big or severe else "warn"
         why = (
             f" with {ent['metric']} falling {ent['before']:.3g} -> {ent['after']:.3g}"
             if ent is not None
             else " (no entropy logged to confirm)"
         )
-    return [
-        finding(
-            NAME,
-            sev,
-            "collapse",
-            f"collapsing replies in transcripts: {shown}{more}{why}{cite}",
-            entropy=ent,
-            length_ratio=shrink,
-            action="The policy is collapsing onto one reply: read the cited attempts; raise the "
-            "sampling temperature, add an entropy bonus or clip-higher, or restart from a "
-            "checkpoint before the onset.",
-            **common,
-        )
-    ]
+    return finding(
+        NAME,
+        sev,
+        "collapse",
+        f"collapsing replies in transcripts: {said}{why}{cite}",
+        entropy=ent,
+        length_ratio=shrink,
+        action="The policy is collapsing onto one reply: read the cited attempts; raise the "
+        "sampling temperature, add an entropy bonus or clip-higher, or restart from a "
+        "checkpoint before the onset.",
+        **common,
+    )
 
 
 def check(ctx: Context) -> list[Finding]:

@@ -20,8 +20,10 @@ their own section at the end of this module.
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import TYPE_CHECKING, Any
 
+from ..checks.base import Report
 from ..checks.context import Thresholds
 from ..errors import UsageError
 from ..judge import Judge
@@ -41,7 +43,7 @@ __all__ = [
     "outputs_of",
     "overrides",
     "read_source",
-    "require_metrics",
+    "show_judging_warnings",
     "source_of",
 ]
 
@@ -173,6 +175,16 @@ def add_judge_args(
     )
 
 
+def show_judging_warnings(data: RunData, report: Report) -> None:
+    """What judging found wrong with the run's files (``Report.warnings``) on stderr, each line
+    the reader did not already say."""
+    from ..views.safe import line
+
+    for w in report.warnings:
+        if w not in data.warnings:
+            print(f"warning: {line(w)}", file=sys.stderr)
+
+
 def overrides(pairs: list[str]) -> Thresholds:
     """The thresholds with ``--set NAME=VALUE`` overrides, each checked."""
     parsed = {}
@@ -209,7 +221,7 @@ def judge_of(args: argparse.Namespace, *, check_rules: bool = True) -> Judge:
 
 
 def add_output_args(p: argparse.ArgumentParser) -> None:
-    """``--webhook``, ``--output`` and ``--alert-on``: where a followed run's news goes (watch,
+    """``--webhook``, ``--to`` and ``--alert-on``: where a followed run's news goes (watch,
     serve; docs/outputs.md)."""
     p.add_argument(
         "--webhook",
@@ -218,7 +230,8 @@ def add_output_args(p: argparse.ArgumentParser) -> None:
         "Discord webhook URL)",
     )
     p.add_argument(
-        "--output",
+        "--to",
+        dest="outputs",
         action="append",
         default=[],
         metavar="NAME[=ARG]",
@@ -234,12 +247,12 @@ def add_output_args(p: argparse.ArgumentParser) -> None:
 
 
 def outputs_of(args: argparse.Namespace) -> list[Output]:
-    """The outputs ``--webhook`` and ``--output`` name, built now (a mistake is one error
+    """The outputs ``--webhook`` and ``--to`` name, built now (a mistake is one error
     line at the start); on an error, those already built are closed."""
     from ..outputs import load_output
 
     specs = [f"webhook={args.webhook}"] if getattr(args, "webhook", None) else []
-    specs += getattr(args, "output", None) or []
+    specs += getattr(args, "outputs", None) or []
     built: list[Output] = []
     try:
         for spec in specs:

@@ -13,7 +13,7 @@ from ..errors import MissingExtraError, RlvitalsError
 from ..jsonio import dumps
 from ..source import Source
 from ..views import safe
-from ._options import add_judge_args, judge_of
+from ._options import add_judge_args, add_output_args, judge_of, outputs_of
 
 DEFAULT_PORT = 8765
 
@@ -49,6 +49,7 @@ def add_run_options(p: argparse.ArgumentParser, *, lists_faults: bool = False) -
         + (" (with --list-faults: the faults)" if lists_faults else ""),
     )
     add_judge_args(p)
+    add_output_args(p)
 
 
 def load_trainer() -> Any:
@@ -67,7 +68,7 @@ def run_trainer(config: Any, args: argparse.Namespace, *, steps: int) -> Path:
     started = time.perf_counter()  # before torch loads: the wall time a user waits
     judge = judge_of(args)  # a bad --set, --baseline or --rules: one line now, before training
     train = load_trainer()
-    from ..views.live import LiveView, RunTally, summary
+    from ..views.live import LiveView, RunTally, TrainFollow, summary
 
     stall = getattr(args, "stall_seconds", 20.0)
     args._stop_serving = None
@@ -92,14 +93,27 @@ def run_trainer(config: Any, args: argparse.Namespace, *, steps: int) -> Path:
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", WarmStartWarning)
+        outputs = outputs_of(args)  # --webhook, --to: judged live, told as it trains
         if quiet:
             tally = RunTally(steps, started=started)
-            run_dir = train(config, fault=args.fault, stall_seconds=stall, on_event=tally.event)
+            follow = TrainFollow(outputs, min_alert=args.alert_on) if outputs else None
+
+            def on_event(kind: str, data: Any) -> None:
+                tally.event(kind, data)
+                if follow is not None:
+                    follow.event(kind, data)
+
+            try:
+                run_dir = train(config, fault=args.fault, stall_seconds=stall, on_event=on_event)
+            finally:
+                lost = follow.close() if follow is not None else 0
         else:
-            with LiveView(steps, started=started) as view:
+            with LiveView(steps, started=started, outputs=outputs, min_alert=args.alert_on) as view:
                 run_dir = train(config, fault=args.fault, stall_seconds=stall, on_event=view.event)
-            tally = view.tally
+            tally, lost = view.tally, view.lost
             view.console.print()
+        if lost:
+            print(f"warning: {lost} alert(s) not delivered", file=sys.stderr)
     for w in caught:
         if quiet and issubclass(w.category, WarmStartWarning):
             print(f"warning: {w.message}", file=sys.stderr)

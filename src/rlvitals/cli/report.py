@@ -6,7 +6,13 @@ import argparse
 import sys
 
 from ..errors import UsageError
-from ._options import add_judge_args, add_source_args, judge_of, read_source
+from ._options import (
+    add_judge_args,
+    add_source_args,
+    judge_of,
+    read_source,
+    show_judging_warnings,
+)
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -50,7 +56,9 @@ def run(args: argparse.Namespace) -> int:
     runs = []
     for path in args.paths:
         data = read_source(path, args, shown=5)
-        runs.append((data, judge(data)))
+        report = judge(data)
+        show_judging_warnings(data, report)
+        runs.append((data, report))
     shading = baseline_ranges(baseline, args.baseline) if baseline else None
     if args.json:
         from ..views.safe import json_for_terminal

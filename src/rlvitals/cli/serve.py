@@ -22,8 +22,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         description="Serve a live dashboard for every run under the given folders (new runs "
         "appear as they start) and for runs given directly: the same plots, findings and "
         "transcripts as the report, updated as steps land (server-sent events), and /metrics "
-        "in Prometheus text format. Binds 127.0.0.1 unless --host says otherwise; serves only "
-        "the runs it was given.",
+        "in Prometheus text format. Each new finding of any run is posted once to --webhook "
+        "and handed to each --to output, as `rlvitals watch` does. Binds 127.0.0.1 unless "
+        "--host says otherwise; serves only the runs it was given.",
     )
     p.add_argument(
         "paths", nargs="+", metavar="DIR_OR_RUN", help="run directories, log files, or folders"

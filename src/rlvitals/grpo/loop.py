@@ -50,7 +50,7 @@ from .model import GPT
 from .sampler import Episodes, Sampler, episode_length
 from .tasks import VOCAB, Task, TaskPool
 from .trainer import Trainer, group_advantages
-from .warmstart import WarmStartWarning, cache_dir, warm_source, warm_start
+from .warmstart import WarmStart, WarmStartWarning, cache_dir, warm_source, warm_start
 
 __all__ = ["train"]
 
@@ -109,23 +109,12 @@ def train(
             ``eval``, ``stall``, ``stopped``.
     """
     cfg = config if isinstance(config, Config) else load_config(config, sections=SECTIONS)
+    emit = on_event or _quiet
+    active = ActiveFault.create(fault, fault_step, stall_seconds=stall_seconds)
+    cfg = _checked(cfg, active)
     mcfg: ModelConfig = cfg.section("model")
     tcfg: TaskConfig = cfg.section("task")
     ocfg: OptimConfig = cfg.section("optim")
-    emit = on_event or _quiet
-    active = ActiveFault.create(fault, fault_step, stall_seconds=stall_seconds)
-    target = active.warm_target(ocfg.warm_target_pass_rate)
-    if target != ocfg.warm_target_pass_rate:
-        # A fault with its own warm start (grader_exploit): a copy of the config says so, in
-        # the warm start's cache key and in run.json; the caller's Config is left as it was.
-        ocfg = dataclasses.replace(ocfg, warm_target_pass_rate=target)
-        cfg = dataclasses.replace(cfg, extra={**cfg.extra, "optim": ocfg})
-    if mcfg.d_model % (2 * mcfg.n_head):
-        raise ConfigError(
-            f"expected a multiple of 2 * n_head = {2 * mcfg.n_head} (not {mcfg.d_model})",
-            section="model",
-            key="d_model",
-        )
 
     # Determinism: one seed for everything, a fixed thread count (numerics depend on it).
     torch.set_num_threads(ocfg.threads)
@@ -139,7 +128,75 @@ def train(
             key="max_new_tokens",
         )
     model = GPT(len(VOCAB), mcfg.n_layer, mcfg.n_head, mcfg.d_model, max_len=MAX_LEN)
-    cache_path = Path(cache) if cache is not None else None
+    ws = _warm_start(model, pool, cfg, Path(cache) if cache is not None else None, emit)
+
+    dtype = torch.bfloat16 if mcfg.sampler_dtype == "bfloat16" else torch.float32
+    sampler = Sampler(model, dtype)
+    trainer = _trainer(model, cfg)
+    task_rng = np.random.default_rng([ocfg.seed, 10])
+    fail_rng = np.random.default_rng([ocfg.seed, 11])
+    sample_gen = torch.Generator().manual_seed(ocfg.seed * 1000 + 12)
+    heldout = pool.heldout_tasks(tcfg.heldout_tasks)
+    active.prepare(model, pool, sampler, tcfg, task_rng, lr=ocfg.warm_lr, seed=ocfg.seed)
+
+    info = {
+        "fault": active.name,
+        "fault_step": active.step,
+        "warm_start": dataclasses.asdict(ws),
+        "trainer": "rlvitals.grpo",
+    }
+    run = Run(cfg, sections=SECTIONS, versions=_versions(model, cfg), info=info)
+    emit("run", {"run_dir": str(run.dir)})
+    try:
+        with run:
+            _loop(
+                run,
+                cfg,
+                sampler,
+                trainer,
+                pool,
+                heldout,
+                active,
+                task_rng,
+                fail_rng,
+                sample_gen,
+                emit,
+            )
+    except RunStopped as exc:
+        if exc.record is not None:  # the update that tripped the guard is in steps.jsonl
+            emit("step", exc.record)
+        emit("stopped", {"reason": exc.reason, "message": str(exc)})
+    return run.dir
+
+
+def _checked(cfg: Config, active: ActiveFault) -> Config:
+    """The config the run trains with: ``cfg``, or a copy with the fault's own warm-start
+    target; ConfigError for a model shape the trainer cannot build."""
+    mcfg: ModelConfig = cfg.section("model")
+    ocfg: OptimConfig = cfg.section("optim")
+    target = active.warm_target(ocfg.warm_target_pass_rate)
+    if target != ocfg.warm_target_pass_rate:
+        # A fault with its own warm start (grader_exploit): a copy of the config says so, in
+        # the warm start's cache key and in run.json; the caller's Config is left as it was.
+        ocfg = dataclasses.replace(ocfg, warm_target_pass_rate=target)
+        cfg = dataclasses.replace(cfg, extra={**cfg.extra, "optim": ocfg})
+    if mcfg.d_model % (2 * mcfg.n_head):
+        raise ConfigError(
+            f"expected a multiple of 2 * n_head = {2 * mcfg.n_head} (not {mcfg.d_model})",
+            section="model",
+            key="d_model",
+        )
+    return cfg
+
+
+def _warm_start(
+    model: GPT, pool: TaskPool, cfg: Config, cache_path: Path | None, emit: Event
+) -> WarmStart:
+    """Warm-start ``model`` (from the cache when it holds this config's), telling ``emit``;
+    a warm start that missed its target is also warned once."""
+    mcfg: ModelConfig = cfg.section("model")
+    tcfg: TaskConfig = cfg.section("task")
+    ocfg: OptimConfig = cfg.section("optim")
     source = warm_source(mcfg, tcfg, ocfg, cache_path)
     emit(
         "warm_begin",
@@ -169,12 +226,16 @@ def train(
         warnings.warn(
             warm_missed(ws.steps, ws.pass_rate, ocfg.warm_target_pass_rate),
             WarmStartWarning,
-            stacklevel=2,
+            stacklevel=3,  # train's caller
         )
+    return ws
 
-    dtype = torch.bfloat16 if mcfg.sampler_dtype == "bfloat16" else torch.float32
-    sampler = Sampler(model, dtype)
-    trainer = Trainer(
+
+def _trainer(model: GPT, cfg: Config) -> Trainer:
+    """The trainer of ``model`` as the config's ``[optim]`` and ``[task]`` say."""
+    tcfg: TaskConfig = cfg.section("task")
+    ocfg: OptimConfig = cfg.section("optim")
+    return Trainer(
         model,
         lr=ocfg.lr,
         clip_eps=ocfg.clip_eps,
@@ -187,46 +248,19 @@ def train(
         # Async batches are updates old: clip to the policy that sampled them (trainer.py).
         clip_to_sampler=cfg.training.mode == "async",
     )
-    task_rng = np.random.default_rng([ocfg.seed, 10])
-    fail_rng = np.random.default_rng([ocfg.seed, 11])
-    sample_gen = torch.Generator().manual_seed(ocfg.seed * 1000 + 12)
-    heldout = pool.heldout_tasks(tcfg.heldout_tasks)
-    active.prepare(model, pool, sampler, tcfg, task_rng, lr=ocfg.warm_lr, seed=ocfg.seed)
 
-    versions = {
+
+def _versions(model: GPT, cfg: Config) -> dict[str, str]:
+    """What a comparison of runs must hold fixed (run.json ``versions``)."""
+    mcfg: ModelConfig = cfg.section("model")
+    tcfg: TaskConfig = cfg.section("task")
+    size = sum(p.numel() for p in model.parameters())
+    return {
         "framework": f"rlvitals.grpo {__version__}",
-        "model": f"char-gpt-{mcfg.n_layer}x{mcfg.d_model}-{sum(p.numel() for p in model.parameters())}",
+        "model": f"char-gpt-{mcfg.n_layer}x{mcfg.d_model}-{size}",
         "task": f"addition-{tcfg.digits}d-lookup{tcfg.tool_fraction:g}",
         "grader": "exact-match-1",
     }
-    info = {
-        "fault": active.name,
-        "fault_step": active.step,
-        "warm_start": dataclasses.asdict(ws),
-        "trainer": "rlvitals.grpo",
-    }
-    run = Run(cfg, sections=SECTIONS, versions=versions, info=info)
-    emit("run", {"run_dir": str(run.dir)})
-    try:
-        with run:
-            _loop(
-                run,
-                cfg,
-                sampler,
-                trainer,
-                pool,
-                heldout,
-                active,
-                task_rng,
-                fail_rng,
-                sample_gen,
-                emit,
-            )
-    except RunStopped as exc:
-        if exc.record is not None:  # the update that tripped the guard is in steps.jsonl
-            emit("step", exc.record)
-        emit("stopped", {"reason": exc.reason, "message": str(exc)})
-    return run.dir
 
 
 def _loop(
@@ -266,51 +300,15 @@ def _loop(
                 stop_after=(0.5 if stall else None),
             )
             if stall:
-                # Half of the batch's attempts came back; the rest never will. The heartbeat
-                # keeps reporting the same phase and count; no step record comes. After
-                # `stall` seconds (longer on a busy machine, so the stall outlasts the line
-                # the checks draw from the steps this machine took) the process gives up
-                # without closing the run, as a job killed by its scheduler leaves it:
-                # run.json still says "running".
-                stall = stall_wait(stall, walls)
-                emit("stall", {"step": next_to_sample, "seconds": stall})
-                run.progress("sampling", attempts_needed=len(batch.attempt_ids) * 2)
-                time.sleep(stall)
-                run.abandon()
+                _hang(run, batch, stall, walls, emit)
                 return
             queue.append(batch)
             next_to_sample += 1
         batch = queue.popleft()
         assert batch.step == step
 
-        # -- decide which attempts train ---------------------------------------------------
-        with run.phase("training"):
-            t0 = time.perf_counter()
-            decision = run.decide(step)
-            row_of = {aid: i for i, aid in enumerate(batch.attempt_ids)}
-            rows = [row_of[a.attempt_id] for a in decision.trained]
-            rewards = [batch.rewards[i] for i in rows]
-            groups = [batch.group_ids[i] for i in rows]
-
-            # -- the GRPO update, and the trainer's logprobs of every sampled token --------
-            active.before_update(step, trainer)
-            adv = group_advantages([float(r) for r in rewards if r is not None], groups)
-            if trainer.entropy_coef:
-                # An entropy term averages over every sampled token of the batch; attempts
-                # that do not train carry no advantage (0), only their entropy.
-                trained = set(rows)
-                extra = [i for i in range(len(batch.attempt_ids)) if i not in trained]
-                rows, adv = rows + extra, adv + [0.0] * len(extra)
-            stats = trainer.update(batch.episodes, rows, adv)
-            metrics: dict[str, Any] = dict(stats.metrics)
-            # logp_old from before the update, against the sampler's (the mismatch metrics).
-            trainer_logprobs = _per_attempt(stats.logp_old, batch)
-            training_seconds = time.perf_counter() - t0
-
-        metrics["perf/sampling_seconds"] = batch.sampling_seconds
-        metrics["perf/grading_seconds"] = batch.grading_seconds
-        metrics["perf/training_seconds"] = training_seconds
-        record = run.log_step(step, trainer_logprobs=trainer_logprobs, metrics=metrics)
+        # -- decide, train, log -----------------------------------------------------------
+        record = _update(run, batch, trainer, active)
         walls.append(time.monotonic())
         emit("step", record)
 
@@ -322,19 +320,73 @@ def _loop(
         if run.checkpoint_due(step) or (
             step == ocfg.steps - 1 and cfg.output.sampler_checkpoint_every
         ):
-            with run.phase("evaluating"):
-                path = run.checkpoint_path(step)
-                torch.save(sampler.state_dict(), path)
-                score = evaluate(sampler, heldout, tcfg)
-                run.log_eval(
-                    step,
-                    "heldout",
-                    score,
-                    len(heldout),
-                    checkpoint=str(path.relative_to(run.dir)),
-                    policy_version=sampler.version,
-                )
+            score = _checkpoint(run, step, sampler, heldout, tcfg)
             emit("eval", {"step": step, "score": score})
+
+
+def _hang(run: Run, batch: Batch, stall: float, walls: list[float], emit: Event) -> None:
+    """The ``stall`` fault: half of the batch's attempts came back; the rest never will."""
+    # The heartbeat keeps reporting the same phase and count; no step record comes. After
+    # `stall` seconds (longer on a busy machine, so the stall outlasts the line the checks
+    # draw from the steps this machine took) the process gives up without closing the run,
+    # as a job killed by its scheduler leaves it: run.json still says "running".
+    stall = stall_wait(stall, walls)
+    emit("stall", {"step": batch.step, "seconds": stall})
+    run.progress("sampling", attempts_needed=len(batch.attempt_ids) * 2)
+    time.sleep(stall)
+    run.abandon()
+
+
+def _update(run: Run, batch: Batch, trainer: Trainer, active: ActiveFault) -> dict[str, Any]:
+    """Update ``batch.step``: decide which attempts train, the GRPO update on them, the
+    trainer's logprobs of every sampled token; returns the step record as written."""
+    step = batch.step
+    with run.phase("training"):
+        t0 = time.perf_counter()
+        decision = run.decide(step)
+        row_of = {aid: i for i, aid in enumerate(batch.attempt_ids)}
+        rows = [row_of[a.attempt_id] for a in decision.trained]
+        rewards = [batch.rewards[i] for i in rows]
+        groups = [batch.group_ids[i] for i in rows]
+
+        # -- the GRPO update, and the trainer's logprobs of every sampled token --------
+        active.before_update(step, trainer)
+        adv = group_advantages([float(r) for r in rewards if r is not None], groups)
+        if trainer.entropy_coef:
+            # An entropy term averages over every sampled token of the batch; attempts
+            # that do not train carry no advantage (0), only their entropy.
+            trained = set(rows)
+            extra = [i for i in range(len(batch.attempt_ids)) if i not in trained]
+            rows, adv = rows + extra, adv + [0.0] * len(extra)
+        stats = trainer.update(batch.episodes, rows, adv)
+        metrics: dict[str, Any] = dict(stats.metrics)
+        # logp_old from before the update, against the sampler's (the mismatch metrics).
+        trainer_logprobs = _per_attempt(stats.logp_old, batch)
+        training_seconds = time.perf_counter() - t0
+
+    metrics["perf/sampling_seconds"] = batch.sampling_seconds
+    metrics["perf/grading_seconds"] = batch.grading_seconds
+    metrics["perf/training_seconds"] = training_seconds
+    return run.log_step(step, trainer_logprobs=trainer_logprobs, metrics=metrics)
+
+
+def _checkpoint(
+    run: Run, step: int, sampler: Sampler, heldout: list[Task], tcfg: TaskConfig
+) -> float:
+    """Save the sampler checkpoint of update ``step`` and score it on the held-out tasks."""
+    with run.phase("evaluating"):
+        path = run.checkpoint_path(step)
+        torch.save(sampler.state_dict(), path)
+        score = evaluate(sampler, heldout, tcfg)
+        run.log_eval(
+            step,
+            "heldout",
+            score,
+            len(heldout),
+            checkpoint=str(path.relative_to(run.dir)),
+            policy_version=sampler.version,
+        )
+    return score
 
 
 def evaluate(sampler: Sampler, tasks: list[Task], tcfg: TaskConfig) -> float:

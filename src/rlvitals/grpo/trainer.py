@@ -169,87 +169,22 @@ class Trainer:
             rows: indices of the rows that train (may be empty: then only ``logp_old``).
             advantages: one advantage per row of ``rows``.
         """
-        eps = self.clip_eps
         # The rate of this update's optimizer steps: lr, scaled while warming up.
         self.updates += 1
         warm = min(1.0, self.updates / self.warmup) if self.warmup > 0 else 1.0
         self.opt.lr = self.lr * warm
-        B, T = ep.tokens.shape
         idx = torch.as_tensor(list(rows), dtype=torch.long)
         adv = torch.as_tensor(list(advantages), dtype=torch.float32)  # (N,)
         # Shuffle the trained rows, then cut them into minibatches of near-equal size.
         order = torch.randperm(len(idx), generator=self.generator)
         chunks = [c for c in torch.tensor_split(order, self.minibatches) if len(c)]
-
-        # logp_old, (B, T-1), from the weights before any step. The first minibatch is
-        # on-policy, so its forward pass gives its own logp_old (detached); every other row
-        # needs one no-grad forward now, before the first optimizer step changes the weights.
-        logp_old = torch.zeros((B, T - 1), dtype=torch.float32)
-        first = set(idx[chunks[0]].tolist()) if chunks else set()
-        others = [i for i in range(B) if i not in first]
-        if others:
-            logp_old[others] = self.logprobs(ep, others)
+        logp_old = self._logp_old(ep, idx[chunks[0]] if chunks else None)
         self.model.train()
 
         sums = dict.fromkeys(("loss", "grad_norm", "clipped", "tokens", "entropy", "ppo_kl"), 0.0)
         stepped = 0
         for k, chunk in enumerate(chunks):
-            n_tok = float(ep.generated[idx[chunk], 1:].sum()) or 1.0  # tokens of the minibatch
-            # Sums over the minibatch's sampled tokens, run length-bucket by length-bucket
-            # (a single-turn episode is half as long as a lookup; padding costs compute).
-            surrogate = entropy_sum = torch.zeros(())
-            clipped = ppo_kl = 0.0
-            for pos, r, L in _buckets(idx[chunk], ep.lengths):
-                tokens = ep.tokens[r, :L]  # (b, L)
-                mask = ep.generated[r, 1:L].float()  # (b, L-1): 1 where token t+1 was sampled
-                a = adv[chunk][pos][:, None]  # (b, 1): one advantage for every token of an attempt
-
-                logits = self._logits(tokens)  # (b, L-1, V)
-                logp_all = torch.log_softmax(logits, dim=-1)  # (b, L-1, V)
-                logp = logp_all.gather(2, tokens[:, 1:, None]).squeeze(2)  # (b, L-1)
-                if k == 0:  # on-policy: its own logprobs are logp_old
-                    logp_old[r, : L - 1] = logp.detach()
-                if self.clip_to_sampler:  # the behaviour policy's own logprobs
-                    old = ep.logprobs[r, 1:L]  # (b, L-1); 0 where not sampled (masked)
-                else:
-                    old = logp_old[r, : L - 1]  # (b, L-1)
-
-                # The clipped surrogate, per token.
-                log_ratio = logp - old  # (b, L-1)
-                ratio = log_ratio.exp()
-                surr1 = ratio * a
-                surr2 = ratio.clamp(1.0 - eps, 1.0 + eps) * a
-                surrogate = surrogate + (torch.minimum(surr1, surr2) * mask).sum()
-                # Token entropy of the trainer's distribution, H = -Σ p log p over the vocab.
-                entropy = -(logp_all.exp() * logp_all).sum(-1)  # (b, L-1)
-                entropy_sum = entropy_sum + (entropy * mask).sum()
-                with torch.no_grad():
-                    # The clip is active where min() picked the clamped term: the ratio left
-                    # [1-eps, 1+eps] in the direction the advantage pushes.
-                    hit = ((ratio > 1.0 + eps) & (a > 0)) | ((ratio < 1.0 - eps) & (a < 0))
-                    clipped += float((hit.float() * mask).sum())
-                    # k1 estimate of KL(old || new) over the sampled tokens.
-                    ppo_kl += float((-log_ratio * mask).sum())
-
-            loss = -surrogate / n_tok  # token-level mean over the minibatch
-            if self.entropy_coef:
-                loss = loss + self.entropy_coef * entropy_sum / n_tok
-
-            self.opt.zero_grad()
-            loss.backward()
-            # Norm before clipping (what train/grad_norm means); clips in place.
-            grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.grad_clip)
-            if torch.isfinite(loss) and torch.isfinite(grad_norm):
-                self.opt.step()
-                stepped += 1
-
-            sums["tokens"] += n_tok
-            sums["loss"] += loss.item() * n_tok
-            sums["grad_norm"] += float(grad_norm) * n_tok
-            sums["clipped"] += clipped
-            sums["entropy"] += entropy_sum.item()
-            sums["ppo_kl"] += ppo_kl
-
+            stepped += self._minibatch(ep, idx[chunk], adv[chunk], logp_old, k == 0, sums)
         if not chunks:
             return UpdateStats(metrics={}, stepped=0, logp_old=logp_old)
         n = sums["tokens"] or math.nan
@@ -267,3 +202,105 @@ class Trainer:
             stepped=stepped,
             logp_old=logp_old,
         )
+
+    def _logp_old(self, ep: Episodes, first: torch.Tensor | None) -> torch.Tensor:
+        """logp_old, (B, T-1), from the weights before any step. The first minibatch (rows
+        ``first``) is on-policy, so its forward pass gives its own logp_old (detached, in
+        ``_bucket``); every other row needs one no-grad forward now, before the first optimizer
+        step changes the weights."""
+        B, T = ep.tokens.shape
+        logp_old = torch.zeros((B, T - 1), dtype=torch.float32)
+        on_policy = set(first.tolist()) if first is not None else set()
+        others = [i for i in range(B) if i not in on_policy]
+        if others:
+            logp_old[others] = self.logprobs(ep, others)
+        return logp_old
+
+    def _minibatch(
+        self,
+        ep: Episodes,
+        rows: torch.Tensor,
+        adv: torch.Tensor,
+        logp_old: torch.Tensor,
+        on_policy: bool,
+        sums: dict[str, float],
+    ) -> int:
+        """One optimizer step on batch rows ``rows`` with their advantages ``adv``; adds its
+        token-weighted numbers to ``sums``. Returns 1, or 0 where a non-finite loss or gradient
+        skipped the step."""
+        n_tok = float(ep.generated[rows, 1:].sum()) or 1.0  # tokens of the minibatch
+        # Sums over the minibatch's sampled tokens, run length-bucket by length-bucket
+        # (a single-turn episode is half as long as a lookup; padding costs compute).
+        surrogate = entropy_sum = torch.zeros(())
+        clipped = ppo_kl = 0.0
+        for pos, r, L in _buckets(rows, ep.lengths):
+            a = adv[pos][:, None]  # (b, 1): one advantage for every token of an attempt
+            surr, ent, clip, kl = self._bucket(ep, r, L, a, logp_old, on_policy)
+            surrogate = surrogate + surr
+            entropy_sum = entropy_sum + ent
+            clipped += clip
+            ppo_kl += kl
+
+        loss = -surrogate / n_tok  # token-level mean over the minibatch
+        if self.entropy_coef:
+            loss = loss + self.entropy_coef * entropy_sum / n_tok
+
+        self.opt.zero_grad()
+        loss.backward()
+        # Norm before clipping (what train/grad_norm means); clips in place.
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.grad_clip)
+        stepped = 0
+        if torch.isfinite(loss) and torch.isfinite(grad_norm):
+            self.opt.step()
+            stepped = 1
+
+        sums["tokens"] += n_tok
+        sums["loss"] += loss.item() * n_tok
+        sums["grad_norm"] += float(grad_norm) * n_tok
+        sums["clipped"] += clipped
+        sums["entropy"] += entropy_sum.item()
+        sums["ppo_kl"] += ppo_kl
+        return stepped
+
+    def _bucket(
+        self,
+        ep: Episodes,
+        r: torch.Tensor,
+        L: int,
+        a: torch.Tensor,
+        logp_old: torch.Tensor,
+        on_policy: bool,
+    ) -> tuple[torch.Tensor, torch.Tensor, float, float]:
+        """One length bucket (rows ``r``, ``L`` positions) of a minibatch: the sums of its
+        clipped surrogate and of its entropy over the sampled tokens (in the graph), its
+        clipped tokens and its k1 KL sum."""
+        eps = self.clip_eps
+        tokens = ep.tokens[r, :L]  # (b, L)
+        mask = ep.generated[r, 1:L].float()  # (b, L-1): 1 where token t+1 was sampled
+
+        logits = self._logits(tokens)  # (b, L-1, V)
+        logp_all = torch.log_softmax(logits, dim=-1)  # (b, L-1, V)
+        logp = logp_all.gather(2, tokens[:, 1:, None]).squeeze(2)  # (b, L-1)
+        if on_policy:  # the first minibatch: its own logprobs are logp_old
+            logp_old[r, : L - 1] = logp.detach()
+        if self.clip_to_sampler:  # the behaviour policy's own logprobs
+            old = ep.logprobs[r, 1:L]  # (b, L-1); 0 where not sampled (masked)
+        else:
+            old = logp_old[r, : L - 1]  # (b, L-1)
+
+        # The clipped surrogate, per token.
+        log_ratio = logp - old  # (b, L-1)
+        ratio = log_ratio.exp()
+        surr1 = ratio * a
+        surr2 = ratio.clamp(1.0 - eps, 1.0 + eps) * a
+        surrogate = (torch.minimum(surr1, surr2) * mask).sum()
+        # Token entropy of the trainer's distribution, H = -Σ p log p over the vocab.
+        entropy = -(logp_all.exp() * logp_all).sum(-1)  # (b, L-1)
+        with torch.no_grad():
+            # The clip is active where min() picked the clamped term: the ratio left
+            # [1-eps, 1+eps] in the direction the advantage pushes.
+            hit = ((ratio > 1.0 + eps) & (a > 0)) | ((ratio < 1.0 - eps) & (a < 0))
+            clipped = float((hit.float() * mask).sum())
+            # k1 estimate of KL(old || new) over the sampled tokens.
+            kl = float((-log_ratio * mask).sum())
+        return surrogate, (entropy * mask).sum(), clipped, kl

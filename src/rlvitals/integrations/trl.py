@@ -25,7 +25,7 @@ output folder's name):
 - findings printed once each as they appear (the follow stage, ``rlvitals.follow.Follower``,
   judging the run so far at most every ``check_every`` seconds), and a report at train end.
   The same updates go to any ``outputs`` (``rlvitals.outputs``: a webhook, or one an installed
-  package registers), as ``rlvitals watch --output`` and ``serve --output`` hand them.
+  package registers), as ``rlvitals watch --to`` and ``serve --to`` hand them.
 
 ``halt_on="warn"`` or ``"fail"`` sets ``control.should_training_stop`` when a finding at that
 level appears; the run is closed ``stopped`` with the finding as the reason. Only the main
@@ -136,7 +136,7 @@ class RLVitalsCallback(TrainerCallback):
         show: the lowest severity printed as findings appear (the report at the end has all).
         stream: where findings and the report are printed (default: standard output).
         outputs: more outputs each update goes to: ``rlvitals.outputs.Output`` objects, or
-            names as ``--output`` takes them (``"slack=https://..."``, ``"myout"``).
+            names as ``--to`` takes them (``"slack=https://..."``, ``"myout"``).
     """
 
     def __init__(

@@ -15,14 +15,13 @@ from typing import Any
 from ..errors import UnknownFormatError
 from ..model import RunData
 from .base import local_path
-from .registry import FORMATS, Format, Reader, detect, discover, formats, register
+from .registry import FORMATS, Format, Reader, detect, formats, register
 
 __all__ = [
     "FORMATS",
     "Format",
     "Reader",
     "detect",
-    "discover",
     "find_attempt",
     "formats",
     "load_attempt_record",

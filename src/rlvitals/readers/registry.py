@@ -10,8 +10,8 @@ Sniffing (``detect``):
 
 1. A format recognised by its layout (its reader is not a line reader: a run directory, a TRL
    output directory, event files, a tracker's store) takes the path in priority order.
-2. A folder whose sub-folders are runs is a folder of runs (``RunFolderError``; ``discover``
-   lists them), unless a candidate format reads files inside those sub-folders as one run
+2. A folder whose sub-folders are runs is a folder of runs (``RunFolderError``;
+   ``rlvitals.source.find_runs`` lists them), unless a candidate format reads files inside those sub-folders as one run
    (prime-rl's ``trainer/`` and ``orchestrator/``). A stray ``summary.csv`` beside the runs
    does not make the folder one CSV run.
 3. Every other format whose sniffer accepts the path reads a sample of it; the reading with
@@ -43,7 +43,7 @@ from ..errors import ReadError, RunFolderError, UnknownFormatError
 from ._format import FORMATS, Format, Reader, register
 from .base import FileReader, describe_path, local_path, open_binary
 
-__all__ = ["FORMATS", "Detection", "Format", "Reader", "detect", "discover", "formats", "register"]
+__all__ = ["FORMATS", "Detection", "Format", "Reader", "detect", "formats", "register"]
 
 SAMPLE_BYTES = 256 << 10  # bytes of each file read to score a candidate format
 DEEP_SAMPLE_BYTES = 8 << 20  # read when no candidate finds a printed step in the first sample
@@ -377,22 +377,3 @@ def _unreadable(p: Path, fmts: list[Format]) -> str:
     if LOAD_ERRORS:
         hint += "; not loaded: " + "; ".join(f"{k} ({v})" for k, v in sorted(LOAD_ERRORS.items()))
     return f"not a run this version can read: {describe_path(p)}; {hint}"
-
-
-def discover(path: str | os.PathLike[str], *, depth: int = 2) -> list[Path]:
-    """The runs at or under ``path``: ``[path]`` when it is one run, the runs in its
-    sub-folders (down ``depth`` levels) when it is a folder of runs, else ``[]``."""
-    p = Path(path)
-    try:
-        detect(p)
-        return [p]
-    except RunFolderError as exc:
-        return [Path(r) for r in exc.runs]
-    except ReadError:
-        pass
-    if depth <= 1 or not p.is_dir():
-        return []
-    out: list[Path] = []
-    for child in _child_dirs(p):
-        out.extend(discover(child, depth=depth - 1))
-    return out

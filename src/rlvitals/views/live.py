@@ -42,7 +42,7 @@ def escape(text: str) -> str:
     return _markup_escape(safe.line(text))
 
 
-__all__ = ["LiveView", "RunTally", "summary"]
+__all__ = ["LiveView", "RunTally", "TrainFollow", "summary"]
 
 
 def _fmt(x: float | None, spec: str = ".3f") -> str:
@@ -139,6 +139,55 @@ class RunTally:
         return _mean(self.rewards[-5:]) if len(self.rewards) >= 5 else None
 
 
+class TrainFollow:
+    """The follow stage of a run trained in this process: a ``Follower`` on the run directory
+    once the trainer names it (its ``run`` event), read and judged at each update, eval and
+    stop when due (at most a twentieth of the time goes to judging: the run trains
+    meanwhile), each update handed to ``outputs``. It never stops the training: a failure
+    turns it off (``error`` says why).
+    """
+
+    def __init__(
+        self, outputs: Sequence[Output], *, checks_every_s: float = 5.0, min_alert: str = "warn"
+    ) -> None:
+        self.outputs = list(outputs)
+        self.checks_every_s = checks_every_s
+        self.min_alert = min_alert
+        self.run_dir: str | None = None
+        self.follower: Any = None
+        self.error: str | None = None
+
+    def event(self, kind: str, data: Mapping[str, Any]) -> None:
+        if kind == "run":
+            self.run_dir = str(data["run_dir"])
+        elif kind in ("step", "eval", "stopped"):
+            self.poll()
+
+    def poll(self) -> None:
+        if self.error is not None or self.run_dir is None:
+            return
+        try:
+            if self.follower is None:
+                from ..follow import Follower
+
+                self.follower = Follower(
+                    self.run_dir,
+                    checks_every_s=self.checks_every_s,
+                    cost_factor=20.0,
+                    min_alert=self.min_alert,
+                    outputs=self.outputs,
+                )
+            self.follower.poll()
+        except Exception as exc:  # the view must never stop the training it shows
+            self.error = f"{type(exc).__name__}: {exc}"
+
+    def close(self, timeout: float = 10.0) -> int:
+        """Close the outputs: how many alerts they could not deliver."""
+        if self.follower is not None:
+            return int(self.follower.close(timeout))
+        return sum(out.close(timeout) for out in self.outputs)
+
+
 class LiveView(Output):
     """A rich Live display driven by trainer events; use as a context manager.
 
@@ -157,14 +206,17 @@ class LiveView(Output):
         judge: bool = True,
         checks_every_s: float = 5.0,
         outputs: Sequence[Output] = (),
+        min_alert: str = "warn",
     ) -> None:
         self.console = console or Console(stderr=True)
         self.tally = RunTally(steps, title, started=started)
-        self.judge = judge
-        self.checks_every_s = checks_every_s
-        self.outputs = list(outputs)
-        self.follower: Any = None
+        self.follow = (
+            TrainFollow([self, *outputs], checks_every_s=checks_every_s, min_alert=min_alert)
+            if judge
+            else None
+        )
         self.report: Any = None
+        self.lost = 0  # alerts the outputs could not deliver (known at the end)
         self.progress = Progress(
             TextColumn("[bold]{task.description}"),
             BarColumn(),
@@ -187,8 +239,8 @@ class LiveView(Output):
     def __exit__(self, *exc: Any) -> None:
         self._live.update(self._render())
         self._live.__exit__(*exc)
-        if self.follower is not None:
-            self.follower.close(10.0)
+        if self.follow is not None:
+            self.lost = self.follow.close(10.0)
 
     def update(self, run: Any, update: Any) -> None:
         """The follow stage's news: the report to show under the numbers."""
@@ -228,30 +280,11 @@ class LiveView(Output):
             self.progress.start_task(self._train)
         elif kind == "step":
             self.progress.update(self._train, completed=t.done, count=f"{t.done}/{t.steps}")
-            self._judge()
-        elif kind in ("stopped", "eval"):
-            self._judge()
+        if self.follow is not None and self.follow.error is None:
+            self.follow.event(kind, data)
+            if self.follow.error is not None:
+                self.tally.note = f"live checks off: {self.follow.error}"
         self._live.update(self._render())
-
-    def _judge(self) -> None:
-        """Judge the run so far when due (never more often than its cost allows)."""
-        if not self.judge or self.tally.run_dir is None:
-            return
-        try:
-            if self.follower is None:
-                from ..follow import Follower
-
-                # At most a twentieth of the time goes to judging (the run trains meanwhile).
-                self.follower = Follower(
-                    self.tally.run_dir,
-                    checks_every_s=self.checks_every_s,
-                    cost_factor=20.0,
-                    outputs=[self, *self.outputs],
-                )
-            self.follower.poll()
-        except Exception as exc:  # the view must never stop the training it shows
-            self.judge = False
-            self.tally.note = f"live checks off: {type(exc).__name__}: {exc}"
 
     def _render(self) -> Group:
         parts: list[Any] = [intro(self.tally), self.progress, numbers(self.tally)]

@@ -178,22 +178,53 @@ class DumpFormat:
     #: a dump of one file per step named by this pattern (its first group the step), read by
     #: the default ``step_files``; layouts of another shape override ``step_files``
     file_pattern: re.Pattern[str] | None = None
+    #: or a dump of one folder per step named by this pattern, the step's files those of
+    #: ``files_in`` the folder
+    dir_pattern: re.Pattern[str] | None = None
+
+    def files_in(self, step_dir: Path) -> list[Path]:
+        """The files of one step's folder (``dir_pattern``), in reading order."""
+        raise NotImplementedError
 
     def step_files(self, d: Path) -> dict[int, list[Path]]:
         """Step -> its files, in reading order (default: the files of ``d`` matching
-        ``file_pattern``, one per step)."""
-        if self.file_pattern is None:
+        ``file_pattern``, one per step, or the files in its folders matching
+        ``dir_pattern``)."""
+        pattern = self.file_pattern or self.dir_pattern
+        if pattern is None:
             raise NotImplementedError
         out: dict[int, list[Path]] = {}
         try:
             with os.scandir(d) as it:
                 for e in it:
-                    m = self.file_pattern.match(e.name)
-                    if m and e.is_file():
-                        out[int(m.group(1))] = [Path(e.path)]
+                    m = pattern.match(e.name)
+                    if not m:
+                        continue
+                    if self.file_pattern is not None:
+                        if e.is_file():
+                            out[int(m.group(1))] = [Path(e.path)]
+                    elif e.is_dir():
+                        files = self.files_in(Path(e.path))
+                        if files:
+                            out[int(m.group(1))] = files
         except (FileNotFoundError, NotADirectoryError):
             return {}
         return out
+
+    def records(
+        self, files: list[Path], warn: Callable[[str], None]
+    ) -> Iterator[tuple[Path, int, Any]]:
+        """(file, byte offset or row, record) of one step's files, in reading order: JSON
+        Lines by default (``jsonl_records``)."""
+        return jsonl_records(files, warn)
+
+    def sample_of(self, step: int, record: Any) -> Sample:
+        """One record as a sample (``read_step`` adds its file, offset and time)."""
+        raise NotImplementedError
+
+    def transcript_of(self, step: int, i: int, record: Any) -> TranscriptAttempt:
+        """One record as a transcript, text included (the ``i``-th of its step)."""
+        raise NotImplementedError
 
     def read_step(
         self,
@@ -202,14 +233,19 @@ class DumpFormat:
         index: Callable[[Path], int],
         warn: Callable[[str], None],
     ) -> Iterator[Sample]:
-        """The samples of one step, in file order (``index`` gives a file's number)."""
-        raise NotImplementedError
+        """The samples of one step, in file order (``index`` gives a file's number): each
+        record of ``records`` as ``sample_of`` reads it, unless a format reads otherwise."""
+        for p, offset, rec in self.records(files, warn):
+            s = self.sample_of(step, rec)
+            s.file, s.offset, s.time = index(p), offset, file_time(p)
+            yield s
 
     def transcripts(
         self, step: int, files: list[Path], warn: Callable[[str], None]
     ) -> Iterator[TranscriptAttempt]:
         """The same samples as transcripts (text included), in the same order."""
-        raise NotImplementedError
+        for i, (_p, _offset, rec) in enumerate(self.records(files, warn)):
+            yield self.transcript_of(step, i, rec)
 
 
 def transcript(
@@ -456,7 +492,7 @@ class SampleTranscripts(TranscriptStore):
     a time (the interface of ``TranscriptStore``, so scans, checks and views use it as is)."""
 
     def __init__(self, source: SampleSource) -> None:
-        super().__init__(source.dir, warn=source.run.warnings.append)
+        super().__init__(source.dir)  # its warnings: the judging report's, never the run's
         self.source = source
         self.dir = source.dir
 

@@ -28,7 +28,7 @@ from typing import Any
 
 from ...errors import MissingExtraError
 from ...transcripts.store import TranscriptAttempt
-from .base import DumpFormat, Sample, digest, file_time, number, transcript
+from .base import DumpFormat, Sample, digest, number, transcript
 
 __all__ = ["MilesRolloutData", "field", "sample_fields"]
 
@@ -117,7 +117,7 @@ class MilesRolloutData(DumpFormat):
 
     file_pattern = _FILE
 
-    def _samples(
+    def records(
         self, files: list[Path], warn: Callable[[str], None]
     ) -> Iterator[tuple[Path, int, Any]]:
         for p in files:
@@ -138,48 +138,35 @@ class MilesRolloutData(DumpFormat):
                 if isinstance(s, dict):
                     yield p, i, s
 
-    def read_step(
-        self,
-        step: int,
-        files: list[Path],
-        index: Callable[[Path], int],
-        warn: Callable[[str], None],
-    ) -> Iterator[Sample]:
-        for p, i, s in self._samples(files, warn):
-            f = sample_fields(s, self.reward_key)
-            yield Sample(
-                step=step,
-                group=f["group"],
-                task_id=f["task_id"],
-                reward=f["reward"],
-                policy_version=f["policy_version"],
-                response_tokens=f["tokens"],
-                truncated=f["truncated"],
-                error=f["error"],
-                trained=False if f["removed"] else None,
-                discard_reason="removed" if f["removed"] else None,
-                sampler_logprobs=f["logprobs"],
-                metadata={"status": f["status"]},
-                file=index(p),
-                offset=i,
-                time=file_time(p),
-            )
+    def sample_of(self, step: int, s: Any) -> Sample:
+        f = sample_fields(s, self.reward_key)
+        return Sample(
+            step=step,
+            group=f["group"],
+            task_id=f["task_id"],
+            reward=f["reward"],
+            policy_version=f["policy_version"],
+            response_tokens=f["tokens"],
+            truncated=f["truncated"],
+            error=f["error"],
+            trained=False if f["removed"] else None,
+            discard_reason="removed" if f["removed"] else None,
+            sampler_logprobs=f["logprobs"],
+            metadata={"status": f["status"]},
+        )
 
-    def transcripts(
-        self, step: int, files: list[Path], warn: Callable[[str], None]
-    ) -> Iterator[TranscriptAttempt]:
-        for i, (_p, _row, s) in enumerate(self._samples(files, warn)):
-            f = sample_fields(s, self.reward_key)
-            yield transcript(
-                step,
-                i,
-                group=f["group"],
-                task_id=f["task_id"],
-                reward=f["reward"],
-                trained=False if f["removed"] else None,
-                prompt=s.get("prompt"),
-                completion=s.get("response"),
-                policy_version=f["policy_version"],
-                completion_tokens=f["tokens"],
-                finish_reason="length" if f["truncated"] else None,
-            )
+    def transcript_of(self, step: int, i: int, s: Any) -> TranscriptAttempt:
+        f = sample_fields(s, self.reward_key)
+        return transcript(
+            step,
+            i,
+            group=f["group"],
+            task_id=f["task_id"],
+            reward=f["reward"],
+            trained=False if f["removed"] else None,
+            prompt=s.get("prompt"),
+            completion=s.get("response"),
+            policy_version=f["policy_version"],
+            completion_tokens=f["tokens"],
+            finish_reason="length" if f["truncated"] else None,
+        )

@@ -22,14 +22,12 @@ vLLM) with ``prev_logprobs`` (the trainer's, before the update) over them. ``sam
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ...transcripts.store import TranscriptAttempt
-from .base import DumpFormat, Sample, digest, file_time, jsonl_records, number, transcript
+from .base import DumpFormat, Sample, digest, number, transcript
 
 __all__ = ["NemoRlTrainData"]
 
@@ -60,11 +58,6 @@ class NemoRlTrainData(DumpFormat):
     has_tokens = True
 
     file_pattern = _FILE
-
-    def _records(
-        self, files: list[Path], warn: Callable[[str], None]
-    ) -> Iterator[tuple[Path, int, dict[str, Any]]]:
-        return jsonl_records(files, warn)
 
     @staticmethod
     def _parse(rec: dict[str, Any]) -> dict[str, Any]:
@@ -104,49 +97,36 @@ class NemoRlTrainData(DumpFormat):
             out["trainer"] = t[gen]
         return out
 
-    def read_step(
-        self,
-        step: int,
-        files: list[Path],
-        index: Callable[[Path], int],
-        warn: Callable[[str], None],
-    ) -> Iterator[Sample]:
-        for p, offset, rec in self._records(files, warn):
-            r = self._parse(rec)
-            a = _one(rec, "agent_ref")
-            meta = {"agent_ref": a} if isinstance(a, str) else {}
-            yield Sample(
-                step=step,
-                group=r["group"],
-                task_id=r["group"],
-                reward=r["reward"],
-                response_tokens=r["tokens"],
-                trained=r["trained"],
-                discard_reason=None if r["trained"] is not False else "sample_loss_mask",
-                sampler_logprobs=r["sampler"],
-                trainer_logprobs=r["trainer"],
-                token_ids=r["ids"],
-                metadata=meta,
-                file=index(p),
-                offset=offset,
-                time=file_time(p),
-            )
+    def sample_of(self, step: int, rec: Any) -> Sample:
+        r = self._parse(rec)
+        a = _one(rec, "agent_ref")
+        meta = {"agent_ref": a} if isinstance(a, str) else {}
+        return Sample(
+            step=step,
+            group=r["group"],
+            task_id=r["group"],
+            reward=r["reward"],
+            response_tokens=r["tokens"],
+            trained=r["trained"],
+            discard_reason=None if r["trained"] is not False else "sample_loss_mask",
+            sampler_logprobs=r["sampler"],
+            trainer_logprobs=r["trainer"],
+            token_ids=r["ids"],
+            metadata=meta,
+        )
 
-    def transcripts(
-        self, step: int, files: list[Path], warn: Callable[[str], None]
-    ) -> Iterator[TranscriptAttempt]:
-        for i, (_p, _offset, rec) in enumerate(self._records(files, warn)):
-            r = self._parse(rec)
-            content = _one(rec, "content")
-            parts = content if isinstance(content, list) else [content]
-            yield transcript(
-                step,
-                i,
-                group=r["group"],
-                task_id=r["group"],
-                reward=r["reward"],
-                trained=r["trained"],
-                prompt=parts[:-1],
-                completion=parts[-1] if parts else None,
-                completion_tokens=r["tokens"],
-            )
+    def transcript_of(self, step: int, i: int, rec: Any) -> TranscriptAttempt:
+        r = self._parse(rec)
+        content = _one(rec, "content")
+        parts = content if isinstance(content, list) else [content]
+        return transcript(
+            step,
+            i,
+            group=r["group"],
+            task_id=r["group"],
+            reward=r["reward"],
+            trained=r["trained"],
+            prompt=parts[:-1],
+            completion=parts[-1] if parts else None,
+            completion_tokens=r["tokens"],
+        )

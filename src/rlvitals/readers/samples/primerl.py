@@ -18,7 +18,6 @@ otherwise ``effective`` alone. Eval episodes are not attempts (they are held out
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -142,23 +141,11 @@ class PrimeRlTraces(DumpFormat):
     has_tokens = True
     has_truncation = True
 
-    def step_files(self, d: Path) -> dict[int, list[Path]]:
-        out: dict[int, list[Path]] = {}
-        try:
-            it = os.scandir(d)
-        except (FileNotFoundError, NotADirectoryError):
-            return {}
-        with it:
-            for e in it:
-                m = _STEP.match(e.name)
-                if not m or not e.is_dir():
-                    continue
-                base = Path(e.path) / "train"
-                files = [base / s / "traces.jsonl" for s in ("all", "effective")]
-                files = [p for p in files if p.is_file()]
-                if files:
-                    out[int(m.group(1))] = files
-        return out
+    dir_pattern = _STEP
+
+    def files_in(self, step_dir: Path) -> list[Path]:
+        files = [step_dir / "train" / s / "traces.jsonl" for s in ("all", "effective")]
+        return [p for p in files if p.is_file()]
 
     def _episodes(
         self, files: list[Path], warn: Callable[[str], None], decoder: Any

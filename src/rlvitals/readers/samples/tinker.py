@@ -18,14 +18,12 @@ identity, reward and lengths only.
 
 from __future__ import annotations
 
-import os
 import re
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from ...transcripts.store import Generation, TranscriptAttempt
-from .base import DumpFormat, Sample, file_time, jsonl_records, number
+from .base import DumpFormat, Sample, number
 
 __all__ = ["TinkerRollouts"]
 
@@ -43,25 +41,11 @@ class TinkerRollouts(DumpFormat):
     versioned = True
     has_tokens = True
 
-    def step_files(self, d: Path) -> dict[int, list[Path]]:
-        out: dict[int, list[Path]] = {}
-        try:
-            it = os.scandir(d)
-        except (FileNotFoundError, NotADirectoryError):
-            return {}
-        with it:
-            for e in it:
-                m = _DIR.match(e.name)
-                if m and e.is_dir():
-                    p = Path(e.path) / _FILE
-                    if p.is_file():
-                        out[int(m.group(1))] = [p]
-        return out
+    dir_pattern = _DIR
 
-    def _records(
-        self, files: list[Path], warn: Callable[[str], None]
-    ) -> Iterator[tuple[Path, int, dict[str, Any]]]:
-        return jsonl_records(files, warn)
+    def files_in(self, step_dir: Path) -> list[Path]:
+        p = step_dir / _FILE
+        return [p] if p.is_file() else []
 
     @staticmethod
     def _tokens(rec: dict[str, Any]) -> int:
@@ -70,54 +54,41 @@ class TinkerRollouts(DumpFormat):
             return 0
         return sum(_int(s.get("ac_len")) or 0 for s in steps if isinstance(s, dict))
 
-    def read_step(
-        self,
-        step: int,
-        files: list[Path],
-        index: Callable[[Path], int],
-        warn: Callable[[str], None],
-    ) -> Iterator[Sample]:
-        for p, offset, rec in self._records(files, warn):
-            group = str(rec.get("group_idx"))
-            tags = rec.get("tags")
-            task = "/".join(map(str, tags)) if isinstance(tags, list) and tags else group
-            meta = {}
-            tm = rec.get("trajectory_metrics")
-            if isinstance(tm, dict):
-                meta = {k: v for k, v in tm.items() if isinstance(v, (int, float, bool))}
-            yield Sample(
-                step=step,
-                group=group,
-                task_id=f"{task}#{group}",
-                reward=number(rec.get("total_reward")),
-                policy_version=_int(rec.get("sampling_client_step")),
-                response_tokens=self._tokens(rec),
-                metadata=meta,
-                file=index(p),
-                offset=offset,
-                time=file_time(p),
-            )
+    def sample_of(self, step: int, rec: Any) -> Sample:
+        group = str(rec.get("group_idx"))
+        tags = rec.get("tags")
+        task = "/".join(map(str, tags)) if isinstance(tags, list) and tags else group
+        meta = {}
+        tm = rec.get("trajectory_metrics")
+        if isinstance(tm, dict):
+            meta = {k: v for k, v in tm.items() if isinstance(v, (int, float, bool))}
+        return Sample(
+            step=step,
+            group=group,
+            task_id=f"{task}#{group}",
+            reward=number(rec.get("total_reward")),
+            policy_version=_int(rec.get("sampling_client_step")),
+            response_tokens=self._tokens(rec),
+            metadata=meta,
+        )
 
-    def transcripts(
-        self, step: int, files: list[Path], warn: Callable[[str], None]
-    ) -> Iterator[TranscriptAttempt]:
-        for i, (_p, _offset, rec) in enumerate(self._records(files, warn)):
-            group = str(rec.get("group_idx"))
-            steps = [s for s in rec.get("steps") or [] if isinstance(s, dict)]
-            yield TranscriptAttempt(
-                step=step,
-                index=i,
-                attempt_id=f"{step}-{i}",
-                group_id=f"{step}/{group}",
-                task_id=None,
-                reward=number(rec.get("total_reward")),
-                trained=None,
-                generations=[
-                    Generation(
-                        policy_version=_int(rec.get("sampling_client_step")),
-                        prompt_tokens=_int(s.get("ob_len")),
-                        completion_tokens=_int(s.get("ac_len")),
-                    )
-                    for s in steps
-                ],
-            )
+    def transcript_of(self, step: int, i: int, rec: Any) -> TranscriptAttempt:
+        group = str(rec.get("group_idx"))
+        steps = [s for s in rec.get("steps") or [] if isinstance(s, dict)]
+        return TranscriptAttempt(
+            step=step,
+            index=i,
+            attempt_id=f"{step}-{i}",
+            group_id=f"{step}/{group}",
+            task_id=None,
+            reward=number(rec.get("total_reward")),
+            trained=None,
+            generations=[
+                Generation(
+                    policy_version=_int(rec.get("sampling_client_step")),
+                    prompt_tokens=_int(s.get("ob_len")),
+                    completion_tokens=_int(s.get("ac_len")),
+                )
+                for s in steps
+            ],
+        )

@@ -16,12 +16,10 @@ sampler version (verl's trainer is synchronous), no token counts, no logprobs.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 from ...transcripts.store import TranscriptAttempt
-from .base import DumpFormat, Sample, digest, file_time, jsonl_records, number, transcript
+from .base import DumpFormat, Sample, digest, number, transcript
 
 __all__ = ["VerlDump"]
 
@@ -35,49 +33,29 @@ class VerlDump(DumpFormat):
 
     file_pattern = _FILE
 
-    def _records(
-        self, files: list[Path], warn: Callable[[str], None]
-    ) -> Iterator[tuple[Path, int, dict[str, Any]]]:
-        return jsonl_records(files, warn)
+    def sample_of(self, step: int, rec: Any) -> Sample:
+        prompt = rec.get("input")
+        key = digest(prompt)
+        meta = {
+            k: v for k, v in rec.items() if k not in _KNOWN and isinstance(v, (int, float, bool))
+        }
+        return Sample(
+            step=step,
+            group=key,
+            task_id=key,
+            reward=number(rec.get("score")),
+            metadata=meta,
+        )
 
-    def read_step(
-        self,
-        step: int,
-        files: list[Path],
-        index: Callable[[Path], int],
-        warn: Callable[[str], None],
-    ) -> Iterator[Sample]:
-        for p, offset, rec in self._records(files, warn):
-            prompt = rec.get("input")
-            key = digest(prompt)
-            meta = {
-                k: v
-                for k, v in rec.items()
-                if k not in _KNOWN and isinstance(v, (int, float, bool))
-            }
-            yield Sample(
-                step=step,
-                group=key,
-                task_id=key,
-                reward=number(rec.get("score")),
-                metadata=meta,
-                file=index(p),
-                offset=offset,
-                time=file_time(p),
-            )
-
-    def transcripts(
-        self, step: int, files: list[Path], warn: Callable[[str], None]
-    ) -> Iterator[TranscriptAttempt]:
-        for i, (_p, _offset, rec) in enumerate(self._records(files, warn)):
-            key = digest(rec.get("input"))
-            yield transcript(
-                step,
-                i,
-                group=key,
-                task_id=key,
-                reward=number(rec.get("score")),
-                trained=None,
-                prompt=rec.get("input"),
-                completion=rec.get("output"),
-            )
+    def transcript_of(self, step: int, i: int, rec: Any) -> TranscriptAttempt:
+        key = digest(rec.get("input"))
+        return transcript(
+            step,
+            i,
+            group=key,
+            task_id=key,
+            reward=number(rec.get("score")),
+            trained=None,
+            prompt=rec.get("input"),
+            completion=rec.get("output"),
+        )

@@ -29,7 +29,7 @@ import ssl
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import SplitResult, urlsplit
 from urllib.request import getproxies, proxy_bypass
@@ -38,8 +38,8 @@ from .. import __version__
 from ..checks.base import VERDICTS, Finding
 from ..errors import MissingExtraError, UsageError
 from ..jsonio import clean
-from ..outputs import Output, finding_key
-from . import safe
+from ..views import safe
+from . import Output, finding_key
 
 __all__ = [
     "BODIES",
@@ -61,7 +61,6 @@ class Alert:
 
     id: str
     body: dict[str, Any]
-    created: float = field(default_factory=time.time)
 
 
 def _lines(finding: Finding, run: str, previous: str | None) -> list[str]:
@@ -165,23 +164,23 @@ def alert_for(
 
 
 def webhook_output(url: str | None = None) -> WebhookNotifier:
-    """``--output webhook=URL`` (and ``--webhook URL``): the body the URL reads."""
+    """``--to webhook=URL`` (and ``--webhook URL``): the body the URL reads."""
     return WebhookNotifier(_url("webhook", url))
 
 
 def slack_output(url: str | None = None) -> WebhookNotifier:
-    """``--output slack=URL``: Slack's body (Mattermost and most chat webhooks read it)."""
+    """``--to slack=URL``: Slack's body (Mattermost and most chat webhooks read it)."""
     return WebhookNotifier(_url("slack", url), body="slack")
 
 
 def discord_output(url: str | None = None) -> WebhookNotifier:
-    """``--output discord=URL``: Discord's own body."""
+    """``--to discord=URL``: Discord's own body."""
     return WebhookNotifier(_url("discord", url), body="discord")
 
 
 def _url(name: str, url: str | None) -> str:
     if not url:
-        raise UsageError(f"--output {name}: expected {name}=URL")
+        raise UsageError(f"output {name}: expected {name}=URL")
     return url
 
 

@@ -9,13 +9,14 @@ at the end, returning how many things it could not deliver. ``run`` is the
 the trainer's live view, so a new one (a Discord notifier, an OpenTelemetry exporter) is one
 module.
 
-Outputs come from rlvitals (``webhook``, ``slack``, ``discord``: ``views/alerts.py``) or from
+Outputs come from rlvitals (``webhook``, ``slack``, ``discord``: ``outputs/webhook.py``; the
+terminal, the live page and the trainer's console draw, so they live in ``views/``) or from
 any installed package, through the ``rlvitals.outputs`` entry-point group::
 
     [project.entry-points."rlvitals.outputs"]
     myout = "my_package.module:MyOutput"
 
-``load_output("myout=ARG")`` (the CLI's ``--output myout=ARG``) calls ``MyOutput("ARG")``, or
+``load_output("myout=ARG")`` (the CLI's ``--to myout=ARG``) calls ``MyOutput("ARG")``, or
 ``MyOutput()`` without ``=ARG``. ``AlertTracker`` (which findings are news) lives here too, so
 the follow stage needs nothing from the views.
 """
@@ -26,11 +27,11 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from .checks.base import Finding, severity_rank
-from .errors import UsageError
+from ..checks.base import Finding, severity_rank
+from ..errors import RlvitalsError, UsageError
 
 if TYPE_CHECKING:
-    from .follow import Update
+    from ..follow import Update
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -121,9 +122,9 @@ class Output(ABC):
 
 # rlvitals' own outputs, declared as a package declares its entry points.
 BUILTIN = {
-    "webhook": "rlvitals.views.alerts:webhook_output",
-    "slack": "rlvitals.views.alerts:slack_output",
-    "discord": "rlvitals.views.alerts:discord_output",
+    "webhook": "rlvitals.outputs.webhook:webhook_output",
+    "slack": "rlvitals.outputs.webhook:slack_output",
+    "discord": "rlvitals.outputs.webhook:discord_output",
 }
 
 
@@ -150,19 +151,19 @@ def load_output(spec: str) -> Output:
     ep = _entry_points().get(name)
     if ep is None:
         known = ", ".join(available_outputs())
-        raise UsageError(f"--output {name!r}: no such output (known: {known})")
+        raise UsageError(f"output {name!r}: no such output (known: {known})")
     try:
         make = ep.load()
     except Exception as exc:
         raise UsageError(
-            f"--output {name}: cannot load {ep.value} ({type(exc).__name__}: {exc})"
+            f"output {name}: cannot load {ep.value} ({type(exc).__name__}: {exc})"
         ) from None
     try:
         out = make(arg) if sep else make()
-    except UsageError:
+    except RlvitalsError:  # already one line for the user (a missing extra, a bad URL)
         raise
-    except Exception as exc:
-        raise UsageError(f"--output {spec}: {type(exc).__name__}: {exc}") from None
+    except Exception as exc:  # the argument is often a secret (a webhook URL): not shown
+        raise UsageError(f"output {name}: {type(exc).__name__}: {exc}") from None
     if not isinstance(out, Output):
-        raise UsageError(f"--output {name}: {type(out).__name__} is not an rlvitals.outputs.Output")
+        raise UsageError(f"output {name}: {type(out).__name__} is not an rlvitals.outputs.Output")
     return out
