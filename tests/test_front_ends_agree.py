@@ -10,8 +10,11 @@ What is compared, and how far:
   process, nothing served). For the sub-folders the Hub's opening of each run's reader is
   replaced by a stand-in (opening 571 readers takes half a minute); for the roots themselves
   the Hub opens every run's reader as ``serve`` does, so a run found but not openable would
-  show there. ``watch`` and ``report`` take runs, not folders: they discover nothing, so there
-  is nothing of theirs to compare here.
+  show there. ``report DIR`` judges the runs ``cli._options.runs_of`` finds (compared, without
+  judging them); ``watch`` follows one run: ``cli._options.one_run_of`` gives the folder's one
+  run where check finds one and refuses a folder where check finds several (compared).
+  ``report`` and ``watch`` on a folder of two verl logs are run end to end in
+  ``tests/test_source.py``.
 - **Each run's verdict**, through each front end's own path (its command line parsed, its
   options built, its reading and judging), on a sample of runs: the smallest run of every
   top-level folder of those roots under 300 kB (about 35 runs), not all 214; judging every
@@ -69,6 +72,28 @@ def _exported(folder: Path) -> list[str]:
         return []  # "no runs given": check names the folder as holding none, serve shows none
 
 
+def _reported(folder: Path) -> list[str]:
+    from rlvitals.cli._options import runs_of
+    from rlvitals.errors import RlvitalsError
+
+    try:
+        return runs_of([str(folder)])
+    except RlvitalsError:
+        return []
+
+
+def _watched(folder: Path) -> list[str]:
+    """The run watch follows, or every run check finds when watch refuses the folder."""
+    from rlvitals.cli._options import one_run_of
+    from rlvitals.errors import UsageError
+
+    try:
+        got = one_run_of(str(folder))
+    except UsageError:
+        return _checked(folder)  # several runs: watch names them and follows none
+    return [got] if _checked(folder) else []
+
+
 def _served(folder: Path) -> list[str]:
     from rlvitals.views.hub import Hub
 
@@ -93,19 +118,25 @@ def test_every_front_end_finds_the_same_runs_under_every_folder(
 ) -> None:
     from rlvitals.source import Source
 
-    roots = _roots()
-    differ = []
-    for root in roots:  # the Hub as serve runs it: every run's reader opened
-        checked, exported, served = _checked(root), _exported(root), _served(root)
-        if not (sorted(checked) == sorted(exported) == sorted(served)):
-            differ.append((str(root), checked, exported, served))
+    def compare(folder: Path) -> None:
+        found = {
+            "check": sorted(_checked(folder)),
+            "export": sorted(_exported(folder)),
+            "serve": sorted(_served(folder)),
+            "report": sorted(_reported(folder)),
+            "watch": sorted(_watched(folder)),
+        }
+        if len({tuple(v) for v in found.values()}) != 1:
+            differ.append((str(folder), found))
+
+    differ: list[tuple[str, dict[str, list[str]]]] = []
+    for root in _roots():  # the Hub as serve runs it: every run's reader opened
+        compare(root)
     folders = _folders()
     assert len(folders) > 50
     monkeypatch.setattr(Source, "open", lambda self: _Unread(self.path))
     for folder in folders:
-        checked, exported, served = _checked(folder), _exported(folder), _served(folder)
-        if not (sorted(checked) == sorted(exported) == sorted(served)):
-            differ.append((str(folder), checked, exported, served))
+        compare(folder)
     assert differ == []
 
 

@@ -38,6 +38,12 @@ def test_check_and_serve_see_the_same_two_runs_in_a_folder_of_two_verl_logs(
     served = sorted(str(r.path) for r in hub.runs.values())
     assert checked == want
     assert served == want
+    assert main(["report", str(tmp_path), "--json"]) == 0
+    reported = [r["source"] for r in json.loads(capsys.readouterr().out)["runs"]]
+    assert sorted(reported) == want
+    assert main(["watch", str(tmp_path), "--json"]) == 2  # one run at a time: it names both
+    err = capsys.readouterr().err
+    assert "a folder of 2 runs" in err and "train2.log" in err and "rlvitals serve" in err
 
 
 @pytest.mark.parametrize(

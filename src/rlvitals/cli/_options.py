@@ -39,10 +39,12 @@ __all__ = [
     "add_output_args",
     "add_source_args",
     "judge_of",
+    "one_run_of",
     "open_kwargs",
     "outputs_of",
     "overrides",
     "read_source",
+    "runs_of",
     "show_judging_warnings",
     "source_of",
 ]
@@ -110,6 +112,37 @@ def open_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         "mapping": getattr(args, "mapping", None),
         "run": getattr(args, "store_run", None),
     }
+
+
+def runs_of(paths: list[str]) -> list[str]:
+    """Every run the paths name, each once, as ``rlvitals check`` finds them (a folder is
+    searched: ``source.find_runs``); a path that names no run is one error line."""
+    from ..source import find_runs
+
+    runs: list[str] = []
+    for path in paths:
+        runs.extend(r for r in find_runs(path).runs if r not in runs)
+    return runs
+
+
+def one_run_of(path: str) -> str:
+    """The run a command that follows one run (``watch``) follows at ``path``: the path, or the
+    one run found under a folder; a folder of several runs is an error naming them. A path
+    with no run yet (not there, or empty) is itself: the run is waited for."""
+    from ..errors import ReadError
+    from ..source import find_runs
+
+    try:
+        runs = find_runs(path).runs
+    except ReadError:
+        return path
+    if len(runs) > 1:
+        names = ", ".join(runs[:3]) + (", ..." if len(runs) > 3 else "")
+        raise UsageError(
+            f"{path}: a folder of {len(runs)} runs ({names}): name one, or follow them all "
+            f"with `rlvitals serve {path}`"
+        )
+    return runs[0] if runs else path
 
 
 def read_source(

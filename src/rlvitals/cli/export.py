@@ -7,7 +7,7 @@ import argparse
 import sys
 
 from ..errors import UsageError
-from ._options import add_judge_args, judge_of, source_of
+from ._options import add_judge_args, judge_of, runs_of, source_of
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -40,12 +40,9 @@ def add_fleet_options(p: argparse.ArgumentParser) -> None:
 
 
 def expand(paths: list[str]) -> list[str]:
-    """Every run under ``paths``; an unknown path is a usage error naming it."""
-    from ..source import find_runs
-
-    runs: list[str] = []
-    for path in paths:
-        runs.extend(r for r in find_runs(path).runs if r not in runs)
+    """Every run under ``paths`` (as check finds them); an unknown path is a usage error naming
+    it."""
+    runs = runs_of(paths)
     if not runs:
         raise UsageError("no runs given")
     return runs

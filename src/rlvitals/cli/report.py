@@ -11,6 +11,7 @@ from ._options import (
     add_source_args,
     judge_of,
     read_source,
+    runs_of,
     show_judging_warnings,
 )
 
@@ -24,7 +25,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "happened, healthy ranges shaded (--baseline), several runs overlaid, and the "
         "transcripts of the steps the findings point at. All run text is escaped.",
     )
-    p.add_argument("paths", nargs="+", metavar="RUN", help="run directories or log files")
+    p.add_argument(
+        "paths",
+        nargs="+",
+        metavar="RUN",
+        help="run directories, log files, or folders of runs (every run under them, as check "
+        "finds them)",
+    )
     p.add_argument(
         "-o", "--output", default="report.html", metavar="FILE", help="default: report.html"
     )
@@ -51,10 +58,12 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("-o: expected a file name")
     judge = judge_of(args)
     baseline = judge.baseline
-    if args.samples and len(args.paths) > 1:
+    # A folder: every run under it, as check finds them (a run named twice is shown twice).
+    paths = [run for path in args.paths for run in runs_of([path])]
+    if args.samples and len(paths) > 1:
         raise UsageError("--samples: expected one RUN (the dump belongs to one run)")
     runs = []
-    for path in args.paths:
+    for path in paths:
         data = read_source(path, args, shown=5)
         report = judge(data)
         show_judging_warnings(data, report)

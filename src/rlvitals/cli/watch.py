@@ -10,6 +10,7 @@ from ._options import (
     add_output_args,
     add_source_args,
     judge_of,
+    one_run_of,
     open_kwargs,
     outputs_of,
 )
@@ -61,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
     outputs = outputs_of(args)
     try:
         watcher = Watcher(
-            args.path,
+            one_run_of(args.path),
             **open_kwargs(args),
             stall_after=judge.stall_after,
             judge=judge,
