@@ -145,3 +145,17 @@ def test_a_click_on_the_mark_opens_the_flagged_sample(browser, tmp_path):  # noq
     )
     assert first is not None and "flagged" in first
     assert js(on) == "step 4"
+
+
+def test_a_mismatch_tail_flag_cites_the_far_off_samples_in_the_report(tmp_path):
+    from rlvitals.readers import read
+    from test_primerl_traces import _tail_run
+
+    run = read(_tail_run(tmp_path / "output"))
+    report = run_checks(run)
+    (f,) = [f for f in report.findings if f.check == "agreement"]
+    assert f.first_step == 5 and f.evidence["attempt_ids"][0] == "5-3"
+    r = report_payload([(run, report)])["runs"][0]
+    shown = r["transcripts"]["5"]  # the mark's step: 5 is offered, the far-off sample first
+    assert shown[0]["attempt_id"] == "5-3" and shown[0]["flagged"] is True
+    assert shown[0]["flags"] == ["agreement"]

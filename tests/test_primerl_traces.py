@@ -166,3 +166,47 @@ def test_formats_lists_it(capsys):
 
     assert main(["formats", "samples"]) == 0
     assert "prime-rl-stream" in capsys.readouterr().out
+
+
+def _tail_run(out: Path, steps: int = 12, onset: int = 5) -> Path:
+    """A prime-rl run written by make_primerl_stream.py's copy of prime-rl's writers: 10
+    episodes a step, each shipped and trained; from ``onset`` one sequence in ten is sampled
+    0.3 nats off the trainer on every token (its ratio e^0.3 = 1.35, past NeMo-RL's 1.05),
+    the others 0.0125 off, so the token-mean KL stays near 0.004, under the 0.01 line."""
+    sys.path.insert(0, str(Path(__file__).parent / "data" / "samples"))
+    import make_primerl_stream as m
+
+    orch = m.FileMonitor(out, "orchestrator", 1 << 20, compress=True)
+    trainer = m.FileMonitor(out, "trainer", 1 << 20, compress=True)
+    lp = [-0.25, -0.5, -0.125, -1.0, -0.75, -0.375, -0.625, -0.875]
+    for step in range(1, steps + 1):
+        recs = [
+            m._episode(f"s{step}e{i}", f"g{step}-{i // 5}", step, step, float(i % 2), lp, "stop")
+            for i in range(10)
+        ]
+        orch.log_episodes(recs, "all")
+        orch.log_annotations(m._shipped(recs, step))
+        shift = {f"trace-{r['id']}": -0.0125 for r in recs}
+        if step >= onset:
+            shift[f"trace-s{step}e3"] = -0.3
+        trainer.log_annotations(m._trained(recs, shift))
+        orch.log_metrics({"entropy/all/mean": 0.5}, step, m.T0 + step)
+    orch.still_running()
+    trainer.still_running()
+    for p in out.rglob("*"):
+        os.utime(p, (OLD, OLD))
+    return out
+
+
+def test_the_checks_find_a_mismatch_tail_in_the_stream(tmp_path):
+    from rlvitals.checks import run_checks
+
+    run = read(_tail_run(tmp_path / "output"))
+    assert run.format == "prime-rl"
+    assert _at(run, "train/mismatch_seq_over", 4) == 0.0
+    assert _at(run, "train/mismatch_seq_over", 5) == pytest.approx(0.1)
+    assert _at(run, "train/mismatch_kl", 8) < 0.01  # the mean stays under its line
+    tail = [f for f in run_checks(run).findings if f.check == "agreement"]
+    assert tail and tail[0].severity == "warn" and tail[0].metric == "train/mismatch_seq_over"
+    assert 5 <= tail[0].first_step <= 7
+    assert tail[0].evidence["attempt_ids"][:2] == ["5-3", "6-3"]  # the far-off sequences

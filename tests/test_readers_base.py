@@ -390,6 +390,30 @@ def test_registry_is_ordered_and_found_without_a_list(
         sys.modules.pop("rlvitals.readers.zzformat", None)
 
 
+def test_a_reader_module_of_ours_that_cannot_import_is_an_error_not_a_missing_format(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A reader whose optional dependency is missing is left out (LOAD_ERRORS); one that
+    # imports a name of ours that is gone is a bug: the samples format once vanished silently
+    # that way, and every command read on without it.
+    pkg = tmp_path / "more"
+    pkg.mkdir()
+    (pkg / "zzbroken.py").write_text("from rlvitals.readers.samples import NO_SUCH_NAME\n")
+    (pkg / "zzoptional.py").write_text("import no_such_optional_dependency\n")
+    import rlvitals.readers as readers
+
+    monkeypatch.setattr(readers, "__path__", [*readers.__path__, str(pkg)])
+    monkeypatch.setattr(registry_mod, "_loaded", False)
+    monkeypatch.setattr(registry_mod, "LOAD_ERRORS", {})
+    with pytest.raises(ImportError, match="NO_SUCH_NAME"):
+        formats()
+    (pkg / "zzbroken.py").unlink()
+    sys.modules.pop("rlvitals.readers.zzbroken", None)
+    monkeypatch.setattr(registry_mod, "_loaded", False)
+    assert "samples" in [f.name for f in formats()]
+    assert "no_such_optional_dependency" in registry_mod.LOAD_ERRORS["zzoptional"]
+
+
 def test_the_reading_with_more_canonical_values_wins(tmp_path: Path) -> None:
     # verl's file-logger sniffer accepts this file (its first row), but only the generic
     # reading gets the rest: the better reading wins over the more specific format.

@@ -112,8 +112,14 @@ CITE_ROWS = 5000
 
 def cite(ctx: Context, steps: np.ndarray, line: float) -> list[dict[str, Any]]:
     """The attempts of ``steps`` whose sequence ratio (their record's ``mismatch.tme``) is past
-    ``line``, furthest first: ``{"step", "attempt_id", "seq_ratio"}`` (native runs only)."""
+    ``line``, furthest first: ``{"step", "attempt_id", "seq_ratio"}`` (native runs from their
+    attempt records, a framework's sample dump from the ratios its reader kept)."""
     t = ctx.data.attempts
+    dumped = ctx.data.info.get("mismatch_ratios")  # a sample dump's (readers/samples/base.py)
+    if isinstance(dumped, dict) and dumped:
+        kept = [e for st in steps[:CITE_STEPS].tolist() for e in dumped.get(int(st), [])]
+        kept = sorted((e for e in kept if e["seq_ratio"] > line), key=lambda e: -e["seq_ratio"])
+        return kept[:CITE]
     if t is None or not len(t) or not t.files:
         return []
     from ..errors import RlvitalsError

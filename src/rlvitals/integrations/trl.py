@@ -461,6 +461,9 @@ class RLVitalsCallback(TrainerCallback):
             lost = self._follower.close(10.0)  # the outputs deliver what they hold
             if lost:
                 self._warn("outputs", f"{lost} alert(s) not delivered")
+        else:  # nothing was judged: nothing to deliver, only their threads to end
+            for output in self.outputs:
+                output.close(0)
         if self.report is not None:
             from ..views.check import render_text
 

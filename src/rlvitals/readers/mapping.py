@@ -101,9 +101,6 @@ class MappingTable:
     unmapped: tuple[tuple[str, str], ...] = ()  # (source key, why it is not mapped)
     notes: tuple[str, ...] = ()
 
-    def sources(self) -> list[str]:
-        return [r.source for r in self.rules]
-
     def to_dict(self) -> dict[str, Any]:
         return {
             "rules": [

@@ -177,7 +177,7 @@ class PrimeJsonlReader(JsonlMetricsReader):
         self._timed = 0
 
     def accept(self, p: Path) -> bool:
-        return _is_prime(p)
+        return is_prime_metrics(p)
 
     def row(self, rec: dict[str, Any], p: Path, lineno: int) -> None:
         if "step" in rec and rec["step"] is None:
@@ -201,7 +201,8 @@ _MARKERS = (
 )
 
 
-def _is_prime(p: Path) -> bool:
+def is_prime_metrics(p: Path) -> bool:
+    """Whether ``p`` is prime-rl's own ``metrics.jsonl`` (its keys, in the first 64 kB)."""
     t = head(p, 64 << 10)
     return t.lstrip().startswith("{") and any(m in t for m in _MARKERS)
 
@@ -228,8 +229,10 @@ def _is_prime_console(p: Path) -> bool:
 
 def _sniff_jsonl(path: Path) -> bool:
     if path.is_dir():
-        return any(_is_prime(p) for g in PrimeJsonlReader.glob for p in sorted(path.glob(g))[:20])
-    return sniff_glob(path, "*.jsonl", _is_prime)
+        return any(
+            is_prime_metrics(p) for g in PrimeJsonlReader.glob for p in sorted(path.glob(g))[:20]
+        )
+    return sniff_glob(path, "*.jsonl", is_prime_metrics)
 
 
 register(

@@ -120,8 +120,9 @@ class Stream:
 
     def _run(self) -> Iterator[Element]:
         self._start()
+        string, structure = self._string, self._structure
         while not self._done:
-            el = self._string() if self._in_str else self._structure()
+            el = string() if self._in_str else structure()
             if el is not None:
                 yield el
         if not self._started:
@@ -236,16 +237,17 @@ class Stream:
     def _structure(self) -> Element | None:
         """The text up to the next structural character, then that character (``_done`` when
         the file has no more)."""
-        m = _STRUCT.search(self._data, self._pos)
-        gap_end = len(self._data) if m is None else m.start()
+        data = self._data
+        m = _STRUCT.search(data, self._pos)
+        gap_end = len(data) if m is None else m.start()
         if gap_end > self._pos:
             self._gap(gap_end)
         if m is None:
             self._done = not self._need_more()
             return None
-        c = self._data[self._pos]
-        at = self._base + self._pos
-        self._pos += 1
+        c = data[gap_end]
+        at = self._base + gap_end
+        self._pos = gap_end + 1
         if self._elem_open and not self._giving_up and len(self._buf) > _HARD:
             self._giving_up = True
             self._buf = bytearray()

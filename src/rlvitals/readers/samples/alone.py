@@ -38,10 +38,10 @@ def _sniff(p: Path) -> bool:
 def _prime_metrics_beside(p: Path) -> bool:
     """Whether prime-rl's own ``metrics.jsonl`` is at ``p``, beside it or in its
     ``monitors/file/`` (the ``prime-rl`` format reads it and attaches the trace stream)."""
-    from ..primerl import _is_prime
+    from ..primerl import is_prime_metrics
 
     return any(
-        (m := p / q / "metrics.jsonl").is_file() and _is_prime(m)
+        (m := p / q / "metrics.jsonl").is_file() and is_prime_metrics(m)
         for q in (".", "..", "monitors/file")
     )
 

@@ -418,6 +418,14 @@ class SampleSource:
             # The samples each measure flagged, for the text check to cite (a few per step).
             flags = self.run.info.setdefault("text_flags", {})
             flags[step] = {k: [f"{step}-{i}" for i in v[:8]] for k, v in flagged.items() if v}
+        # Each sample's sequence ratio, for the mismatch tail to cite (a dump has no attempt
+        # records of ours to read it back from): the step's furthest off, a few.
+        ratios = [(a.mismatch["tme"], a.attempt_id) for a in attempts if a.mismatch]
+        if ratios:
+            self.run.info.setdefault("mismatch_ratios", {})[step] = [
+                {"step": step, "attempt_id": i, "seq_ratio": float(f"{r:.3g}")}
+                for r, i in sorted(ratios, key=lambda r: -r[0])[:8]
+            ]
         self._add_metrics(step, m, versioned, self.format.has_tokens)
         self._add_rows(step, samples, attempts, versioned)
 
