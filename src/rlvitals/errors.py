@@ -7,8 +7,7 @@ Messages say what was expected and what came.
     ├── ConfigError            a config section or key is unknown, mistyped or out of range
     ├── ReadError              a file or record could not be read (names file and line)
     │   ├── UnknownFormatError no reader recognises the path
-    │   │   └── RunFolderError a folder of several runs was given where one run is read
-    │   └── RecordError        one record is malformed
+    │       └── RunFolderError a folder of several runs was given where one run is read
     ├── UsageError             the library was used wrongly (logging after close, step backwards)
     ├── RunStopped             a guard stopped the run (carries the stop reason)
     └── MissingExtraError      an optional extra is needed (names the pip install command)
@@ -22,7 +21,6 @@ __all__ = [
     "ConfigError",
     "MissingExtraError",
     "ReadError",
-    "RecordError",
     "RlvitalsError",
     "RunFolderError",
     "RunStopped",
@@ -66,10 +64,6 @@ class RunFolderError(UnknownFormatError):
     def __init__(self, message: str, *, path: str | None = None, runs: list[str] | None = None):
         super().__init__(message, path=path)
         self.runs = list(runs or [])
-
-
-class RecordError(ReadError):
-    """One record in a file is malformed."""
 
 
 class UsageError(RlvitalsError, RuntimeError):
