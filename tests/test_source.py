@@ -182,3 +182,24 @@ def test_judging_a_sample_dump_never_writes_into_the_run(tmp_path: Path) -> None
     assert reports[0].to_dict() == reports[1].to_dict() == reports[2].to_dict()
     said = [w for w in reports[0].warnings if "traces.jsonl" in w]
     assert len(said) == 1 and reports[1].warnings == reports[0].warnings
+
+
+def test_a_nemo_rl_log_folder_of_step_dumps_is_one_samples_run(tmp_path: Path) -> None:
+    """NeMo-RL writes ``train_data_step{N}.jsonl`` per step in its log dir: the folder is one
+    run read as samples (each file was a run of its own, read as a console log, before), and
+    with a TensorBoard log below it that log is the run, its samples beside it."""
+    from rlvitals.source import find_runs
+
+    logs = tmp_path / "nemo" / "logs"
+    logs.mkdir(parents=True)
+    dump = DATA / "samples" / "nemo-rl" / "logs" / "train_data_step1.jsonl"
+    for step in (1, 2):
+        shutil.copy(dump, logs / f"train_data_step{step}.jsonl")
+    assert find_runs(tmp_path).runs == [str(logs)]
+    data = read(str(logs))
+    assert data.format == "samples"
+    assert data.attempts is not None and len(data.attempts) == 8
+
+    tb = logs / "tensorboard"
+    shutil.copytree(DATA / "tensorboard" / "nemo_rl_run", tb)
+    assert find_runs(tmp_path).runs == [str(tb)]

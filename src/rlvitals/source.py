@@ -122,6 +122,9 @@ def transcript_store(
 
 _LOG_SUFFIXES = {".jsonl", ".json", ".csv", ".log", ".txt", ".out", ".err", ".tsv", ".md", ".db"}
 _SAMPLE_DUMP = re.compile(r"^\d+\.jsonl$")
+# NeMo-RL's per-step dumps (nemo_rl/algorithms/grpo.py: ``train_data_step{N}.jsonl`` in the log
+# dir): the samples of the run whose TensorBoard log lies below, or, with none, the run itself.
+_STEP_DUMP = re.compile(r"^train_data_step\d+\.jsonl$")
 _SKIP_DIRS = {"__pycache__", "node_modules", ".git", ".ipynb_checkpoints"}
 # W&B's own logs of its service, beside the runs in a wandb/ folder: never a run.
 _WANDB_LOGS = {"debug.log", "debug-internal.log", "debug-cli.log", "debug-core.log"}
@@ -290,6 +293,8 @@ class Finder:
             return
         subdirs: list[Path] = []
         has_log = False
+        first = len(found.runs)
+        dumps = False
         wandb_dir = any(e.name == "latest-run" or _WANDB_RUN.match(e.name) for e in entries)
         for e in entries:
             if e.name.startswith(".") or e.name in _SKIP_DIRS:
@@ -308,6 +313,8 @@ class Finder:
                 subdirs.append(p)
             elif _SAMPLE_DUMP.match(e.name) or (wandb_dir and e.name in _WANDB_LOGS):
                 continue
+            elif _STEP_DUMP.match(e.name):
+                dumps = True
             elif p.suffix.lower() in _LOG_SUFFIXES or ".log" in e.name:
                 if not is_regular_file(p):
                     if _unreadable(p):
@@ -324,6 +331,8 @@ class Finder:
             if has_log and _SAMPLE_DIRS.match(p.name):
                 continue
             self._walk(p, found, depth + 1)
+        if dumps and len(found.runs) == first:
+            found.runs.append(str(d))  # step dumps and no log: the folder is one samples run
 
 
 def find_runs(path: str | os.PathLike[str]) -> Discovery:
