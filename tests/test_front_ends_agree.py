@@ -227,3 +227,35 @@ def test_every_front_end_gives_each_run_the_same_verdict(
         if len(set(got.values())) != 1:
             differ.append((run, got))
     assert differ == []
+
+
+def test_a_quiet_file_cut_mid_record_reads_in_watch_as_in_check(tmp_path: Path) -> None:
+    """An excerpt whose last record is cut (a public log pasted up to a line break): ``check``
+    reads the cut record as far as it goes; ``watch`` and ``serve`` used to wait for its end
+    forever, one update short (too_early where check said no_signal). A file quiet for
+    ``Follower.SETTLE_S`` is now read as complete; one written a moment ago is still waited
+    for."""
+    import shutil
+    import time
+
+    from rlvitals.follow import Follower
+    from rlvitals.judge import Judge
+    from rlvitals.readers import read
+
+    log = tmp_path / "cut.log"
+    shutil.copy(ROOT / "benchmarks" / "corpus" / "public" / "memgen-33-zero-reward.log", log)
+    assert read(str(log)).last_step == 2
+
+    os.utime(log, (time.time(), time.time()))  # written just now: the cut record is waited for
+    fresh = Follower(str(log), judge=Judge())
+    fresh.read()
+    assert fresh.data.last_step == 1
+
+    old = time.time() - 2 * Follower.SETTLE_S
+    os.utime(log, (old, old))
+    quiet = Follower(str(log), judge=Judge())
+    quiet.read()
+    assert quiet.data.last_step == 2
+    quiet.judge()
+    assert quiet.report is not None
+    assert quiet.report.verdict == Judge()(read(str(log))).verdict == "no_signal"

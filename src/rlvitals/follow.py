@@ -100,6 +100,12 @@ def report_key(report: Report) -> dict[str, Any]:
 class Follower:
     """Follows one run.
 
+    A file that has not changed for ``SETTLE_S`` seconds is taken as complete, as ``rlvitals
+    check`` takes it: its last line without a newline is read and a record still open at its
+    end is read as far as it goes (once; more data later is read on as before). So a run that
+    ended, or an excerpt cut mid-record, reads the same in ``watch`` and ``serve`` as in
+    ``check``, while a line being written now is still waited for.
+
     Args:
         source: a run (a ``rlvitals.source.Source``, or the path of any format rlvitals
             reads) or an open reader (anything with ``poll() -> bool`` and ``.run``).
@@ -121,6 +127,8 @@ class Follower:
             default: one of ``baseline``, ``thresholds``, ``transcript_rules``, ``stall_after``).
         outputs: where each ``poll``'s update goes (``rlvitals.outputs.Output``).
     """
+
+    SETTLE_S = 30.0
 
     def __init__(
         self,
@@ -217,6 +225,7 @@ class Follower:
         self.judge_cost = 0.0
         self.dirty = True
         self._judged_final = False  # judged once since the run ended and nothing came after
+        self._settled = False  # the files, quiet for SETTLE_S, were read as complete
         self.last_step: int | None = None
         self._data_ref = self.reader.run if self.reader is not None else None
         self._seen: dict[str, tuple[int, int]] = {}  # name -> (points, last step) told
@@ -325,6 +334,10 @@ class Follower:
             up.reset = True
             up.new_data = True
         if up.new_data:
+            self._settled = False
+        if not self._settled and self._quiet():  # quiet files: read as complete
+            up.new_data = self._settle() or up.new_data
+        if up.new_data:
             self.dirty = True
             self._judged_final = False
             up.new_points = self._grown()
@@ -333,6 +346,34 @@ class Follower:
             self.last_step = step
             up.new_step = step
         return up
+
+    def _quiet(self) -> bool:
+        """Whether every file the reader reads has been unchanged for ``SETTLE_S``."""
+        files = getattr(self.reader, "files", None)
+        if files is None or not hasattr(self.reader, "finish"):
+            return False
+        try:
+            newest = max((os.stat(p).st_mtime for p in files()), default=None)
+        except (OSError, RlvitalsError):
+            return False
+        return newest is not None and self.clock() - newest >= self.SETTLE_S
+
+    def _settle(self) -> bool:
+        """Read the quiet files as complete (see the class docstring); True if that added
+        anything."""
+        self._settled = True
+        run = self.reader.run
+        before = _size(run)
+        try:
+            rest = getattr(self.reader, "read_rest", None)
+            if rest is not None:
+                rest()
+            self.reader.finish()
+        except (OSError, RlvitalsError) as exc:
+            _warn_once(self.data, f"read failed: {exc}")
+            return False
+        after = _size(run)
+        return after != before
 
     def _grown(self) -> dict[str, tuple[int, int]]:
         """The series that grew since the last read, and where their new points are."""
@@ -479,6 +520,17 @@ def _is_url(source: str) -> bool:
     except ImportError:  # pragma: no cover - older readers
         return "://" in source
     return bool(is_url(source))
+
+
+def _size(run: RunData) -> tuple[Any, int, int]:
+    """How much a run holds: its last step, its warnings, its points (to tell a read that
+    added something)."""
+    metrics = run.metrics
+    points = 0
+    for name in metrics.names():
+        cols = metrics.columns(name)
+        points += len(cols[0]) if cols is not None else 0
+    return run.last_step, len(run.warnings), points
 
 
 def _warn_once(data: RunData, msg: str) -> None:
