@@ -292,13 +292,12 @@ class Follower:
 
     @property
     def status(self) -> str | None:
-        s = self.data.info.get("status")
-        return str(s) if s is not None else None
+        return run_status(self.data)
 
     @property
     def finished(self) -> bool:
         """The run's status says it ended (finished, stopped, crashed)."""
-        return self.status not in (None, "running")
+        return ended(self.status)
 
     # -- the stage -------------------------------------------------------------------------
 
@@ -520,6 +519,17 @@ def _is_url(source: str) -> bool:
     except ImportError:  # pragma: no cover - older readers
         return "://" in source
     return bool(is_url(source))
+
+
+def run_status(data: RunData) -> str | None:
+    """The status the run's own records give (``running``, ``finished``, ...), or None."""
+    s = data.info.get("status")
+    return str(s) if s is not None else None
+
+
+def ended(status: str | None) -> bool:
+    """Whether a status says the run ended (finished, stopped, crashed)."""
+    return status not in (None, "running")
 
 
 def _size(run: RunData) -> tuple[Any, int, int]:

@@ -20,7 +20,7 @@ from typing import IO, Any
 import numpy as np
 
 from ..checks.base import VERDICTS, Finding, Report, severity_rank
-from ..follow import Fleet, Update
+from ..follow import Fleet, Update, ended, run_status
 from ..jsonio import dumps
 from ..model import RunData
 from ..outputs import Output
@@ -132,12 +132,11 @@ class TerminalOutput(Output):
 
     @property
     def status(self) -> str | None:
-        s = self.data.info.get("status")
-        return str(s) if s is not None else None
+        return run_status(self.data)
 
     @property
     def finished(self) -> bool:
-        return self.status not in (None, "running")
+        return ended(self.status)
 
     @property
     def check_error(self) -> str | None:
