@@ -31,6 +31,7 @@ __all__ = [
     "TokenNode",
     "Trace",
     "generation",
+    "info_of",
     "record_reward",
     "trace_reward",
 ]
@@ -89,7 +90,9 @@ class Trace(msgspec.Struct, Generic[N], gc=False):
     nodes: list[N] = []
     stop_condition: str | None = None
     agent: _Agent | None = None
-    info: Info | None = None
+    # Left undecoded here: the old layout's environments may put anything in a trace's info,
+    # and an episode must not be lost for it; the stream's own stamps are read by ``info_of``.
+    info: Any = None
 
 
 class _Policy(msgspec.Struct, gc=False):
@@ -182,3 +185,14 @@ def generation(t: dict[str, Any], trains: bool | None) -> Generation:
         finish_reason=finish if isinstance(finish, str) else None,
         trains=trains,
     )
+
+
+def info_of(value: Any) -> Info | None:
+    """A trace's ``info`` as the orchestrator stamps it (kind, arrival), or None where it holds
+    something else."""
+    if not isinstance(value, dict):
+        return None
+    try:
+        return msgspec.convert(value, Info)
+    except msgspec.ValidationError:
+        return None

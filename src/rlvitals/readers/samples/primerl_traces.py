@@ -53,6 +53,7 @@ from ._primerl_schema import (
     TokenNode,
     Trace,
     generation,
+    info_of,
     record_reward,
     trace_reward,
 )
@@ -500,8 +501,9 @@ class PrimeRlStream(DumpFormat):
                         ids.extend(i for i, m in zip(node.token_ids, node.mask) if m)
                 tl = self._trainer(t, lines, warn) if trainer is not None else None
                 trainer = None if tl is None else [*(trainer or []), *tl]
-                if t.info is not None and t.info.arrival is not None and t.info.arrival.time:
-                    when = t.info.arrival.time
+                info = info_of(t.info)
+                if info is not None and info.arrival is not None and info.arrival.time:
+                    when = info.arrival.time
             shipped = [self._trained(t.id, step) for t in traces]
             trained = True if True in shipped else (False if False in shipped else None)
             group = ep.group.id if ep.group is not None and ep.group.id else ep.id
