@@ -210,3 +210,24 @@ def test_the_checks_find_a_mismatch_tail_in_the_stream(tmp_path):
     assert tail and tail[0].severity == "warn" and tail[0].metric == "train/mismatch_seq_over"
     assert 5 <= tail[0].first_step <= 7
     assert tail[0].evidence["attempt_ids"][:2] == ["5-3", "6-3"]  # the far-off sequences
+
+
+def test_an_old_layout_trace_with_its_own_info_is_still_read(tmp_path: Path) -> None:
+    """The old layout's environments may put anything in a trace's ``info`` (the stream's
+    orchestrator stamps ``kind`` and ``arrival`` there): no episode is lost for it."""
+    src = Path(__file__).parent / "data" / "samples" / "prime-rl" / "output"
+    out = tmp_path / "output"
+    shutil.copytree(src, out)
+    plain = read(str(out))
+    for traces in out.glob("rollouts/step_*/*/*/traces.jsonl"):
+        lines = []
+        for i, line in enumerate(traces.read_text().splitlines()):
+            ep = json.loads(line)
+            for t in ep.get("traces", []):
+                t["info"] = {"kind": 3, "arrival": "soon"} if i % 2 else "a note"
+            lines.append(json.dumps(ep))
+        traces.write_text("\n".join(lines) + "\n")
+    odd = read(str(out))
+    assert plain.attempts is not None and odd.attempts is not None
+    assert len(odd.attempts) == len(plain.attempts) > 0
+    assert not [w for w in odd.warnings if "info" in w]

@@ -26,88 +26,20 @@ from typing import Any
 import msgspec
 
 from ...jsonio import MAX_LINE_BYTES
-from ...transcripts.store import Generation, TranscriptAttempt
+from ...transcripts.store import TranscriptAttempt
 from ..base import open_binary
-from .base import DumpFormat, Sample, file_time, number
+from ._primerl_schema import EPISODE, Episode, generation, record_reward, trace_reward
+from .base import DumpFormat, Sample, file_time
 
 __all__ = ["PrimeRlTraces"]
 
 _STEP = re.compile(r"^step_(\d+)$")
 
 
-class _Node(msgspec.Struct, gc=False):
-    sampled: bool = False
-    logprobs: list[float] = []
-
-
-class _Usage(msgspec.Struct, gc=False):
-    completion_tokens: int = 0
-
-
-class _Call(msgspec.Struct, gc=False):
-    finish_reason: str | None = None
-    usage: _Usage | None = None
-
-
-class _Reward(msgspec.Struct, gc=False):
-    score: float | None = None
-    weight: float = 1.0
-
-
-class _Agent(msgspec.Struct, gc=False):
-    trainable: bool = True
-
-
-class _Trace(msgspec.Struct, gc=False):
-    rewards: dict[str, _Reward | None] = {}
-    calls: list[_Call] = []
-    nodes: list[_Node] = []
-    stop_condition: str | None = None
-    agent: _Agent | None = None
-    ok: bool = True
-
-
-class _Policy(msgspec.Struct, gc=False):
-    start: int | None = None
-
-
-class _Work(msgspec.Struct, gc=False):
-    step: int | None = None
-    policy: _Policy | None = None
-
-
-class _Run(msgspec.Struct, gc=False):
-    work: _Work | None = None
-
-
-class _Group(msgspec.Struct, gc=False):
-    id: str = ""
-
-
-class _Task(msgspec.Struct, gc=False):
-    key: str | None = None
-    hash: str | None = None
-
-
-class _Error(msgspec.Struct, gc=False):
-    type: str = "Error"
-
-
-class _Episode(msgspec.Struct, gc=False):
-    id: str = ""
-    group: _Group | None = None
-    run: _Run | None = None
-    task: _Task | None = None
-    ok: bool = True
-    errors: list[_Error] = []
-    traces: list[_Trace] = []
-
-
 class _Id(msgspec.Struct, gc=False):
     id: str = ""
 
 
-_EPISODE = msgspec.json.Decoder(_Episode)
 _ID = msgspec.json.Decoder(_Id)
 _ANY = msgspec.json.Decoder()
 
@@ -126,11 +58,6 @@ def _lines(p: Path, warn: Callable[[str], None]) -> Iterator[tuple[int, int, byt
                 continue
             if line.strip():
                 yield lineno, start, line
-
-
-def _trace_reward(t: _Trace) -> float | None:
-    got = [r.score * r.weight for r in t.rewards.values() if r is not None and r.score is not None]
-    return float(sum(got)) if got else None
 
 
 class PrimeRlTraces(DumpFormat):
@@ -168,7 +95,7 @@ class PrimeRlTraces(DumpFormat):
                 continue
             eid = (
                 ep.id
-                if isinstance(ep, _Episode)
+                if isinstance(ep, Episode)
                 else (ep.get("id") if isinstance(ep, dict) else None)
             )
             trained = None if effective is None else eid in effective
@@ -183,9 +110,9 @@ class PrimeRlTraces(DumpFormat):
         index: Callable[[Path], int],
         warn: Callable[[str], None],
     ) -> Iterator[Sample]:
-        for p, offset, ep, trained in self._episodes(files, warn, _EPISODE):
-            traces = [t for t in ep.traces if t.agent is None or t.agent.trainable] or ep.traces
-            rewards = [r for t in traces if (r := _trace_reward(t)) is not None]
+        for p, offset, ep, trained in self._episodes(files, warn, EPISODE):
+            traces = ep.trainable()
+            rewards = [r for t in traces if (r := trace_reward(t)) is not None]
             reward = sum(rewards) / len(rewards) if rewards else None
             tokens = 0
             truncated = False
@@ -201,12 +128,6 @@ class PrimeRlTraces(DumpFormat):
                         logprobs.extend(n.logprobs)
             if not tokens:
                 tokens = len(logprobs)
-            pv = None
-            if ep.run is not None and ep.run.work is not None and ep.run.work.policy is not None:
-                pv = ep.run.work.policy.start
-            error = None
-            if not ep.ok and ep.errors:
-                error = f"rollout_failed/{ep.errors[-1].type}"
             task = (ep.task.key or ep.task.hash) if ep.task is not None else None
             group = ep.group.id if ep.group is not None and ep.group.id else (task or ep.id)
             yield Sample(
@@ -214,7 +135,7 @@ class PrimeRlTraces(DumpFormat):
                 group=group,
                 task_id=str(task or group),
                 reward=reward,
-                policy_version=pv,
+                policy_version=ep.policy_version(),
                 response_tokens=tokens,
                 truncated=truncated,
                 trained=trained,
@@ -223,7 +144,7 @@ class PrimeRlTraces(DumpFormat):
                 file=index(p),
                 offset=offset,
                 time=file_time(p),
-                error=error,
+                error=ep.error(),
             )
 
     def transcripts(
@@ -232,36 +153,9 @@ class PrimeRlTraces(DumpFormat):
         for i, (_p, _offset, ep, trained) in enumerate(self._episodes(files, warn, _ANY)):
             if not isinstance(ep, dict):
                 continue
-            gens = []
-            rewards = []
-            for t in ep.get("traces") or []:
-                if not isinstance(t, dict):
-                    continue
-                nodes = [n for n in t.get("nodes") or [] if isinstance(n, dict)]
-                first = next((k for k, n in enumerate(nodes) if n.get("sampled")), len(nodes))
-                calls = [c for c in t.get("calls") or [] if isinstance(c, dict)]
-                finish = calls[-1].get("finish_reason") if calls else None
-                gens.append(
-                    Generation(
-                        prompt=[n.get("message") for n in nodes[:first]],
-                        completion=[n.get("message") for n in nodes[first:]],
-                        completion_tokens=sum(
-                            int(c.get("usage", {}).get("completion_tokens", 0) or 0)
-                            for c in calls
-                            if isinstance(c.get("usage"), dict)
-                        ),
-                        finish_reason=finish if isinstance(finish, str) else None,
-                        trains=trained,
-                    )
-                )
-                rs = t.get("rewards") or {}
-                got = [
-                    number(r.get("score")) * float(r.get("weight", 1.0))  # type: ignore[operator]
-                    for r in rs.values()
-                    if isinstance(r, dict) and number(r.get("score")) is not None
-                ]
-                if got:
-                    rewards.append(sum(got))
+            traces = [t for t in ep.get("traces") or [] if isinstance(t, dict)]
+            gens = [generation(t, trained) for t in traces]
+            rewards = [r for t in traces if (r := record_reward(t)) is not None]
             group = ep.get("group") or {}
             yield TranscriptAttempt(
                 step=step,

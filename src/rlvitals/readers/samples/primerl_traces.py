@@ -45,8 +45,19 @@ import msgspec
 
 from ...jsonio import MAX_LINE_BYTES
 from ...model import RunData
-from ...transcripts.store import Generation, TranscriptAttempt
-from .base import SETTLE_SECONDS, DumpFormat, Sample, number
+from ...transcripts.store import TranscriptAttempt
+from ._primerl_schema import (
+    TOKEN_EPISODE,
+    Info,
+    Stamp,
+    TokenNode,
+    Trace,
+    generation,
+    info_of,
+    record_reward,
+    trace_reward,
+)
+from .base import SETTLE_SECONDS, DumpFormat, Sample
 
 __all__ = ["PrimeRlStream"]
 
@@ -61,19 +72,9 @@ _ERRORS = (msgspec.DecodeError, msgspec.ValidationError, RecursionError)
 # -- what a scan needs of a line (msgspec skips the rest) ----------------------------------
 
 
-class _Stamp(msgspec.Struct, gc=False):
-    step: int | None = None
-    time: float | None = None
-
-
-class _LInfo(msgspec.Struct, gc=False):
-    kind: str | None = None
-    arrival: _Stamp | None = None
-
-
 class _LTrace(msgspec.Struct, gc=False):
     id: str = ""
-    info: _LInfo | None = None
+    info: Info | None = None
 
 
 class _LWork(msgspec.Struct, gc=False):
@@ -93,7 +94,7 @@ class _Light(msgspec.Struct, gc=False):
 
 class _UInfo(msgspec.Struct, gc=False):
     effective: bool | None = None
-    ship: _Stamp | None = None
+    ship: Stamp | None = None
 
 
 class _UBranch(msgspec.Struct, gc=False):
@@ -109,72 +110,6 @@ class _LUpdate(msgspec.Struct, gc=False):
 # -- what reading a step needs --------------------------------------------------------------
 
 
-class _Node(msgspec.Struct, gc=False):
-    parent: int | None = None
-    sampled: bool = False
-    token_ids: list[int] = []
-    mask: list[bool] = []
-    logprobs: list[float] = []
-
-
-class _Usage(msgspec.Struct, gc=False):
-    completion_tokens: int = 0
-
-
-class _Call(msgspec.Struct, gc=False):
-    finish_reason: str | None = None
-    usage: _Usage | None = None
-    error: Any = None
-
-
-class _Reward(msgspec.Struct, gc=False):
-    score: float | None = None
-    weight: float | None = 1.0
-
-
-class _Agent(msgspec.Struct, gc=False):
-    trainable: bool = True
-
-
-class _Trace(msgspec.Struct, gc=False):
-    id: str = ""
-    rewards: dict[str, _Reward | None] = {}
-    calls: list[_Call] = []
-    nodes: list[_Node] = []
-    stop_condition: str | None = None
-    agent: _Agent | None = None
-    info: _LInfo | None = None
-
-
-class _Policy(msgspec.Struct, gc=False):
-    start: int | None = None
-
-
-class _Work(msgspec.Struct, gc=False):
-    policy: _Policy | None = None
-
-
-class _Run(msgspec.Struct, gc=False):
-    work: _Work | None = None
-
-
-class _Group(msgspec.Struct, gc=False):
-    id: str = ""
-
-
-class _Error(msgspec.Struct, gc=False):
-    type: str = "Error"
-
-
-class _Episode(msgspec.Struct, gc=False):
-    id: str = ""
-    group: _Group | None = None
-    run: _Run | None = None
-    ok: bool = True
-    errors: list[_Error] = []
-    traces: list[_Trace] = []
-
-
 class _Branch(msgspec.Struct, gc=False):
     index: int = -1
     trainer_logprobs: list[float | None] | None = None
@@ -186,7 +121,6 @@ class _Update(msgspec.Struct, gc=False):
 
 _LIGHT = msgspec.json.Decoder(_Light)
 _LUPDATE = msgspec.json.Decoder(_LUpdate)
-_EPISODE = msgspec.json.Decoder(_Episode)
 _UPDATE = msgspec.json.Decoder(_Update)
 _ANY = msgspec.json.Decoder()
 
@@ -313,7 +247,7 @@ def _episode_step(ep: _Light, current: int | None) -> tuple[str, int | None]:
     return kind or "eval", step
 
 
-def _fold(nodes: list[_Node], streams: list[tuple[int, list[float | None]]]) -> dict[int, list]:
+def _fold(nodes: list[TokenNode], streams: list[tuple[int, list[float | None]]]) -> dict[int, list]:
     """Node index -> its trainer logprobs (over its sampled positions), from branch streams
     full-length over each root-to-leaf path (prime-rl ``update.py`` ``fold_trace_updates``:
     newest wins; a node takes the stream only where all its sampled positions are covered)."""
@@ -486,7 +420,9 @@ class PrimeRlStream(DumpFormat):
         ships = [st.reach[p] for p in st.notes if p in st.reach]
         return False if ships and max(ships) > step else None
 
-    def _trainer(self, t: _Trace, lines: _Lines, warn: Callable[[str], None]) -> list[float] | None:
+    def _trainer(
+        self, t: Trace[TokenNode], lines: _Lines, warn: Callable[[str], None]
+    ) -> list[float] | None:
         """The trainer's logprobs of the trace's sampled tokens, where every one has one."""
         streams: list[tuple[int, list[float | None]]] = []
         for d, n, offset in self._st.streamed.get(t.id, []) if self._st is not None else []:
@@ -543,9 +479,9 @@ class PrimeRlStream(DumpFormat):
     def _samples(
         self, step: int, lines: _Lines, index: Callable[[Path], int], warn: Callable[[str], None]
     ) -> Iterator[Sample]:
-        for p, offset, ep in self._records(step, lines, warn, _EPISODE):
-            traces = [t for t in ep.traces if t.agent is None or t.agent.trainable] or ep.traces
-            rewards = []
+        for p, offset, ep in self._records(step, lines, warn, TOKEN_EPISODE):
+            traces = ep.trainable()
+            rewards = [r for t in traces if (r := trace_reward(t)) is not None]
             tokens = 0
             truncated = False
             sampler: list[float] = []
@@ -553,13 +489,6 @@ class PrimeRlStream(DumpFormat):
             ids: list[int] = []
             when = math.nan
             for t in traces:
-                got = [
-                    r.score * (1.0 if r.weight is None else r.weight)
-                    for r in t.rewards.values()
-                    if r is not None and r.score is not None
-                ]
-                if got:
-                    rewards.append(sum(got))
                 for c in t.calls:
                     tokens += c.usage.completion_tokens if c.usage is not None else 0
                 last = next((c for c in reversed(t.calls) if c.error is None), None)
@@ -572,21 +501,18 @@ class PrimeRlStream(DumpFormat):
                         ids.extend(i for i, m in zip(node.token_ids, node.mask) if m)
                 tl = self._trainer(t, lines, warn) if trainer is not None else None
                 trainer = None if tl is None else [*(trainer or []), *tl]
-                if t.info is not None and t.info.arrival is not None and t.info.arrival.time:
-                    when = t.info.arrival.time
+                info = info_of(t.info)
+                if info is not None and info.arrival is not None and info.arrival.time:
+                    when = info.arrival.time
             shipped = [self._trained(t.id, step) for t in traces]
             trained = True if True in shipped else (False if False in shipped else None)
-            pv = None
-            if ep.run is not None and ep.run.work is not None and ep.run.work.policy is not None:
-                pv = ep.run.work.policy.start
             group = ep.group.id if ep.group is not None and ep.group.id else ep.id
-            error = f"rollout_failed/{ep.errors[-1].type}" if not ep.ok and ep.errors else None
             yield Sample(
                 step=step,
                 group=group,
                 task_id=group,
                 reward=sum(rewards) / len(rewards) if rewards else None,
-                policy_version=pv,
+                policy_version=ep.policy_version(),
                 response_tokens=tokens or len(sampler),
                 truncated=truncated,
                 trained=trained,
@@ -597,7 +523,7 @@ class PrimeRlStream(DumpFormat):
                 file=index(p),
                 offset=offset,
                 time=when,
-                error=error,
+                error=ep.error(),
             )
 
     def transcripts(
@@ -614,38 +540,10 @@ class PrimeRlStream(DumpFormat):
 def _transcript(
     step: int, i: int, ep: dict[str, Any], trained: Callable[[str, int], bool | None]
 ) -> TranscriptAttempt:
-    gens = []
-    rewards = []
-    decided: list[bool | None] = []
-    for t in ep.get("traces") or []:
-        if not isinstance(t, dict):
-            continue
-        nodes = [n for n in t.get("nodes") or [] if isinstance(n, dict)]
-        first = next((k for k, n in enumerate(nodes) if n.get("sampled")), len(nodes))
-        calls = [c for c in t.get("calls") or [] if isinstance(c, dict)]
-        finish = calls[-1].get("finish_reason") if calls else None
-        trains = trained(str(t.get("id") or ""), step)
-        decided.append(trains)
-        gens.append(
-            Generation(
-                prompt=[n.get("message") for n in nodes[:first]],
-                completion=[n.get("message") for n in nodes[first:]],
-                completion_tokens=sum(
-                    int(c["usage"].get("completion_tokens", 0) or 0)
-                    for c in calls
-                    if isinstance(c.get("usage"), dict)
-                ),
-                finish_reason=finish if isinstance(finish, str) else None,
-                trains=trains,
-            )
-        )
-        got = [
-            s * (1.0 if r.get("weight") is None else float(r["weight"]))
-            for r in (t.get("rewards") or {}).values()
-            if isinstance(r, dict) and (s := number(r.get("score"))) is not None
-        ]
-        if got:
-            rewards.append(sum(got))
+    traces = [t for t in ep.get("traces") or [] if isinstance(t, dict)]
+    decided = [trained(str(t.get("id") or ""), step) for t in traces]
+    gens = [generation(t, trains) for t, trains in zip(traces, decided)]
+    rewards = [r for t in traces if (r := record_reward(t)) is not None]
     group = ep.get("group")
     gid = group.get("id") if isinstance(group, dict) else None
     return TranscriptAttempt(
