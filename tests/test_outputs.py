@@ -158,3 +158,21 @@ def test_the_trainers_live_view_and_its_quiet_mode_tell_the_same_outputs(
     got = recorded(shown)
     assert [(a["check"], a["severity"]) for a in got] == [("nonfinite", "fail")]
     assert recorded(quiet) == got
+
+
+def test_one_finding_of_one_run_has_one_alert_id_however_the_run_was_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``watch ./runs/x`` and ``serve runs`` name one run by different paths: the alert's
+    ``Idempotency-Key`` is the same, so a receiver drops the second copy."""
+    run = tmp_path / "runs" / "x"
+    run.mkdir(parents=True)
+    (tmp_path / "link").symlink_to(tmp_path / "runs")
+    monkeypatch.chdir(tmp_path)
+    f = Finding("nonfinite", "fail", "non_finite", "NaN", metric="train/grad_norm")
+    ids = {
+        alert_for(f, run="x", source=source).id
+        for source in ("runs/x", "./runs/x", str(run), "link/x", str(tmp_path / "runs/x/"))
+    }
+    assert len(ids) == 1
+    assert alert_for(f, run="x", source="s3://bucket/x").id != ids.pop()

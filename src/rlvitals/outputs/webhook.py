@@ -24,6 +24,7 @@ import contextlib
 import hashlib
 import json
 import logging
+import os
 import re
 import ssl
 import threading
@@ -143,6 +144,15 @@ def body_for_url(url: str) -> str:
     return "slack"
 
 
+def _identity(source: str) -> str:
+    """The run's source as one string whatever way it was given: a local path made absolute
+    with its links resolved (``watch ./runs/x`` and ``serve runs`` name one run), a URL as
+    is; so a receiver can drop an alert one front end sent and another sends again."""
+    if not source or "://" in source:
+        return source
+    return os.path.realpath(source)
+
+
 def alert_for(
     finding: Finding,
     *,
@@ -157,7 +167,7 @@ def alert_for(
     """
     key = finding_key(finding)
     aid = hashlib.sha1(
-        json.dumps([source or run, *key, finding.severity]).encode("utf-8")
+        json.dumps([_identity(source) or run, *key, finding.severity]).encode("utf-8")
     ).hexdigest()[:20]
     fields = _fields(aid, finding, run, source, previous)
     return Alert(aid, BODIES[body](_lines(finding, run, previous), fields))
