@@ -350,6 +350,10 @@ def _pauses(c: Clock) -> list[Finding]:
     ]
 
 
+# 2000-01-01 in unix seconds: a step time before it is an elapsed time, not a date.
+WALL_CLOCK_FLOOR = 946_684_800.0
+
+
 @dataclass
 class Silence:
     """The time since the last step record of a running run, and what heartbeats say of it."""
@@ -365,8 +369,12 @@ class Silence:
 def _silence(ctx: Context, c: Clock) -> list[Finding]:
     """A running run's silence since its last step record, read the first way that holds:
     heartbeats stuck (stalled), within the limit (nothing), the writer's clock behind this
-    machine's (not a stall), heartbeats progressing (a slow phase), else stalled."""
+    machine's (not a stall), heartbeats progressing (a slow phase), else stalled. Step times
+    before 2000, judged at a date after it, count from the run's start (prime-rl's ``time``),
+    not the wall clock: the silence since them cannot be told, and nothing is said of it."""
     last_time = float(c.times[-1])
+    if last_time < WALL_CLOCK_FLOOR <= ctx.current_time():
+        return []
     hb_times = np.array(
         [t for t in (to_float(h.get("time")) for h in ctx.data.heartbeats) if t is not None]
     )
@@ -493,7 +501,12 @@ def _stalled(ctx: Context, c: Clock, s: Silence) -> Finding | None:
         "info" if old_file else "warn" if unknown else "fail",
         "stalled",
         f"{'stalled or ended' if unknown else 'stalled'}: no step record for {s.gap:.0f} s "
-        f"after step {int(c.steps[-1])} ({why}); a typical step takes {c.typical:.2f} s"
+        f"after step {int(c.steps[-1])} ({why}); "
+        + (
+            f"a typical step takes {c.typical:.2f} s"
+            if math.isfinite(c.typical)
+            else "one step record, so no typical step time"
+        )
         + (f" ({ctx.data.format} records no end state)" if unknown else ""),
         first_step=int(c.steps[-1]) + 1,
         metric="perf/step_seconds",
