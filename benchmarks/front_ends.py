@@ -6,7 +6,7 @@ options; every run whose verdicts differ is printed.
     python benchmarks/front_ends.py [ROOT ...]    # default: test data, dev corpus, wild corpus
 
 tests/test_front_ends_agree.py compares the runs every front end finds under every folder, and
-the verdicts on a sample; this judges all of them (a few minutes). Exit 1 when a run differs.
+the verdicts on a sample (through ``verdicts`` here); this judges all of them (a minute). Exit 1 when a run differs.
 """
 
 from __future__ import annotations
@@ -85,33 +85,38 @@ def by_watch(run: str) -> str | None:
     return w.report.verdict if w.report is not None else None
 
 
-def main() -> int:
-    from rlvitals.source import find_runs
-
-    roots = [Path(a) for a in sys.argv[1:]] or [r for r in DEFAULT_ROOTS if r.is_dir()]
-    runs = [r for root in roots for r in find_runs(root).runs]
-    start = time.perf_counter()
+def verdicts(runs: list[str]) -> tuple[list[str], dict[str, dict[str, str | None]]]:
+    """The runs ``check`` reads, and each one's verdict by every front end."""
     checked = by_check(runs)
     readable = [r for r in runs if checked.get(r) is not None]
     exported = by_export(readable)
     served = by_serve(readable)
-    differ = 0
-    for run in readable:
-        got = {
+    return readable, {
+        run: {
             "check": checked[run],
             "export": exported.get(run),
             "serve": served.get(run),
             "report": by_report(run),
             "watch": by_watch(run),
         }
-        if len(set(got.values())) != 1:
-            differ += 1
-            print(f"DIFFERS {run}: {got}")
-    unread = len(runs) - len(readable)
+        for run in readable
+    }
+
+
+def main() -> int:
+    from rlvitals.source import find_runs
+
+    roots = [Path(a) for a in sys.argv[1:]] or [r for r in DEFAULT_ROOTS if r.is_dir()]
+    runs = [r for root in roots for r in find_runs(root).runs]
+    start = time.perf_counter()
+    readable, got = verdicts(runs)
+    differ = [(run, g) for run, g in got.items() if len(set(g.values())) != 1]
+    for run, g in differ:
+        print(f"DIFFERS {run}: {g}")
     print(
-        f"{len(readable) - differ}/{len(readable)} runs given the same verdict by check, export, "
-        f"report, serve and watch ({unread} runs check could not read, "
-        f"{time.perf_counter() - start:.0f} s)"
+        f"{len(readable) - len(differ)}/{len(readable)} runs given the same verdict by check, "
+        f"export, report, serve and watch ({len(runs) - len(readable)} runs check could not "
+        f"read, {time.perf_counter() - start:.0f} s)"
     )
     return 1 if differ else 0
 

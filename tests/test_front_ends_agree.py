@@ -26,15 +26,17 @@ What is compared, and how far:
 
 from __future__ import annotations
 
-import json
 import os
+import sys
 from pathlib import Path
 
 import pytest
 
-from rlvitals.cli import build_parser, main
-
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import front_ends  # noqa: E402  (each front end's own command path, shared with the benchmark)
+
 ROOTS = [
     ROOT / "tests" / "data",
     ROOT / "benchmarks" / "corpus",
@@ -158,74 +160,12 @@ def _sample() -> list[str]:
     return out
 
 
-def _by_check(runs: list[str], capsys: pytest.CaptureFixture[str]) -> dict[str, str | None]:
-    main(["check", *runs, "--json"])
-    got = json.loads(capsys.readouterr().out)["runs"]
-    return {r["path"]: r.get("verdict") for r in got}
-
-
-def _by_export(runs: list[str], out: Path) -> dict[str, str | None]:
-    import pyarrow.parquet as pq
-
-    main(["export", *runs, "-o", str(out)])
-    rows = pq.read_table(out / "runs").to_pylist()
-    return {r["run"]: r["verdict"] for r in rows}
-
-
-def _by_report(run: str, capsys: pytest.CaptureFixture[str]) -> str | None:
-    if main(["report", run, "--json"]) != 0:
-        return None
-    (got,) = json.loads(capsys.readouterr().out)["runs"]
-    return got["report"]["verdict"] if got.get("report") else None
-
-
-def _by_serve(runs: list[str]) -> dict[str, str | None]:
-    from rlvitals.cli._options import judge_of
-    from rlvitals.views.hub import Hub
-
-    judge = judge_of(build_parser().parse_args(["serve", *runs]))
-    hub = Hub(runs, judge=judge)
-    out = {}
-    for r in hub.runs.values():
-        r.read()
-        r.judge()
-        out[str(r.path)] = r.report.verdict if r.report is not None else None
-    return out
-
-
-def _by_watch(run: str) -> str | None:
-    from rlvitals.cli._options import judge_of, open_kwargs
-    from rlvitals.views.watch import Watcher
-
-    args = build_parser().parse_args(["watch", run])
-    judge = judge_of(args)
-    w = Watcher(run, **open_kwargs(args), stall_after=judge.stall_after, judge=judge)
-    w.tick(force=True)
-    return w.report.verdict if w.report is not None else None
-
-
-def test_every_front_end_gives_each_run_the_same_verdict(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_every_front_end_gives_each_run_the_same_verdict() -> None:
     runs = _sample()
     assert len(runs) >= 25
-    checked = _by_check(runs, capsys)
-    readable = [r for r in runs if checked.get(r) is not None]
+    readable, got = front_ends.verdicts(runs)
     assert len(readable) >= 20
-    exported = _by_export(readable, tmp_path / "out")
-    served = _by_serve(readable)
-    capsys.readouterr()
-    differ = []
-    for run in readable:
-        got = {
-            "check": checked[run],
-            "export": exported.get(run),
-            "serve": served.get(run),
-            "report": _by_report(run, capsys),
-            "watch": _by_watch(run),
-        }
-        if len(set(got.values())) != 1:
-            differ.append((run, got))
+    differ = [(run, g) for run, g in got.items() if len(set(g.values())) != 1]
     assert differ == []
 
 
