@@ -47,28 +47,19 @@ from .logevents import (
     parse_timestamp,
     strip_prefix,
 )
-from .printed import brace_balance, parse_number, parse_pairs
+from .printed import brace_balance, parse_pairs
+from .tables import NUM, STEP_NAMES, UNIT, is_index_name, number, step_rank
 
 __all__ = ["MAX_EVENTS", "STEP_KEYS", "Record", "ShapeParser", "parse_timestamp"]
 
-STEP_KEYS = frozenset(
-    {
-        "step",
-        "global_step",
-        "_step",
-        "iteration",
-        "iter",
-        "train/global_step",
-        "current_steps",
-        "global_step/max_steps",  # ms-swift: '12/100'
-    }
-)
+# The names of a step key or column: the table layer's (``tables.step_rank``).
+STEP_KEYS = frozenset(STEP_NAMES)
 _STEP_OF = re.compile(r"^\s*(\d+)\s*/\s*\d+\s*$")
 
-_NUM = r"[-+]?(?:\d[\d_]*\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?|nan|inf(?:inity)?)"
+_NUM = NUM
 _WRAPPED = rf"(?:(?:np|numpy|torch|jnp)\.\w+|tensor|array|float)\((?:{_NUM})[^()]*\)"
 _VALUE = rf"(?:{_WRAPPED}|'{_NUM}'|\"{_NUM}\"|{_NUM})"
-_UNIT = r"(?:\s?(?:%|s|ms|us|min|h|GB|GiB|MB|MiB|KB|tokens?/s|tok/s|it/s|s/it|samples/s|toks?))?"
+_UNIT = UNIT
 # One ``key: value`` / ``key=value`` with a key of one token (for runs of pairs on a line).
 _PAIR = re.compile(
     rf"(?<![\w./@-])([A-Za-z_@][\w./@\[\]-]*)\s*[:=]\s*({_VALUE}){_UNIT}(?![\w.])", re.I
@@ -163,16 +154,7 @@ def clean_key(key: str) -> str:
     return " ".join(k.split())
 
 
-def _number(raw: str) -> float | None:
-    try:
-        return float(raw)  # the common case, fast
-    except ValueError:
-        pass
-    v = parse_number(raw)
-    if v is not None:
-        return v
-    m = re.match(rf"^\s*({_NUM}){_UNIT}\s*(?:\([^)]*\))?\s*$", raw.strip(), re.I)
-    return parse_number(m.group(1)) if m else None
+_number = number
 
 
 def _dict_values(text: str, *, complete: bool = True) -> dict[str, float]:
@@ -190,7 +172,7 @@ def _dict_values(text: str, *, complete: bool = True) -> dict[str, float]:
             if isinstance(v, bool) or v is None:
                 continue
             f = float(v) if isinstance(v, int | float) else _number(str(v))
-            if f is None and k in STEP_KEYS:
+            if f is None and step_rank(k) is not None:
                 m = _STEP_OF.match(str(v))
                 f = float(m.group(1)) if m else None
             if f is not None:
@@ -198,7 +180,7 @@ def _dict_values(text: str, *, complete: bool = True) -> dict[str, float]:
         return out
     for k, v in parse_pairs(body, complete=complete).items():
         f = v if isinstance(v, float) else _number(str(v))
-        if f is None and k in STEP_KEYS:
+        if f is None and step_rank(k) is not None:
             m = _STEP_OF.match(str(v))  # "step N of M"
             f = float(m.group(1)) if m else None
         if f is not None:
@@ -316,6 +298,8 @@ class ShapeParser:
         self._tb_time: float | None = None
         self._bar_total = 0
         self._bar_pos: int | None = None
+        self._bar_main: tuple[str, int] | None = None  # (description, total) of the main bar
+        self._bar_live = False  # the main bar is in progress
         self._bar_done: dict[str, int] = {}
         self._bar_open: dict[str, Record] = {}
         self._order_family: str | None = None
@@ -424,7 +408,8 @@ class ShapeParser:
         how: str = "marker",
         family: str = "",
     ) -> None:
-        for k in [k for k in values if k.lower() in STEP_KEYS or k == "Step"]:
+        named = sorted((r, k) for k in values if (r := step_rank(k)) is not None)
+        for _, k in named:  # a step key of the record (the best-named first) is its step
             v = values.pop(k)
             if step is None and v == v and float(v).is_integer() and v >= 0:
                 step, how = int(v), "marker"
@@ -591,10 +576,22 @@ class ShapeParser:
                 self._emit(values, lineno, t, step=self._bar_done[desc], how="bar")
             else:
                 self._bar_open[desc] = rec
-        elif total >= self._bar_total and self.step is None:
-            self._bar_total = total
-            self._bar_pos = n
+        elif self.step is None:
+            self._bar_position(desc, n, total)
         return True
+
+    def _bar_position(self, desc: str, n: int, total: int) -> None:
+        """Follow the main bar, whose position numbers the records printed beside it: a bar
+        in progress (the one with the most to do, where two are), never one that had ended
+        before (a dataset's ``Map: 7473/7473``, a shard loader's ``2/2``): the records after
+        such a bar are not its, and are numbered in order."""
+        key = (desc, total)
+        if key == self._bar_main:
+            self._bar_pos, self._bar_live = n, n < total
+        elif n < total and (not self._bar_live or total >= self._bar_total):
+            self._bar_main, self._bar_total, self._bar_pos, self._bar_live = key, total, n, True
+        elif not self._bar_live:
+            self._bar_pos = None
 
     # -- tables ----------------------------------------------------------------------------
 
@@ -651,10 +648,13 @@ class ShapeParser:
         return True
 
     def _step_cell(self, cells: list[str]) -> int | None:
-        for i, c in enumerate(cells):
-            if clean_key(c).lower() in STEP_KEYS or clean_key(c).lower() == "global step":
-                return i
-        return None
+        """The step column of a header (``tables.step_rank``: the best-named), else a first
+        column named like a row index (``#``, ``idx``, pandas' unnamed one) whose integers
+        are then the steps."""
+        named = sorted((r, i) for i, c in enumerate(cells) if (r := step_rank(c)) is not None)
+        if named:
+            return named[0][1]
+        return 0 if cells and is_index_name(clean_key(cells[0])) else None
 
     def _set_header(self, tab: _Table, cells: list[str]) -> None:
         tab.header = [clean_key(c) for c in cells]
@@ -679,7 +679,7 @@ class ShapeParser:
         step = None
         for i, (name, v) in enumerate(zip(tab.header, nums)):
             if i == tab.step_col:
-                if v is not None and v == v and v >= 0:
+                if v is not None and v == v and v >= 0 and float(v).is_integer():
                     step = int(v)
                 continue
             if v is not None and name:

@@ -318,6 +318,10 @@ def reading_notes(run: RunData) -> list[str]:
     if isinstance(by, dict) and by:
         parts = ", ".join(f"{n} by {how}" for how, n in sorted(by.items()))
         out.append(f"records by where their step came from: {parts}")
+    steps_from = info.get("steps_from")
+    if isinstance(steps_from, dict):
+        for where, why in sorted(steps_from.items()):
+            out.append(f"steps of {where}: {why}")
     if info.get("steps_numbered"):
         out.append(
             f"{info['steps_numbered']} step(s) numbered by the reader (in order of appearance): "
