@@ -141,6 +141,8 @@ def tables_in(obj: Any, section: tuple[str, ...] = (), depth: int = 0) -> list[T
     if all(_INT_KEY.match(str(k)) for k in obj) and all(isinstance(v, dict) for v in obj.values()):
         rows = [{"": int(k), **v} for k, v in obj.items()]
         if _numeric(rows):
+            if find_steps(list(obj.values())[:50]).how in ("name", "epoch"):
+                return [Table(section, rows)]  # the records name their steps themselves
             why = "records keyed by their step number"
             return [Table(section, rows, Steps("key", "", why=why))]
     out, used = _columns(obj, section)

@@ -88,6 +88,12 @@ _MARKER = re.compile(
     r"(?:\s*/\s*(\d+))?(?![\w.]|:\d)",
     re.I,
 )
+# A line that is a step's header (``===== Step 3/10 =====``, ``Training step 3``,
+# ``=== METRICS STEP 2 ===``) has few words besides its marker; a warning or a printed sample
+# that mentions a step (``UserWarning: ... step 3 of the generation config is ignored``) is a
+# sentence, and starts no step's block.
+_WORDS = re.compile(r"[A-Za-z]{2,}")
+_HEADER_WORDS = 4
 _MARKER_HINT = re.compile(r"step|iter|perf|rollout|epoch|update|episode|\bit\b", re.I)
 # Counters that number something other than updates when an update counter is printed too:
 # ``epoch 1 iter 20`` is update 20, ``[GRU] epoch=10 | ...`` alone is update 10.
@@ -532,6 +538,8 @@ class ShapeParser:
                 )
             }
             if not values:
+                if len(_WORDS.findall(_MARKER.sub(" ", s))) > _HEADER_WORDS:
+                    return False  # a sentence that mentions a step, not a step's header
                 self.step = step
                 self._bar_pos = None
                 self._block, self._prose = True, 0

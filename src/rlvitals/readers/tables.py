@@ -303,6 +303,7 @@ class Rows:
         self._held: list[tuple[Mapping[str, Any], str]] = []
         self._named: list[str] = []  # step-named columns seen, best first
         self._skip: set[str] = set()  # columns that are not metrics (steps, a row index)
+        self._seen: set[str] = set()  # columns looked at once
         self._n = 0  # rows numbered in order
         self._epoch: tuple[int, int, int, int] | None = None  # epoch, offset, last batch, gap
         self._warned = False
@@ -420,9 +421,15 @@ class Rows:
         values: dict[str, float | None] = {}
         labels: dict[str, str] = {}
         has_value = False
+        seen = self._seen
         for k, v in rec.items():
             if k in skip:
                 continue
+            if k not in seen:
+                seen.add(k)
+                if step_rank(k) is not None:
+                    skip.add(k)  # a step counter: bookkeeping, never a metric
+                    continue
             c = cell(v)
             if isinstance(c, float):
                 if k in _PANDAS_INDEX:
@@ -433,8 +440,6 @@ class Rows:
             elif c is None:
                 if v is None or isinstance(v, str):
                     values[k] = None  # no value here (null, an empty cell)
-            elif step_rank(k) is not None:
-                skip.add(k)
             elif self.labels and isinstance(c, str):
                 labels[k] = c[:LABEL_CHARS]
         if not has_value and (steps.how == "order" or not values):
