@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+
 from ..errors import MissingExtraError
 from ..model import RunData
 from ._format import Format, register
