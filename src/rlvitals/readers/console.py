@@ -271,7 +271,14 @@ class ConsoleReader(TextLogReader):
                 self.run.info["log_last_time"] = parser.last_time
 
     def derive(self) -> None:
-        """After each poll: records held to choose the key table are mapped now."""
+        """After each poll: records held to choose the key table are mapped now (and, when
+        a sample is read to recognise the file, the stepless records its parsers hold)."""
+        if self.sample_bytes is not None:
+            for st in self._states.values():
+                parser = st.extra.get("shapes")
+                if parser is not None:
+                    parser.settle()
+                    self._take(parser)
         if self._held:
             self._release()
 

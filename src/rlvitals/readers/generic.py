@@ -166,14 +166,14 @@ class CsvReader(JsonlMetricsReader):
             st.extra["comment"] = text.lstrip()[1:]
             return None
         comment = st.extra.pop("comment", None)
-        delim = st.extra["delim"] = _delimiter(text)
+        delim = st.extra["delim"] = _delimiter(text, st.path)
         cells = _split(text, delim)
         if comment is not None and cells is not None and not _is_header(cells):
             names = _split(comment, _delimiter(comment))
             if names is not None and _is_header(names) and len(names) == len(cells):
                 st.extra["header"] = header_keys([c.strip() for c in names], self.run)
                 return st.extra["header"]
-        if cells is None or len(cells) < 2 or not _is_header(cells):
+        if cells is None or len(cells) < _least_columns(st.path) or not _is_header(cells):
             self.run.warnings.append(
                 f"{st.path}:{lineno}: expected a header row of column names; skipped"
             )
@@ -182,17 +182,26 @@ class CsvReader(JsonlMetricsReader):
         return None
 
 
+def _least_columns(p: Path) -> int:
+    """Columns a delimited table needs: one in a file named as one (``.csv``, ``.tsv``), two
+    elsewhere (a line of one word is not a table's header in a ``.txt``)."""
+    return 1 if p.suffix.lower() in (".csv", ".tsv", ".tab") else 2
+
+
 def _is_header(cells: list[str]) -> bool:
-    """Whether a row reads as column names (at least two, most of them not numbers)."""
-    return len(cells) >= 2 and sum(type(cell(c)) is float for c in cells) * 2 <= len(cells)
+    """Whether a row reads as column names (most of them not numbers)."""
+    return bool(cells) and sum(type(cell(c)) is float for c in cells) * 2 <= len(cells)
 
 
-def _delimiter(header: str) -> str | None:
+def _delimiter(header: str, p: Path | None = None) -> str | None:
     """The separator of a delimited table, from its header row: a tab, a comma, a semicolon or
-    a bar, else None (columns aligned with spaces)."""
+    a bar; else the one its name says (one column of a ``.csv``), else None (columns aligned
+    with spaces)."""
     for d in ("\t", ",", ";", "|"):
         if d in header:
             return d
+    if p is not None:
+        return {".csv": ",", ".tsv": "\t", ".tab": "\t"}.get(p.suffix.lower())
     return None
 
 
@@ -257,13 +266,13 @@ def _delimited(p: Path, *, named: bool) -> str | None:
         comment, lines = lines[0].lstrip()[1:], lines[1:]
     if not lines:
         return None
-    delim = _delimiter(lines[0])
+    delim = _delimiter(lines[0], p)
     header = _split(lines[0], delim)
     if header is not None and comment is not None and not _is_header(header):
         named_by = _split(comment, _delimiter(comment))
         if named_by is not None and len(named_by) == len(header) and _is_header(named_by):
             header, lines = named_by, ["", *lines]  # numpy's savetxt: '# step reward'
-    if header is None or not _is_header(header):
+    if header is None or len(header) < _least_columns(p) or not _is_header(header):
         return None
     names = [c.strip() for c in header]
     if named and not any(step_rank(c) is not None for c in names):
@@ -277,6 +286,21 @@ def _delimited(p: Path, *, named: bool) -> str | None:
     return delim or "none"
 
 
+def json_lines(p: Path) -> bool:
+    """Whether ``p`` (a ``.json``) holds JSON Lines: one object per line, not one document."""
+    text = head(p, 64 << 10).lstrip()
+    if not text.startswith("{"):
+        return False
+    lines = [t for t in text.split("\n") if t.strip()]
+    if len(lines) < 2 or not lines[1].lstrip().startswith("{"):
+        return False
+    try:
+        first, _ = decode_json(lines[0])
+    except ValueError:
+        return False
+    return isinstance(first, dict)
+
+
 def sniff_glob(path: Path, glob: str, test: Any) -> bool:
     if path.is_file():
         return path.name.endswith(glob[1:]) and test(path)
@@ -287,8 +311,6 @@ def _sniff_jsonl(path: Path) -> bool:
     if path.is_file():
         if path.suffix in (".jsonl", ".ndjson"):
             return _jsonl_table(path, named=False)
-        from .jsontables import json_lines
-
         return path.suffix == ".json" and json_lines(path) and _jsonl_table(path, named=False)
     return path.is_dir() and any(
         _jsonl_table(p, named=True)

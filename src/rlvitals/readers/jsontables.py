@@ -34,7 +34,7 @@ from .mapping import Mapper, Rule
 from .tables import Rows, Steps, cell, find_steps, step_rank
 from .textlog import head
 
-__all__ = ["JsonTableReader", "json_lines", "tables_in"]
+__all__ = ["JsonTableReader", "tables_in"]
 
 MAX_BYTES = 256 << 20  # a JSON document read whole, at most
 SNIFF_BYTES = 64 << 20  # parsed whole to see whether it holds a table, at most
@@ -192,21 +192,6 @@ def document(p: Path) -> tuple[str, Any]:
     except OSError as exc:
         return "bad", f"cannot read ({exc.strerror or exc})"
     return _document(str(p), st.st_size, st.st_mtime_ns)
-
-
-def json_lines(p: Path) -> bool:
-    """Whether ``p`` (a ``.json``) holds JSON Lines: one object per line, not one document."""
-    text = head(p, 64 << 10).lstrip()
-    if not text.startswith("{"):
-        return False
-    lines = [t for t in text.split("\n") if t.strip()]
-    if len(lines) < 2 or not lines[1].lstrip().startswith("{"):
-        return False
-    try:
-        first, _ = decode_json(lines[0])
-    except ValueError:
-        return False
-    return isinstance(first, dict)
 
 
 _HEAD_TABLE = re.compile(

@@ -32,45 +32,25 @@ from dataclasses import dataclass
 from typing import Any
 
 from .base import flatten, valid_step
-from .printed import parse_number
+from .printed import number, parse_number
 
 __all__ = [
     "ABSENT",
     "HOLD",
-    "NUM",
-    "UNIT",
     "Rows",
     "Steps",
     "cell",
     "find_steps",
     "is_index_name",
-    "number",
     "step_rank",
     "step_value",
 ]
 
 # -- cells --------------------------------------------------------------------------------
 
-NUM = r"[-+]?(?:\d[\d_]*\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?|nan|inf(?:inity)?)"
-UNIT = r"(?:\s?(?:%|s|ms|us|min|h|GB|GiB|MB|MiB|KB|tokens?/s|tok/s|it/s|s/it|samples/s|toks?))?"
-_WITH_UNIT = re.compile(rf"^\s*({NUM}){UNIT}\s*(?:\([^)]*\))?\s*$", re.I)
 # Text that means "no value here": what pandas, R, SQL and hand-written tables write for one.
 ABSENT = frozenset({"", "null", "none", "na", "n/a", "<na>", "nil", "-", "--", "\u2014", "nat"})
 LABEL_CHARS = 500  # a text cell kept as a label is cut to this
-
-
-def number(text: str) -> float | None:
-    """A printed number: ``0.25``, ``'0.25'``, ``np.float64(0.25)``, ``nan``, ``85%``,
-    ``12.3s``, ``4.1 GB``; None for anything else."""
-    try:
-        return float(text)  # the common case, fast
-    except ValueError:
-        pass
-    v = parse_number(text)
-    if v is not None:
-        return v
-    m = _WITH_UNIT.match(text)
-    return parse_number(m.group(1)) if m else None
 
 
 def cell(v: Any) -> float | str | None:
@@ -258,20 +238,20 @@ def find_steps(rows: Sequence[Mapping[str, Any]], names: Sequence[str] | None = 
         if not (i == 0 or is_index_name(k)) or _COUNTER.search(_norm(k)):
             continue
         values = _integers(rows, k)
-        if (
-            values is not None
-            and len(values) == len(rows)
-            and len(values) >= 2
-            and values[0] < _FIRST_MAX
-            and all(b >= a for a, b in itertools.pairwise(values))
-            and len(set(values)) * 2 >= len(values)
-            and len(set(values)) >= 2
-        ):
-            return Steps(
-                "content",
-                k,
-                why=f"step column {k!r}: chosen by its content (integers that never decrease)",
+        if values is None or len(values) != len(rows) or len(values) < 2:
+            continue
+        gaps = [b - a for a, b in itertools.pairwise(values)]
+        if values[0] >= _FIRST_MAX or min(gaps) < 0 or max(gaps) == 0:
+            continue
+        # Named like an index: integers that never decrease. The first column of another
+        # name (a metric of integers may go up by chance): steps at a constant cadence.
+        if is_index_name(k) or (len(values) >= 3 and len(set(gaps)) == 1):
+            why = (
+                f"step column {k!r}: chosen by its content (integers that never decrease"
+                + ("" if is_index_name(k) else ", at a constant cadence")
+                + ")"
             )
+            return Steps("content", k, why=why)
     return Steps("order", why="no step column: records numbered in order from 1")
 
 
@@ -420,7 +400,6 @@ class Rows:
                 skip.add(k)
         values: dict[str, float | None] = {}
         labels: dict[str, str] = {}
-        has_value = False
         seen = self._seen
         for k, v in rec.items():
             if k in skip:
@@ -436,14 +415,13 @@ class Rows:
                     skip.add(k)  # a row index pandas wrote: never a metric
                     continue
                 values[k] = c
-                has_value = True
             elif c is None:
                 if v is None or isinstance(v, str):
                     values[k] = None  # no value here (null, an empty cell)
             elif self.labels and isinstance(c, str):
                 labels[k] = c[:LABEL_CHARS]
-        if not has_value and (steps.how == "order" or not values):
-            return  # a row of text only: not a record
+        if not values:
+            return  # a row of text only: not a record (a row of empty cells still is one)
         if labels:
             self.run.info.setdefault("labels", {}).update(labels)
         if steps.how == "order":
