@@ -194,9 +194,11 @@ def document(p: Path) -> tuple[str, Any]:
     return _document(str(p), st.st_size, st.st_mtime_ns)
 
 
-_HEAD_TABLE = re.compile(
-    r'"(?:step|global_step|_step|iteration|iter|training_step|update|epoch)"\s*:\s*(?:\[|\d)'
-)
+# A folder's JSON file is taken for a table by its head: a list whose first record has a
+# step-named key, or an object with a step-named list (the whole file is parsed when read).
+_STEP_NAME = r'"(?:step|global_step|_step|iteration|iter|training_step|update|epoch)"'
+_HEAD_LIST = re.compile(r"^\[\s*\{[^{}]*?" + _STEP_NAME + r"\s*:\s*\d")
+_HEAD_LISTS = re.compile(r"^\{[\s\S]*?" + _STEP_NAME + r"\s*:\s*\[")
 
 
 def holds_table(p: Path, *, whole: bool) -> bool:
@@ -208,10 +210,10 @@ def holds_table(p: Path, *, whole: bool) -> bool:
     if re.match(r'\{[\s\S]*?"log_history"\s*:\s*\[', text):
         return False  # a trainer state: TRL's
     if not whole:
-        return bool(_HEAD_TABLE.search(text))
+        return bool(_HEAD_LIST.match(text) or _HEAD_LISTS.match(text))
     try:
         if os.path.getsize(p) > SNIFF_BYTES:
-            return bool(_HEAD_TABLE.search(text))
+            return bool(_HEAD_LIST.match(text) or _HEAD_LISTS.match(text))
     except OSError:
         return False
     kind, value = document(p)

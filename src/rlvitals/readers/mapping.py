@@ -172,6 +172,8 @@ class Mapper:
         if never:
             for key in [k for k in never if k in record]:
                 never.remove(key)
+            if not never:
+                del run.info["never_measured"]
         chosen: dict[str, tuple[int, float, str]] = {}
         best_of = self._best.get
         for key, value in record.items():
