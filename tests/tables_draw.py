@@ -276,8 +276,9 @@ def _text(v: Any, *, quoted: bool = False) -> str:
 
 def _lines(path: Path, lines: list[str], shape: Shape, rng: random.Random) -> None:
     out: list[str] = []
+    stepless = shape.step == "none"
     if shape.noise and shape.layout != "jsonl":
-        out += _noise(rng, shape.noise, 3, shape.layout)
+        out += _noise(rng, shape.noise, 3, shape.layout, stepless=stepless)
     for i, line in enumerate(lines):
         if (
             shape.noise
@@ -285,7 +286,7 @@ def _lines(path: Path, lines: list[str], shape: Shape, rng: random.Random) -> No
             and i
             and rng.random() < 0.3
         ):
-            out += _noise(rng, shape.noise, 1, shape.layout)
+            out += _noise(rng, shape.noise, 1, shape.layout, stepless=stepless)
         out.append(line)
     if shape.noise and shape.layout != "jsonl":
         out += _noise(rng, ("warnings",), 1, shape.layout)
@@ -501,12 +502,17 @@ _CONFIGS = {
 }
 
 
-def _noise(rng: random.Random, kinds: tuple[str, ...], n: int, layout: str) -> list[str]:
+def _noise(
+    rng: random.Random, kinds: tuple[str, ...], n: int, layout: str, *, stepless: bool = False
+) -> list[str]:
     out = []
+    # A bar in progress printed beside records without a step numbers them (its position is
+    # their step, as tqdm's training bar gives it): beside those, only bars that have ended.
+    bars = _BARS[:3] if stepless else _BARS
     for _ in range(n):
         kind = rng.choice(kinds)
         if kind == "bars":
-            out.append(rng.choice(_BARS).format(n=rng.choice((1, 2, 4))))
+            out.append(rng.choice(bars).format(n=rng.choice((1, 2, 4))))
         elif kind == "warnings":
             out.append(rng.choice(_WARNINGS))
         elif kind == "samples":

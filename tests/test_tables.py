@@ -128,8 +128,11 @@ def test_a_trl_console_of_40_quoted_dicts_among_finished_bars_is_numbered_in_ord
     tmp_path: Path, first: str
 ) -> None:
     # Shards loaded (bars 1/1, 2/2, 4/4), a dataset mapped (7473/7473), the training bar to
-    # 200/200 and 40 logged dicts with quoted values: no bar that ended before a record
-    # numbers it (the old reading gave steps 1, 2, 4, 200, 7473).
+    # 200/200 and 40 logged dicts with quoted values, each drawn over the training bar at its
+    # step (transformers' ProgressCallback updates the bar, then writes the logs): no bar
+    # that ended before a record numbers it (the old reading gave steps 1, 2, 4, 200, 7473).
+    # The dicts are numbered in order (1..40), or by the training bar under each (5..200,
+    # the global steps); never by another bar.
     reward, _ = _curve(2)
     lines = ["INFO 12-07 10:00:00 [__init__.py:239] Automatically detected platform cuda."]
     lines += [_bar("Loading checkpoint shards", n, n) for n in (1, 2, 4)]
@@ -139,7 +142,7 @@ def test_a_trl_console_of_40_quoted_dicts_among_finished_bars_is_numbered_in_ord
         step = 5 * (i + 1)
         lines.append(
             "\r"
-            + _bar("", step - 1, 200)
+            + _bar("", step, 200)
             + "\r"
             + " " * 40
             + "\r"
@@ -159,10 +162,10 @@ def test_a_trl_console_of_40_quoted_dicts_among_finished_bars_is_numbered_in_ord
     p = tmp_path / "train.log"
     p.write_text("\n".join(lines) + "\n")
     run = read(p)
-    assert [int(s) for s in run.series("reward/mean").steps] == list(range(1, N + 1))
-    want = {i + 1: float(f"{r:.4g}") for i, r in enumerate(reward)}
+    steps = [int(s) for s in run.series("reward/mean").steps]
+    assert steps in (list(range(1, N + 1)), list(range(5, 5 * N + 1, 5))), steps
+    want = {s: float(f"{r:.4g}") for s, r in zip(steps, reward)}
     assert _at(run, "reward/mean") == want
-    assert 7473 not in run.steps() and 200 not in run.steps()
 
 
 def test_trl_console_values_written_as_quoted_strings(tmp_path: Path) -> None:

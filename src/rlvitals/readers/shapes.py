@@ -580,7 +580,8 @@ class ShapeParser(TableLines):
 
     def _number(self, values: dict[str, float], lineno: int, t: float | None, fam: str) -> None:
         if fam == self._order_family or self.last_step is None:
-            self._order_n += 1
+            # in order from 1, on after a record a bar placed (steps never go back)
+            self._order_n = max(self._order_n, self.last_step or 0) + 1
             step = self._order_n
         else:
             step = self.last_step  # another kind of line of the same record

@@ -284,6 +284,7 @@ class Rows:
         self._named: list[str] = []  # step-named columns seen, best first
         self._skip: set[str] = set()  # columns that are not metrics (steps, a row index)
         self._seen: set[str] = set()  # columns looked at once
+        self._looked: set[str] = set()  # columns looked at for a step's name
         self._n = 0  # rows numbered in order
         self._epoch: tuple[int, int, int, int] | None = None  # epoch, offset, last batch, gap
         self._warned = False
@@ -356,7 +357,11 @@ class Rows:
 
     def _step_columns(self, rec: Mapping[str, Any]) -> list[str]:
         """The step-named columns of ``rec``, best first (the chosen one first)."""
-        new = [k for k in rec if k not in self._skip and step_rank(k) is not None]
+        fresh = [k for k in rec if k not in self._looked]
+        if not fresh:
+            return [k for k in self._named if k in rec]
+        self._looked.update(fresh)
+        new = [k for k in fresh if step_rank(k) is not None]
         if new:
             self._skip.update(new)
             self._named = sorted({*self._named, *new}, key=lambda k: (step_rank(k) or 0, k))

@@ -27,7 +27,7 @@ from ._format import Format, register
 from .base import FileState, decode_json, open_binary, valid_step
 from .mapping import Mapper, MappingTable, Rule, synonym
 from .printed import brace_balance, parse_pairs
-from .tables import Rows, Steps
+from .tables import Rows, Steps, step_rank, step_value
 from .textlog import TextLogReader, head, sniff_files
 
 __all__ = ["TRL", "TrlConsoleReader", "TrlStateReader"]
@@ -204,6 +204,8 @@ class TrlConsoleReader(TextLogReader):
 
     def feed(self, st: FileState, text: str, p: Path, lineno: int) -> None:
         m = DICT_START.search(text)
+        if m and brace_balance(text[: m.start()]) > 0:
+            m = None  # a dict inside another ({"config": {"learning_rate": ...}}): not a record
         if m:
             self.start_dict(st, -1, text[m.start() :], p, lineno)
         else:
@@ -229,13 +231,13 @@ class TrlConsoleReader(TextLogReader):
         if any(k in values for k in _SUMMARY_KEYS):
             self.run.info.setdefault("summary", {}).update(values)
             return
-        gs = values.pop("global_step/max_steps", None)
+        # A step key of the dict (the table layer's names: ms-swift's global_step/max_steps
+        # '12/100', a loop's own 'step'), the best-named first; never a metric.
         step = None
-        if isinstance(gs, str) and "/" in gs:
-            try:
-                step = int(gs.split("/")[0])
-            except ValueError:
-                step = None
+        for _, k in sorted((r, k) for k in values if (r := step_rank(k)) is not None):
+            s = step_value(values.pop(k))
+            if step is None and s is not None and s >= 0:
+                step = s
         if step is None:
             step = self._count + 1
             # numbered by the reader (records in order), not printed by the file
