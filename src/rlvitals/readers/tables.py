@@ -124,8 +124,9 @@ BATCH_NAMES = frozenset(
 )
 # Column names a row index goes by (pandas' unnamed index, ``index``, ``#``, ``idx``).
 INDEX_NAMES = frozenset({"", "index", "idx", "#", "no", "n", "i", "row", "unnamed:_0", "level_0"})
-# The names pandas gives the row index it writes (``to_csv``, ``reset_index``).
-_PANDAS_INDEX = frozenset({"", "index", "Unnamed: 0", "level_0"})
+# The names pandas gives the row index it writes (``to_csv``: unnamed, ``Unnamed: 0`` once a
+# CSV read back with its index is written again; ``reset_index``: ``index``, ``level_0``).
+_PANDAS_INDEX = re.compile(r"|index|level_0|Unnamed: \d+")
 # A counter of something other than updates: never the step by its content.
 _COUNTER = re.compile(
     r"token|sample|example|flop|time|second|sec\b|_s$|ms$|byte|mem|episode|count|total|num_"
@@ -416,7 +417,7 @@ class Rows:
                     continue
             c = cell(v)
             if isinstance(c, float):
-                if k in _PANDAS_INDEX:
+                if _PANDAS_INDEX.fullmatch(k):
                     skip.add(k)  # a row index pandas wrote: never a metric
                     continue
                 values[k] = c
