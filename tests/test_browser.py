@@ -44,7 +44,7 @@ FLAGS = [
 ]
 
 
-# How a page shows HOSTILE: its markup as plain text, U+2028 as a visible escape (views/safe).
+# How a page shows HOSTILE: its markup as plain text, U+2028 as a visible escape (safe.py).
 SHOWN = HOSTILE.replace("\u2028", "\\u2028")
 
 

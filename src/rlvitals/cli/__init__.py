@@ -40,7 +40,7 @@ EXIT_OK, EXIT_USAGE = 0, 2
 def show_read_warnings(data: RunData, shown: int = 20) -> None:
     """A read run's notes and warnings on stderr (file and line each): the first ``shown``
     warnings and a count of the rest."""
-    from ..views.safe import line
+    from ..safe import line
 
     for n in data.notes:
         print(f"note: {n}", file=sys.stderr)
@@ -72,7 +72,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except RlvitalsError as exc:
-        from ..views.safe import line
+        from ..safe import line
 
         print(f"rlvitals {args.command}: error: {line(exc)}", file=sys.stderr)
         return EXIT_USAGE

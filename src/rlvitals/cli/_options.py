@@ -211,7 +211,7 @@ def add_judge_args(
 def show_judging_warnings(data: RunData, report: Report) -> None:
     """What judging found wrong with the run's files (``Report.warnings``) on stderr, each line
     the reader did not already say."""
-    from ..views.safe import line
+    from ..safe import line
 
     for w in report.warnings:
         if w not in data.warnings:

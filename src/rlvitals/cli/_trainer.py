@@ -9,10 +9,10 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from .. import safe
 from ..errors import MissingExtraError, RlvitalsError
 from ..jsonio import dumps
 from ..source import Source
-from ..views import safe
 from ._options import add_judge_args, add_output_args, judge_of, outputs_of
 
 DEFAULT_PORT = 8765

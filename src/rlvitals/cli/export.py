@@ -58,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
         source=source_of(args, ""),
         judge=judge_of(args),
     )
-    from ..views import safe
+    from .. import safe
 
     bad = [r for r in rows if r.get("error")]
     for r in bad:

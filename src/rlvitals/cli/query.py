@@ -35,10 +35,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from .. import safe
     from ..fleet import query
     from ..fleet.tables import is_export
     from ..jsonio import dumps
-    from ..views import safe
     from ..views.fleet import render_query
 
     if len(args.items) < 2:

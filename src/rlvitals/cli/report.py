@@ -70,13 +70,13 @@ def run(args: argparse.Namespace) -> int:
         runs.append((data, report))
     shading = baseline_ranges(baseline, args.baseline) if baseline else None
     if args.json:
-        from ..views.safe import json_for_terminal
+        from ..safe import json_for_terminal
 
         sys.stdout.write(json_for_terminal(dumps(report_payload(runs, baseline=shading))) + "\n")
         return 0
     html = render_report(runs, baseline=shading, title=args.title)
     write_report(args.output, html)
-    from ..views import safe
+    from .. import safe
 
     worst = [f"{r.info.get('name') or r.source}: {r.verdict} ({r.worst})" for _, r in runs]
     shown = "; ".join(worst[:5]) + (f"; and {len(worst) - 5} more" if len(worst) > 5 else "")

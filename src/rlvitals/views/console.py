@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import IO, TYPE_CHECKING, Any
 
+from .. import safe
 from ..outputs import Output
-from . import safe
 
 if TYPE_CHECKING:
     from rich.console import Console

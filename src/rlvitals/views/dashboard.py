@@ -36,10 +36,10 @@ from ..checks.base import VERDICTS, Report
 from ..errors import ReadError
 from ..jsonio import clean
 from ..model import RunData
+from ..safe import json_for_html
+from ..safe import line as safe_line
 from ..schema import is_canonical, plot_members
 from ..source import transcript_store
-from .safe import json_for_html
-from .safe import line as safe_line
 
 __all__ = [
     "PLOTS",

@@ -58,7 +58,7 @@ def formats_json(names: list[str] | None = None) -> str:
 
 
 def _md_escape(text: str) -> str:
-    from .safe import markdown_cell
+    from ..safe import markdown_cell
 
     return markdown_cell(text)
 
@@ -342,7 +342,7 @@ def reading_notes(run: RunData) -> list[str]:
 
 def explain_json(run: RunData) -> str:
     """``explain_data`` as JSON."""
-    from . import safe
+    from .. import safe
 
     return safe.json_for_terminal(dumps(explain_data(run), indent=2))
 
@@ -353,7 +353,7 @@ def explain_text(run: RunData, *, file: IO[str], width: int = 120) -> None:
     from rich.markup import escape as _escape
     from rich.table import Table
 
-    from . import safe
+    from .. import safe
 
     def escape(text: Any) -> str:  # untrusted (a run's path, its keys): one safe line
         return _escape(safe.line(text))

@@ -31,6 +31,7 @@ from ..follow import Fleet, Follower, Update
 from ..judge import Judge
 from ..model import RunData
 from ..outputs import Output
+from ..safe import json_for_html, unsurrogate
 from .dashboard import (
     dashboard_metrics,
     flagged_ids,
@@ -41,7 +42,6 @@ from .dashboard import (
     transcript_steps,
 )
 from .prometheus import prometheus_text
-from .safe import json_for_html, unsurrogate
 
 __all__ = ["Hub", "Publisher"]
 

@@ -23,9 +23,9 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
+from .. import safe
 from ..outputs import Output
 from ..schema import label
-from . import safe
 
 # The reward the live view and the summary follow: every graded attempt's. The trained
 # groups' (reward/mean) leaves out the groups every attempt solved, so it stays near the middle

@@ -14,8 +14,8 @@ from typing import Any
 
 from ..checks.base import SEVERITIES, Report
 from ..model import RunData
+from ..safe import fs_text
 from ..schema import is_canonical
-from .safe import fs_text
 
 __all__ = ["prometheus_text"]
 

@@ -53,9 +53,9 @@ try:
 except ImportError as exc:  # pragma: no cover - tested in a subprocess
     raise MissingExtraError("serve", "the live dashboard (rlvitals serve)") from exc
 
+from ..safe import unsurrogate
 from .dashboard import csp_header, page_html
 from .hub import _ID_OK, Hub, _encode
-from .safe import unsurrogate
 
 __all__ = ["Hub", "make_server", "serve", "serve_in_background"]
 

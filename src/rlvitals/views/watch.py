@@ -19,13 +19,13 @@ from typing import IO, Any
 
 import numpy as np
 
+from .. import safe
 from ..checks.base import VERDICTS, Finding, Report, severity_rank
 from ..follow import Fleet, Update, ended, run_status
 from ..jsonio import dumps
 from ..model import RunData
 from ..outputs import Output
 from ..schema import key_metrics
-from . import safe
 from .series import fmt_value
 
 __all__ = ["KEY_METRICS", "TerminalOutput", "Watcher", "watch"]
