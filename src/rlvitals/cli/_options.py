@@ -13,15 +13,19 @@ Judging options (``add_judge_args``; check, report, export, watch, serve, demo, 
 ``--baseline``, ``--set``, ``--rules``, ``--stall-after`` and ``--only``, turned into one
 ``rlvitals.judge.Judge`` by ``judge_of``.
 
-Output options (where a command's results go: webhooks, the terminal, the live page) have
-their own section at the end of this module.
+Output options (``add_output_args``; watch, serve, demo, train: where a followed run's news
+goes, ``--webhook``, ``--to``, ``--alert-on``) become the ``Output`` objects ``outputs_of``
+builds; the pace of a command's loop (``watch --interval``, ``serve --poll``) its
+``rlvitals.follow.Throttle`` (``throttle_of``). Each object is built here once and handed down
+whole.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..checks.base import Report
 from ..checks.context import Thresholds
@@ -32,6 +36,7 @@ from ..readers.keys import require_metrics
 from ..source import Source
 
 if TYPE_CHECKING:
+    from ..follow import Throttle
     from ..outputs import Output
 
 __all__ = [
@@ -40,13 +45,13 @@ __all__ = [
     "add_source_args",
     "judge_of",
     "one_run_of",
-    "open_kwargs",
     "outputs_of",
     "overrides",
     "read_source",
     "runs_of",
     "show_judging_warnings",
     "source_of",
+    "throttle_of",
 ]
 
 
@@ -102,16 +107,6 @@ def source_of(args: argparse.Namespace, path: str) -> Source:
         samples=getattr(args, "samples", None),
         run=getattr(args, "store_run", None),
     )
-
-
-def open_kwargs(args: argparse.Namespace) -> dict[str, Any]:
-    """``source_format``, ``mapping`` and ``run`` from parsed arguments, for readers and
-    views (``--samples`` is ``args.samples``)."""
-    return {
-        "source_format": getattr(args, "source_format", None),
-        "mapping": getattr(args, "mapping", None),
-        "run": getattr(args, "store_run", None),
-    }
 
 
 def runs_of(paths: list[str]) -> list[str]:
@@ -295,3 +290,9 @@ def outputs_of(args: argparse.Namespace) -> list[Output]:
             out.close(0)
         raise
     return built
+
+
+def throttle_of(args: argparse.Namespace, base: Throttle) -> Throttle:
+    """``base`` (the pace of the command's follow stage) with the command's poll interval
+    (``watch --interval``, ``serve --poll``: ``args.poll_s``)."""
+    return dataclasses.replace(base, poll_s=args.poll_s)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
+import threading
 import time
 import warnings
 from pathlib import Path
@@ -68,12 +70,14 @@ def run_trainer(config: Any, args: argparse.Namespace, *, steps: int) -> Path:
     started = time.perf_counter()  # before torch loads: the wall time a user waits
     judge = judge_of(args)  # a bad --set, --baseline or --rules: one line now, before training
     train = load_trainer()
-    from ..views.live import LiveView, RunTally, TrainFollow, summary
+    from ..follow.train import TrainFollow, shown_by
+    from ..outputs.console import LiveView
+    from ..views.live import RunTally, summary
 
     stall = getattr(args, "stall_seconds", 20.0)
     args._stop_serving = None
     if getattr(args, "serve", False):
-        from ..views.server import serve_in_background
+        from ..follow.hub import serve_in_background
 
         output = config["output"] if isinstance(config, dict) else config.output
         out_dir = Path(output["output_dir"] if isinstance(output, dict) else output.output_dir)
@@ -96,7 +100,7 @@ def run_trainer(config: Any, args: argparse.Namespace, *, steps: int) -> Path:
         outputs = outputs_of(args)  # --webhook, --to: judged live, told as it trains
         if quiet:
             tally = RunTally(steps, started=started)
-            follow = TrainFollow(outputs, min_alert=args.alert_on) if outputs else None
+            follow = TrainFollow(judge, outputs, min_alert=args.alert_on) if outputs else None
 
             def on_event(kind: str, data: Any) -> None:
                 tally.event(kind, data)
@@ -108,9 +112,15 @@ def run_trainer(config: Any, args: argparse.Namespace, *, steps: int) -> Path:
             finally:
                 lost = follow.close() if follow is not None else 0
         else:
-            with LiveView(steps, started=started, outputs=outputs, min_alert=args.alert_on) as view:
-                run_dir = train(config, fault=args.fault, stall_seconds=stall, on_event=view.event)
-            tally, lost = view.tally, view.lost
+            view = LiveView(steps, started=started)
+            shown = TrainFollow(judge, [view, *outputs], min_alert=args.alert_on)
+            try:
+                with view:
+                    shows = shown_by(view, shown)
+                    run_dir = train(config, fault=args.fault, stall_seconds=stall, on_event=shows)
+            finally:
+                lost = shown.close(10.0)
+            tally = view.tally
             view.console.print()
         if lost:
             print(f"warning: {lost} alert(s) not delivered", file=sys.stderr)
@@ -169,14 +179,8 @@ def after_run(run_dir: Path, args: argparse.Namespace) -> int:
                 file=sys.stderr,
                 flush=True,
             )
-            try:
-                if linger is None:
-                    while True:
-                        time.sleep(3600)
-                else:
-                    time.sleep(linger)
-            except KeyboardInterrupt:
-                pass
+            with contextlib.suppress(KeyboardInterrupt):
+                threading.Event().wait(linger)  # None: until Ctrl-C
     finally:
         if stop is not None:
             stop()
