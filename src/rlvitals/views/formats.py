@@ -178,6 +178,16 @@ _MD_END = [
     "rlvitals' own; a reader that cannot be imported is left out, and a path no format",
     "reads names it in its error.",
     "",
+    "The same `Format` tells the one discovery (`check DIR`, `serve DIR`, `watch`,",
+    '`export`) what it needs, as rlvitals\' own readers do: `markers=("run.pts",)` (names,',
+    "glob patterns allowed, whose presence makes a folder one run of this format),",
+    "`marks=fn` (`fn(folder, names) -> bool`, for a layout a name cannot say),",
+    '`sample_dirs=("samples",)` (folder names, regular expressions, beside its log that hold',
+    'its samples, never runs of their own), `suffixes=(".pts",)` (file suffixes worth',
+    "sniffing) and `passes_over=fn` (`fn(names)`: the names in a folder that are never runs).",
+    "A sample-dump format (a `readers.samples.base.DumpFormat`) registers with",
+    "`register_dump(cls)` and is looked for beside every log.",
+    "",
 ]
 
 
