@@ -25,19 +25,19 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from ..checks.base import Report
-from ..checks.context import Thresholds
 from ..errors import UsageError
-from ..judge import Judge
-from ..model import RunData
-from ..readers.keys import require_metrics
-from ..source import Source
 
 if TYPE_CHECKING:
+    from ..checks.base import Report
+    from ..checks.context import Thresholds
     from ..follow import Throttle
+    from ..judge import Judge
+    from ..model import RunData
     from ..outputs import Output
+    from ..source import Source
 
 __all__ = [
     "add_judge_args",
@@ -100,6 +100,8 @@ def add_source_args(
 
 def source_of(args: argparse.Namespace, path: str) -> Source:
     """The ``Source`` of ``path`` read with the command's source options."""
+    from ..source import Source
+
     return Source(
         path,
         format=getattr(args, "source_format", None),
@@ -145,6 +147,7 @@ def read_source(
 ) -> RunData:
     """Read ``path`` with the command's source options; notes and warnings go to stderr (the
     first ``shown`` warnings and a count of the rest)."""
+    from ..readers.keys import require_metrics
     from . import show_read_warnings
 
     data = source_of(args, path).read()
@@ -169,8 +172,6 @@ def add_judge_args(
     """Add ``--baseline FILE``, ``--set NAME=VALUE``, ``--rules FILE``, ``--stall-after
     SECONDS`` and ``--only CHECK`` to ``p`` (``baseline`` and ``stall_after``: the command's
     own help for those two)."""
-    from ..checks.verdict import CHECK_ORDER
-
     p.add_argument("--baseline", metavar="FILE", help=baseline or _JUDGE_HELP["baseline"])
     p.add_argument(
         "--set",
@@ -196,11 +197,28 @@ def add_judge_args(
     p.add_argument(
         "--only",
         action="append",
-        choices=CHECK_ORDER,
+        choices=_CheckNames(),
         default=None,
         metavar="CHECK",
         help="run only this check (repeatable)",
     )
+
+
+class _CheckNames:
+    """The checks' names, the choices of ``--only``: read when a value is checked, so declaring
+    the option loads no check."""
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._names()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names())
+
+    @staticmethod
+    def _names() -> list[str]:
+        from ..checks.verdict import CHECK_ORDER
+
+        return list(CHECK_ORDER)
 
 
 def show_judging_warnings(data: RunData, report: Report) -> None:
@@ -215,6 +233,8 @@ def show_judging_warnings(data: RunData, report: Report) -> None:
 
 def overrides(pairs: list[str]) -> Thresholds:
     """The thresholds with ``--set NAME=VALUE`` overrides, each checked."""
+    from ..checks.context import Thresholds
+
     parsed = {}
     for pair in pairs:
         name, sep, value = pair.partition("=")
@@ -229,6 +249,7 @@ def judge_of(args: argparse.Namespace, *, check_rules: bool = True) -> Judge:
     error line at the start, not a warning on every judgement): the thresholds, the baseline
     file and, with ``check_rules``, the rules file."""
     from ..baseline import load as load_baseline
+    from ..judge import Judge
 
     rules = getattr(args, "rules", None)
     if rules and check_rules:

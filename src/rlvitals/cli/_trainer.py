@@ -13,8 +13,6 @@ from typing import Any
 
 from .. import safe
 from ..errors import MissingExtraError, RlvitalsError
-from ..jsonio import dumps
-from ..source import Source
 from ._options import add_judge_args, add_output_args, judge_of, outputs_of
 
 DEFAULT_PORT = 8765
@@ -56,6 +54,9 @@ def add_run_options(p: argparse.ArgumentParser, *, lists_faults: bool = False) -
 
 def load_trainer() -> Any:
     """``grpo.loop.train``, or one error line naming the extra when torch is missing."""
+    from ..grpo import sleeping_threads
+
+    sleeping_threads()  # before torch loads
     try:
         from ..grpo.loop import train
     except ImportError as exc:
@@ -67,6 +68,9 @@ def load_trainer() -> Any:
 
 def run_trainer(config: Any, args: argparse.Namespace, *, steps: int) -> Path:
     """Run the reference trainer on ``config`` with a live view unless quiet; the run dir."""
+    from ..jsonio import dumps
+    from ..source import Source
+
     started = time.perf_counter()  # before torch loads: the wall time a user waits
     judge = judge_of(args)  # a bad --set, --baseline or --rules: one line now, before training
     train = load_trainer()
@@ -156,6 +160,8 @@ def run_trainer(config: Any, args: argparse.Namespace, *, steps: int) -> Path:
 def after_run(run_dir: Path, args: argparse.Namespace) -> int:
     """What follows a run: judge it with the checks, and with ``--serve`` keep the dashboard
     up (for ``--linger`` seconds, else until Ctrl-C)."""
+    from ..source import Source
+
     stop = getattr(args, "_stop_serving", None)
     try:
         if not (args.no_check or args.json or args.quiet):

@@ -8,11 +8,13 @@ import sys
 from ..errors import UsageError
 from .export import add_fleet_options, expand
 
+HELP = "SQL over runs (DuckDB): tables runs, steps, attempts, findings"
+
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "query",
-        help="SQL over runs (DuckDB): tables runs, steps, attempts, findings",
+        help=HELP,
         description="Run an SQL query (DuckDB, embedded) over runs: a folder `rlvitals export` "
         "wrote, or runs and folders of runs (exported to a temporary folder first). Tables: "
         'runs, steps (one column per metric; quote names with a slash: "reward/mean"; a key '

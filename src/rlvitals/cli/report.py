@@ -15,11 +15,13 @@ from ._options import (
     show_judging_warnings,
 )
 
+HELP = "write a self-contained HTML report of runs (plots, findings, transcripts)"
+
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "report",
-        help="write a self-contained HTML report of runs (plots, findings, transcripts)",
+        help=HELP,
         description="Judge runs and write one HTML file that opens offline: the verdict and "
         "findings in the seeds' order, the dashboard plots with each finding marked where it "
         "happened, healthy ranges shaded (--baseline), several runs overlaid, and the "

@@ -15,11 +15,13 @@ from ._options import (
     throttle_of,
 )
 
+HELP = "serve a live dashboard of runs (updates as steps land; /metrics for Prometheus)"
+
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "serve",
-        help="serve a live dashboard of runs (updates as steps land; /metrics for Prometheus)",
+        help=HELP,
         description="Serve a live dashboard for every run under the given folders (new runs "
         "appear as they start) and for runs given directly: the same plots, findings and "
         "transcripts as the report, updated as steps land (server-sent events), and /metrics "

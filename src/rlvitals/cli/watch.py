@@ -16,11 +16,13 @@ from ._options import (
     throttle_of,
 )
 
+HELP = "follow a live run: step, key numbers, verdict; alerts on new findings"
+
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "watch",
-        help="follow a live run: step, key numbers, verdict; alerts on new findings",
+        help=HELP,
         description="Follow a running run in the terminal, reading only what it writes next: "
         "its step, key numbers and verdict, whether a slow phase is still making progress "
         "(heartbeats) or the run has stalled. Each new finding is posted once to --webhook "
