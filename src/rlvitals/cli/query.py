@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from ..errors import UsageError
+from ._options import source_of
 from .export import add_fleet_options, expand
 
 HELP = "SQL over runs (DuckDB): tables runs, steps, attempts, findings"
@@ -53,8 +54,7 @@ def run(args: argparse.Namespace) -> int:
         sql,
         jobs=args.jobs,
         extensions=args.extensions,
-        source_format=args.source_format,
-        mapping=getattr(args, "mapping", None),
+        source=source_of(args, ""),
     )
     if args.json:
         sys.stdout.write(safe.json_for_terminal(dumps(result.to_dict(), indent=2)) + "\n")
