@@ -16,6 +16,6 @@ webhook, /metrics); ``rlvitals.views`` only draws and serves what it is handed.
 from __future__ import annotations
 
 from .fleet import Fleet
-from .follower import Follower, Throttle, ended, report_key, run_id_for, run_status
+from .follower import Follower, Throttle
 
-__all__ = ["Fleet", "Follower", "Throttle", "ended", "report_key", "run_id_for", "run_status"]
+__all__ = ["Fleet", "Follower", "Throttle"]
