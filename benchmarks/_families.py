@@ -187,6 +187,7 @@ SETS: dict[str, dict[str, frozenset[str]]] = {
         "full": frozenset(
             {
                 "reward",
+                "ref_kl",
                 "length",
                 "grad_norm",
                 "truncation",
@@ -255,9 +256,10 @@ class _Raw:
 # -- drawing -----------------------------------------------------------------------------------
 
 
-def _rng(family: str, seed: int, severity: str | None) -> np.random.Generator:
-    key = zlib.crc32(f"{family}/{severity}".encode())
-    return np.random.default_rng([key, int(seed)])
+def _rng(family: str, seed: int) -> np.random.Generator:
+    """The run's random stream: by family and seed only, so the severities of one seed are
+    the same run with the failure at the same onset, mild to gross."""
+    return np.random.default_rng([zlib.crc32(family.encode()), int(seed)])
 
 
 def _loguniform(rng: np.random.Generator, lo: float, hi: float) -> float:
@@ -362,7 +364,10 @@ def _base(rng: np.random.Generator, family: str, T: int) -> tuple[_Curves, dict[
     g_sig = float(rng.uniform(0.1, 0.3))
     df = float(rng.uniform(4.0, 8.0))
     g_trend = _loguniform(rng, 0.6, 1.6)
-    grad = g0 * g_trend ** (t / T) * np.exp(g_sig * rng.standard_t(df, T))
+    # Tails cut at 5x: a healthy run's max/median is 1.4-5.1 in the runs measured (a run with
+    # 10x excursions is labelled spiky there, and is the grad_spikes family here).
+    tail = np.clip(g_sig * rng.standard_t(df, T), -math.log(5), math.log(5))
+    grad = g0 * g_trend ** (t / T) * np.exp(tail)
     # Length: a start, room above it, a drift the room allows.
     l0 = _loguniform(rng, 20, 1200)
     room = _loguniform(rng, 1.6, 4.0)
@@ -459,6 +464,11 @@ def _onset(rng: np.random.Generator, family: str, T: int, cadence: int) -> int:
     return int(rng.integers(lo, hi))
 
 
+def _tau(rng: np.random.Generator, lo: float, hi: float, room: int) -> float:
+    """A failure's time constant, short enough to develop (95%) before the run ends."""
+    return min(float(rng.uniform(lo, hi)), max(1.0, room / 3))
+
+
 def _broken(
     rng: np.random.Generator,
     family: str,
@@ -492,7 +502,7 @@ def _broken(
         c.ref_kl = np.where(after, c.ref_kl[min(onset, T) - 1], c.ref_kl)
     elif family == "entropy_collapse":
         r = (0.3, 0.12, 0.03)[k]
-        tau = float(rng.uniform(5, 20))
+        tau = _tau(rng, 5, 20, T - onset)
         h_on = c.entropy[min(onset, T) - 1]
         c.entropy = np.where(
             after, h_on * (r + (1 - r) * np.exp(-since / tau)), c.entropy
@@ -508,7 +518,7 @@ def _broken(
         )
         prm["final_kl"] = final
     elif family == "exploit":
-        tau = float(rng.uniform(3, 15))
+        tau = _tau(rng, 3, 15, T - onset)
         top = float(rng.uniform(0.93, 1.0))
         c.p = np.where(after, frozen_p + (top - frozen_p) * (1 - np.exp(-since / tau)), c.p)
         fall = (0.08, 0.18, 0.35)[k]
@@ -519,7 +529,7 @@ def _broken(
         # length whose share above lmax is `want` (log-normal spread 0.45)
         target = c.lmax * math.exp(0.45 * _ndtri(want))
         l_on = c.length[min(onset, T) - 1]
-        tau = float(rng.uniform(5, 25))
+        tau = _tau(rng, 5, 25, T - onset)
         grow = 1 - np.exp(-since / tau)
         c.length = np.where(after, (l_on + (target - l_on) * grow), c.length) * np.exp(
             0.03 * rng.standard_normal(T)
@@ -528,7 +538,7 @@ def _broken(
         prm.update(truncated_share=want, grow_tau=tau)
     elif family == "length_collapse":
         r = (0.4, 0.2, 0.05)[k]
-        tau = float(rng.uniform(3, 15))
+        tau = _tau(rng, 3, 15, T - onset)
         l_on = c.length[min(onset, T) - 1]
         c.length = np.where(after, l_on * (r + (1 - r) * np.exp(-since / tau)), c.length) * np.exp(
             0.03 * rng.standard_normal(T)
@@ -552,7 +562,7 @@ def _broken(
         prm.update(spikes=[int(a) for a in at], spike_mult=mult)
     elif family == "clip_saturation":
         level = (0.3, 0.5, 0.8)[k]
-        tau = float(rng.uniform(3, 15))
+        tau = _tau(rng, 3, 15, T - onset)
         c.clip = np.where(
             after, c.clip + (level - c.clip) * (1 - np.exp(-since / tau)), c.clip
         ) * np.exp(0.05 * rng.standard_normal(T))
@@ -564,8 +574,13 @@ def _broken(
         c.grad = c.grad * (1 + 3 * c.mismatch)
         prm["final_mismatch"] = final
     elif family == "plateau":
-        slope = (0.05, 0.0, -0.08)[k]  # a rise well inside the noise, flat, a slow fall
-        c.p = prm["p0"] + slope * t / T
+        # No learning: a rise of 1.5 standard errors (inside the noise), flat, or a fall of
+        # 3 (last quarter against first, the noise of the run's own records).
+        n = T // prm["cadence"]
+        q = max(2, n // 4)
+        se = float(np.std(c.unit_noise)) / math.sqrt(prm["cadence"]) * math.sqrt(2.0 / q)
+        move = (1.5, 0.0, -3.0)[k] * se / 0.75  # a linear course: quarters 0.75 T apart
+        c.p = prm["p0"] + move * t / T
     # stall and crash: cut in _cut (the records stop at the onset)
 
 
@@ -755,6 +770,7 @@ def _native(v: dict[str, float], have: frozenset[str], prm: dict[str, Any]) -> d
         "train/grad_norm": v["grad"],
         "train/lr": prm["lr"],
         "train/clip_frac": v["clip"],
+        "train/ref_kl": v["ref_kl"],
         "train/mismatch_kl": m,
         "train/logprob_abs_diff": 0.57 * math.sqrt(m) if math.isfinite(m) else m,
         "train/mismatch_ess": 1.0 / (1.0 + 2.0 * m) if math.isfinite(m) else m,
@@ -792,7 +808,7 @@ def _raw(
         severity = "moderate"
     elif severity not in SEVERITIES:
         raise ValueError(f"severity: expected one of {SEVERITIES} (not {severity!r})")
-    rng = _rng(family, seed, severity)
+    rng = _rng(family, seed)
     fw, ms = _pick_layout(rng, family, framework, metrics)
     have = SETS[fw][ms]
     T = int(length) if length else _draw_length(rng, family)
@@ -803,6 +819,7 @@ def _raw(
         cadence = min(cadence, max(1, T // 40))
     c, prm = _base(rng, family, T)
     prm.update(
+        cadence=cadence,
         group=int(rng.choice([4, 8, 8, 16])),
         lr=_loguniform(rng, 1e-7, 3e-5),
         beta=float(rng.choice([0.0, 0.001, 0.04, 0.04])) if fw == "trl" else 0.001,
@@ -847,7 +864,8 @@ def _raw(
             q = float(vals["heldout"][s - 1])
             score = float(rng.binomial(nev, min(max(q, 0), 1)) / nev)
             evals.append({"step": s, "suite": "heldout", "score": score, "n": nev})
-    info: dict[str, Any] = {"status": "finished"}
+    # Only rlvitals' own run.json records a status; TRL's state and verl's console do not.
+    info: dict[str, Any] = {"status": "finished"} if fw == "native" else {}
     crash: list[str] = []
     if family in ("stall", "crash"):
         assert onset is not None
@@ -857,7 +875,7 @@ def _raw(
         gap = float(np.median(vals["step_seconds"])) * cadence * (15, 50, 500)[_SEV[severity]]
         prm["gap"] = gap
         if family == "stall":
-            info = {"status": "running"}
+            info["status"] = "running"
         else:
             crash = _traceback(str(severity))
             info = {"status": "crashed", "stop_reason": crash[-1]} if fw == "native" else {}
@@ -932,7 +950,7 @@ def _to_data(raw: _Raw) -> RunData:
             if lab.framework == "verl" and s in by_step:
                 rec = {**rec, "val-core/heldout/acc/mean@1": by_step[s]["score"]}
             mapper.add(s, rec)
-    if raw.crash:
+    if raw.crash and lab.framework != "native":  # native: run.json's status says it
         last = raw.records[-1][0]
         data.events.append(
             Event(
