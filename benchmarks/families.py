@@ -294,6 +294,8 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
             for sev in (None,) if family in fam.HEALTHY else sevs:
                 for seed in range(args.seeds):
                     data, label = fam.make(family, seed, severity=sev, length=args.length)
+                    if args.files or (label.framework == "native" and family in fam.TRANSCRIPTS):
+                        data = from_files(family, seed, sev, args.length, Path(tmp.name) / "f")
                     last = int(data.last_step)
                     raw = judge_run(data, label, judge, live=args.prefixes)
                     row = {"label": label, "ours_raw": raw}
@@ -312,6 +314,18 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
             doctor.close()
         tmp.cleanup()
     return rows
+
+
+def from_files(family: str, seed: int, sev: str | None, length: int | None, tmp: Path) -> Any:
+    """The run read back from the files ``write`` gives (its transcripts too, where it has
+    them), as ``rlvitals check`` reads them, from ``tmp`` (emptied first)."""
+    import shutil
+
+    from rlvitals import read
+
+    shutil.rmtree(tmp, ignore_errors=True)  # the run before's (transcripts read lazily)
+    path, _ = fam.write(family, seed, tmp, severity=sev, length=length)
+    return read(path)
 
 
 def _jsonable(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -345,6 +359,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--family", action="append", choices=list(fam.FAMILIES))
     ap.add_argument("--severity", action="append", choices=list(fam.SEVERITIES))
     ap.add_argument("--no-prefixes", dest="prefixes", action="store_false")
+    ap.add_argument(
+        "--files",
+        action="store_true",
+        help="judge every run from its files (trainer_state.json, verl console, run dir) as "
+        "read back; by default only native runs of families with replies are",
+    )
     ap.add_argument("--no-rldoctor", dest="rldoctor", action="store_false")
     ap.add_argument("--json", type=Path, help="write every run's scores here")
     ap.add_argument("--md", type=Path, help="write the tables into this markdown file")

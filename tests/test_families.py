@@ -291,3 +291,30 @@ def test_written_files_read_back_as_the_run(family: str, framework: str, tmp_pat
         assert np.allclose(a.values, b.values, equal_nan=True, rtol=1e-9), n
     assert len(got.events) == len(data.events)
     assert got.info.get("status") == data.info.get("status")
+
+
+def _repeated(folder: Path) -> dict[int, float]:
+    """Step -> share of attempts giving the family's one repeated reply."""
+    import json
+
+    out = {}
+    for p in sorted((folder / "transcripts").glob("step-*.json")):
+        atts = json.loads(p.read_text())
+        same = sum(a["generations"][0]["completion"] == fam.REPEATED for a in atts)
+        out[int(p.stem.split("-")[1])] = same / len(atts)
+    return out
+
+
+def test_repeated_replies_write_a_few_repeated_replies(tmp_path: Path) -> None:
+    path, lab = fam.write("repeated_replies", 1, tmp_path)
+    share = _repeated(path)
+    assert len(share) == len(lab.params["times"])
+    mean = float(np.mean(list(share.values())))
+    assert 0.5 * lab.params["repeated_share"] < mean < 1.5 * lab.params["repeated_share"] < 0.16
+
+
+def test_collapsing_replies_start_at_the_onset(tmp_path: Path) -> None:
+    path, lab = fam.write("entropy_collapse", 0, tmp_path, severity="gross", framework="native")
+    share = _repeated(path)
+    assert max(v for s, v in share.items() if s < lab.onset) == 0
+    assert np.mean([v for s, v in share.items() if s >= lab.params["last_step"] - 5]) > 0.6
