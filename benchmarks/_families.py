@@ -90,6 +90,7 @@ __all__ = [
     "BROKEN",
     "FAMILIES",
     "HEALTHY",
+    "LENGTHS",
     "REPEATED",
     "SEVERITIES",
     "TRANSCRIPTS",
@@ -230,7 +231,8 @@ SETS: dict[str, dict[str, frozenset[str]]] = {
     },
 }
 
-MIN_LENGTH = 40  # updates; a run shorter than this is not drawn (prefixes start past 20)
+MIN_LENGTH = 20  # updates: the shortest run a family can have
+LENGTHS = (40, 400)  # updates: drawn log-uniformly between these by default (real: 10-2,522)
 
 
 @dataclass(frozen=True)
@@ -306,9 +308,11 @@ def _pick_layout(
     return fw, ms
 
 
-def _draw_length(rng: np.random.Generator, family: str) -> int:
-    lo = 100 if family == "slow_start" else MIN_LENGTH
-    return round(loguniform(rng, lo, 400))
+def _draw_length(rng: np.random.Generator, family: str, span: tuple[int, int]) -> int:
+    lo, hi = span
+    if family == "slow_start":  # room for 30-100 flat updates and the rise after them
+        lo, hi = max(lo, 100), max(hi, 100)
+    return round(loguniform(rng, lo, hi))
 
 
 # -- one run ---------------------------------------------------------------------------------------
@@ -318,7 +322,7 @@ def _raw(
     family: str,
     seed: int,
     severity: str | None = None,
-    length: int | None = None,
+    length: int | tuple[int, int] | None = None,
     cadence: int | None = None,
     framework: str | None = None,
     metrics: str | None = None,
@@ -335,7 +339,10 @@ def _raw(
     rng = _rng(family, seed)
     fw, ms = _pick_layout(rng, family, framework, metrics)
     have = SETS[fw][ms]
-    T = int(length) if length else _draw_length(rng, family)
+    if isinstance(length, tuple):
+        T = _draw_length(rng, family, length)
+    else:
+        T = int(length) if length else _draw_length(rng, family, LENGTHS)
     if T < MIN_LENGTH:
         raise ValueError(f"length: at least {MIN_LENGTH} updates (not {T})")
     if cadence is None:
@@ -485,15 +492,15 @@ def make(
     family: str,
     seed: int,
     severity: str | None = None,
-    length: int | None = None,
+    length: int | tuple[int, int] | None = None,
     cadence: int | None = None,
     framework: str | None = None,
     metrics: str | None = None,
 ) -> tuple[RunData, Label]:
     """One run of ``family`` (see ``FAMILIES``), deterministic in its arguments.
 
-    ``severity`` (broken families; default ``moderate``), ``length`` in updates (default
-    drawn, 40-400), ``cadence`` (updates per record; default drawn: TRL logs every 1, 2, 5 or
+    ``severity`` (broken families; default ``moderate``), ``length`` in updates (a number,
+    or ``(lo, hi)`` to draw it log-uniformly between; default ``LENGTHS``), ``cadence`` (updates per record; default drawn: TRL logs every 1, 2, 5 or
     10), ``framework`` (``trl``, ``verl``, ``native``) and ``metrics`` (``reward``,
     ``reward_kl``, ``full``) pin what would otherwise be drawn."""
     raw = _raw(family, seed, severity, length, cadence, framework, metrics)
@@ -504,7 +511,7 @@ def grid(
     seeds: int = 20,
     families: list[str] | None = None,
     severities: tuple[str, ...] = SEVERITIES,
-    length: int | None = None,
+    length: int | tuple[int, int] | None = None,
 ) -> Iterator[tuple[RunData, Label]]:
     """Every family (healthy ones once, broken ones at each severity) for seeds 0..seeds-1."""
     for fam in families or list(FAMILIES):
@@ -523,7 +530,7 @@ def write(
     out: Path,
     *,
     severity: str | None = None,
-    length: int | None = None,
+    length: int | tuple[int, int] | None = None,
     cadence: int | None = None,
     framework: str | None = None,
     metrics: str | None = None,

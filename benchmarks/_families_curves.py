@@ -152,7 +152,7 @@ def bend_healthy(rng: np.random.Generator, family: str, c: Curves, prm: dict[str
     T = c.T
     t = np.arange(1, T + 1, dtype=float)
     if family == "slow_start":
-        flat = int(rng.uniform(30, min(100, 0.6 * T)))
+        flat = int(min(rng.uniform(30, 100), 0.6 * T))
         tau = float(rng.uniform(0.4, 1.2)) * (T - flat)
         c.p = prm["p0"] + prm["gain"] * saturating(t, flat, tau)
         prm.update(flat=flat, tau=tau)

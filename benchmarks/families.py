@@ -316,7 +316,7 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
     return rows
 
 
-def from_files(family: str, seed: int, sev: str | None, length: int | None, tmp: Path) -> Any:
+def from_files(family: str, seed: int, sev: str | None, length: Any, tmp: Path) -> Any:
     """The run read back from the files ``write`` gives (its transcripts too, where it has
     them), as ``rlvitals check`` reads them, from ``tmp`` (emptied first)."""
     import shutil
@@ -352,10 +352,20 @@ def _jsonable(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def _length(text: str) -> int | tuple[int, int]:
+    lo, _, hi = text.partition("-")
+    return (int(lo), int(hi)) if hi else int(lo)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seeds", type=int, default=20, help="seeds per family and severity")
-    ap.add_argument("--length", type=int, help="updates per run (default: drawn, 40-400)")
+    ap.add_argument(
+        "--length",
+        type=_length,
+        help="updates per run: N, or LO-HI drawn log-uniformly (default 40-400; real runs "
+        "hold 20 to 2,000 and more)",
+    )
     ap.add_argument("--family", action="append", choices=list(fam.FAMILIES))
     ap.add_argument("--severity", action="append", choices=list(fam.SEVERITIES))
     ap.add_argument("--no-prefixes", dest="prefixes", action="store_false")

@@ -318,3 +318,16 @@ def test_collapsing_replies_start_at_the_onset(tmp_path: Path) -> None:
     share = _repeated(path)
     assert max(v for s, v in share.items() if s < lab.onset) == 0
     assert np.mean([v for s, v in share.items() if s >= lab.params["last_step"] - 5]) > 0.6
+
+
+@pytest.mark.parametrize("length", [20, 2000])
+def test_lengths_from_20_to_2000_updates(length: int) -> None:
+    for family in fam.FAMILIES:
+        data, lab = fam.make(family, 0, length=length)
+        assert lab.length == length and data.last_step <= length
+        if lab.healthy and family != "mastered":
+            assert rise_z(series(data, *REWARD).values) > 3, lab.name
+        if not lab.healthy:
+            assert 0 < lab.onset <= data.last_step, lab.name
+    drawn = [fam.make("plain", s, length=(20, 2000))[1].length for s in range(30)]
+    assert min(drawn) >= 20 and max(drawn) <= 2000 and len(set(drawn)) > 20
