@@ -17,9 +17,11 @@ at its own step's time), with the public API (``rlvitals.judge.Judge``).
   *live delay*: the first prefix (every 10 updates, then the finished run) at which it is
   raised, less the onset.
 - *Per rule*: a rule is a finding's check and verdict (``check:verdict``; findings carry no
-  rule id). Per rule: healthy runs (finished) and healthy prefixes it raises at warn or worse,
-  broken runs it finds (its verdict is the label's) and broken runs it fires on with another
-  verdict; precision = found / (found + healthy runs raised).
+  rule id). Per rule: healthy runs (finished) and healthy prefixes (healthy families' and
+  broken runs' before their onset) it raises at warn or worse, broken runs it finds (its
+  verdict is the label's) and broken runs it fires on with another verdict; precision on
+  finished runs = found / (found + healthy runs raised); on prefixes = prefixes at or after
+  the onset it finds / (those + healthy prefixes raised).
 - rl-doctor 0.2.0 (in its own venv, ``_rldoctor.py``) gets each run as JSONL in its own field
   names (``data_to_rldoctor_jsonl``), finished and at the same prefixes (its findings mapped
   to our verdicts by ``_rldoctor.their_verdict``); it has no clock, so stalls and crashes are
@@ -173,20 +175,24 @@ def rules_table(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 a["other"] += 1
         onset = lab.onset if lab.onset is not None else 10**9
         for s, raised in res["prefixes"].items():
-            if s < onset:
-                for rule in {f"{c}:{v}" for c, v in raised}:
+            for rule in {f"{c}:{v}" for c, v in raised}:
+                if s < onset:
                     agg[rule]["healthy_prefixes"] += 1
+                elif rule.split(":", 1)[1] in lab.verdicts:
+                    agg[rule]["found_prefixes"] += 1
     out = []
     for rule, a in sorted(agg.items(), key=lambda kv: -sum(kv[1].values())):
         found, bad = a["found"], a["healthy_runs"]
+        fp, bp = a["found_prefixes"], a["healthy_prefixes"]
         out.append(
             {
                 "rule": rule,
                 "found": found,
                 "other": a["other"],
                 "healthy_runs": bad,
-                "healthy_prefixes": a["healthy_prefixes"],
+                "healthy_prefixes": bp,
                 "precision": found / (found + bad) if found + bad else None,
+                "prefix_precision": fp / (fp + bp) if fp + bp else None,
             }
         )
     return out
@@ -254,14 +260,15 @@ def tables(rows: list[dict[str, Any]], rldoctor: bool) -> str:
     out += [
         "",
         "| rule (check:verdict) | broken runs found | broken runs, other verdict | "
-        "healthy runs raised | healthy prefixes raised | precision |",
-        "|---|---|---|---|---|---|",
+        "healthy runs raised | healthy prefixes raised | precision finished | "
+        "precision prefixes |",
+        "|---|---|---|---|---|---|---|",
     ]
     for x in rules_table(rows):
-        p = "-" if x["precision"] is None else f"{x['precision']:.2f}"
+        p, pp = ("-" if x[k] is None else f"{x[k]:.2f}" for k in ("precision", "prefix_precision"))
         out.append(
             f"| {x['rule']} | {x['found']} | {x['other']} | {x['healthy_runs']} | "
-            f"{x['healthy_prefixes']} | {p} |"
+            f"{x['healthy_prefixes']} | {p} | {pp} |"
         )
     return "\n".join(out)
 
