@@ -18,6 +18,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import _families as fam  # noqa: E402  (the generator, shared with the benchmark)
 from rlvitals import read  # noqa: E402
+from rlvitals.checks.base import VERDICTS  # noqa: E402
 
 SEEDS = range(4)
 
@@ -247,9 +248,7 @@ def _signature(family: str, data, lab: fam.Label) -> tuple[bool, bool]:
 def test_failure_starts_at_its_onset(family: str, severity: str) -> None:
     for seed in range(3):
         data, lab = fam.make(family, seed, severity=severity)
-        assert lab.severity == severity and set(lab.verdicts) <= set(
-            __import__("rlvitals.checks.base", fromlist=["VERDICTS"]).VERDICTS
-        )
+        assert lab.severity == severity and set(lab.verdicts) <= set(VERDICTS)
         assert 0 < lab.onset <= data.last_step
         shows, clean_before = _signature(family, data, lab)
         assert shows, (lab.name, "the failure does not show after its onset")
