@@ -408,8 +408,17 @@ BEGIN, END = "<!-- families.py results -->", "<!-- end of results -->"
 
 
 def write_md(path: Path, stamp: str, text: str, argv: list[str]) -> None:
-    """Put the tables between the result markers of ``path`` (appended if it has none)."""
-    block = f"{BEGIN}\n`python benchmarks/families.py {' '.join(argv)}` ({stamp}):\n\n{text}\n{END}"
+    """Put the tables between the result markers of ``path`` (appended if it has none), with
+    the options that made them (not where the output went)."""
+    shown: list[str] = []
+    skip = False
+    for a in argv:
+        if skip or a in ("--md", "--json"):
+            skip = not skip
+            continue
+        shown.append(a)
+    argv = shown
+    block = f"{BEGIN}\n`python benchmarks/families.py{''.join(' ' + x for x in argv)}` ({stamp}):\n\n{text}\n{END}"
     old = path.read_text() if path.exists() else ""
     if BEGIN in old and END in old:
         new = old[: old.index(BEGIN)] + block + old[old.index(END) + len(END) :]
