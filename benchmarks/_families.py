@@ -258,9 +258,11 @@ class Label:
 
     def now_at(self, step: int | None) -> float | None:
         """The time to judge the run as it stood at ``step`` (its own record's time); at the
-        last step of a stalled run, ``params["gap"]`` seconds later."""
+        last step of a stalled run, ``params["gap"]`` seconds later. None for a run whose
+        records carry no time (TRL's state, verl's console): judge it at the clock, as the
+        files it was read from were just written."""
         times = self.params.get("times")
-        if times is None or step is None:
+        if times is None or step is None or "time" not in self.params.get("have", ()):
             return None
         i = min(int(step) // self.cadence, len(times)) - 1
         t = float(times[max(i, 0)])
