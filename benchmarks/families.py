@@ -3,7 +3,8 @@ rl-doctor side by side: precision on healthy runs finished and live, recall and 
 broken family and severity, per rule.
 
     python benchmarks/families.py [--seeds 20] [--length N] [--family NAME ...]
-        [--severity mild ...] [--no-prefixes] [--no-rldoctor] [--json FILE] [--md FILE]
+        [--severity mild ...] [--set NAME=VALUE ...] [--files] [--no-prefixes]
+        [--no-rldoctor] [--json FILE] [--md FILE]
 
 Each run is judged finished (at its own last record's time: a stalled run a gap after it)
 and, live, at every prefix past 20 updates, every 10 updates (``RunData.until``; each prefix
@@ -285,9 +286,11 @@ def _quiet(rs: list[dict[str, Any]], tool: str) -> str:
 
 
 def run(args: argparse.Namespace) -> list[dict[str, Any]]:
+    from rlvitals.cli._options import overrides
     from rlvitals.judge import Judge
 
-    judge = Judge()
+    # An operating point to try: the thresholds as `rlvitals check --set` takes them.
+    judge = Judge(thresholds=overrides(args.set) if args.set else None)
     sevs = tuple(args.severity or fam.SEVERITIES)
     families = args.family or list(fam.FAMILIES)
     doctor = None
@@ -383,11 +386,24 @@ def main(argv: list[str] | None = None) -> int:
         "read back; by default only native runs of families with replies are",
     )
     ap.add_argument("--no-rldoctor", dest="rldoctor", action="store_false")
+    ap.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="judge with this threshold overridden (repeatable), as `rlvitals check --set`",
+    )
     ap.add_argument("--json", type=Path, help="write every run's scores here")
     ap.add_argument("--md", type=Path, help="write the tables into this markdown file")
     args = ap.parse_args(argv)
+    from rlvitals.errors import RlvitalsError
+
     t = time.perf_counter()
-    rows = run(args)
+    try:
+        rows = run(args)
+    except RlvitalsError as exc:  # a bad --set: one line, not a traceback
+        print(f"families.py: {exc}", file=sys.stderr)
+        return 2
     seconds = time.perf_counter() - t
     text = tables(rows, rldoctor=args.rldoctor)
     load = os.getloadavg()

@@ -330,3 +330,51 @@ def test_lengths_from_20_to_2000_updates(length: int) -> None:
             assert 0 < lab.onset <= data.last_step, lab.name
     drawn = [fam.make("plain", s, length=(20, 2000))[1].length for s in range(30)]
     assert min(drawn) >= 20 and max(drawn) <= 2000 and len(set(drawn)) > 20
+
+
+def test_benchmark_scores_found_delay_and_false_alarms() -> None:
+    """families.py's scoring on hand-made judgements: found, delays, prefix false alarms,
+    per-rule precision."""
+    import families
+
+    sick = fam.Label("kl_drift", 0, False, "mild", 50, ("drift",), 100, 1, "verl", "full")
+    well = fam.Label("plain", 0, True, None, None, (), 100, 1, "verl", "full")
+    res_sick = {
+        "final": [("reference", "drift", 57), ("reward", "plateau", 10)],
+        "prefixes": {30: [("reward", "plateau")], 60: [], 70: [("reference", "drift")]},
+    }
+    res_well = {"final": [], "prefixes": {30: [("reward", "plateau")], 40: []}}
+    s = families.score_ours(sick, res_sick, 100)
+    assert s["found"] and s["delay"] == 7 and s["live_delay"] == 20
+    assert (s["prefix_alarms"], s["prefix_judged"]) == (1, 1)  # 30 is before the onset
+    w = families.score_ours(well, res_well, 100)
+    assert not w["alarm"] and (w["prefix_alarms"], w["prefix_judged"]) == (1, 2)
+    rows = [
+        {"label": sick, "ours_raw": res_sick},
+        {"label": well, "ours_raw": res_well},
+    ]
+    table = {r["rule"]: r for r in families.rules_table(rows)}
+    assert table["reference:drift"]["found"] == 1 and table["reference:drift"]["precision"] == 1
+    assert (
+        table["reward:plateau"]["other"] == 1 and table["reward:plateau"]["healthy_prefixes"] == 2
+    )
+    assert table["reward:plateau"]["prefix_precision"] == 0.0
+
+
+def test_benchmark_runs_end_to_end(tmp_path: Path) -> None:
+    import json
+
+    import families
+
+    out = tmp_path / "f.json"
+    md = tmp_path / "f.md"
+    md.write_text("# x\n<!-- families.py results -->\nold\n<!-- end of results -->\ntail\n")
+    argv = ["--seeds", "1", "--family", "nan", "--family", "plain", "--length", "45"]
+    assert families.main([*argv, "--no-rldoctor", "--json", str(out), "--md", str(md)]) == 0
+    runs = json.loads(out.read_text())["runs"]
+    assert len(runs) == 4 and {r["family"] for r in runs} == {"nan", "plain"}
+    text = md.read_text()
+    assert "old" not in text and text.endswith("tail\n") and "| nan | gross | 1 |" in text
+    assert "--seeds 1 --family nan" in text and "f.json" not in text
+    bad = ["--seeds", "1", "--family", "plain", "--no-rldoctor", "--set", "nope=1"]
+    assert families.main(bad) == 2
