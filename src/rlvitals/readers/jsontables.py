@@ -330,5 +330,6 @@ register(
         priority=89,
         table=GENERIC,
         kind="JSON",
+        suffixes=(".json",),
     )
 )
