@@ -345,6 +345,7 @@ register(
         table=GENERIC,
         kind="JSONL",
         suffixes=(".jsonl",),
+        loose=lambda p: _jsonl_table(p, named=True),
         # the folders any loop names for its samples and checkpoints beside its log
         sample_dirs=("samples", "train_data", "checkpoints?"),
     )
@@ -360,5 +361,6 @@ register(
         table=GENERIC,
         kind="CSV",
         suffixes=(".csv", ".tsv"),
+        loose=lambda p: _delimited(p, named=True) is not None,
     )
 )

@@ -331,5 +331,6 @@ register(
         table=GENERIC,
         kind="JSON",
         suffixes=(".json",),
+        loose=lambda p: holds_table(p, whole=False),
     )
 )
