@@ -141,8 +141,8 @@ class CsvReader(JsonlMetricsReader):
     def line(self, st: FileState, raw: bytes, lineno: int) -> None:
         p = st.path
         text = decode_text(raw)
-        if not text.strip():
-            return
+        if not text.strip() and not (st.extra.get("delim") and st.extra["delim"] in text):
+            return  # a blank line (a line of separators is a row of empty cells)
         header = st.extra.get("header")
         if header is None:
             header = self._header(st, text, lineno)

@@ -184,11 +184,13 @@ class Mapper:
                 cur = chosen.get(target)
                 if cur is None or prio < cur[0]:
                     chosen[target] = (prio, value * rule.scale + rule.offset, key)  # type: ignore[operator]
+        original = run.original
         for key, value in record.items():
             name = key
-            if key in chosen and chosen[key][2] != key:
-                # The source key spells a canonical name that another key fills here: keep
-                # the source value apart so the two never mix.
+            if (key in chosen and chosen[key][2] != key) or original.get(key, key) != key:
+                # The source key spells a canonical name that another key fills (here, or
+                # for the run: a record where the other is absent too): keep the source
+                # value apart so the two never mix.
                 name = f"{run.format}:{key}"
             run.source_keys.add(name)
             add(step, name, value)  # type: ignore[arg-type]
