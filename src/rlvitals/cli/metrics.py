@@ -32,6 +32,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help='print {"steps": [...], "metrics": {name: [values...]}}, null where not measured',
     )
     p.add_argument(
+        "--config",
+        action="store_true",
+        help="print the run's own settings instead: what its config files say about "
+        "sampling (temperature, top_p, top_k, min_p), precision, epochs, loss aggregation, "
+        "importance-sampling correction, KL, lengths and lag, each with the file and key it "
+        "came from, and the settings no file says",
+    )
+    p.add_argument(
         "--all",
         action="store_true",
         help="include the source's original keys, not only canonical names",
@@ -40,7 +48,17 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    data = read_source(args.path, args, shown=100)
+    data = read_source(args.path, args, shown=100, require=not args.config)
+    if args.config:
+        from ..settings import settings_of
+        from ..views.settings import settings_json, settings_text
+
+        s = settings_of(data)
+        if args.json:
+            sys.stdout.write(settings_json(s) + "\n")
+        else:
+            settings_text(s, sys.stdout)
+        return 0
     if args.json:
         sys.stdout.write(metrics_json(data, args.metric, include_original=args.all))
         sys.stdout.write("\n")

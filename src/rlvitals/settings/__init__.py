@@ -1,0 +1,101 @@
+"""The run's own settings: what it wrote about how it sampled and trained (``RunSettings``).
+
+``settings_of(data)`` reads them once per run and keeps them on ``data.settings``: the config a
+reader already holds (``run.json``, a tracker's run config: ``data.info["config"]``), then the
+config files the framework writes beside its logs (``files.py``), then a console log's own
+head (verl prints its resolved config). Each setting keeps the first file that says it, with
+the key; what none says stays None and is listed by ``missing()``. A file that cannot be read
+is one line in ``problems``, never an error: the checks judge without it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .model import FIELD_HELP, RunSettings, Setting, norm_dtype
+
+if TYPE_CHECKING:
+    from ..model import RunData
+
+__all__ = ["FIELD_HELP", "RunSettings", "Setting", "norm_dtype", "read_settings", "settings_of"]
+
+# Package names (as pip lists them) of each framework, for its version.
+_PACKAGES = {
+    "trl": "trl",
+    "verl": "verl",
+    "openrlhf": "openrlhf",
+    "prime-rl": "prime-rl",
+    "nemo-rl": "nemo-rl",
+}
+
+
+def _flat(doc: dict[str, Any]) -> dict[str, Any]:
+    from ..readers.base import flatten
+
+    return dict(flatten(doc, "."))
+
+
+def read_settings(
+    config: dict[str, Any] | None,
+    source: str | Path | None,
+    versions: dict[str, str] | None = None,
+) -> RunSettings:
+    """Settings from a run's config (``config``: what its reader holds) and the files beside
+    ``source`` (a log file or run folder); ``versions``: package versions the run recorded."""
+    from . import files
+    from .frameworks import apply
+
+    s = RunSettings()
+    framework: str | None = None
+    if isinstance(config, dict) and config:
+        framework = apply(s, _flat(config), "the run's config")
+    path = Path(source) if source is not None else None
+    packages: dict[str, str] = dict(versions or {})
+    if path is not None and path.exists():
+        for f in files.candidate_files(path):
+            if f.name == "config.yaml" and f.parent.name == "files":
+                packages.update(files.versions(f.parent / "requirements.txt"))
+            try:
+                doc = files.load_config_file(f)
+            except (OSError, ValueError) as exc:
+                s.problems.append(f"{f}: not read ({exc})")
+                continue
+            got = apply(s, _flat(doc), str(f), None)
+            if got is not None:
+                s.files.append(str(f))
+                framework = framework or got
+        if path.is_file():
+            doc2 = files.console_config(path)
+            if doc2 is not None:
+                got = apply(s, _flat(doc2), f"{path} (the config it prints at start)")
+                if got is not None:
+                    s.files.append(str(path))
+                    framework = framework or got
+    if framework is not None:
+        pkg = _PACKAGES.get(framework)
+        if pkg and pkg in packages:
+            s.set("framework_version", packages[pkg], pkg, "requirements.txt")
+    s.packages = packages
+    return s
+
+
+def settings_of(data: RunData) -> RunSettings:
+    """The settings of ``data``, read once and kept on ``data.settings`` (read again when the
+    run's config grows, as a live tracker run's does)."""
+    cfg = data.info.get("config")
+    key = len(cfg) if isinstance(cfg, dict) else -1
+    got = data.settings
+    if got is not None and data.__dict__.get("_settings_key") == key:
+        return got
+    versions = data.info.get("versions")
+    vers = (
+        {str(k).lower(): str(v) for k, v in versions.items()} if isinstance(versions, dict) else {}
+    )
+    source: str | None = data.source
+    if source and "://" in source:
+        source = None  # a remote run: its reader's mirror holds the logs only
+    s = read_settings(cfg if isinstance(cfg, dict) else None, source, vers)
+    data.settings = s
+    data.__dict__["_settings_key"] = key
+    return s
