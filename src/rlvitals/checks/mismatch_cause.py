@@ -96,6 +96,9 @@ class CauseRules:
     # (3 of 5 updates) is a correction that down-weights the batch (NeMo-RL PR #2269: 0.0596).
     pinned_share: float = 0.6
     deflated: float = 0.1
+    # A correction that matters: some token's weight at half or double (TRL's default cap is
+    # 3, verl's threshold 2): dropping it changes the update.
+    weight_factor: float = 2.0
     strict: bool = False  # --set strict_agreement=1 (ratio_findings.strict)
 
 

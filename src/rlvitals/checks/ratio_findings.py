@@ -268,12 +268,16 @@ def _dropped(ctx: Context, r: CauseRules, s: RunSettings) -> list[Finding]:
     before = _version_before(s.framework_version, (0, 29, 0))
     if before is False:
         return []
-    w, lo = ctx.finite(W_MEAN), ctx.finite(W_MIN)
+    w, lo, hi = ctx.finite(W_MEAN), ctx.finite(W_MIN), ctx.finite(W_MAX)
     if w is None or len(w) < 3:
         return []
-    departs = (np.abs(w.values - 1.0) >= r.ratio_line) | (
-        (lo.values[: len(w)] == 0.0) if lo is not None and len(lo) == len(w) else False
-    )
+    departs = np.abs(w.values - 1.0) >= r.ratio_line
+    for s_, bad in (
+        (lo, lambda v: v <= 1.0 / r.weight_factor),
+        (hi, lambda v: v >= r.weight_factor),
+    ):
+        if s_ is not None and np.array_equal(s_.steps, w.steps):
+            departs = departs | bad(s_.values)
     idx = _held(w, np.asarray(departs, dtype=bool))
     if idx is None:
         return []

@@ -23,6 +23,7 @@ from ..settings import settings_of
 from ..vocabulary.reliability import KeyFact, framework_of, key_facts, version_in
 from .base import Finding
 from .context import Context, finding
+from .levels import apply_levels
 
 __all__ = ["qualify", "skipped_updates"]
 
@@ -66,6 +67,7 @@ def qualify(ctx: Context, findings: list[Finding]) -> list[Finding]:
     """``findings`` with every one resting on a key the table matches qualified or withheld
     (module docstring), plus the skipped updates' own finding."""
     settings_of(ctx.data)
+    findings = apply_levels(ctx, findings)
     for f in findings:
         if not f.metric:
             continue

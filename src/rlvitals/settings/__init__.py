@@ -33,7 +33,50 @@ _PACKAGES = {
 def _flat(doc: dict[str, Any]) -> dict[str, Any]:
     from ..readers.base import flatten
 
-    return dict(flatten(doc, "."))
+    return dict(flatten(_namespaces(doc), "."))
+
+
+def _namespaces(node: Any, depth: int = 0) -> Any:
+    """``node`` with every ``Namespace(a=1, b=Namespace(...))`` string (how W&B stores an
+    ``argparse.Namespace`` nested in a run config: OpenRLHF's ``config=args.__dict__``) read
+    back into a dict."""
+    if isinstance(node, dict) and depth < 20:
+        return {k: _namespaces(v, depth + 1) for k, v in node.items()}
+    if isinstance(node, str) and node.startswith("Namespace(") and node.endswith(")"):
+        import ast
+
+        try:
+            tree = ast.parse(node, mode="eval").body
+        except (SyntaxError, ValueError, MemoryError, RecursionError):
+            return node
+        got = _call(tree)
+        return node if got is None else got
+    return node
+
+
+def _call(tree: Any) -> dict[str, Any] | None:
+    import ast
+
+    if not (
+        isinstance(tree, ast.Call)
+        and isinstance(tree.func, ast.Name)
+        and tree.func.id == "Namespace"
+        and not tree.args
+    ):
+        return None
+    out: dict[str, Any] = {}
+    for kw in tree.keywords:
+        if kw.arg is None:
+            return None
+        sub = _call(kw.value)
+        if sub is not None:
+            out[kw.arg] = sub
+            continue
+        try:
+            out[kw.arg] = ast.literal_eval(kw.value)
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+            out[kw.arg] = None
+    return out
 
 
 def read_settings(
@@ -52,10 +95,18 @@ def read_settings(
         framework = apply(s, _flat(config), "the run's config")
     path = Path(source) if source is not None else None
     packages: dict[str, str] = dict(versions or {})
+    where: dict[str, str] = dict.fromkeys(packages, "the run's versions")
     if path is not None and path.exists():
+        base = path if path.is_dir() else path.parent
+        for d in (base, base.parent):
+            card = files.card_versions(d / "README.md")
+            where.update({k: str(d / "README.md") for k in card if k not in packages})
+            packages = {**card, **packages}
         for f in files.candidate_files(path):
             if f.name == "config.yaml" and f.parent.name == "files":
-                packages.update(files.versions(f.parent / "requirements.txt"))
+                reqs = files.versions(f.parent / "requirements.txt")
+                where.update(dict.fromkeys(reqs, str(f.parent / "requirements.txt")))
+                packages.update(reqs)
             try:
                 doc = files.load_config_file(f)
             except (OSError, ValueError) as exc:
@@ -75,7 +126,7 @@ def read_settings(
     if framework is not None:
         pkg = _PACKAGES.get(framework)
         if pkg and pkg in packages:
-            s.set("framework_version", packages[pkg], pkg, "requirements.txt")
+            s.set("framework_version", packages[pkg], pkg, where.get(pkg, "?"))
     s.packages = packages
     return s
 

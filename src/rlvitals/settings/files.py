@@ -27,7 +27,14 @@ from typing import Any
 
 from ..readers.base import flatten, head_bytes
 
-__all__ = ["candidate_files", "console_config", "load_config_file", "resolve", "versions"]
+__all__ = [
+    "candidate_files",
+    "card_versions",
+    "console_config",
+    "load_config_file",
+    "resolve",
+    "versions",
+]
 
 MAX_CONFIG_BYTES = 8 << 20  # a config file past this is not one
 CONSOLE_HEAD = 4 << 20  # a console log's config dict is printed at its start
@@ -220,6 +227,23 @@ def console_config(path: Path) -> dict[str, Any] | None:
                 return got if isinstance(got, dict) else None
         return None
     return None
+
+
+_CARD = re.compile(r"^- (TRL|Transformers|Pytorch): (\S+)\s*$", re.M)
+
+
+def card_versions(path: Path) -> dict[str, str]:
+    """The versions a TRL model card lists (``README.md`` beside the checkpoints, TRL's
+    ``templates/lm_model_card.md``: "### Framework versions", ``- TRL: 0.27.2``)."""
+    try:
+        text = head_bytes(path, 1 << 16).decode("utf-8", errors="replace")
+    except OSError:
+        return {}
+    if "### Framework versions" not in text:
+        return {}
+    return {
+        m.group(1).lower().replace("pytorch", "torch"): m.group(2) for m in _CARD.finditer(text)
+    }
 
 
 def versions(path: Path) -> dict[str, str]:

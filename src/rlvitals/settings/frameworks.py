@@ -127,6 +127,7 @@ def _verl(t: _Take) -> None:
     t("epochs_per_batch", a + "ppo_epochs", _int)
     t("loss_agg", a + "loss_agg_mode", _text)
     t("liger", "actor_rollout_ref.model.use_liger", _bool)
+    t("multi_turn", r + "multi_turn.enable", _bool)
     t("max_prompt_length", "data.max_prompt_length", _int)
     t("max_response_length", "data.max_response_length", _int)
     # KL: a loss term (actor.use_kl_loss, kl_loss_coef) or a reward penalty
@@ -321,6 +322,8 @@ def _nemorl(t: _Take) -> None:
     t("temperature", g + "temperature", _num)
     t("top_p", g + "top_p", _num)
     t("top_k", g + "top_k", _top_k)
+    if g + "top_k" in t.flat and t.flat[g + "top_k"] is None:
+        t.fixed("top_k", 0, g + "top_k", "null: off")
     t("trainer_dtype", "policy.precision", norm_dtype)
     t("engine_dtype", g + "vllm_cfg.precision", norm_dtype)
     t("epochs_per_batch", "grpo.max_num_epochs", _int)
@@ -374,6 +377,9 @@ def _rlvitals(t: _Take) -> None:
     t("top_p", "engine.top_p", _num)
     t("top_k", "engine.top_k", _top_k)
     t("max_response_length", "task.max_new_tokens", _int)
+    turns = _int(f.get("task.max_turns"))
+    if turns is not None:
+        t.fixed("multi_turn", turns > 1, "task.max_turns", "tool lookups take a turn each")
     got = _first(f, "engine.dtype")
     if got is not None and norm_dtype(got[1]):
         t("engine_dtype", "engine.dtype", norm_dtype)

@@ -55,6 +55,7 @@ FIELD_HELP: dict[str, str] = {
     "max_prompt_length": "longest prompt, tokens",
     "max_response_length": "longest response, tokens",
     "async_lag": "updates the sampler may run behind the trainer (0: on-policy)",
+    "multi_turn": "multi-turn episodes (agentic: tool calls, several model turns)",
     "liger": "Liger kernels for the loss",
 }
 
@@ -103,6 +104,7 @@ class RunSettings:
     max_prompt_length: int | None = None
     max_response_length: int | None = None
     async_lag: int | None = None
+    multi_turn: bool | None = None
     liger: bool | None = None
     # Where each field came from, the files read, and what could not be read (one line each).
     origin: dict[str, Setting] = field(default_factory=dict)
