@@ -331,9 +331,12 @@ def _first_update(ctx: Context) -> list[Finding]:
             "train/ppo_kl",
             "train/clip_frac_low",
             "train/clip_frac_high",
+            "train/clip_frac",
         )
     }
     low, high = vals["train/clip_frac_low"], vals["train/clip_frac_high"]
+    if low is None and high == 0.0:
+        low = vals["train/clip_frac"]  # every clip on the lower side: the total is the low
     ratio, kl = vals["train/ppo_ratio_mean"], vals["train/ppo_kl"]
     if low is None or high is None or high != 0.0 or low < FIRST_CLIP_LOW:
         return []

@@ -37,12 +37,16 @@ def _flat(doc: dict[str, Any]) -> dict[str, Any]:
 
 
 def _namespaces(node: Any, depth: int = 0) -> Any:
-    """``node`` with every ``Namespace(a=1, b=Namespace(...))`` string (how W&B stores an
-    ``argparse.Namespace`` nested in a run config: OpenRLHF's ``config=args.__dict__``) read
-    back into a dict."""
+    """``node`` with every ``namespace(a=1, b=namespace(...))`` string (how W&B stores a
+    ``SimpleNamespace`` or ``argparse.Namespace`` nested in a run config: OpenRLHF's
+    ``config=args.__dict__`` after ``hierarchize``) read back into a dict."""
     if isinstance(node, dict) and depth < 20:
         return {k: _namespaces(v, depth + 1) for k, v in node.items()}
-    if isinstance(node, str) and node.startswith("Namespace(") and node.endswith(")"):
+    if (
+        isinstance(node, str)
+        and node.startswith(("Namespace(", "namespace("))
+        and node.endswith(")")
+    ):
         import ast
 
         try:
@@ -60,7 +64,7 @@ def _call(tree: Any) -> dict[str, Any] | None:
     if not (
         isinstance(tree, ast.Call)
         and isinstance(tree.func, ast.Name)
-        and tree.func.id == "Namespace"
+        and tree.func.id in ("Namespace", "namespace")
         and not tree.args
     ):
         return None
@@ -116,12 +120,12 @@ def read_settings(
             if got is not None:
                 s.files.append(str(f))
                 framework = framework or got
-        if path.is_file():
-            doc2 = files.console_config(path)
+        for log in files.console_logs(path):
+            doc2 = files.console_config(log)
             if doc2 is not None:
-                got = apply(s, _flat(doc2), f"{path} (the config it prints at start)")
+                got = apply(s, _flat(doc2), f"{log} (the config it prints at start)")
                 if got is not None:
-                    s.files.append(str(path))
+                    s.files.append(str(log))
                     framework = framework or got
     if framework is not None:
         pkg = _PACKAGES.get(framework)

@@ -31,6 +31,7 @@ __all__ = [
     "candidate_files",
     "card_versions",
     "console_config",
+    "console_logs",
     "load_config_file",
     "resolve",
     "versions",
@@ -202,6 +203,21 @@ def _nest(flat: dict[str, Any]) -> dict[str, Any]:
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _RAY = re.compile(r"^\s*\([A-Za-z_][\w.]*(?: pid=\d+[^)]*)?\)\s?")
 _START = re.compile(r"^\{'(actor_rollout_ref|algorithm|data)':")
+
+
+_LOG_SUFFIXES = (".log", ".txt", ".out", ".err")
+
+
+def console_logs(source: Path, most: int = 8) -> list[Path]:
+    """The console logs whose head may print the run's config: ``source`` itself (a file),
+    else the logs directly in the folder (at most ``most``, by name)."""
+    if source.is_file():
+        return [source]
+    try:
+        found = sorted(p for p in source.iterdir() if p.suffix in _LOG_SUFFIXES and p.is_file())
+    except OSError:
+        return []
+    return found[:most]
 
 
 def console_config(path: Path) -> dict[str, Any] | None:

@@ -186,7 +186,9 @@ def _trl(t: _Take) -> None:
     t("temperature", "temperature", _num)
     t("top_p", "top_p", _num)
     t("top_k", "top_k", _top_k)
-    t("min_p", "min_p", lambda v: 0.0 if v is None else _num(v))
+    t("min_p", "min_p", _num)
+    if "min_p" in f and f["min_p"] is None:
+        t.fixed("min_p", 0.0, "min_p", "None: off")
     t("epochs_per_batch", "num_iterations", _int)
     t("loss_agg", "loss_type", _text)
     t("kl_coef", "beta", _num)
@@ -285,7 +287,14 @@ def _openrlhf(t: _Take) -> None:
             t.fixed("is_mode", how, kind[0], "")
             if level == "sequence":
                 t.fixed("is_aggregation", "mean", kind[0], "geometric mean (train_ppo_ray.py:270)")
-        t("is_cap", ("algo.advantage.is_correction_threshold", "vllm_is_truncated_threshold"), _num)
+        thr = _first(
+            t.flat, "algo.advantage.is_correction_threshold", "vllm_is_truncated_threshold"
+        )
+        if thr is not None and isinstance(thr[1], list) and len(thr[1]) == 2:
+            t.fixed("is_cap_min", _num(thr[1][0]), thr[0], "[low, high] (train_ppo_ray.py:258-263)")
+            t.fixed("is_cap", _num(thr[1][1]), thr[0], "[low, high]")
+        elif thr is not None:
+            t("is_cap", thr[0], _num)
 
 
 # -- prime-rl --------------------------------------------------------------------------------

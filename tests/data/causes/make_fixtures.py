@@ -36,7 +36,10 @@ held at one update by design.
 verl (``verl_top_p``, ``verl_top_p_control``): a console log as ``main_ppo.py`` prints it under
 Ray: the resolved config (``pprint``, sorted, width 80) of ``../verl/hydra_run`` with the run's
 overrides, then ``step:N - key:value`` lines (``aggregate_logger.py``) with the token-level
-rollout correction's ``rollout_corr/rollout_is_*``.
+rollout correction's ``rollout_corr/rollout_is_*``. ``verl_first_update`` (and its control):
+the first update's PPO ratio, KL and one-sided clipping of verl-omni's common pitfalls page;
+``verl_bitwise`` (and ``verl_bitwise_off``): the file logger's rows of a batch-invariant run,
+``rollout_corr/k3_kl`` exactly 0.0 (or 2e-7 from step 12).
 """
 
 from __future__ import annotations
@@ -318,7 +321,7 @@ def primerl_run(name: str, stale: bool) -> None:
                 "time": t,
                 "train/agg/effective/default/reward/mean": round(0.3 + 0.01 * step, 4),
                 "off_policy/mean": round(lag + rng.uniform(0, 0.2) * (lag > 0), 3),
-                "off_policy/max": int(math.ceil(lag + 1 if lag else 0)),
+                "off_policy/max": math.ceil(lag + 1 if lag else 0),
                 "producer": "orchestrator",
             }
         )
@@ -378,6 +381,56 @@ def verl_run(name: str, top_p: float, ratio: float) -> None:
     (out / "train.log").write_text(text)
 
 
+def verl_first_update(name: str, ratio: float, kl: float, clip: float, higher: float) -> None:
+    """A verl-family console (verl-omni's keys, common_pitfalls.html): the first update's
+    PPO ratio, KL and clipping sides, then ordinary updates."""
+    out = HERE / name
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    rng = random.Random(name)
+    prefix = "(TaskRunner pid=5512) "
+    text = ""
+    for step in range(1, 13):
+        first = step == 1
+        kv = {
+            "critic/score/mean": round(0.3 + 0.01 * step + rng.uniform(-0.02, 0.02), 4),
+            "actor/entropy": _noise(rng, 0.5, 0.05),
+            "actor/ratio_mean": ratio if first else round(1 + rng.uniform(-2e-6, 2e-6), 7),
+            "actor/ppo_kl": kl if first else _noise(rng, 1e-6, 0.3),
+            "actor/pg_clipfrac": clip if first else _noise(rng, 0.01, 0.2),
+            "actor/pg_clipfrac_higher": higher if first else _noise(rng, 0.004, 0.2),
+            "actor/grad_norm": _noise(rng, 0.3, 0.2),
+            "response_length/mean": _noise(rng, 240, 0.05),
+        }
+        text += prefix + f"step:{step} - " + " - ".join(f"{k}:{v}" for k, v in kv.items()) + "\n"
+    (out / "train.log").write_text(text)
+
+
+def verl_bitwise(name: str, off_from: int | None) -> None:
+    """verl's file logger (``verl/utils/tracking.py``: ``{"step": N, "data": {...}}`` rows) of
+    a batch-invariant run: rollout_corr/k3_kl exactly 0.0, or a tiny difference from a step."""
+    out = HERE / name
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    rng = random.Random(name)
+    rows = []
+    for step in range(1, 21):
+        k3 = 0.0 if off_from is None or step < off_from else 2e-7 * (1 + rng.uniform(-0.3, 0.3))
+        rows.append(
+            {
+                "step": step,
+                "data": {
+                    "critic/score/mean": round(0.3 + 0.01 * step, 4),
+                    "actor/entropy": _noise(rng, 0.5, 0.05),
+                    "rollout_corr/k3_kl": k3,
+                    "rollout_corr/kl": 0.0 if k3 == 0.0 else round(k3 * 0.9, 12),
+                    "actor/grad_norm": _noise(rng, 0.3, 0.2),
+                },
+            }
+        )
+    (out / "bitwise.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
 def main() -> None:
     os.chdir(HERE)
     trl_run(
@@ -431,6 +484,11 @@ def main() -> None:
     primerl_run("primerl_async", stale=False)
     verl_run("verl_top_p", 0.9, 0.93)
     verl_run("verl_top_p_control", 1.0, 0.998)
+    # verl-omni's pitfall numbers: 0.99996 with every clip on the lower side, and after the fix
+    verl_first_update("verl_first_update", 0.99996, 2.1e-4, 0.034, 0.0)
+    verl_first_update("verl_first_update_control", 1.0, 1e-6, 0.01, 0.004)
+    verl_bitwise("verl_bitwise", None)
+    verl_bitwise("verl_bitwise_off", 12)
 
 
 if __name__ == "__main__":
