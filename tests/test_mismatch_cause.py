@@ -38,8 +38,11 @@ def _causes(report) -> dict[str, str]:
 
 
 def _agreement_alarms(report) -> list[str]:
-    return [f.title for f in report.findings
-            if f.check == "agreement" and f.severity in ("warn", "fail")]
+    return [
+        f.title
+        for f in report.findings
+        if f.check == "agreement" and f.severity in ("warn", "fail")
+    ]
 
 
 @pytest.mark.parametrize(
@@ -84,8 +87,11 @@ def test_the_cause_carries_its_numbers_and_what_to_do() -> None:
     assert ev["top_p"] == 0.8 and 0.88 < ev["ratio_mean"] < 0.91  # trl PR #7269: 0.896
     assert "top_p" in ev["setting_source"] and "training_args.bin" in ev["setting_source"]
     assert "top_p 1" in f.action and "truncated sampling (top_p 0.8)" in f.title
-    agg = next(f for f in _judge(CAUSES_DIR / "trl_sequence_mask").findings
-               if f.evidence.get("cause") == "aggregation")
+    agg = next(
+        f
+        for f in _judge(CAUSES_DIR / "trl_sequence_mask").findings
+        if f.evidence.get("cause") == "aggregation"
+    )
     e = agg.evidence["cause_evidence"]
     assert e["length_times_abs_diff"] > 1.0 and e["weight_min_zero_share"] == 1.0
     assert e["token_abs_diff"] < 0.02  # the tokens agree: the product over ~300 does not
@@ -109,8 +115,9 @@ def test_strict_agreement_flags_any_mismatch_and_only_when_asked() -> None:
     strict = _judge(CAUSES_DIR / "verl_bitwise_off", strict_agreement=1)
     f = next(f for f in strict.findings if f.title.startswith("strict agreement"))
     assert f.first_step == 12 and f.severity == "warn"
-    assert not [f for f in _judge(CAUSES_DIR / "verl_bitwise_off").findings
-                if f.title.startswith("strict")]
+    assert not [
+        f for f in _judge(CAUSES_DIR / "verl_bitwise_off").findings if f.title.startswith("strict")
+    ]
     assert not _agreement_alarms(_judge(CAUSES_DIR / "verl_bitwise", strict_agreement=1))
 
 
@@ -122,8 +129,11 @@ torch = pytest.importorskip("torch")
 def _train(tmp_path: Path, name: str, fault: str | None = None, **sections: dict) -> Path:
     from rlvitals.grpo.loop import train
 
-    cfg: dict = {"output": {"output_dir": str(tmp_path), "name": name},
-                 "optim": {"steps": 16}, "task": {"tasks_per_step": 64}}
+    cfg: dict = {
+        "output": {"output_dir": str(tmp_path), "name": name},
+        "optim": {"steps": 16},
+        "task": {"tasks_per_step": 64},
+    }
     for sec, values in sections.items():
         cfg.setdefault(sec, {}).update(values)
     return train(cfg, fault=fault, cache=tmp_path / "cache")
@@ -150,10 +160,17 @@ def test_reference_trainer_fault_names_its_cause(tmp_path: Path, fault: str, cau
     ("name", "sections"),
     [
         ("sync", {}),
-        ("async_sequence_mean", {"training": {"mode": "async"},
-                                 "correction": {"mode": "sequence_mask", "log": "corrected"}}),
-        ("async_token_raw", {"training": {"mode": "async"},
-                             "correction": {"mode": "token_mask", "clip_min": 0.5}}),
+        (
+            "async_sequence_mean",
+            {
+                "training": {"mode": "async"},
+                "correction": {"mode": "sequence_mask", "log": "corrected"},
+            },
+        ),
+        (
+            "async_token_raw",
+            {"training": {"mode": "async"}, "correction": {"mode": "token_mask", "clip_min": 0.5}},
+        ),
     ],
 )
 def test_reference_trainer_healthy_kinds_stay_quiet(tmp_path: Path, name: str, sections) -> None:

@@ -187,7 +187,7 @@ def test_cli_metrics_config_text_and_json() -> None:
     run = [sys.executable, "-m", "rlvitals", "metrics", str(CAUSES / "trl_top_p"), "--config"]
     text = subprocess.run(run, capture_output=True, text=True, env=env, check=True).stdout
     assert "top_p                0.8  top_p" in text and "not said" in text
-    out = subprocess.run(run + ["--json"], capture_output=True, text=True, env=env, check=True)
+    out = subprocess.run([*run, "--json"], capture_output=True, text=True, env=env, check=True)
     got = json.loads(out.stdout)["settings"]
     assert got["top_p"]["value"] == 0.8 and got["top_p"]["source"].endswith("training_args.bin")
     assert got["min_p"]["value"] == 0.0 and got["async_lag"] == {"value": None}
