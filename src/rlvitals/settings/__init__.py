@@ -141,8 +141,8 @@ def settings_of(data: RunData) -> RunSettings:
     cfg = data.info.get("config")
     key = len(cfg) if isinstance(cfg, dict) else -1
     got = data.settings
-    if got is not None and data.__dict__.get("_settings_key") == key:
-        return got
+    if got is not None and data.__dict__.get("_settings_key", key) == key:
+        return got  # read already, or given by the reader or the caller
     versions = data.info.get("versions")
     vers = (
         {str(k).lower(): str(v) for k, v in versions.items()} if isinstance(versions, dict) else {}
