@@ -60,7 +60,7 @@ def _finding() -> Finding:
 @pytest.mark.parametrize("fact", FACTS, ids=lambda f: f"{f.framework}:{f.key}:{f.kind}")
 def test_each_row_qualifies_or_withholds_a_finding_on_its_key(fact: KeyFact) -> None:
     ctx = Context(_run(fact))
-    (f, *rest) = qualify(ctx, [_finding()])
+    (f, *_rest) = qualify(ctx, [_finding()])
     notes = f.evidence["reliability"]
     assert any(n["source"] == fact.source and n["kind"] == fact.kind for n in notes)
     if fact.effect == "withhold":
