@@ -43,6 +43,9 @@ def test_verl_hydra_config_is_read_with_its_interpolations() -> None:
     assert v["max_prompt_length"] == v["max_response_length"] == 512
     o = s.origin["top_p"]
     assert o.key == "actor_rollout_ref.rollout.top_p" and o.source.endswith(".hydra/config.yaml")
+    # the typed object holds the same
+    assert (s.engine_logprobs, s.epochs_per_batch, s.loss_agg) == ("processed", 1, "token-mean")
+    assert (s.max_prompt_length, s.max_response_length) == (512, 512)
 
 
 @pytest.mark.skipif(not WILD_VERL.exists(), reason="needs ../shared/corpus/wild")

@@ -375,5 +375,6 @@ def annotate(f: Finding, cause: Cause) -> Finding:
     f.title = f"{f.title} — cause: {cause.words}"
     if cause.qualified:
         f.title += f" ({cause.qualified})"
-    f.action = cause.action
+    if cause.name != "drift":  # the check's own action is already the one for drift
+        f.action = cause.action
     return f
