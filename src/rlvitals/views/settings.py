@@ -6,7 +6,7 @@ from typing import IO
 
 from ..jsonio import dumps
 from ..settings import FIELD_HELP, RunSettings
-from . import safe
+from .. import safe
 
 __all__ = ["settings_json", "settings_text"]
 
