@@ -15,7 +15,6 @@ Lines are ``CauseRules`` (``mismatch_cause.py``) with their sources.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
@@ -432,12 +431,7 @@ def ratio_findings(ctx: Context, r: CauseRules, found: list[Finding]) -> list[Fi
     out += _first_update(ctx)
     if r.strict:
         out += _strict(ctx)
-    return [f for f in out if not _nan(f)]
-
-
-def _nan(f: Finding) -> bool:
-    v = f.evidence.get("level")
-    return isinstance(v, float) and math.isnan(v)
+    return out
 
 
 def attribute(ctx: Context, findings: list[Finding]) -> list[Finding]:
