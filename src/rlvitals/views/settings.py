@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import IO
 
+from .. import safe
 from ..jsonio import dumps
 from ..settings import FIELD_HELP, RunSettings
-from .. import safe
 
 __all__ = ["settings_json", "settings_text"]
 
