@@ -249,8 +249,8 @@ def ratio_series(ctx: Context, s: RunSettings) -> tuple[str | None, Series | Non
     if raw is not None:
         return name, raw
     w = ctx.finite("train/is_weight_mean")
-    if w is None or s.is_level == "sequence":
-        return None, None
+    if w is None or s.is_level != "token":
+        return None, None  # a sequence weight, or one whose level the run does not say
     if s.is_logged == "raw":
         return "train/is_weight_mean", w
     lo, hi = ctx.finite("train/is_weight_min"), ctx.finite("train/is_weight_max")

@@ -75,10 +75,13 @@ def _ratio_off(ctx: Context, r: CauseRules, s: RunSettings, alarmed: bool) -> li
     )
     if cause.qualified:
         title += f" ({cause.qualified})"
+    # A warning where the run weights its loss by the ratio (a correction on): the bias then
+    # scales the gradient; else the ratio is only a measurement of the two distributions.
+    severity = "warn" if s.is_correction and not alarmed else "info"
     return [
         finding(
             NAME,
-            "info" if alarmed else "warn",
+            severity,
             "drift",
             title,
             metric=name,
