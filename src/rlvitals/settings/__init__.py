@@ -33,7 +33,8 @@ _PACKAGES = {
 def _flat(doc: dict[str, Any]) -> dict[str, Any]:
     from ..readers.base import flatten
 
-    return dict(flatten(_namespaces(doc), "."))
+    # A tracker that flattens a nested config with "/" (MLflow params) reads as dots.
+    return {k.replace("/", "."): v for k, v in flatten(_namespaces(doc), ".")}
 
 
 def _namespaces(node: Any, depth: int = 0) -> Any:
