@@ -194,3 +194,18 @@ def test_cli_metrics_config_text_and_json() -> None:
     got = json.loads(out.stdout)["settings"]
     assert got["top_p"]["value"] == 0.8 and got["top_p"]["source"].endswith("training_args.bin")
     assert got["min_p"]["value"] == 0.0 and got["async_lag"] == {"value": None}
+
+
+def test_a_tracker_config_flattened_with_slashes_reads_as_its_framework() -> None:
+    s = read_settings(
+        {"actor_rollout_ref/rollout/top_p": 0.9, "data/max_response_length": 1024}, None
+    )
+    assert (s.framework, s.top_p, s.max_response_length) == ("verl", 0.9, 1024)
+    assert s.origin["top_p"].source == "the run's config"
+
+
+def test_a_huge_config_file_is_refused_in_one_line(tmp_path: Path) -> None:
+    with open(tmp_path / "config.yaml", "wb") as f:
+        f.truncate(9 << 20)
+    s = read_settings(None, tmp_path)
+    assert s.problems and "more than a config holds" in s.problems[0]
