@@ -55,6 +55,7 @@ def _agreement_alarms(report) -> list[str]:
         ("trl_sequence_mask", "aggregation", "warn"),
         ("trl_token_truncate_cap2", "post_clip_logging", "info"),
         ("trl_liger_0272", "dropped_correction", "warn"),
+        ("nemo_drift", "drift", "warn"),
     ],
 )
 def test_each_cause_is_named_and_no_other(run: str, cause: str, severity: str) -> None:
@@ -148,6 +149,7 @@ def _train(tmp_path: Path, name: str, fault: str | None = None, **sections: dict
         ("sum_aggregation", "aggregation"),
         ("post_clip_logging", "post_clip_logging"),
         ("stale_replica", "stale_weights"),
+        ("bad_replica", "drift"),  # one hot replica: none of the named causes
     ],
 )
 def test_reference_trainer_fault_names_its_cause(tmp_path: Path, fault: str, cause: str) -> None:

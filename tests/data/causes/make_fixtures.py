@@ -24,7 +24,8 @@ NeMo-RL (``nemo_precision``, ``nemo_same_precision``): the GRPO console as
 and the checkpoint's ``config.yaml``, ``yaml.safe_dump`` of the resolved config
 (``nemo_rl/utils/checkpoint.py:284-285``): the example config ``../nemo-rl/example_config``
 resolved, with ``policy.precision`` float32 and the vLLM engine's bfloat16 (the fp32-trainer,
-bf16-engine pair of martingale's finding), or both bfloat16.
+bf16-engine pair of martingale's finding), or both bfloat16 (``nemo_drift``: the same KL
+with the same precision on both sides, a drift no setting explains).
 
 prime-rl (``primerl_stale``, ``primerl_async``): an output dir with ``configs/*.toml`` as
 ``rl.py`` ``write_subconfigs`` writes them and the rows
@@ -480,6 +481,7 @@ def main() -> None:
         )
     nemo_run("nemo_precision", "float32", "bfloat16", 0.025)
     nemo_run("nemo_same_precision", "bfloat16", "bfloat16", 0.001)
+    nemo_run("nemo_drift", "bfloat16", "bfloat16", 0.025)  # none of the named causes
     primerl_run("primerl_stale", stale=True)
     primerl_run("primerl_async", stale=False)
     verl_run("verl_top_p", 0.9, 0.93)
