@@ -326,9 +326,15 @@ def _drift(ctx: Context, s: RunSettings, step: int, ruled: dict[str, Any]) -> Ca
         if pair and pair[0] == pair[1]
         else (f"{pair[0]}/{pair[1]}" if pair else "precisions not said")
     )
+    trunc = (
+        "truncation said but not the ratio's shape"
+        if s.truncated_sampling()
+        else "no truncation said"
+    )
+    lag = "lag flat" if ruled.get("lag") == "flat" else "no lag logged"
     return Cause(
         "drift",
-        f"drift with none of the named causes ({said}, no truncation said, lag flat){where}",
+        f"drift with none of the named causes ({said}, {trunc}, {lag}){where}",
         "The two sides compute different probabilities for the same tokens and neither the "
         "settings nor the lag explain it: compare kernels and engine versions, check that the "
         "weights each engine replica holds are the version it reports, and read the attempts "
