@@ -73,3 +73,42 @@ def test_truncation_is_judged_against_the_model_family(model: str | None, severi
         assert f.title.startswith("normal for this model")
         assert "Rethinking-OPD" in f.evidence["expected_level"]["source"]
         assert report.verdict != "out_of_room"
+
+
+def _mid_run_low_entropy(temperature: float | None) -> RunData:
+    """A log that starts mid-run (step 400) with the token entropy under 0.01 nats."""
+    data = RunData(source="mem", format="generic")
+    steps = np.arange(400, 430)
+    rng = np.random.default_rng(1)
+    data.metrics.extend("train/entropy", steps, 0.004 + rng.uniform(0, 0.001, 30))
+    data.metrics.extend("reward/mean", steps, 0.5 + rng.uniform(-0.01, 0.01, 30))
+    data.metrics.extend("time", steps, 1_700_000_000.0 + 60.0 * (steps - 400))
+    data.info["status"] = "finished"
+    data.settings = RunSettings(temperature=temperature)
+    return data
+
+
+@pytest.mark.parametrize(
+    ("temperature", "severity"), [(0.6, "info"), (1.0, "warn"), (None, "warn")]
+)
+def test_the_entropy_floor_is_not_held_against_a_low_temperature(temperature, severity) -> None:
+    report = run_checks(_mid_run_low_entropy(temperature), now=NOW)
+    f = next(f for f in report.findings if f.metric == "train/entropy" and f.verdict == "collapse")
+    assert f.severity == severity, f.title
+    if severity == "info":
+        assert "temperature 0.6" in f.title and "expected_level" in f.evidence
+
+
+@pytest.mark.parametrize(("kl_coef", "noted"), [(0.0, True), (0.04, False), (None, False)])
+def test_a_kl_no_term_holds_is_said_to_be_unheld(kl_coef: float | None, noted: bool) -> None:
+    data = RunData(source="mem", format="generic")
+    steps = np.arange(40)
+    data.metrics.extend("train/ref_kl", steps, 0.05 * steps)
+    data.metrics.extend("reward/mean", steps, 0.3 + 0.005 * steps)
+    data.metrics.extend("time", steps, 1_700_000_000.0 + 60.0 * steps)
+    data.info["status"] = "finished"
+    data.settings = RunSettings(kl_coef=kl_coef)
+    report = run_checks(data, now=NOW)
+    f = next(f for f in report.findings if f.metric == "train/ref_kl")
+    assert f.severity in ("warn", "fail")
+    assert ("no KL term holds the policy" in f.title) is noted

@@ -148,8 +148,25 @@ def _mismatch_kl(s: RunSettings | None) -> Level | None:
 
 
 def apply_levels(ctx: Context, findings: list[Finding]) -> list[Finding]:
-    """Truncation findings held against the run's expected level (module docstring)."""
+    """Findings held against the run's expected levels (module docstring): truncation by the
+    model family; the absolute entropy floor (a log that starts mid-run) withheld below
+    temperature 1; a KL to the reference said to be unheld where no KL term holds it."""
     s = ctx.data.settings
+    for f in findings:
+        if (
+            f.metric in ("train/entropy", "sampling/entropy_estimate")
+            and "log_starts_at" in f.evidence
+        ):
+            ent = expected_level(s, f.metric)
+            if ent is not None and f.severity in ("warn", "fail"):
+                f.severity = "info"
+                f.title = f"withheld ({ent.why}): {f.title}"
+                f.evidence["expected_level"] = {"why": ent.why, "source": ent.source}
+        elif f.metric == "train/ref_kl" and f.severity in ("warn", "fail"):
+            kl = expected_level(s, "train/ref_kl")
+            if kl is not None:
+                f.title += f" [note: {kl.why}]"
+                f.evidence["expected_level"] = {"why": kl.why, "source": kl.source}
     lvl = expected_level(s, TRUNCATION)
     if lvl is None:
         return findings
