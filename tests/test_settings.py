@@ -209,3 +209,18 @@ def test_a_huge_config_file_is_refused_in_one_line(tmp_path: Path) -> None:
         f.truncate(9 << 20)
     s = read_settings(None, tmp_path)
     assert s.problems and "more than a config holds" in s.problems[0]
+
+
+def test_cli_config_of_a_folder_with_config_files_and_no_logs_yet(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1] / "src")}
+    cmd = [sys.executable, "-m", "rlvitals", "metrics", "--config", "--json"]
+    out = subprocess.run(
+        [*cmd, str(DATA / "verl" / "hydra_run")],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    )
+    assert json.loads(out.stdout)["settings"]["framework"]["value"] == "verl"
+    bad = subprocess.run([*cmd, str(tmp_path / "nope")], capture_output=True, text=True, env=env)
+    assert bad.returncode == 2 and "no such file" in bad.stderr and "Traceback" not in bad.stderr

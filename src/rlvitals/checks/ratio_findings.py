@@ -68,6 +68,8 @@ def _ratio_off(ctx: Context, r: CauseRules, s: RunSettings, alarmed: bool) -> li
     step = int(ratio.steps[idx])
     seg = ratio.since(step).values
     cause = explain(ctx, step, name)
+    if alarmed and cause.name == "drift":
+        return []  # the mismatch's own finding says it; an unexplained ratio adds nothing
     mean = float(np.mean(seg))
     title = (
         f"importance ratio off 1: {name} {mean:.3g} from step {step} (the line "

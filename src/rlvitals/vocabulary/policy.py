@@ -109,7 +109,7 @@ METRICS = specs(
             "train/ppo_ratio_mean",
             "mean PPO ratio pi_theta / pi_old over the update's tokens: exactly 1 at the "
             "first minibatch of the first update",
-            Alias("actor/ratio_mean", note="verl-omni"),
+            Alias(r"^actor/ratio_mean$", "train/ppo_ratio_mean", note="verl-omni"),
             Alias("ppo_actor/update/importance_weight/avg", note="AReaL: exp(theta - prox)"),
             label="PPO ratio",
             plot="trust",
