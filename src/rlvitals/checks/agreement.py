@@ -22,6 +22,7 @@ import numpy as np
 from ..model import Series
 from .base import Finding
 from .context import Context, Thresholds, finding, round_sig
+from .ratio_findings import attribute
 from .sequences import LOGGED_SEQ_LINE, SEQ_OVER, SeqShares, cite, seq_shares
 from .stats import (
     MIN_WINDOW,
@@ -690,4 +691,5 @@ def check(ctx: Context) -> list[Finding]:
         out += _tme_mean(ctx)
     out += _ess(ctx, already=bool(out))
     out += _freshness(ctx)
-    return out + _seq_line_note(ctx)
+    # The mismatch's cause, and the ratio's own findings (checks/mismatch_cause.py).
+    return attribute(ctx, out + _seq_line_note(ctx))

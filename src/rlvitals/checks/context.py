@@ -118,6 +118,9 @@ class Thresholds:
     # Degenerate text (checks/text.py): the share of an update's samples raising a measure
     # (gibberish, repetition, 4-gram duplication) that is said when it holds (3 of 5 updates).
     degenerate_share_warn: float = 0.05
+    # A run built to be bitwise consistent (1): any nonzero mismatch is a finding
+    # (checks/ratio_findings.py; vLLM blog 2025-11-10: kl_div "always equals 0.0").
+    strict_agreement: int = 0
     ess_token_fail: float = 0.3
     ess_seq_warn: float = 0.5
     # Stale attempts dropped, as a share of attempts.
