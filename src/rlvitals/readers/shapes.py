@@ -317,6 +317,8 @@ class ShapeParser(TableLines):
         self._printed: set[int] = set()  # steps the file printed (markers, columns, headers)
         self._bar_last: dict[str, int] = {}  # record kind -> the bar position it last took
         self._bar_off = False  # a bar's position does not number this file's records
+        self._bar_floor = 0  # the last position a record beside a bar took
+        self._bar_records = False  # finished bars' postfixes are this file's records (ART)
         self.marked = 0  # records whose step the file printed (a marker, a step column)
         self._block = False  # the step was set by a line of its own (a block's header)
         self._marked_line = 0  # the line of the last record whose step the file printed
@@ -512,7 +514,7 @@ class ShapeParser(TableLines):
         if self.marked >= 2:
             self.stray += 1
             return
-        if self._settled and family.startswith("bar:") and self._order_family is not None:
+        if self._settled and family.startswith("bar:") and not self._bar_records:
             self.stray += 1  # a finished bar beside records of another kind: not a record
             return
         if _beside_bar(family, how) and self._settled:
@@ -539,8 +541,11 @@ class ShapeParser(TableLines):
     ) -> None:
         if step is None:
             self._number(values, lineno, t, family)
-        else:  # a finished bar's postfix (its count), or a record beside a bar in progress
-            self._append(values, lineno, t, step, "bar")
+            return
+        if _beside_bar(family, how):
+            self._bar_floor = max(self._bar_floor, step)
+        # a finished bar's postfix (its count), or a record beside a bar in progress
+        self._append(values, lineno, t, step, "bar")
 
     def _settle(self) -> None:
         """Number the records held: in order of the kind of record that recurs (the most
@@ -556,17 +561,19 @@ class ShapeParser(TableLines):
                 # Records of a kind sharing a position: the bar does not number them.
                 self._bar_off |= (fam, step) in seen
                 seen.add((fam, step))
-        # A finished bar's postfix is a record only in a file whose records are bars (ART);
-        # beside records of another kind it is a progress report (vLLM's "Processed prompts").
-        kinds = [f for f in fams if not f.startswith("bar:")] or list(fams)
-        main = max(kinds, key=lambda f: fams[f]) if kinds else None  # ties: the first seen
-        if main is not None and self._order_family is None and not main.startswith("bar:"):
-            self._order_family = main
+        # The kind that recurs most is the file's records (ties: the first seen). A finished
+        # bar's postfix is a record only where bars are (ART); beside records of another kind
+        # it is a progress report (vLLM's "Processed prompts").
+        main = max(fams, key=lambda f: fams[f]) if fams else None
+        self._bar_records = main is not None and main.startswith("bar:")
+        kinds = [f for f in fams if not f.startswith("bar:")]
+        if kinds and self._order_family is None:
+            self._order_family = max(kinds, key=lambda f: fams[f])
         started = False
         for values, lineno, t, fam, step, how in held:
             if fam == main:
                 started = True
-            elif not started or (fam.startswith("bar:") and self._order_family is not None):
+            elif not started or (fam.startswith("bar:") and not self._bar_records):
                 self.stray += 1
                 continue
             if _beside_bar(fam, how):
@@ -581,7 +588,7 @@ class ShapeParser(TableLines):
     def _number(self, values: dict[str, float], lineno: int, t: float | None, fam: str) -> None:
         if fam == self._order_family or self.last_step is None:
             # in order from 1, on after a record a bar placed (steps never go back)
-            self._order_n = max(self._order_n, self.last_step or 0) + 1
+            self._order_n = max(self._order_n, self._bar_floor) + 1
             step = self._order_n
         else:
             step = self.last_step  # another kind of line of the same record
