@@ -15,7 +15,7 @@ them unweighted), else 1.
   rise, to its ceiling, comes after the task's plateau began). The proxy rising after the
   true objective has peaked is the signature of over-optimisation (Gao et al. 2022).
 - The reward leaving its components behind: where the components explain the reward over
-  the first half of the run (a least-squares fit, R² ≥ 0.98) and the reward then rises beyond
+  the first half of the run (a least-squares fit, R² ≥ ``component_fit_r2``) and the reward then rises beyond
   that fit by more than its noise, a part of the reward no logged component accounts for is
   rising: an unlogged term (a length bonus, a judge's quirk). With reply length growing by
   half or more alongside it, it is the length exploit Singhal et al. (2023) found behind most
@@ -37,11 +37,50 @@ import numpy as np
 
 from . import episodes, groups
 from .base import Finding
-from .composition import AUX, MEAN, Component, Components, find_metrics, task_of
+from .composition import AUX, MEAN, Component, Components, CompositionLines, find_metrics, task_of
 from .context import Context, finding, round_sig
-from .stats import MIN_WINDOW, noise_sigma, read_words
+from .stats import MARGIN_RANGE, MARGIN_SIGMAS, MIN_WINDOW, noise_sigma, read_words
+from .thresholds import line, lines
 
 NAME = "components"
+
+
+@lines
+@dataclass(frozen=True)
+class ComponentsLines:
+    """Where the components check draws its lines."""
+
+    component_dominant: float = line(
+        0.7,
+        "share of the reward's rise (or spread) one component holds to dominate it",
+        "rl-doctor's reward_composition (70% of recent variance warns)",
+    )
+    component_short_rise: float = line(
+        0.2,
+        "in a log of 3-4 updates, an auxiliary component's rise at every update that warns ...",
+        "science.md 4 (format exploitation: the format share rises while correctness stays "
+        "flat); a fifth of a [0, 1] score",
+    )
+    component_short_fall: float = line(
+        2 / 3,
+        "... while the task component falls at every update under this share of its first value",
+        "science.md 4 (format exploitation); a third of the task score lost",
+    )
+    hidden_length_growth: float = line(
+        1.5,
+        "replies this many times longer beside a rise no component explains: the length "
+        "exploit (fail)",
+        "science.md 4 (Singhal et al. 2310.03716: most of PPO's reward gain is longer "
+        "outputs); half again as long",
+    )
+    hidden_share: float = line(
+        1 / 3,
+        "the part no logged component explains holds at least this share of the reward's "
+        "rise since",
+        "science.md 4 (Singhal et al.: 70-90% of the gain from length); a third, well under "
+        "their figure",
+    )
+
 
 # A component holding ``component_dominant`` of the reward's rise (or spread) dominates it
 # (rl-doctor's reward_composition: 70% of recent variance is a warning).
@@ -126,10 +165,10 @@ def hidden_part(ctx: Context, comps: Components) -> Hidden | None:
         return None
     resid = y - X @ w
     r2 = 1 - float((resid[:h] ** 2).sum()) / var
-    if r2 < 0.98:
+    if r2 < ctx.thresholds.of(CompositionLines).component_fit_r2:
         return None
     scale = max(1.0, float(np.abs(y).max()))
-    margin = max(3 * noise_sigma(resid[:h]), 0.02 * scale)
+    margin = max(MARGIN_SIGMAS * noise_sigma(resid[:h]), MARGIN_RANGE * scale)
     c5 = np.convolve(resid, np.ones(MIN_WINDOW) / MIN_WINDOW, mode="valid")
     tail = float(resid[-MIN_WINDOW:].mean())
     if tail <= margin:
@@ -137,7 +176,7 @@ def hidden_part(ctx: Context, comps: Components) -> Hidden | None:
     i = int(np.flatnonzero(c5 > margin)[0])
     before = float(y[max(0, i - 1) : i + MIN_WINDOW - 1].mean()) if i else float(y[0])
     rise = float(y[-MIN_WINDOW:].mean()) - before
-    if rise <= 0 or tail / rise < 1 / 3:
+    if rise <= 0 or tail / rise < ctx.thresholds.of(ComponentsLines).hidden_share:
         return None
     return Hidden(int(steps[i + MIN_WINDOW - 1]), tail, tail / rise, r2)
 
@@ -151,7 +190,7 @@ def _short(ctx: Context) -> list[Finding]:
     the same way: an auxiliary share of [0, 1] rising by ``component_short_rise`` in all, at
     every update, while the task component falls at every update to under
     ``component_short_fall`` of its first value."""
-    th = ctx.thresholds
+    th = ctx.thresholds.of(ComponentsLines)
     series = {}
     for name, metric in sorted(find_metrics(ctx, MEAN).items()):
         s = ctx.finite(metric)
@@ -206,7 +245,7 @@ def check(ctx: Context) -> list[Finding]:
     ev = _evidence(comps)
     out = _shortcut(ctx, comps, ev) or _late(ctx, comps, ev) or _dominant(ctx, comps, ev)
     out.extend(_hidden(ctx, comps, ev))
-    out.extend(_spread(comps, ev, ctx.thresholds.component_dominant))
+    out.extend(_spread(comps, ev, ctx.thresholds.of(ComponentsLines).component_dominant))
     out.extend(_dead(comps))
     return out
 
@@ -247,7 +286,7 @@ def _shortcut(ctx: Context, comps: Components, ev: dict[str, Any]) -> list[Findi
     ceiling = " to its ceiling" if cut.at_ceiling else ""
     hard = groups.from_start(ctx) == "too_hard"
     cut_short = episodes.cut_from_start(ctx)
-    dominant = share >= ctx.thresholds.component_dominant
+    dominant = share >= ctx.thresholds.of(ComponentsLines).component_dominant
     return [
         finding(
             NAME,
@@ -277,7 +316,7 @@ def _late(ctx: Context, comps: Components, ev: dict[str, Any]) -> list[Finding]:
     rising after the true objective peaked (Gao et al. 2022), fail (info where the tasks were
     too hard from the start). Dated where that component's five-update mean first passed its
     level at the plateau by its margin."""
-    late = late_shortcut(comps, ctx.thresholds.component_dominant)
+    late = late_shortcut(comps, ctx.thresholds.of(ComponentsLines).component_dominant)
     if late is None or comps.task is None:
         return []
     c = late.component
@@ -320,7 +359,11 @@ def _dominant(ctx: Context, comps: Components, ev: dict[str, Any]) -> list[Findi
         return []
     top = max(comps.items, key=lambda c: c.gain)
     share = top.gain / total
-    if top is comps.task or not top.rose or share < ctx.thresholds.component_dominant:
+    if (
+        top is comps.task
+        or not top.rose
+        or share < ctx.thresholds.of(ComponentsLines).component_dominant
+    ):
         return []
     if len(comps.items) <= 1:
         return []
@@ -381,7 +424,7 @@ def _hidden(ctx: Context, comps: Components, ev: dict[str, Any]) -> list[Finding
         if len(at):
             l0 = float(at[-MIN_WINDOW:].mean())
             grew = float(length.values[-MIN_WINDOW:].mean()) / l0 if l0 > 0 else None
-    longer = grew is not None and grew >= 1.5
+    longer = grew is not None and grew >= ctx.thresholds.of(ComponentsLines).hidden_length_growth
     with_length = f", while replies grew {grew:.1f}x" if longer else ""
     return [
         finding(

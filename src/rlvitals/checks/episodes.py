@@ -10,6 +10,8 @@ said at once.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from ..model import Series
@@ -24,8 +26,36 @@ from .stats import (
     start_level,
     trend,
 )
+from .thresholds import line, lines
 
 NAME = "episodes"
+
+
+@lines
+@dataclass(frozen=True)
+class EpisodesLines:
+    """Where the episodes check draws its lines."""
+
+    room_rise: float = line(
+        0.2,
+        "rise of the share of episodes at a limit over its start that counts while the "
+        "reward is flat",
+        "the Loops seed (a rising max_turns or truncated rate with a flat reward means "
+        "running out of room); a fifth of the episodes",
+    )
+    room_creep: float = line(
+        0.05,
+        "the share that counts while it still climbs (and half of it over its start)",
+        "science.md 5 (EWMA of clip_ratio > 0.05 warns, > 0.15 pages)",
+    )
+    room_level: float = line(
+        0.5,
+        "share of episodes at a limit that is a problem whatever the reward does (most of "
+        "them cut)",
+        "science.md 5 (truncated samples add reward noise: DAPO's overlong shaping); most "
+        "episodes cut",
+    )
+
 
 LIMIT_LABELS = ("max_turns", "max_tokens", "length", "truncated", "token_limit", "turn_limit")
 
@@ -73,7 +103,7 @@ def check(ctx: Context) -> list[Finding]:
     hits: list[Finding] = []
     passed: list[Finding] = []
     for name, s, words in _candidates(ctx):
-        if short_level(s.values, ctx.thresholds.room_level):
+        if short_level(s.values, ctx.thresholds.of(EpisodesLines).room_level):
             hits.append(_short(ctx, name, s, words))
         elif len(s) >= MIN_WINDOW:
             found = _course(ctx, name, s, words)
@@ -114,7 +144,7 @@ def _short(ctx: Context, name: str, s: Series, words: str) -> Finding:
         metric=name,
         first_step=int(s.steps[0]),
         level=round_sig(level),
-        most_line=ctx.thresholds.room_level,
+        most_line=ctx.thresholds.of(EpisodesLines).room_level,
         updates_read=len(s),
         values=[round_sig(float(x)) for x in s.values],
         action="Read a few truncated replies: a model that never stops (a new "
@@ -129,7 +159,7 @@ def _course(ctx: Context, name: str, s: Series, words: str) -> Finding | None:
     from the start and still: out of room from the start; a start where most are cut (a
     random-init model that has not learned to stop) that falls away is transient; else the
     spell that began later (``_later``), if it is not over."""
-    th = ctx.thresholds
+    th = ctx.thresholds.of(EpisodesLines)
     start = start_level(s.values, MIN_WINDOW)
     now = float(s.values[-MIN_WINDOW:].mean())
     from_start = start >= th.room_level
@@ -176,7 +206,7 @@ def _course(ctx: Context, name: str, s: Series, words: str) -> Finding | None:
 
 def _transient(ctx: Context, name: str, s: Series, words: str, start: float, now: float) -> Finding:
     """Most episodes cut at the start, few now: the policy learned to finish in time."""
-    drop = crossing(s.values, ctx.thresholds.room_level, above=False, points=True)
+    drop = crossing(s.values, ctx.thresholds.of(EpisodesLines).room_level, above=False, points=True)
     return finding(
         NAME,
         "info",
@@ -188,7 +218,7 @@ def _transient(ctx: Context, name: str, s: Series, words: str, start: float, now
         last_step=int(s.steps[drop]) if drop is not None else None,
         start_level=round_sig(start),
         level=round_sig(now),
-        most_line=ctx.thresholds.room_level,
+        most_line=ctx.thresholds.of(EpisodesLines).room_level,
         action="Nothing to do: the policy learned to finish within the budget.",
     )
 
@@ -198,7 +228,7 @@ def _later(ctx: Context, s: Series, start: float, now: float) -> tuple[int, bool
     still climbing, and the creep line; None when there is none or it is over. The start is
     the median of the first five updates; three points past the line after them are enough
     (the lines are far from noise), so a live run is judged from its eighth update."""
-    th = ctx.thresholds
+    th = ctx.thresholds.of(EpisodesLines)
     n = len(s)
     if n < MIN_WINDOW + 3:
         return None  # not yet
@@ -240,6 +270,6 @@ def cut_from_start(ctx: Context) -> bool:
     return any(
         f.severity == "warn"
         and f.verdict == "out_of_room"
-        and (f.evidence.get("start_level") or 0.0) >= ctx.thresholds.room_level
+        and (f.evidence.get("start_level") or 0.0) >= ctx.thresholds.of(EpisodesLines).room_level
         for f in check(ctx)
     )

@@ -31,12 +31,50 @@ import numpy as np
 from ..model import Series
 from .base import Finding
 from .context import Context, finding, round_sig
+from .episodes import EpisodesLines
 from .stats import MIN_WINDOW, noise_sigma, trend
+from .thresholds import line, lines
 
 NAME = "heldout"
 
-# Spans tried as divergence candidates (the earliest evaluations), to stay linear in time.
-MAX_CANDIDATES = 64
+
+@lines
+@dataclass(frozen=True)
+class HeldoutLines:
+    """Where the held-out check draws its lines."""
+
+    heldout_min_evals: int = line(
+        3,
+        "held-out evaluations needed to judge divergence",
+        "science.md 4 (train rising while held-out slope <= 0 over >= 3 evals)",
+    )
+    heldout_min_gain: float = line(
+        0.05,
+        "a train rise under this share of the reward's range is not held against held-out",
+        "science.md 4 (Gao et al.: the gold reward follows the proxy at small distances); a "
+        "rise a held-out suite of ~100 tasks cannot resolve",
+    )
+    heldout_lag_gain: float = line(
+        0.3,
+        "a train gain of this share of the range or more ...",
+        "rl-doctor's length-hacking test (eval gain under 25% of the train gain)",
+    )
+    heldout_lag_share: float = line(
+        0.25,
+        "... that held-out follows by under this share of it is divergence too",
+        "rl-doctor's length-hacking test (eval gain under 25% of the train gain)",
+    )
+    heldout_max_candidates: int = line(
+        64,
+        "evaluations tried as the start of a divergence, earliest first",
+        "DESIGN.md: every check runs in time linear in the run's length",
+    )
+
+
+# The standard error of an evaluation whose size is unknown, with too few to read their
+# scatter: a binomial score of 100 tasks at p = 0.5.
+# source: numerical guard (sqrt(0.25 / 100) = 0.05, the largest error of a 100-task suite)
+UNKNOWN_SE = 0.05
 
 
 def _eval_se(ctx: Context, suite: str, e: Series) -> np.ndarray:
@@ -52,7 +90,7 @@ def _eval_se(ctx: Context, suite: str, e: Series) -> np.ndarray:
             se[i] = math.sqrt(max(p * (1 - p), 1.0 / n) / n)
     if np.isnan(se).all():
         # Unknown n: the scores' own scatter around their trend.
-        sigma = noise_sigma(e.values) if len(e) >= 3 else 0.05
+        sigma = noise_sigma(e.values) if len(e) >= 3 else UNKNOWN_SE
         se[:] = sigma
     else:
         se = np.where(np.isnan(se), np.nanmean(se), se)
@@ -110,8 +148,8 @@ def heldout_change(ctx: Context, since: int) -> dict[str, Any] | None:
             continue
         suite = suite_name(metric)
         i = int(np.searchsorted(e.steps, since))
-        i = max(0, min(i, len(e) - ctx.thresholds.heldout_min_evals))
-        if len(e) - i < ctx.thresholds.heldout_min_evals:
+        i = max(0, min(i, len(e) - ctx.thresholds.of(HeldoutLines).heldout_min_evals))
+        if len(e) - i < ctx.thresholds.of(HeldoutLines).heldout_min_evals:
             continue
         se = _eval_se(ctx, suite, e)
         first, last, change, err = _span_change(e, se, i)
@@ -139,7 +177,7 @@ def check(ctx: Context) -> list[Finding]:
         e = ctx.finite(metric)
         if e is None:
             continue
-        if len(e) < ctx.thresholds.heldout_min_evals:
+        if len(e) < ctx.thresholds.of(HeldoutLines).heldout_min_evals:
             out.append(_too_few(ctx, metric, e))
         elif r is not None and rname is not None:
             out += _suite(ctx, metric, e, rname, r)
@@ -147,7 +185,7 @@ def check(ctx: Context) -> list[Finding]:
 
 
 def _too_few(ctx: Context, metric: str, e: Series) -> Finding:
-    need = ctx.thresholds.heldout_min_evals
+    need = ctx.thresholds.of(HeldoutLines).heldout_min_evals
     return finding(
         NAME,
         "info",
@@ -211,14 +249,14 @@ def _divergence(ctx: Context, e: Series, se: np.ndarray, r: Series) -> Divergenc
     (``_diverges``)."""
     lo, hi = ctx.reward_bounds
     span = hi - lo if hi > lo else 1.0
-    last_i = len(e) - ctx.thresholds.heldout_min_evals
-    for i in range(min(last_i + 1, MAX_CANDIDATES)):
+    last_i = len(e) - ctx.thresholds.of(HeldoutLines).heldout_min_evals
+    for i in range(min(last_i + 1, ctx.thresholds.of(HeldoutLines).heldout_max_candidates)):
         train = _train_span(r, int(e.steps[i]), int(e.steps[-1]))
         if train is None or not train["rising"]:
             continue
         first, last, change, err = _span_change(e, se, i)
         gain = (train["last"] - train["first"]) / span
-        if gain < ctx.thresholds.heldout_min_gain:
+        if gain < ctx.thresholds.of(HeldoutLines).heldout_min_gain:
             continue  # a rise too small to call the train reward rising
         if _diverges(ctx, e, i, train, gain, change, err):
             return Divergence(i, train, first, last, change, err)
@@ -236,7 +274,7 @@ def _diverges(
     noise."""
     if i:
         return change < -2 * err
-    th = ctx.thresholds
+    th = ctx.thresholds.of(HeldoutLines)
     # Or, over the whole run, a big train gain (a third of the reward's range or more) that
     # held-out follows by under a quarter (rl-doctor's length-hacking test: eval gain under
     # 25% of the gain): the rise is mostly not skill.
@@ -274,7 +312,7 @@ def _exploit(
     cut = (
         t is not None
         and len(t.since(divergence))
-        and float(t.since(divergence).values.mean()) >= ctx.thresholds.room_level
+        and float(t.since(divergence).values.mean()) >= ctx.thresholds.of(EpisodesLines).room_level
     )
     how = "falling" if falling else "flat" if d.change <= d.se else "far behind"
     return finding(

@@ -24,6 +24,7 @@ a policy that left for tokens the reference finds unlikely has a KL above the en
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -31,8 +32,29 @@ from ..model import Series
 from .base import Finding
 from .context import ENTROPY, Context, finding, round_sig
 from .stats import MIN_WINDOW, Trend, crossing, read_words, rolling_mean, short_level, trend
+from .thresholds import line, lines
 
 NAME = "reference"
+
+
+@lines
+@dataclass(frozen=True)
+class ReferenceLines:
+    """Where the reference check draws its lines."""
+
+    ref_kl_warn: float = line(
+        0.5,
+        "KL to the reference worth a look (info; warn while still climbing)",
+        "rl-doctor kl_drift (0.5 worth a look); Gao et al. 2210.10760 (the proxy reward "
+        "leaves the gold one as sqrt(KL) grows)",
+    )
+    ref_kl_fail: float = line(
+        2.0,
+        "KL to the reference that is far (warn; fail while still climbing)",
+        "rl-doctor kl_drift (2.0 is far)",
+    )
+
+
 METRIC = "train/ref_kl"
 # Config keys of the KL coefficient, by framework (TRL beta, verl kl_loss_coef / kl_coef,
 # OpenRLHF init_kl_coef, Miles kl_loss_coef).
@@ -103,7 +125,7 @@ def _coef_words(coef: float | None) -> str:
 
 def _short_log(ctx: Context, s: Series, coef: float | None) -> list[Finding]:
     """Under five updates, every one past the warn line: the policy got that far in a few."""
-    th = ctx.thresholds
+    th = ctx.thresholds.of(ReferenceLines)
     v = s.values
     if not short_level(v, th.ref_kl_warn):
         return []
@@ -164,7 +186,7 @@ def _severity(
 def _past_line(ctx: Context, s: Series, coef: float | None) -> list[Finding]:
     """Dated where it first passed the warn line; as severe as the highest line it passed and
     its course (``_severity``)."""
-    th = ctx.thresholds
+    th = ctx.thresholds.of(ReferenceLines)
     first = crossing(s.values, th.ref_kl_warn)
     if first is None:
         return []
@@ -217,7 +239,7 @@ def _rising(ctx: Context, s: Series, coef: float | None) -> list[Finding]:
     """Below the lines: a significant rise over the second half of the run, at least double
     its start, named with the update where it would reach the warn line (if within as long
     again as the run so far)."""
-    line = ctx.thresholds.ref_kl_warn
+    line = ctx.thresholds.of(ReferenceLines).ref_kl_warn
     n = len(s)
     start, _peak, now = _course(s)
     half = s.since(int(s.steps[n // 2])) if n >= 2 * MIN_WINDOW else None

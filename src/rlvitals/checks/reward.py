@@ -20,9 +20,83 @@ from .base import Finding
 from .context import Context, fact, finding, round_sig
 from .groups import group_shares
 from .heldout import heldout_change
-from .stats import MIN_WINDOW, crossing, noise_sigma, rolling_mean, start_level, trend
+from .stats import MARGIN_RANGE, MIN_WINDOW, crossing, noise_sigma, rolling_mean, start_level, trend
+from .thresholds import line, lines
 
 NAME = "reward"
+
+
+@lines
+@dataclass(frozen=True)
+class RewardLines:
+    """Where the reward check draws its lines."""
+
+    not_learning_min_steps: int = line(
+        30,
+        "updates before a reward flat with no hint of a rise, while groups carry signal, is "
+        "called not learning",
+        "science.md 6 (MK and Theil-Sen need a window of 30 or more to see a drift of 1-2 sigma)",
+    )
+    plateau_share: float = line(
+        0.35,
+        "a reward that rose, then stayed flat over this last share of the run ...",
+        "rl-doctor's plateau rule (Mann-Kendall flat over the last 35% of the run)",
+    )
+    plateau_min_steps: int = line(
+        50,
+        "... and at least this many updates, while groups carry signal: stopped improving",
+        "science.md 2b (the entropy-bound plateau reads the Mann-Kendall trend over the last "
+        "50 steps)",
+    )
+    flat_min_steps: int = line(
+        20,
+        "updates over which a reward flat within its noise is a plateau whatever the groups say",
+        "DESIGN.md: past twenty updates every run gets a verdict",
+    )
+    flat_z: float = line(
+        2.0,
+        "... its last quarter under this many standard errors above its first",
+        "a two-standard-error test of the quarters' means (copied from the wild corpus's "
+        "label rule: issue 36 item 4 revisits it)",
+    )
+    plateau_level_edge: float = line(
+        0.2,
+        "a flat reward within this share of the top of its range is saturated, of the "
+        "bottom too hard; a reward in the top share is high",
+        "science.md 3 (a pass rate of 0.8 makes 17% of groups of 8 agree by chance: past it "
+        "the groups, not the reward, say more)",
+    )
+    plateau_groups_edge: float = line(
+        0.5,
+        "... or, from group statistics, this share of groups all solved (none solved)",
+        "science.md 3 (most groups: the effective fraction f under 0.5 warns)",
+    )
+    group_std_floor: float = line(
+        0.25,
+        "group spread below this share of its start while the reward is in the bottom half "
+        "of its range: exploration stopped",
+        "the Loops seed (group_std_mean falling toward zero while reward/mean is low); a "
+        "quarter of its start",
+    )
+    signal_share: float = line(
+        0.3,
+        "groups carry signal when at least this share of them disagree",
+        "science.md 3 (warn when the effective fraction f < 0.5, page when f < 0.2)",
+    )
+    signal_group_std: float = line(
+        0.05,
+        "without group counts, a mean group spread over this share of the reward's range "
+        "carries signal",
+        "science.md 3 (one disagreeing attempt in a group of 8 on a [0, 1] score gives a "
+        "spread of 0.33; 0.05 is well under any group that disagrees)",
+    )
+    plateau_trend_z: float = line(
+        2.0,
+        "a reward that rose is flat over its last share when that share's trend is under "
+        "this many standard errors",
+        "science.md 6 (a trend verdict from an autocorrelation-corrected test; 2 standard "
+        "errors, a 5% two-sided test)",
+    )
 
 
 def _learning_signal(ctx: Context) -> float | None:
@@ -33,7 +107,8 @@ def _learning_signal(ctx: Context) -> float | None:
     g = ctx.finite("reward/group_std_mean")
     if g is not None:
         lo, hi = ctx.reward_bounds
-        return 1.0 if float(g.values.mean()) > 0.05 * (hi - lo) else 0.0
+        line = ctx.thresholds.of(RewardLines).signal_group_std
+        return 1.0 if float(g.values.mean()) > line * (hi - lo) else 0.0
     return None
 
 
@@ -43,7 +118,7 @@ def _plateau(ctx: Context, name: str, s: Any) -> Finding | None:
     top of its range, and its groups stop disagreeing). ``name``, ``s``: the reward the check
     reads (``_reward_series``)."""
     n = len(s)
-    th = ctx.thresholds
+    th = ctx.thresholds.of(RewardLines)
     k = max(th.plateau_min_steps, int(th.plateau_share * n))
     if n < 2 * k:
         return None
@@ -60,11 +135,11 @@ def _plateau(ctx: Context, name: str, s: Any) -> Finding | None:
     margin = ctx.reward_margin(noise_sigma(s.values))
     if (
         tr is not None
-        and abs(tr.z) < 2.0
+        and abs(tr.z) < th.plateau_trend_z
         and now <= best + margin / 2
-        and level < lo + 0.8 * (hi - lo)
+        and level < hi - th.plateau_level_edge * (hi - lo)
         and signal is not None
-        and signal >= 0.3
+        and signal >= th.signal_share
     ):
         since = int(tail.steps[0])
         out = finding(
@@ -135,9 +210,9 @@ def _plateau_level(ctx: Context, s: Series, since: int) -> tuple[str, str, dict[
         a = float(all_s.since(since).values.mean()) if all_s is not None else 0.0
         z = float(none_s.since(since).values.mean()) if none_s is not None else 0.0
         ev: dict[str, Any] = {"all_solved_share": round_sig(a), "none_solved_share": round_sig(z)}
-        if a >= ctx.thresholds.plateau_groups_edge:
+        if a >= ctx.thresholds.of(RewardLines).plateau_groups_edge:
             return "ceiling", f"{a:.0%} of groups solved by every attempt", ev
-        if z >= ctx.thresholds.plateau_groups_edge:
+        if z >= ctx.thresholds.of(RewardLines).plateau_groups_edge:
             return "floor", f"{z:.0%} of groups solved by no attempt", ev
         return "middle", f"{a:.0%} of groups all solved, {z:.0%} none solved", ev
     rr = ctx.config_value("rollout", "reward_range")
@@ -149,7 +224,7 @@ def _plateau_level(ctx: Context, s: Series, since: int) -> tuple[str, str, dict[
         return "unknown", "its range is unknown", {}
     pos = (float(s.since(since).values.mean()) - lo) / (hi - lo) if hi > lo else math.nan
     ev = {"range": [lo, hi], "position_in_range": round_sig(pos)}
-    edge = ctx.thresholds.plateau_level_edge
+    edge = ctx.thresholds.of(RewardLines).plateau_level_edge
     if pos >= 1 - edge:
         return "ceiling", f"{pos:.0%} of {how}", ev
     if pos <= edge:
@@ -197,10 +272,10 @@ def _flat(ctx: Context, c: Course) -> Finding | None:
     beyond twice its error (held-out is the better witness)."""
     name, s = c.name, c.s
     n = len(s)
-    if n < ctx.thresholds.flat_min_steps:
+    if n < ctx.thresholds.of(RewardLines).flat_min_steps:
         return None
     q = quarters(s.values)
-    if not q["z"] < ctx.thresholds.flat_z:
+    if not q["z"] < ctx.thresholds.of(RewardLines).flat_z:
         return None  # rising, not yet beyond noise: said as such
     held = heldout_change(ctx, int(s.steps[0]))
     if held is not None and held["change"] > 2 * held["se"]:
@@ -224,7 +299,7 @@ def _flat(ctx: Context, c: Course) -> Finding | None:
         last_mean=round_sig(q["last"]),
         quarter=q["n"],
         z=round_sig(zq) if math.isfinite(zq) else zq,
-        z_line=ctx.thresholds.flat_z,
+        z_line=ctx.thresholds.of(RewardLines).flat_z,
         noise_per_step=round_sig(noise),
         updates=n,
         window=[int(s.steps[0]), int(s.steps[-1])],
@@ -397,10 +472,11 @@ def _rose(ctx: Context, c: Course) -> Finding | None:
 def _flat_with_signal(ctx: Context, c: Course) -> Finding | None:
     """Flat over ``not_learning_min_steps`` or more, without any hint of a rise (a slow,
     noisy climb is not flat), while groups carry signal: not learning."""
+    th = ctx.thresholds.of(RewardLines)
     signal = _learning_signal(ctx)
-    enough = len(c.s) >= ctx.thresholds.not_learning_min_steps
+    enough = len(c.s) >= th.not_learning_min_steps
     no_hint = (c.tr is None or c.tr.z < 1.0) and c.tail <= c.head + c.margin / 2
-    if not (enough and no_hint and signal is not None and signal >= 0.3):
+    if not (enough and no_hint and signal is not None and signal >= th.signal_share):
         return None
     return finding(
         NAME,
@@ -466,10 +542,10 @@ def _exploration(ctx: Context, lo: float, hi: float) -> list[Finding]:
     if g is None or r is None or len(g) < 2 * MIN_WINDOW:
         return []
     start = start_level(g.values)
-    if not start > 0.02 * (hi - lo):
+    if not start > MARGIN_RANGE * (hi - lo):
         return []
     roll = rolling_mean(g.values)
-    idx = crossing(g.values, ctx.thresholds.group_std_floor * start, above=False)
+    idx = crossing(g.values, ctx.thresholds.of(RewardLines).group_std_floor * start, above=False)
     if idx is None:
         return []
     step = int(g.steps[idx])
@@ -489,7 +565,7 @@ def _exploration(ctx: Context, lo: float, hi: float) -> list[Finding]:
             first_step=step,
             start_level=round_sig(start),
             level=round_sig(float(roll[idx])),
-            floor=round_sig(ctx.thresholds.group_std_floor * start),
+            floor=round_sig(ctx.thresholds.of(RewardLines).group_std_floor * start),
             reward_level=round_sig(r_level),
             action="Every attempt at a task now does the same thing: raise the sampling "
             "temperature or the group size, add an entropy bonus or clip-higher, or restart "

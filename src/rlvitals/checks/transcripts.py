@@ -25,6 +25,7 @@ run read is never written to.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -40,14 +41,15 @@ from .context import (
     RULES_ENV,
     RULES_FILES,
     Context,
-    Thresholds,
     fact,
     finding,
     round_sig,
 )
 from .heldout import heldout_change
+from .policy import PolicyLines
 from .reward import learns
 from .stats import MIN_WINDOW, first_sustained, noise_sigma, rolling_mean, start_level, trend
+from .thresholds import line, lines
 
 __all__ = [
     "NAME",
@@ -63,6 +65,55 @@ __all__ = [
 ]
 
 NAME = "transcripts"
+
+
+@lines
+@dataclass(frozen=True)
+class TranscriptsLines:
+    """Where the transcripts check draws its lines (a flag's own lines are the rules
+    file's: docs/transcripts.md)."""
+
+    jump_sigmas: float = line(
+        5.0,
+        "a reward rise over five updates this many early-noise errors above the early rate "
+        "of rise ...",
+        "the Loops seed (a reward that climbs faster than the task allows); science.md 6: "
+        "beyond 3 sigma, with room for a run's faster phases",
+    )
+    jump_range: float = line(
+        0.1,
+        "... and at least this share of the reward's range: it climbed faster than the task allows",
+        "science.md 4 (Anthropic 2511.18397: hack rate stays low ~50 steps then jumps to "
+        "> 99%); a tenth of the range in ten updates",
+    )
+    length_rho: float = line(
+        0.3,
+        "within-step |Spearman(reward, length)| that says the reward tracks length ...",
+        "science.md 4 (length exploitation: trigger when rho > 0.3 and rising)",
+    )
+    length_move: float = line(
+        0.2,
+        "... moved at least this far from its early value",
+        "science.md 4 (rho rising, not a level a task's answers hold from the start)",
+    )
+    flag_cusum_h: float = line(
+        5.0,
+        "the Bernoulli CUSUM limit (log-likelihood units) on a transcript flag's counts",
+        "science.md 6 (h = 4-5 for a 1-sigma shift, Montgomery & Runger)",
+    )
+    flag_entropy_drop: float = line(
+        0.85,
+        "entropy after a repetition flag's onset under this share of before it: falling with it",
+        "the Loops seed (entropy falling sharply alongside repetitive transcripts)",
+    )
+    flag_length_collapse: float = line(
+        0.25,
+        "replies at or under this share of their start while the reward rises back a relative flag",
+        "science.md 5 (a length drop over 30% is a collapse sign); policy.py calls a fifth a "
+        "shortcut on its own",
+    )
+
+
 REWARD_LENGTH = "transcripts/reward_length_spearman"
 
 
@@ -111,7 +162,7 @@ def reward_jump(ctx: Context) -> dict[str, Any] | None:
         tr = trend(Series(r.steps[:early_n], v[:early_n]))
         rate = max(0.0, tr.slope) if tr is not None else 0.0
         lo, hi = ctx.reward_bounds
-        th = ctx.thresholds
+        th = ctx.thresholds.of(TranscriptsLines)
         c = np.cumsum(np.concatenate(([0.0], v)))
         t = np.arange(w, len(v) - w + 1)
         before = (c[t] - c[t - w]) / w
@@ -252,7 +303,7 @@ def _length(ctx: Context) -> list[Finding]:
     roll = np.nan_to_num(rolling_mean(s.values), nan=early)
     late = float(s.values[-MIN_WINDOW:].mean())
     d = 1.0 if late >= early else -1.0
-    th = ctx.thresholds
+    th = ctx.thresholds.of(TranscriptsLines)
     hot = (d * (s.values - early) >= th.length_move) & (np.abs(s.values) >= th.length_rho)
     idx = first_sustained(hot)
     if idx is None or abs(float(roll[-1]) - early) < th.length_move:
@@ -296,8 +347,16 @@ def _length(ctx: Context) -> list[Finding]:
 # -- flag families ---------------------------------------------------------------------------
 
 
+# The Bernoulli CUSUM's rates kept inside (0, 1): a base rate of at least one flag in 500
+# episodes, and rates short of certainty (the log-likelihood ratios stay finite).
+# source: numerical guards of the Bernoulli CUSUM (science.md 4: a per-step flagged rate)
+CUSUM_P_MIN = 0.002
+CUSUM_P_MAX = 0.9
+CUSUM_P1_MAX = 0.99
+
+
 def _cusum(
-    x: np.ndarray, n: np.ndarray, p0: float, p1: float, h: float = Thresholds.flag_cusum_h
+    x: np.ndarray, n: np.ndarray, p0: float, p1: float, h: float = TranscriptsLines.flag_cusum_h
 ) -> tuple[int, int, float] | None:
     """Bernoulli CUSUM of counts ``x`` of ``n`` for a rise from p0 to p1: (index where the
     statistic last left zero, index where it first crossed ``h``, its value there), or None
@@ -316,7 +375,7 @@ def _cusum(
 
 
 def _flag_alarm(
-    sc: RunScan, flag: str, rules: Rules, cusum_h: float = Thresholds.flag_cusum_h
+    sc: RunScan, flag: str, rules: Rules, cusum_h: float = TranscriptsLines.flag_cusum_h
 ) -> dict[str, Any] | None:
     ok = sc.with_text > 0
     steps = sc.steps[ok]
@@ -335,8 +394,8 @@ def _flag_alarm(
     # and alarms on its own only when the flags it adds up come from 3 or more steps and make
     # more than the line over the steps from its start (at least five): one burst is not a
     # trend.
-    p0 = min(max(early, 0.002), 0.9)
-    p1 = min(max(line, 2 * p0), 0.99)
+    p0 = min(max(early, CUSUM_P_MIN), CUSUM_P_MAX)
+    p1 = min(max(line, 2 * p0), CUSUM_P1_MAX)
     cus = _cusum(x, n, p0, p1, cusum_h) if p1 > p0 else None
     cus_start = None
     if cus is not None:
@@ -427,7 +486,7 @@ def _entropy_falling(ctx: Context, onset: int) -> dict[str, Any] | None:
         if start_level(s.values) > 0
         else None,
         falling=bool(
-            (math.isfinite(ratio) and ratio < ctx.thresholds.flag_entropy_drop)
+            (math.isfinite(ratio) and ratio < ctx.thresholds.of(TranscriptsLines).flag_entropy_drop)
             or (tr is not None and tr.falling)
         ),
     )
@@ -451,7 +510,7 @@ def _corroboration(ctx: Context, alarms: list[dict[str, Any]]) -> list[str]:
     if length is not None and len(length) >= 2 * MIN_WINDOW and learns(ctx):
         l0 = start_level(length.values)
         l1 = float(length.values[-MIN_WINDOW:].mean())
-        if l0 > 0 and l1 / l0 <= ctx.thresholds.flag_length_collapse:
+        if l0 > 0 and l1 / l0 <= ctx.thresholds.of(TranscriptsLines).flag_length_collapse:
             out.append(f"replies collapsed to {l1 / l0:.0%} of their start while the reward rose")
     climbing = [a["flag"] for a in alarms if a.get("climbing")]
     if climbing:
@@ -463,7 +522,7 @@ def _family(ctx: Context, sc: RunScan, family: str, rules: Rules) -> list[Findin
     """The flags of one family that rose (``_flag_alarm``), earliest first, as one finding:
     an exploit (``_exploit``) or a collapse (``_collapse``), citing the attempts that show it."""
     names = [f for f in flag_names(rules) if spec(f, rules).family == family]
-    cusum_h = ctx.thresholds.flag_cusum_h
+    cusum_h = ctx.thresholds.of(TranscriptsLines).flag_cusum_h
     alarms = [a for a in (_flag_alarm(sc, f, rules, cusum_h) for f in names) if a is not None]
     if not alarms:
         return []
@@ -556,7 +615,7 @@ def _collapse(
     else:
         big = any(a["peak_rate"] >= 2 * rules.limit("fail_rate") for a in alarms)
         low = ent["start_ratio"] if ent is not None else None
-        severe = low is not None and low < ctx.thresholds.entropy_ratio_fail
+        severe = low is not None and low < ctx.thresholds.of(PolicyLines).entropy_ratio_fail
         sev = "fail" if big or severe else "warn"
         why = (
             f" with {ent['metric']} falling {ent['before']:.3g} -> {ent['after']:.3g}"

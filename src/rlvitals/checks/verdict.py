@@ -1,6 +1,7 @@
 """The checks in the seeds' order, and the verdict their findings add up to.
 
-``check_functions()`` imports each check module named in ``CHECK_ORDER``; ``overall_verdict`` picks the
+``check_functions()`` imports each check module named in ``CHECK_ORDER`` (one that fails to
+import raises); ``overall_verdict`` picks the
 run's verdict from the findings, ``order_findings`` puts the evidence for it first, and
 ``doubted`` marks reassuring findings of a run whose reward the exploit findings doubt.
 ``rlvitals.judge.Judge`` runs them.
@@ -39,14 +40,17 @@ CHECK_ORDER = [
 
 
 def check_functions() -> list[tuple[str, Callable[[Context], list[Finding]]]]:
+    """Each check of ``CHECK_ORDER`` with its ``check`` function. A check module that fails to
+    import is an error, never a silent absence: a run judged without one of its checks would
+    read as healthy where that check would have spoken."""
     out = []
     for name in CHECK_ORDER:
         try:
             module = importlib.import_module(f".{name}", __package__)
-        except ModuleNotFoundError as exc:
-            if exc.name != f"{__package__}.{name}":
-                raise
-            continue  # a check family not shipped in this version
+        except ImportError as exc:
+            raise ImportError(
+                f"check {name!r} (rlvitals.checks.{name}) failed to import: {exc}"
+            ) from exc
         out.append((name, module.check))
     return out
 
