@@ -5,8 +5,8 @@
 
 Every run labelled healthy is replayed as prefixes every ``--every`` updates (its first 10,
 20, 30, ... step records: ``RunData.until`` at the step of that record, judged at the time
-that record was written where the run logs one), as ``rlvitals check`` on a file cut there
-would judge it. A prefix of a healthy run raises nothing at warn or worse (DESIGN.md,
+that record was written: the run's own step time, else its files' time), as ``rlvitals
+check`` on a file cut there, just written, would judge it. A prefix of a healthy run raises nothing at warn or worse (DESIGN.md,
 "Judging principles"); every prefix past ``--past`` updates that does is listed with the
 findings that did, and counted:
 
@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from collections.abc import Iterator
@@ -76,11 +77,26 @@ def family_runs(n: int, only: str | None = None) -> Iterator[tuple[str, Any]]:
 
 
 def _now(data: Any, step: int) -> float | None:
+    """The time the prefix is judged at: when its last record was written. A run that logs
+    its step times gives it; otherwise the run's files' own time (they were written as the
+    records came), never the clock, which would read a file saved long ago as a silence."""
     times = data.series("time")
-    if times is None or not len(times):
+    if times is not None and len(times):
+        got = times.at(step)
+        if got is not None:
+            return float(got)
+    return _written(data.source)
+
+
+def _written(source: str) -> float | None:
+    """When the run's files last changed (the newest file of a run folder)."""
+    try:
+        if os.path.isdir(source):
+            stamps = [e.stat().st_mtime for e in os.scandir(source) if e.is_file()]
+            return max(stamps) if stamps else None
+        return os.path.getmtime(source)
+    except OSError:
         return None
-    got = times.at(step)
-    return float(got) if got is not None else None
 
 
 def replay(data: Any, every: int, past: int) -> dict[str, Any]:

@@ -39,7 +39,8 @@ from . import episodes, groups
 from .base import Finding
 from .composition import AUX, MEAN, Component, Components, CompositionLines, find_metrics, task_of
 from .context import Context, finding, round_sig
-from .stats import MARGIN_RANGE, MARGIN_SIGMAS, MIN_WINDOW, noise_sigma, read_words
+from .reward import RewardLines, stuck_for
+from .stats import MARGIN_RANGE, MARGIN_SIGMAS, MIN_WINDOW, noise_sigma, read_words, trend
 from .thresholds import line, lines
 
 NAME = "components"
@@ -287,20 +288,25 @@ def _shortcut(ctx: Context, comps: Components, ev: dict[str, Any]) -> list[Findi
     hard = groups.from_start(ctx) == "too_hard"
     cut_short = episodes.cut_from_start(ctx)
     dominant = share >= ctx.thresholds.of(ComponentsLines).component_dominant
+    task = comps.task
+    backed = _backed(ctx, task, _rise_step(cut))
+    sev = "info" if hard or cut_short or not backed else "fail" if dominant else "warn"
     return [
         finding(
             NAME,
-            "info" if hard or cut_short else "fail" if dominant else "warn",
+            sev,
             "exploit_suspected",
-            f"exploit suspected: reward component {cut.name} rose{ceiling} "
-            f"({cut.head:.3g} -> {cut.tail:.3g}) while the task component "
-            f"{_describe(comps.task)} stayed flat; {share:.0%} of the reward's rise "
-            f"comes from {cut.name}",
+            f"{'exploit suspected: ' if backed else ''}reward component {cut.name} rose"
+            f"{ceiling} ({cut.head:.3g} -> {cut.tail:.3g}) while the task component "
+            f"{_describe(task)} {'fell' if task.fell else 'stayed flat'}; {share:.0%} of the "
+            f"reward's rise comes from {cut.name}" + ("" if backed else _hypothesis(ctx)),
             metric=cut.metric,
             first_step=_rise_step(cut),
             component=cut.name,
             gain_share=round_sig(share),
             at_ceiling=cut.at_ceiling,
+            task_fell=task.fell,
+            corroborated=backed,
             tasks_too_hard=hard,
             replies_cut_from_start=cut_short,
             action=f"The policy is buying reward through {cut.name}, not the task: read "
@@ -311,9 +317,41 @@ def _shortcut(ctx: Context, comps: Components, ev: dict[str, Any]) -> list[Findi
     ]
 
 
+def _backed(ctx: Context, task: Component, since: int) -> bool:
+    """Whether the numbers back a component's rise over a task component that did not rise
+    (a heuristic alone is a hypothesis: DESIGN.md): the task component fell beyond its noise,
+    or it has stayed flat from ``since`` for as long as a flat reward takes to be a stuck run
+    (``flat_warn_updates``: a healthy run learns its format first and the task follows within
+    a slow start's time), or the run ended with it flat; flat meaning no hint of a rise since
+    (its trend under one standard error and its last five updates no higher than its first
+    five there by half its margin): a noisy task component that rises within its noise is
+    not flat."""
+    if task.fell:
+        return True
+    if not stuck_for(ctx, since, int(task.mean.steps[-1])):
+        return False
+    seg = task.mean.since(since)
+    if len(seg) < 2 * MIN_WINDOW:
+        return False
+    tr = trend(seg)
+    head, tail = float(seg.values[:MIN_WINDOW].mean()), float(seg.values[-MIN_WINDOW:].mean())
+    return tr is not None and tr.z < 1.0 and tail <= head + task.margin / 2
+
+
+def _hypothesis(ctx: Context) -> str:
+    """What an info finding on a component adds: why it is not a warning yet."""
+    n = ctx.thresholds.of(RewardLines).flat_warn_updates
+    return (
+        "; a hypothesis: healthy runs learn a format or shaping term first and the task "
+        f"after (a warning if the task component falls, stays flat {n} updates, or the run "
+        "ends with it flat)"
+    )
+
+
 def _late(ctx: Context, comps: Components, ev: dict[str, Any]) -> list[Finding]:
     """The task component stopped rising, then another went on to its ceiling: the proxy
-    rising after the true objective peaked (Gao et al. 2022), fail (info where the tasks were
+    rising after the true objective peaked (Gao et al. 2022), fail where the task component
+    has fallen since (info where it holds its level: a hypothesis; or where the tasks were
     too hard from the start). Dated where that component's five-update mean first passed its
     level at the plateau by its margin."""
     late = late_shortcut(comps, ctx.thresholds.of(ComponentsLines).component_dominant)
@@ -326,22 +364,32 @@ def _late(ctx: Context, comps: Components, ev: dict[str, Any]) -> list[Finding]:
     hit = np.flatnonzero(c5 - late.before > c.margin)
     rise = c.mean.steps[c.mean.steps > late.since]
     first = int(rise[int(hit[0])]) if len(hit) else int(rise[0])
+    # Gao et al.: the proxy rising after the true objective peaked, which then falls. A task
+    # component that holds its level while another catches up converged; it did not fall.
+    backed = comps.task.tail < late.level - comps.task.margin
     return [
         finding(
             NAME,
-            "info" if hard else "fail",
+            "info" if hard or not backed else "fail",
             "exploit_suspected",
-            f"exploit suspected: the task component {comps.task.name} stopped rising at "
-            f"step {late.since} ({late.level:.3g}, {comps.task.tail:.3g} now) while "
-            f"reward component {c.name} went on to its ceiling ({late.before:.3g} -> "
-            f"{c.tail:.3g}); {late.share:.0%} of the components' rise since then is "
-            f"{c.name}",
+            f"{'exploit suspected: ' if backed else ''}the task component {comps.task.name} "
+            f"stopped rising at step {late.since} ({late.level:.3g}, {comps.task.tail:.3g} "
+            f"now) while reward component {c.name} went on to its ceiling ({late.before:.3g} "
+            f"-> {c.tail:.3g}); {late.share:.0%} of the components' rise since then is "
+            f"{c.name}"
+            + (
+                ""
+                if backed
+                else "; a hypothesis: the task component holds its level (a warning if it "
+                "falls from it)"
+            ),
             metric=c.metric,
             first_step=first,
             component=c.name,
             gain_share=round_sig(late.share),
             task_plateau_step=late.since,
             at_ceiling=True,
+            corroborated=backed,
             tasks_too_hard=hard,
             action=f"After the task stopped improving the policy kept buying reward "
             f"through {c.name}: read the top-reward transcripts since step {late.since}, "

@@ -107,6 +107,10 @@ class Component:
         return abs(self.tail - self.head) <= self.margin
 
     @property
+    def fell(self) -> bool:
+        return self.head - self.tail > self.margin
+
+    @property
     def at_ceiling(self) -> bool:
         """Over its last five updates within 5% of the highest it reached, having risen."""
         return self.rose and self.tail >= self.top - self.ceiling_share * max(abs(self.top), 1e-9)
@@ -126,8 +130,8 @@ class Components:
 
     def shortcut(self) -> Component | None:
         """The component other than the task's that rose (at its ceiling first) while the
-        task component stayed flat; None if none did or no task component is known."""
-        if self.task is None or not self.task.flat:
+        task component stayed flat or fell; None if none did or no task component is known."""
+        if self.task is None or self.task.rose:
             return None
         rising = [c for c in self.aux if c.rose and c.gain > 0]
         if not rising:

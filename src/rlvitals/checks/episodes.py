@@ -44,9 +44,9 @@ class EpisodesLines:
         "running out of room); a fifth of the episodes",
     )
     room_creep: float = line(
-        0.05,
-        "the share that counts while it still climbs (and half of it over its start)",
-        "science.md 5 (EWMA of clip_ratio > 0.05 warns, > 0.15 pages)",
+        0.15,
+        "the share that counts while it still climbs with the reward flat (and half of it over its start)",
+        "science.md 5 (EWMA of clip_ratio > 0.15 pages, > 0.05 warns); families: precision 1.00 finished, 0.998 prefixes (at 0.05: 0.998; 0.10: 0.996), truncation recall 0.95 / 1.00 / 1.00; healthy shares creep to 10-11% as replies lengthen",
     )
     room_level: float = line(
         0.5,
@@ -233,8 +233,8 @@ def _later(ctx: Context, s: Series, start: float, now: float) -> tuple[int, bool
     if n < MIN_WINDOW + 3:
         return None  # not yet
     # Still climbing over the last third of the run: the budget binds more every update, and
-    # a smaller level is enough: science.md's warning line (room_creep, 5% of episodes), and
-    # at least half that over the run's own start.
+    # a smaller level is enough (room_creep), and at least half that over the run's own
+    # start.
     late = trend(s.since(int(s.steps[n - max(2 * MIN_WINDOW, n // 3)])))
     climbing = late is not None and late.rising
     creep_line = max(th.room_creep, start + th.room_creep / 2)
@@ -244,14 +244,15 @@ def _later(ctx: Context, s: Series, start: float, now: float) -> tuple[int, bool
     rise = crossing(s.values, line, points=True)
     most = crossing(s.values, th.room_level, points=True)
     if most is None:
-        # A rise past the line counts while reward stays flat (longer answers that pay off
-        # are learning, not a budget problem) or while the share climbs; the creep line only
-        # while it climbs.
-        if rise is not None and not climbing:
-            flat, _, _ = _reward_flat_since(ctx, int(s.steps[rise]))
-            if not flat:
-                rise = None
+        # Under most episodes, a rise past the line, or past the creep line while the share
+        # still climbs, counts only while the reward stays flat (the Loops seed: a rising
+        # truncated rate with a flat reward; longer answers that pay off are learning, not a
+        # budget problem).
         creep = crossing(s.values, creep_line, points=True) if climbing else None
+        rise, creep = (
+            None if i is None or not _reward_flat_since(ctx, int(s.steps[i]))[0] else i
+            for i in (rise, creep)
+        )
         if rise is None and creep is None:
             return None
         return min(i for i in (rise, creep) if i is not None), climbing, creep_line

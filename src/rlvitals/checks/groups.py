@@ -493,10 +493,11 @@ def _solved_by_another_part(ctx: Context, sp: Spell) -> Finding | None:
 
 
 def _mastered(ctx: Context, sp: Spell) -> Finding | None:
-    """Good news, and still a warning: the tasks are used up. Each all-solved group costs its
+    """Good news, said as information: the tasks are used up. Each all-solved group costs its
     sampling and teaches nothing, and the fewer groups left carry a noisier gradient (DAPO;
-    science.md 3: a rising all-solved share means the curriculum is exhausted, warn when
-    under half the groups carry signal). The run is done, or needs harder tasks."""
+    science.md 3: a rising all-solved share means the curriculum is exhausted). The run is
+    done, or needs harder tasks; a run that learned its tasks is no failure (DESIGN.md:
+    every healthy run stays quiet)."""
     if sp.verdict != "too_easy" or sp.improved is False:
         return None
     # Read off the reward alone (no all-solved breakdown, no pass rate), a rise smaller than
@@ -510,7 +511,7 @@ def _mastered(ctx: Context, sp: Spell) -> Finding | None:
     capped = cut is not None and cut >= ctx.thresholds.of(EpisodesLines).room_level
     return finding(
         NAME,
-        "warn" if sure and not capped else "info",
+        "info",
         "mastered",
         f"mastered: from step {sp.step}, {sp.level:.0%} of groups solved by every attempt"
         + (
@@ -645,8 +646,8 @@ _LATER: tuple[Callable[[Context, Spell], Finding | None], ...] = (
 def _identical(ctx: Context) -> list[Finding]:
     """Without group counts: updates whose reward spread is exactly 0 (``reward/group_std_mean``,
     else the batch ``reward/std``: every attempt of every group scored the same), on 3 of 5
-    updates and on most updates from there: no learning signal (a TRL run whose reward_std is
-    0 on 62% of its steps, its gradient norm ~0.004 on them)."""
+    updates and on most updates from there: no learning signal, a warning once ten such
+    updates came (two windows; science.md 3: no signal is f = 0), said at info before."""
     name, z = ctx.series("reward/group_std_mean", "reward/std")
     if z is None or name is None or len(z) < MIN_WINDOW:
         return []
@@ -658,6 +659,9 @@ def _identical(ctx: Context) -> list[Finding]:
     if share < 0.5:
         return []
     step = int(z.steps[idx])
+    # Two five-update windows of updates without spread before it warns: a young spell of a
+    # few (a sparse reward's start, every attempt scoring 0) is said, not warned.
+    sure = int(dead[idx:].sum()) >= 2 * MIN_WINDOW
     g = ctx.finite("train/grad_norm")
     norm = None
     if g is not None:
@@ -666,7 +670,7 @@ def _identical(ctx: Context) -> list[Finding]:
     return [
         finding(
             NAME,
-            "warn",
+            "warn" if sure else "info",
             "no_signal",
             f"no learning signal: from step {step}, every attempt scored the same ({name} 0) "
             f"on {share:.0%} of updates"

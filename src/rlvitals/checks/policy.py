@@ -68,13 +68,6 @@ class PolicyLines:
         "... and log-entropy still falling faster than this per step (a significant trend)",
         "science.md 2 (c): the EWMA slope of log H < -0.02 per step",
     )
-    entropy_floor: float = line(
-        0.01,
-        "token entropy (nats) under which a log that starts mid-run reads as a "
-        "near-deterministic policy",
-        "placed under one corpus file's lowest value (issue 36 item 4 revisits it: DESIGN.md "
-        "forbids absolute entropy lines)",
-    )
     entropy_length_ratio: float = line(
         0.5,
         "replies at or under this share of their start keep an entropy fall from reading as "
@@ -89,17 +82,12 @@ class PolicyLines:
         "science.md 2 (b): the Mann-Kendall test on reward over the last 50 steps",
     )
     length_collapse_ratio: float = line(
-        0.2,
-        "replies at or under this share of their start while the reward rises: the reward "
-        "pays for stopping early",
-        "science.md 5 (a length drop over 30% within 10 steps is a collapse sign; a healthy "
-        "run's replies may shorten by a third): a fifth",
-    )
-    reply_collapse_ratio: float = line(
-        0.25,
-        "replies under this share of their start on most updates while the reward does not "
-        "rise: collapse",
-        "copied from the wild corpus's length-collapse label rule (issue 36 item 4 revisits it)",
+        0.3,
+        "replies at or under this share of their start: collapsed (while the reward rises, "
+        "the reward pays for stopping early)",
+        "families: operating point, precision 1.00 finished and live, recall 0.00 / 1.00 / "
+        "1.00 (replies at 40% / 20% / 5% of their start); science.md 5 (a healthy run's "
+        "replies may shorten by a third; real healthy runs end at 45-135% of their start)",
     )
     clip_frac_warn: float = line(
         0.2,
@@ -149,8 +137,7 @@ class PolicyLines:
     grad_explosion_recurring: int = line(
         3,
         "explosions that are unstable updates even on a run that learns",
-        "placed between rl-doctor's spike scenario and one corpus run (issue 36 item 4 "
-        "revisits it)",
+        "science.md 6 takeaway 2 (3 points, never one: a single spike is a hypothesis, DESIGN.md); families: precision 1.00, recall 0.00 / 1.00 / 1.00 (2 spikes of 8x / 4 of 20x / 8 of 100x; at 2: 0.20 / 1.00 / 1.00)",
     )
 
 
@@ -170,7 +157,7 @@ def _entropy(ctx: Context) -> list[Finding]:
         return []
     idx = _entropy_onset(s.steps, s.values / h0, th)
     if idx is None:
-        return _entropy_floor(ctx, name, s)
+        return []
     step = int(s.steps[idx])
     low = float(np.nanmin(rolling_mean(s.values / h0)))
     severe = low < th.entropy_ratio_fail
@@ -351,59 +338,9 @@ def _disagreements(
     ]
 
 
-# A token entropy under ``entropy_floor`` nats on most updates is a near-deterministic policy
-# (its top token takes some 99.9% of the mass nearly everywhere), whatever the model: judged
-# absolutely only where the log starts mid-run, so its start is unknown (a pasted excerpt of
-# TinyZero at 0.003-0.008). A healthy instruct model on GSM8K sits at 0.02-0.04 (a real verl
-# run, steps 101-435): the line is half its lowest.
-
-
-def _starts_mid_run(steps: np.ndarray) -> bool:
-    """Whether a log's first step lies well past the start at its own logging interval (a
-    resumed run, an excerpt): its first values are not the run's start."""
-    if len(steps) < 2:
-        return False
-    every = float(np.median(np.diff(steps)))
-    return every > 0 and float(steps[0]) > 2 * every + 1
-
-
-def _entropy_floor(ctx: Context, name: str, s: Series) -> list[Finding]:
-    """Entropy under ``entropy_floor`` on 3 of 5 updates (every one in a short log) of a log that
-    starts mid-run: collapse (warn; info while the reward rises beyond noise)."""
-    if not _starts_mid_run(s.steps):
-        return []
-    v = s.values
-    floor = ctx.thresholds.of(PolicyLines).entropy_floor
-    idx = crossing(v, floor, above=False, points=True)
-    if idx is None:
-        return []
-    last = float(v[-MIN_WINDOW:].mean())
-    fine = learns(ctx)
-    return [
-        finding(
-            NAME,
-            "info" if fine else "warn",
-            "collapse",
-            f"entropy collapse: {name} {last:.2g} nats over the last {MIN_WINDOW} updates, "
-            f"under {floor} from step {int(s.steps[idx])}: a near-deterministic policy"
-            + (" sharpening while its reward rises" if fine else "")
-            + f" (the log starts at step {int(s.steps[0])}: no start to hold it against)",
-            metric=name,
-            first_step=int(s.steps[idx]),
-            level=round_sig(last),
-            line=floor,
-            log_starts_at=int(s.steps[0]),
-            action="The policy gives one reply per prompt: read the transcripts for "
-            "repetition; a higher sampling temperature, an entropy bonus or clip-higher, or a "
-            "checkpoint from before the collapse.",
-        )
-    ]
-
-
-# Replies at or under ``length_collapse_ratio`` of their starting length (a fifth: from ten
-# tokens to two) while the reward rises: a shortcut (science.md: a length drop over 30% within
-# 10 steps is a collapse sign; a healthy run's replies may shorten by a third as it learns to
-# stop).
+# Replies at or under ``length_collapse_ratio`` of their starting length while the reward
+# rises: a shortcut (science.md 5: a length drop over 30% within 10 steps is a collapse sign;
+# a healthy run's replies may shorten by a third as it learns to stop).
 
 
 def _length_collapse(ctx: Context) -> list[Finding]:
@@ -456,13 +393,13 @@ def _length_collapse(ctx: Context) -> list[Finding]:
     ]
 
 
-# Replies at or under ``reply_collapse_ratio`` of their start on most updates, while the reward
-# does not rise: a collapse (the wild corpus's length-collapse rule; a TRL run whose replies
-# fell from 39-96 tokens to 9 with every group scoring alike).
+# Replies at or under ``length_collapse_ratio`` of their start on most updates, while the
+# reward does not rise: a collapse, corroborated where every attempt scored alike.
 
 
 def _reply_collapse(ctx: Context) -> list[Finding]:
-    """Replies falling under ``reply_collapse_ratio`` of their start (median of the first five updates)
+    """Replies falling under ``length_collapse_ratio`` of their start (median of the first five
+    updates)
     on 3 of 5 updates and on most updates since, while the reward does not rise beyond noise
     (a rise is the shortcut rule's): collapse, warn where the rewards had no spread on most of
     those updates (every attempt scoring alike: nothing left to learn from), else info."""
@@ -472,7 +409,7 @@ def _reply_collapse(ctx: Context) -> list[Finding]:
     l0 = start_level(length.values, MIN_WINDOW)
     if not l0 > 0:
         return []
-    ratio = ctx.thresholds.of(PolicyLines).reply_collapse_ratio
+    ratio = ctx.thresholds.of(PolicyLines).length_collapse_ratio
     line = ratio * l0
     idx = crossing(length.values, line, above=False, points=True)
     if idx is None:
@@ -548,7 +485,9 @@ CLIP_ACTION = (
 def _clip(ctx: Context) -> list[Finding]:
     """The trust region saturated: the clipped share of tokens past ``clip_frac_warn`` (3 of 5
     updates; every update of a short log), a warning while it still is over the last five
-    updates, else an early saturation (info)."""
+    updates, else an early saturation (info). Saturated from the run's first updates and
+    falling since (a significant falling trend): a transient start, as a new policy's replies
+    cut at the token limit are (info), while it falls."""
     s = ctx.finite(CLIP)
     if s is None:
         return []
@@ -578,7 +517,11 @@ def _clip(ctx: Context) -> list[Finding]:
     peak = float(np.nanmax(rolling_mean(s.values)))
     last = float(s.values[-MIN_WINDOW:].mean())
     step = int(s.steps[idx])
-    early = last < line  # judged by its course: saturated early, within the region now
+    tr = trend(s)
+    falling = idx < MIN_WINDOW and tr is not None and tr.falling
+    # Judged by its course: saturated early and within the region now, or saturated from the
+    # start and falling since.
+    early = last < line or falling
     return [
         finding(
             NAME,
@@ -706,9 +649,10 @@ def _median_before(v: np.ndarray, w: int) -> np.ndarray:
 
 
 def _grad_explosion(ctx: Context) -> list[Finding]:
-    """One gradient norm ``grad_explosion`` times the median of the updates before it, where
-    explosions come at ``grad_spike_rate`` of the updates so far or more: unstable updates
-    (warn; info on a run that learns otherwise, unless they recur); rarer, the tail of a long
+    """Gradient norms ``grad_explosion`` times the median of the updates before them, where
+    explosions come at ``grad_spike_rate`` of the updates so far or more: unstable updates,
+    a warning once ``grad_explosion_recurring`` of them came (a single spike is a hypothesis
+    until the numbers corroborate it: DESIGN.md), else information; rarer, the tail of a long
     run's noise (info)."""
     s = _grad_norm(ctx)
     if s is None or len(s) <= 2 * MIN_WINDOW:
@@ -730,23 +674,20 @@ def _grad_explosion(ctx: Context) -> list[Finding]:
     j = int(alarm[0]) if len(alarm) else 0
     i, later, first = int(hits[j]), len(hits), int(s.steps[hits[0]])
     med = float(ref[i])
-    # Spikes on a run that learns otherwise are a note (a real Unsloth GRPO run: two spikes of
-    # 10x while its reward climbs 0.27 -> 1.59); on one that does not, or whose KL to the
-    # reference is past its line, they are unstable updates.
+    # Whether the run learns otherwise is said beside them; what warns is their recurring.
     fine, why = _otherwise(ctx)
-    # On a run that learns, isolated explosions are a note; recurring ones
-    # (``grad_explosion_recurring``) are unstable updates all the same (rl-doctor's grad_spikes
-    # scenario: 7 of 24-160x in 300 updates while its reward climbs as a healthy run's does).
     recurring = later >= th.grad_explosion_recurring
-    if fine and recurring:
-        why = f"{later} explosions: recurring, although the run learns"
+    if recurring:
+        why = f"{later} explosions: recurring" + (", although the run learns" if fine else "")
+    else:
+        why += f"; a hypothesis until they recur ({th.grad_explosion_recurring} warn)"
     also = ""
     if later > 1:
         also = f" ({later} such updates in all" + (f", the first at step {first})" if j else ")")
     return [
         finding(
             NAME,
-            "warn" if len(alarm) and (recurring or not fine) else "info",
+            "warn" if len(alarm) and recurring else "info",
             "unstable",
             f"unstable updates: gradient norm exploded to {round_sig(float(v[i]))} at step "
             f"{int(s.steps[i])}, {float(v[i]) / med:.0f}x the median of the {min(i, w)} updates "

@@ -31,6 +31,7 @@ import numpy as np
 from ..model import Series
 from .base import Finding
 from .context import ENTROPY, Context, finding, round_sig
+from .reward import learns
 from .stats import MIN_WINDOW, Trend, crossing, read_words, rolling_mean, short_level, trend
 from .thresholds import line, lines
 
@@ -47,6 +48,11 @@ class ReferenceLines:
         "KL to the reference worth a look (info; warn while still climbing)",
         "rl-doctor kl_drift (0.5 worth a look); Gao et al. 2210.10760 (the proxy reward "
         "leaves the gold one as sqrt(KL) grows)",
+    )
+    ref_kl_climb_warn: float = line(
+        1.0,
+        "a KL to the reference still climbing (its last third) past this warns",
+        "families: operating point, precision 1.00, recall 0.15 / 1.00 / 1.00 (at 0.5: 0.65 / 1.00 / 1.00); real healthy runs reach 0.66-1.1 (benchmarks/families.md): the line sits at their range, rl-doctor's 0.5 is 'worth a look' (info)",
     )
     ref_kl_fail: float = line(
         2.0,
@@ -90,19 +96,15 @@ def _sharpening(ctx: Context, kl_now: float) -> tuple[float, float] | None:
 
 def _collapsed(ctx: Context) -> bool:
     """The policy near-deterministic (its entropy over the last updates under the policy
-    check's floor ``entropy_floor``, or under its collapse ratio of the run's own start) while the reward does
-    not rise beyond noise."""
-    from .reward import learns
+    check's collapse ratio ``entropy_ratio_fail`` of the run's own start: never an absolute
+    entropy, DESIGN.md) while the reward does not rise beyond noise."""
 
     _name, e = ctx.series(*ENTROPY)
-    if e is None or len(e) < MIN_WINDOW or learns(ctx):
+    if e is None or len(e) < 2 * MIN_WINDOW or learns(ctx):
         return False
     last = float(e.values[-MIN_WINDOW:].mean())
-    if last < ctx.thresholds.entropy_floor:
-        return True
-    if len(e) < 2 * MIN_WINDOW:
-        return False
     h0 = float(np.median(e.values[:MIN_WINDOW]))
+    # The policy check's line, read by name (that module imports this one).
     return h0 > 0 and last < ctx.thresholds.entropy_ratio_fail * h0
 
 
@@ -167,20 +169,20 @@ def _climbing(s: Series) -> Trend | None:
 def _severity(
     ctx: Context, now: float, climbing: bool, over_fail: bool
 ) -> tuple[str, tuple[float, float] | None, bool]:
-    """Past a line: (severity, sharpening, collapsed). Still climbing a step more severe (2:
-    fail, else warn; 0.5: warn, else info); between the lines a KL within the entropy's fall
-    is sharpening (info); a KL settled past 0.5 with the policy collapsed without learning is
-    a warning (the two corroborate each other; a pasted excerpt has no start to tell a climb
-    by)."""
+    """Past a line: (severity, sharpening, collapsed). Past ``ref_kl_fail`` (far): warn, fail
+    while still climbing. Between the lines a KL within the entropy's fall is sharpening
+    (info); one still climbing past ``ref_kl_climb_warn`` warns; else it is worth a look
+    (info), with the policy's collapse named where its entropy fell under its collapse ratio
+    while the reward does not rise (the policy check warns of that)."""
+    th = ctx.thresholds.of(ReferenceLines)
     if over_fail:
         return ("fail" if climbing else "warn"), None, False
     sharpening = _sharpening(ctx, now)
     if sharpening is not None:
         return "info", sharpening, False
-    if climbing:
+    if climbing and now >= th.ref_kl_climb_warn:
         return "warn", None, False
-    collapsed = _collapsed(ctx)
-    return ("warn" if collapsed else "info"), None, collapsed
+    return "info", None, _collapsed(ctx)
 
 
 def _past_line(ctx: Context, s: Series, coef: float | None) -> list[Finding]:

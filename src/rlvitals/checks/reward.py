@@ -53,11 +53,15 @@ class RewardLines:
         "updates over which a reward flat within its noise is a plateau whatever the groups say",
         "DESIGN.md: past twenty updates every run gets a verdict",
     )
+    flat_warn_updates: int = line(
+        120,
+        "a reward flat over this many updates (or over a run that has ended) is a stuck run (warn); flat over fewer, a young or slow-starting one (info)",
+        "families: operating point, precision 1.00 finished and 0.998 on prefixes past 20 (every rule), plateau recall 0.40 / 0.50 / 0.70 (mild / moderate / gross, finished); healthy slow starts stay flat 30-100 updates (at 100: 0.994 finished, 0.993 prefixes)",
+    )
     flat_z: float = line(
         2.0,
         "... its last quarter under this many standard errors above its first",
-        "a two-standard-error test of the quarters' means (copied from the wild corpus's "
-        "label rule: issue 36 item 4 revisits it)",
+        "science.md 6 (a two-sample z test of the quarters' means at 5%); families: precision 1.00 finished, 0.998 prefixes from 1.0 to 2.5, plateau recall 0.40 / 0.50 / 0.70",
     )
     plateau_level_edge: float = line(
         0.2,
@@ -112,6 +116,28 @@ def _learning_signal(ctx: Context) -> float | None:
     return None
 
 
+# Statuses of a run that has ended: its reward will not move any more.
+ENDED = ("finished", "stopped", "crashed")
+
+
+def stuck_for(ctx: Context, first: int, last: int) -> bool:
+    """Whether a reward flat from update ``first`` to ``last`` is evidence of a stuck run
+    (warn) rather than of a young or slow-starting one (info): flat over
+    ``flat_warn_updates`` updates or more, longer than a healthy slow start stays flat, or
+    over a run that has ended."""
+    th = ctx.thresholds.of(RewardLines)
+    return last - first + 1 >= th.flat_warn_updates or ctx.status in ENDED
+
+
+def _young(ctx: Context, at_end: bool = True) -> str:
+    """What an info finding on a flat reward adds: why it is not a warning yet."""
+    n = ctx.thresholds.of(RewardLines).flat_warn_updates
+    return (
+        f"; not yet a stuck run: a healthy run's slow start stays flat this long (a warning "
+        f"from {n} flat updates" + (", or when the run ends flat)" if at_end else ")")
+    )
+
+
 def _plateau(ctx: Context, name: str, s: Any) -> Finding | None:
     """Reward that rose, then stopped improving for the last third of a long run although
     groups still disagree: not learning any more (not a mastered run: its reward is at the
@@ -142,13 +168,16 @@ def _plateau(ctx: Context, name: str, s: Any) -> Finding | None:
         and signal >= th.signal_share
     ):
         since = int(tail.steps[0])
+        # A run that learned and then levelled off converged; only a flat stretch as long as
+        # a stuck run's (not the run's end) makes it a warning.
+        stuck = int(tail.steps[-1]) - since + 1 >= th.flat_warn_updates
         out = finding(
             NAME,
-            "warn",
+            "warn" if stuck else "info",
             "not_learning",
             f"stopped improving: {name} flat at {now:.3g} over the last {k} updates (from "
             f"step {since}; best {best:.3g} before), although {signal:.0%} of groups carry "
-            "signal",
+            "signal" + ("" if stuck else _young(ctx, at_end=False)),
             metric=name,
             first_step=since,
             plateau_mean=round_sig(now),
@@ -284,13 +313,14 @@ def _flat(ctx: Context, c: Course) -> Finding | None:
     verdict, words, action = _PLATEAU_READS[level]
     noise = noise_sigma(s.values)
     zq = q["z"]
+    stuck = stuck_for(ctx, int(s.steps[0]), int(s.steps[-1]))
     return finding(
         NAME,
-        "warn",
+        "warn" if stuck else "info",
         verdict,
         f"reward flat (plateau) over {n} updates: {name} {q['first']:.3g} (first {q['n']}) -> "
         f"{q['last']:.3g} (last {q['n']}), {zq:+.1f} standard errors, noise {noise:.2g} per "
-        f"update; level {how}, {words}",
+        f"update; level {how}, {words}" + ("" if stuck else _young(ctx)),
         metric=name,
         first_step=int(s.steps[0]),
         plateau_level=level,
@@ -478,12 +508,13 @@ def _flat_with_signal(ctx: Context, c: Course) -> Finding | None:
     no_hint = (c.tr is None or c.tr.z < 1.0) and c.tail <= c.head + c.margin / 2
     if not (enough and no_hint and signal is not None and signal >= th.signal_share):
         return None
+    stuck = stuck_for(ctx, int(c.s.steps[0]), int(c.s.steps[-1]))
     return finding(
         NAME,
-        "warn",
+        "warn" if stuck else "info",
         "not_learning",
         f"{c.name} flat over {_window(c.s)} ({c.head:.3g} -> {c.tail:.3g}) although "
-        f"{signal:.0%} of groups carry signal",
+        f"{signal:.0%} of groups carry signal" + ("" if stuck else _young(ctx)),
         metric=c.name,
         first_step=int(c.s.steps[0]),
         signal_fraction=round_sig(signal),
@@ -579,3 +610,10 @@ def learns(ctx: Context) -> bool:
     """Whether this check reads the run as learning (its reward rising beyond noise), computed
     once per judging: for checks that judge a symptom less harshly on a run that learns."""
     return any(f.verdict == "learning" for f in check(ctx))
+
+
+@fact
+def falls(ctx: Context) -> bool:
+    """Whether this check reads the run's reward as falling beyond noise (its collapse
+    reading), computed once per judging."""
+    return any(f.verdict == "collapse" for f in check(ctx))

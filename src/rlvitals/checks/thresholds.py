@@ -37,7 +37,7 @@ T = TypeVar("T")
 # Lines classes, in the order their modules registered them, with the module that owns each.
 _OWNERS: dict[type, str] = {}
 # Modules that hold lines but are not checks themselves (read by several checks).
-HELPERS = ("sequences",)
+HELPERS = ("sequences", "composition", "jump")
 
 
 def line(default: Any, what: str, source: str) -> Any:

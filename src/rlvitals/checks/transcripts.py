@@ -41,14 +41,14 @@ from .context import (
     RULES_ENV,
     RULES_FILES,
     Context,
-    fact,
     finding,
     round_sig,
 )
 from .heldout import heldout_change
+from .jump import reward_jump
 from .policy import PolicyLines
-from .reward import learns
-from .stats import MIN_WINDOW, first_sustained, noise_sigma, rolling_mean, start_level, trend
+from .reward import falls, learns
+from .stats import MIN_WINDOW, first_sustained, rolling_mean, start_level, trend
 from .thresholds import line, lines
 
 __all__ = [
@@ -73,18 +73,13 @@ class TranscriptsLines:
     """Where the transcripts check draws its lines (a flag's own lines are the rules
     file's: docs/transcripts.md)."""
 
-    jump_sigmas: float = line(
-        5.0,
-        "a reward rise over five updates this many early-noise errors above the early rate "
-        "of rise ...",
-        "the Loops seed (a reward that climbs faster than the task allows); science.md 6: "
-        "beyond 3 sigma, with room for a run's faster phases",
-    )
-    jump_range: float = line(
-        0.1,
-        "... and at least this share of the reward's range: it climbed faster than the task allows",
-        "science.md 4 (Anthropic 2511.18397: hack rate stays low ~50 steps then jumps to "
-        "> 99%); a tenth of the range in ten updates",
+    collapse_share: float = line(
+        0.25,
+        "share of episodes with repeated replies a collapse finding needs to warn (with the "
+        "entropy under its collapse line or the reward falling)",
+        "families: healthy runs repeat up to 10% of their replies (the repeated_replies "
+        "family; a healthy TRL run repeated one reply in 8% of episodes); the rules' "
+        "fail_rate, 25%",
     )
     length_rho: float = line(
         0.3,
@@ -105,12 +100,6 @@ class TranscriptsLines:
         0.85,
         "entropy after a repetition flag's onset under this share of before it: falling with it",
         "the Loops seed (entropy falling sharply alongside repetitive transcripts)",
-    )
-    flag_length_collapse: float = line(
-        0.25,
-        "replies at or under this share of their start while the reward rises back a relative flag",
-        "science.md 5 (a length drop over 30% is a collapse sign); policy.py calls a fifth a "
-        "shortcut on its own",
     )
 
 
@@ -146,48 +135,6 @@ def flag_rates(sc: RunScan) -> dict[str, Series]:
 
 
 # -- reward climbing faster than the task allows --------------------------------------------
-
-
-@fact
-def reward_jump(ctx: Context) -> dict[str, Any] | None:
-    """The first step where the reward rose over MIN_WINDOW steps faster than the run's early
-    noise and early rate of rise allow, with the figures; None if it never did."""
-    out = None
-    name, r = ctx.series("reward/mean_with_unusable", "reward/mean")
-    w = MIN_WINDOW
-    if r is not None and len(r) >= 4 * w:
-        v = r.values
-        early_n = max(2 * w, len(v) // 5)
-        sigma = noise_sigma(v[:early_n])
-        tr = trend(Series(r.steps[:early_n], v[:early_n]))
-        rate = max(0.0, tr.slope) if tr is not None else 0.0
-        lo, hi = ctx.reward_bounds
-        th = ctx.thresholds.of(TranscriptsLines)
-        c = np.cumsum(np.concatenate(([0.0], v)))
-        t = np.arange(w, len(v) - w + 1)
-        before = (c[t] - c[t - w]) / w
-        after = (c[t + w] - c[t]) / w
-        steps_span = (r.steps[np.minimum(t + w - 1, len(v) - 1)] - r.steps[t - w]).astype(float)
-        allowed = rate * steps_span / 2 + th.jump_sigmas * sigma * math.sqrt(2 / w)
-        jump = after - before
-        hot = (jump > allowed) & (jump >= th.jump_range * (hi - lo))
-        if sigma > 0 and hot.any():
-            # The step of the biggest jump in the first spell over the line: where the rise is.
-            lo = int(np.flatnonzero(hot)[0])
-            cold = np.flatnonzero(~hot[lo:])
-            hi = lo + (int(cold[0]) if len(cold) else len(hot) - lo)
-            i = lo + int(np.argmax((jump - allowed)[lo:hi]))
-            out = dict(
-                step=int(r.steps[t[i]]),
-                metric=name,
-                before=round_sig(float(before[i])),
-                after=round_sig(float(after[i])),
-                jump=round_sig(float(jump[i])),
-                allowed=round_sig(float(allowed[i])),
-                early_noise=round_sig(sigma),
-                early_rate_per_step=round_sig(rate),
-            )
-    return out
 
 
 def _reward_jump_finding(ctx: Context, jump: dict[str, Any]) -> Finding:
@@ -510,7 +457,7 @@ def _corroboration(ctx: Context, alarms: list[dict[str, Any]]) -> list[str]:
     if length is not None and len(length) >= 2 * MIN_WINDOW and learns(ctx):
         l0 = start_level(length.values)
         l1 = float(length.values[-MIN_WINDOW:].mean())
-        if l0 > 0 and l1 / l0 <= ctx.thresholds.of(TranscriptsLines).flag_length_collapse:
+        if l0 > 0 and l1 / l0 <= ctx.thresholds.of(PolicyLines).length_collapse_ratio:
             out.append(f"replies collapsed to {l1 / l0:.0%} of their start while the reward rose")
     climbing = [a["flag"] for a in alarms if a.get("climbing")]
     if climbing:
@@ -600,27 +547,41 @@ def _collapse(
     rules: Rules,
     common: dict[str, Any],
 ) -> Finding:
-    """Collapse flags (repetition): information while the entropy is not falling with them;
-    else a warning, failing when a flag reaches twice the fail rate or the entropy is under
-    its collapse ratio."""
+    """Collapse flags (repetition or one reply given to many tasks): a hypothesis (info)
+    until the share of repeated replies reaches ``collapse_share`` (more than a healthy run
+    repeats) and the numbers say the same: the policy's entropy under its collapse line
+    (``entropy_ratio_warn`` of its start) or the reward falling. A warning then, failing at
+    twice the rules' fail rate or with the entropy under ``entropy_ratio_fail``. A few
+    repeated replies while the entropy sharpens and the reward climbs are a policy learning
+    its answers (a healthy TRL run: 8% of episodes one reply, entropy 3.56 -> 2.83, reward
+    0.43 -> 1.06)."""
     ent = _entropy_falling(ctx, alarms[0]["onset"])
     _ln, length = ctx.series("response/length_mean")
     shrink = None
     if length is not None and len(length) >= 2 * MIN_WINDOW:
         l0 = start_level(length.values)
         shrink = round_sig(float(length.values[-MIN_WINDOW:].mean()) / l0) if l0 > 0 else None
-    if ent is not None and not ent["falling"]:
-        sev = "info"
-        why = f"; {ent['metric']} is not falling ({ent['before']:.3g} -> {ent['after']:.3g})"
+    pol = ctx.thresholds.of(PolicyLines)
+    peak = max(a["peak_rate"] for a in alarms)
+    low = ent["start_ratio"] if ent is not None else None
+    entropy_low = low is not None and low < pol.entropy_ratio_warn
+    backing = []
+    if entropy_low and ent is not None and low is not None:
+        backing.append(f"{ent['metric']} at {low:.0%} of its start")
+    if falls(ctx):
+        backing.append("the reward falling")
+    sure = peak >= ctx.thresholds.of(TranscriptsLines).collapse_share and bool(backing)
+    if sure:
+        severe = low is not None and low < pol.entropy_ratio_fail
+        sev = "fail" if peak >= 2 * rules.limit("fail_rate") or severe else "warn"
+        why = f", with {' and '.join(backing)}"
     else:
-        big = any(a["peak_rate"] >= 2 * rules.limit("fail_rate") for a in alarms)
-        low = ent["start_ratio"] if ent is not None else None
-        severe = low is not None and low < ctx.thresholds.of(PolicyLines).entropy_ratio_fail
-        sev = "fail" if big or severe else "warn"
+        sev = "info"
         why = (
-            f" with {ent['metric']} falling {ent['before']:.3g} -> {ent['after']:.3g}"
-            if ent is not None
-            else " (no entropy logged to confirm)"
+            f"; a hypothesis: {peak:.0%} of episodes at most"
+            + (f", {ent['metric']} {ent['before']:.3g} -> {ent['after']:.3g}" if ent else "")
+            + (", the reward not falling" if not falls(ctx) else "")
+            + " (a policy learning its answers repeats some)"
         )
     return finding(
         NAME,
@@ -629,6 +590,8 @@ def _collapse(
         f"collapsing replies in transcripts: {said}{why}{cite}",
         entropy=ent,
         length_ratio=shrink,
+        corroborated_by=backing,
+        share_line=ctx.thresholds.of(TranscriptsLines).collapse_share,
         action="The policy is collapsing onto one reply: read the cited attempts; raise the "
         "sampling temperature, add an entropy bonus or clip-higher, or restart from a "
         "checkpoint before the onset.",

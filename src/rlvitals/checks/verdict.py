@@ -60,6 +60,8 @@ def check_functions() -> list[tuple[str, Callable[[Context], list[Finding]]]]:
 # reward's level, marked by a "plateau_level" key, and findings marked "symptom" are symptoms
 # whatever they are called.)
 GENERIC_VERDICTS = {"not_learning", "plateau"}
+# A flat reward's verdicts, by its level.
+FLAT_VERDICTS = ("plateau", "not_learning", "too_hard")
 
 
 def _symptom(f: Finding) -> bool:
@@ -71,7 +73,8 @@ def _symptom(f: Finding) -> bool:
 
 def overall_verdict(findings: list[Finding], steps: int) -> str:
     """The run's verdict: the first of its worst warn-or-fail findings in the seeds' order;
-    otherwise what the reward and held-out checks say (learning, mastered), else too early.
+    otherwise what the reward and held-out checks say (learning, mastered, a flat reward's
+    verdict said at info), else too early.
 
     Held-out scores rising beyond twice their error are learning even while the train reward
     is not yet beyond its own noise: held-out tasks are the better witness (reward/mean, the
@@ -91,7 +94,10 @@ def overall_verdict(findings: list[Finding], steps: int) -> str:
         return "mastered"
     if "learning" in {f.verdict for f in findings if f.check in ("reward", "heldout")}:
         return "learning"
-    return "too_early"
+    # Past twenty updates a reward flat within its noise is a plateau, never "too early",
+    # even where it is said at info (a young run, a slow start: DESIGN.md).
+    flat = [f.verdict for f in findings if f.check == "reward" and f.verdict in FLAT_VERDICTS]
+    return flat[0] if flat else "too_early"
 
 
 def order_findings(findings: list[Finding], verdict: str) -> list[Finding]:
