@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import ast
 import dataclasses
-import importlib
 import re
 import sys
 from pathlib import Path
@@ -153,9 +152,8 @@ def test_no_bare_threshold_in_a_rule():
 
 def test_a_check_module_that_fails_to_import_is_an_error(monkeypatch):
     broken = "rlvitals.checks.episodes"
-    monkeypatch.setitem(sys.modules, broken, None)  # import of it raises ImportError
-    with pytest.raises(ImportError, match="episodes"):
-        check_functions()
-    monkeypatch.delitem(sys.modules, broken)
-    importlib.import_module(broken)
+    with monkeypatch.context() as m:
+        m.setitem(sys.modules, broken, None)  # importing it raises ImportError
+        with pytest.raises(ImportError, match="episodes"):
+            check_functions()
     assert [n for n, _f in check_functions()] == CHECK_ORDER

@@ -39,8 +39,18 @@ from . import episodes, groups
 from .base import Finding
 from .composition import AUX, MEAN, Component, Components, CompositionLines, find_metrics, task_of
 from .context import Context, finding, round_sig
+from .heldout import heldout_change
+from .policy import PolicyLines
 from .reward import RewardLines, stuck_for
-from .stats import MARGIN_RANGE, MARGIN_SIGMAS, MIN_WINDOW, noise_sigma, read_words, trend
+from .stats import (
+    MARGIN_RANGE,
+    MARGIN_SIGMAS,
+    MIN_WINDOW,
+    noise_sigma,
+    read_words,
+    start_level,
+    trend,
+)
 from .thresholds import line, lines
 
 NAME = "components"
@@ -317,25 +327,45 @@ def _shortcut(ctx: Context, comps: Components, ev: dict[str, Any]) -> list[Findi
     ]
 
 
-def _backed(ctx: Context, task: Component, since: int) -> bool:
+def _backed(ctx: Context, task: Component, since: int, level: float | None = None) -> bool:
     """Whether the numbers back a component's rise over a task component that did not rise
     (a heuristic alone is a hypothesis: DESIGN.md): the task component fell beyond its noise,
-    or it has stayed flat from ``since`` for as long as a flat reward takes to be a stuck run
+    the replies collapsed (``length_collapse_ratio`` of their start: the reward pays for
+    stopping), held-out fell beyond its error since, or the task component (from ``level``,
+    where given: where it stopped rising) has stayed flat from ``since`` for as long as a flat reward takes to be a stuck run
     (``flat_warn_updates``: a healthy run learns its format first and the task follows within
-    a slow start's time), or the run ended with it flat; flat meaning no hint of a rise since
-    (its trend under one standard error and its last five updates no higher than its first
-    five there by half its margin): a noisy task component that rises within its noise is
-    not flat."""
-    if task.fell:
+    a slow start's time), or the run ended with it flat; flat meaning evidently flat since
+    (its fitted change, twice its error added, within its margin): a noisy task component
+    that may be rising within its noise is not flat."""
+    fell = task.fell if level is None else task.tail < level - task.margin
+    if fell or _replies_collapsed(ctx) or _heldout_falls(ctx, since):
         return True
     if not stuck_for(ctx, since, int(task.mean.steps[-1])):
         return False
     seg = task.mean.since(since)
-    if len(seg) < 2 * MIN_WINDOW:
+    tr = trend(seg) if len(seg) >= 2 * MIN_WINDOW else None
+    if tr is None:
         return False
-    tr = trend(seg)
-    head, tail = float(seg.values[:MIN_WINDOW].mean()), float(seg.values[-MIN_WINDOW:].mean())
-    return tr is not None and tr.z < 1.0 and tail <= head + task.margin / 2
+    # Evidently flat: its change over the stretch, with twice its error added, within the
+    # margin a change beyond noise needs (an equivalence test, not a failed test of a rise).
+    err = abs(tr.change / tr.z) if tr.z else 0.0
+    return tr.change + 2 * err <= task.margin
+
+
+def _replies_collapsed(ctx: Context) -> bool:
+    """Replies over their last five updates at or under ``length_collapse_ratio`` of their
+    start (the policy check's line)."""
+    _n, length = ctx.series("response/length_mean")
+    if length is None or len(length) < 2 * MIN_WINDOW:
+        return False
+    l0 = start_level(length.values)
+    l1 = float(length.values[-MIN_WINDOW:].mean())
+    return l0 > 0 and l1 / l0 <= ctx.thresholds.of(PolicyLines).length_collapse_ratio
+
+
+def _heldout_falls(ctx: Context, since: int) -> bool:
+    held = heldout_change(ctx, since)
+    return held is not None and held["change"] < -2 * held["se"]
 
 
 def _hypothesis(ctx: Context) -> str:
@@ -343,16 +373,17 @@ def _hypothesis(ctx: Context) -> str:
     n = ctx.thresholds.of(RewardLines).flat_warn_updates
     return (
         "; a hypothesis: healthy runs learn a format or shaping term first and the task "
-        f"after (a warning if the task component falls, stays flat {n} updates, or the run "
-        "ends with it flat)"
+        f"after (a warning if the task component falls, stays flat {n} updates or until the "
+        "run ends, the replies collapse, or held-out falls)"
     )
 
 
 def _late(ctx: Context, comps: Components, ev: dict[str, Any]) -> list[Finding]:
     """The task component stopped rising, then another went on to its ceiling: the proxy
-    rising after the true objective peaked (Gao et al. 2022), fail where the task component
-    has fallen since (info where it holds its level: a hypothesis; or where the tasks were
-    too hard from the start). Dated where that component's five-update mean first passed its
+    rising after the true objective peaked (Gao et al. 2022), fail where the numbers back it
+    (``_backed``: the task component fell from its level or held it as long as a stuck run's
+    flat reward, ...), else a hypothesis (info; info too where the tasks were too hard from
+    the start). Dated where that component's five-update mean first passed its
     level at the plateau by its margin."""
     late = late_shortcut(comps, ctx.thresholds.of(ComponentsLines).component_dominant)
     if late is None or comps.task is None:
@@ -364,9 +395,10 @@ def _late(ctx: Context, comps: Components, ev: dict[str, Any]) -> list[Finding]:
     hit = np.flatnonzero(c5 - late.before > c.margin)
     rise = c.mean.steps[c.mean.steps > late.since]
     first = int(rise[int(hit[0])]) if len(hit) else int(rise[0])
-    # Gao et al.: the proxy rising after the true objective peaked, which then falls. A task
-    # component that holds its level while another catches up converged; it did not fall.
-    backed = comps.task.tail < late.level - comps.task.margin
+    # Gao et al.: the proxy rising after the true objective peaked. A task component that
+    # fell from its level since, or held it with no hint of a rise for as long as a stuck
+    # run's flat reward, backs it; one still rising within its noise does not.
+    backed = _backed(ctx, comps.task, late.since, level=late.level)
     return [
         finding(
             NAME,
@@ -376,13 +408,7 @@ def _late(ctx: Context, comps: Components, ev: dict[str, Any]) -> list[Finding]:
             f"stopped rising at step {late.since} ({late.level:.3g}, {comps.task.tail:.3g} "
             f"now) while reward component {c.name} went on to its ceiling ({late.before:.3g} "
             f"-> {c.tail:.3g}); {late.share:.0%} of the components' rise since then is "
-            f"{c.name}"
-            + (
-                ""
-                if backed
-                else "; a hypothesis: the task component holds its level (a warning if it "
-                "falls from it)"
-            ),
+            f"{c.name}" + ("" if backed else _hypothesis(ctx)),
             metric=c.metric,
             first_step=first,
             component=c.name,

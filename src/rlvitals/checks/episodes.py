@@ -20,6 +20,7 @@ from .context import Context, fact, finding, round_sig
 from .stats import (
     MIN_WINDOW,
     crossing,
+    noise_sigma,
     read_words,
     rolling_mean,
     short_level,
@@ -89,12 +90,21 @@ def _termination_shares(ctx: Context) -> list[tuple[str, Series]]:
 
 
 def _reward_flat_since(ctx: Context, step: int) -> tuple[bool, str | None, float | None]:
+    """Whether the reward stayed flat from ``step`` on: no significant rising trend since,
+    and its last five updates not above its five-update mean at ``step`` by a change beyond
+    noise (``Context.reward_margin``): a rise too short for its trend to be significant is
+    still a rise."""
     rname, r = ctx.series("reward/mean_with_unusable", "reward/mean")
     if r is None:
         return True, None, None
     seg = r.since(step)
     tr = trend(seg) if len(seg) >= MIN_WINDOW else None
-    return (tr is None or not tr.rising), rname, (round_sig(tr.slope) if tr else None)
+    i = int(np.searchsorted(r.steps, step))
+    at = float(r.values[max(0, i - MIN_WINDOW + 1) : i + 1].mean())
+    now = float(r.values[-MIN_WINDOW:].mean())
+    rose = now > at + ctx.reward_margin(noise_sigma(r.values))
+    flat = (tr is None or not tr.rising) and not rose
+    return flat, rname, (round_sig(tr.slope) if tr else None)
 
 
 def check(ctx: Context) -> list[Finding]:

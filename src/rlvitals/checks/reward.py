@@ -168,9 +168,12 @@ def _plateau(ctx: Context, name: str, s: Any) -> Finding | None:
         and signal >= th.signal_share
     ):
         since = int(tail.steps[0])
-        # A run that learned and then levelled off converged; only a flat stretch as long as
-        # a stuck run's (not the run's end) makes it a warning.
-        stuck = int(tail.steps[-1]) - since + 1 >= th.flat_warn_updates
+        # How long it has been flat: from where its five-update mean first came within half a
+        # margin of where it is now. A run that learned and then levelled off converged; only
+        # a flat stretch as long as a stuck run's (not the run's end) makes it a warning.
+        reached = crossing(s.values, now - margin / 2)
+        flat_from = int(s.steps[reached]) if reached is not None else since
+        stuck = int(tail.steps[-1]) - min(flat_from, since) + 1 >= th.flat_warn_updates
         out = finding(
             NAME,
             "warn" if stuck else "info",
@@ -181,6 +184,7 @@ def _plateau(ctx: Context, name: str, s: Any) -> Finding | None:
             metric=name,
             first_step=since,
             plateau_mean=round_sig(now),
+            flat_from=min(flat_from, since),
             best_before=round_sig(best),
             trend_z=round_sig(tr.z),
             signal_fraction=round_sig(signal),

@@ -34,7 +34,9 @@ __all__ = ["Thresholds", "line", "lines", "markdown"]
 
 T = TypeVar("T")
 
-# Lines classes, in the order their modules registered them, with the module that owns each.
+# Lines classes by their qualified name (a module imported again replaces its own), and the
+# check (module) that owns each.
+_CLASSES: dict[str, type] = {}
 _OWNERS: dict[type, str] = {}
 # Modules that hold lines but are not checks themselves (read by several checks).
 HELPERS = ("sequences", "composition", "jump")
@@ -51,6 +53,11 @@ def lines(cls: type[T]) -> type[T]:
     """Register ``cls`` (a frozen dataclass of ``line`` fields) as its module's lines."""
     if not dataclasses.is_dataclass(cls) or not cls.__dataclass_params__.frozen:  # type: ignore[attr-defined]
         raise TypeError(f"{cls.__name__}: expected a frozen dataclass")
+    key = f"{cls.__module__}.{cls.__qualname__}"
+    old = _CLASSES.pop(key, None)
+    if old is not None:
+        _OWNERS.pop(old, None)
+    _CLASSES[key] = cls
     _OWNERS[cls] = cls.__module__.rsplit(".", 1)[-1]
     return cls
 

@@ -563,7 +563,14 @@ def _collapse(
         shrink = round_sig(float(length.values[-MIN_WINDOW:].mean()) / l0) if l0 > 0 else None
     pol = ctx.thresholds.of(PolicyLines)
     peak = max(a["peak_rate"] for a in alarms)
-    low = ent["start_ratio"] if ent is not None else None
+    # The entropy's fall, from before the flags' onset to since, or from the run's start to
+    # its last updates, whichever fell further.
+    lows = [
+        float(ent[k])
+        for k in ("ratio", "start_ratio")
+        if ent is not None and ent[k] is not None and math.isfinite(ent[k])
+    ]
+    low = min(lows) if lows else None
     entropy_low = low is not None and low < pol.entropy_ratio_warn
     backing = []
     if entropy_low and ent is not None and low is not None:
