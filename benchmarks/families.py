@@ -3,7 +3,8 @@ rl-doctor side by side: precision on healthy runs finished and live, recall and 
 broken family and severity, per rule.
 
     python benchmarks/families.py [--seeds 20] [--length N] [--family NAME ...]
-        [--severity mild ...] [--no-prefixes] [--no-rldoctor] [--json FILE] [--md FILE]
+        [--severity mild ...] [--set NAME=VALUE ...] [--files] [--no-prefixes]
+        [--no-rldoctor] [--json FILE] [--md FILE]
 
 Each run is judged finished (at its own last record's time: a stalled run a gap after it)
 and, live, at every prefix past 20 updates, every 10 updates (``RunData.until``; each prefix
@@ -17,9 +18,11 @@ at its own step's time), with the public API (``rlvitals.judge.Judge``).
   *live delay*: the first prefix (every 10 updates, then the finished run) at which it is
   raised, less the onset.
 - *Per rule*: a rule is a finding's check and verdict (``check:verdict``; findings carry no
-  rule id). Per rule: healthy runs (finished) and healthy prefixes it raises at warn or worse,
-  broken runs it finds (its verdict is the label's) and broken runs it fires on with another
-  verdict; precision = found / (found + healthy runs raised).
+  rule id). Per rule: healthy runs (finished) and healthy prefixes (healthy families' and
+  broken runs' before their onset) it raises at warn or worse, broken runs it finds (its
+  verdict is the label's) and broken runs it fires on with another verdict; precision on
+  finished runs = found / (found + healthy runs raised); on prefixes = prefixes at or after
+  the onset it finds / (those + healthy prefixes raised).
 - rl-doctor 0.2.0 (in its own venv, ``_rldoctor.py``) gets each run as JSONL in its own field
   names (``data_to_rldoctor_jsonl``), finished and at the same prefixes (its findings mapped
   to our verdicts by ``_rldoctor.their_verdict``); it has no clock, so stalls and crashes are
@@ -173,20 +176,24 @@ def rules_table(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 a["other"] += 1
         onset = lab.onset if lab.onset is not None else 10**9
         for s, raised in res["prefixes"].items():
-            if s < onset:
-                for rule in {f"{c}:{v}" for c, v in raised}:
+            for rule in {f"{c}:{v}" for c, v in raised}:
+                if s < onset:
                     agg[rule]["healthy_prefixes"] += 1
+                elif rule.split(":", 1)[1] in lab.verdicts:
+                    agg[rule]["found_prefixes"] += 1
     out = []
     for rule, a in sorted(agg.items(), key=lambda kv: -sum(kv[1].values())):
         found, bad = a["found"], a["healthy_runs"]
+        fp, bp = a["found_prefixes"], a["healthy_prefixes"]
         out.append(
             {
                 "rule": rule,
                 "found": found,
                 "other": a["other"],
                 "healthy_runs": bad,
-                "healthy_prefixes": a["healthy_prefixes"],
+                "healthy_prefixes": bp,
                 "precision": found / (found + bad) if found + bad else None,
+                "prefix_precision": fp / (fp + bp) if fp + bp else None,
             }
         )
     return out
@@ -254,14 +261,15 @@ def tables(rows: list[dict[str, Any]], rldoctor: bool) -> str:
     out += [
         "",
         "| rule (check:verdict) | broken runs found | broken runs, other verdict | "
-        "healthy runs raised | healthy prefixes raised | precision |",
-        "|---|---|---|---|---|---|",
+        "healthy runs raised | healthy prefixes raised | precision finished | "
+        "precision prefixes |",
+        "|---|---|---|---|---|---|---|",
     ]
     for x in rules_table(rows):
-        p = "-" if x["precision"] is None else f"{x['precision']:.2f}"
+        p, pp = ("-" if x[k] is None else f"{x[k]:.2f}" for k in ("precision", "prefix_precision"))
         out.append(
             f"| {x['rule']} | {x['found']} | {x['other']} | {x['healthy_runs']} | "
-            f"{x['healthy_prefixes']} | {p} |"
+            f"{x['healthy_prefixes']} | {p} | {pp} |"
         )
     return "\n".join(out)
 
@@ -278,9 +286,11 @@ def _quiet(rs: list[dict[str, Any]], tool: str) -> str:
 
 
 def run(args: argparse.Namespace) -> list[dict[str, Any]]:
+    from rlvitals.cli._options import overrides
     from rlvitals.judge import Judge
 
-    judge = Judge()
+    # An operating point to try: the thresholds as `rlvitals check --set` takes them.
+    judge = Judge(thresholds=overrides(args.set) if args.set else None)
     sevs = tuple(args.severity or fam.SEVERITIES)
     families = args.family or list(fam.FAMILIES)
     doctor = None
@@ -294,6 +304,8 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
             for sev in (None,) if family in fam.HEALTHY else sevs:
                 for seed in range(args.seeds):
                     data, label = fam.make(family, seed, severity=sev, length=args.length)
+                    if args.files or (label.framework == "native" and family in fam.TRANSCRIPTS):
+                        data = from_files(family, seed, sev, args.length, Path(tmp.name) / "f")
                     last = int(data.last_step)
                     raw = judge_run(data, label, judge, live=args.prefixes)
                     row = {"label": label, "ours_raw": raw}
@@ -312,6 +324,18 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
             doctor.close()
         tmp.cleanup()
     return rows
+
+
+def from_files(family: str, seed: int, sev: str | None, length: Any, tmp: Path) -> Any:
+    """The run read back from the files ``write`` gives (its transcripts too, where it has
+    them), as ``rlvitals check`` reads them, from ``tmp`` (emptied first)."""
+    import shutil
+
+    from rlvitals import read
+
+    shutil.rmtree(tmp, ignore_errors=True)  # the run before's (transcripts read lazily)
+    path, _ = fam.write(family, seed, tmp, severity=sev, length=length)
+    return read(path)
 
 
 def _jsonable(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -338,19 +362,48 @@ def _jsonable(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def _length(text: str) -> int | tuple[int, int]:
+    lo, _, hi = text.partition("-")
+    return (int(lo), int(hi)) if hi else int(lo)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seeds", type=int, default=20, help="seeds per family and severity")
-    ap.add_argument("--length", type=int, help="updates per run (default: drawn, 40-400)")
+    ap.add_argument(
+        "--length",
+        type=_length,
+        help="updates per run: N, or LO-HI drawn log-uniformly (default 40-400; real runs "
+        "hold 20 to 2,000 and more)",
+    )
     ap.add_argument("--family", action="append", choices=list(fam.FAMILIES))
     ap.add_argument("--severity", action="append", choices=list(fam.SEVERITIES))
     ap.add_argument("--no-prefixes", dest="prefixes", action="store_false")
+    ap.add_argument(
+        "--files",
+        action="store_true",
+        help="judge every run from its files (trainer_state.json, verl console, run dir) as "
+        "read back; by default only native runs of families with replies are",
+    )
     ap.add_argument("--no-rldoctor", dest="rldoctor", action="store_false")
+    ap.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="judge with this threshold overridden (repeatable), as `rlvitals check --set`",
+    )
     ap.add_argument("--json", type=Path, help="write every run's scores here")
     ap.add_argument("--md", type=Path, help="write the tables into this markdown file")
     args = ap.parse_args(argv)
+    from rlvitals.errors import RlvitalsError
+
     t = time.perf_counter()
-    rows = run(args)
+    try:
+        rows = run(args)
+    except RlvitalsError as exc:  # a bad --set: one line, not a traceback
+        print(f"families.py: {exc}", file=sys.stderr)
+        return 2
     seconds = time.perf_counter() - t
     text = tables(rows, rldoctor=args.rldoctor)
     load = os.getloadavg()
@@ -371,8 +424,17 @@ BEGIN, END = "<!-- families.py results -->", "<!-- end of results -->"
 
 
 def write_md(path: Path, stamp: str, text: str, argv: list[str]) -> None:
-    """Put the tables between the result markers of ``path`` (appended if it has none)."""
-    block = f"{BEGIN}\n`python benchmarks/families.py {' '.join(argv)}` ({stamp}):\n\n{text}\n{END}"
+    """Put the tables between the result markers of ``path`` (appended if it has none), with
+    the options that made them (not where the output went)."""
+    shown: list[str] = []
+    skip = False
+    for a in argv:
+        if skip or a in ("--md", "--json"):
+            skip = not skip
+            continue
+        shown.append(a)
+    argv = shown
+    block = f"{BEGIN}\n`python benchmarks/families.py{''.join(' ' + x for x in argv)}` ({stamp}):\n\n{text}\n{END}"
     old = path.read_text() if path.exists() else ""
     if BEGIN in old and END in old:
         new = old[: old.index(BEGIN)] + block + old[old.index(END) + len(END) :]

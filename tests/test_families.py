@@ -18,6 +18,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import _families as fam  # noqa: E402  (the generator, shared with the benchmark)
 from rlvitals import read  # noqa: E402
+from rlvitals.checks.base import VERDICTS  # noqa: E402
 
 SEEDS = range(4)
 
@@ -247,9 +248,7 @@ def _signature(family: str, data, lab: fam.Label) -> tuple[bool, bool]:
 def test_failure_starts_at_its_onset(family: str, severity: str) -> None:
     for seed in range(3):
         data, lab = fam.make(family, seed, severity=severity)
-        assert lab.severity == severity and set(lab.verdicts) <= set(
-            __import__("rlvitals.checks.base", fromlist=["VERDICTS"]).VERDICTS
-        )
+        assert lab.severity == severity and set(lab.verdicts) <= set(VERDICTS)
         assert 0 < lab.onset <= data.last_step
         shows, clean_before = _signature(family, data, lab)
         assert shows, (lab.name, "the failure does not show after its onset")
@@ -291,3 +290,91 @@ def test_written_files_read_back_as_the_run(family: str, framework: str, tmp_pat
         assert np.allclose(a.values, b.values, equal_nan=True, rtol=1e-9), n
     assert len(got.events) == len(data.events)
     assert got.info.get("status") == data.info.get("status")
+
+
+def _repeated(folder: Path) -> dict[int, float]:
+    """Step -> share of attempts giving the family's one repeated reply."""
+    import json
+
+    out = {}
+    for p in sorted((folder / "transcripts").glob("step-*.json")):
+        atts = json.loads(p.read_text())
+        same = sum(a["generations"][0]["completion"] == fam.REPEATED for a in atts)
+        out[int(p.stem.split("-")[1])] = same / len(atts)
+    return out
+
+
+def test_repeated_replies_write_a_few_repeated_replies(tmp_path: Path) -> None:
+    path, lab = fam.write("repeated_replies", 1, tmp_path)
+    share = _repeated(path)
+    assert len(share) == len(lab.params["times"])
+    mean = float(np.mean(list(share.values())))
+    assert 0.5 * lab.params["repeated_share"] < mean < 1.5 * lab.params["repeated_share"] < 0.16
+
+
+def test_collapsing_replies_start_at_the_onset(tmp_path: Path) -> None:
+    path, lab = fam.write("entropy_collapse", 0, tmp_path, severity="gross", framework="native")
+    share = _repeated(path)
+    assert max(v for s, v in share.items() if s < lab.onset) == 0
+    assert np.mean([v for s, v in share.items() if s >= lab.params["last_step"] - 5]) > 0.6
+
+
+@pytest.mark.parametrize("length", [20, 2000])
+def test_lengths_from_20_to_2000_updates(length: int) -> None:
+    for family in fam.FAMILIES:
+        data, lab = fam.make(family, 0, length=length)
+        assert lab.length == length and data.last_step <= length
+        if lab.healthy and family != "mastered":
+            assert rise_z(series(data, *REWARD).values) > 3, lab.name
+        if not lab.healthy:
+            assert 0 < lab.onset <= data.last_step, lab.name
+    drawn = [fam.make("plain", s, length=(20, 2000))[1].length for s in range(30)]
+    assert min(drawn) >= 20 and max(drawn) <= 2000 and len(set(drawn)) > 20
+
+
+def test_benchmark_scores_found_delay_and_false_alarms() -> None:
+    """families.py's scoring on hand-made judgements: found, delays, prefix false alarms,
+    per-rule precision."""
+    import families
+
+    sick = fam.Label("kl_drift", 0, False, "mild", 50, ("drift",), 100, 1, "verl", "full")
+    well = fam.Label("plain", 0, True, None, None, (), 100, 1, "verl", "full")
+    res_sick = {
+        "final": [("reference", "drift", 57), ("reward", "plateau", 10)],
+        "prefixes": {30: [("reward", "plateau")], 60: [], 70: [("reference", "drift")]},
+    }
+    res_well = {"final": [], "prefixes": {30: [("reward", "plateau")], 40: []}}
+    s = families.score_ours(sick, res_sick, 100)
+    assert s["found"] and s["delay"] == 7 and s["live_delay"] == 20
+    assert (s["prefix_alarms"], s["prefix_judged"]) == (1, 1)  # 30 is before the onset
+    w = families.score_ours(well, res_well, 100)
+    assert not w["alarm"] and (w["prefix_alarms"], w["prefix_judged"]) == (1, 2)
+    rows = [
+        {"label": sick, "ours_raw": res_sick},
+        {"label": well, "ours_raw": res_well},
+    ]
+    table = {r["rule"]: r for r in families.rules_table(rows)}
+    assert table["reference:drift"]["found"] == 1 and table["reference:drift"]["precision"] == 1
+    assert (
+        table["reward:plateau"]["other"] == 1 and table["reward:plateau"]["healthy_prefixes"] == 2
+    )
+    assert table["reward:plateau"]["prefix_precision"] == 0.0
+
+
+def test_benchmark_runs_end_to_end(tmp_path: Path) -> None:
+    import json
+
+    import families
+
+    out = tmp_path / "f.json"
+    md = tmp_path / "f.md"
+    md.write_text("# x\n<!-- families.py results -->\nold\n<!-- end of results -->\ntail\n")
+    argv = ["--seeds", "1", "--family", "nan", "--family", "plain", "--length", "45"]
+    assert families.main([*argv, "--no-rldoctor", "--json", str(out), "--md", str(md)]) == 0
+    runs = json.loads(out.read_text())["runs"]
+    assert len(runs) == 4 and {r["family"] for r in runs} == {"nan", "plain"}
+    text = md.read_text()
+    assert "old" not in text and text.endswith("tail\n") and "| nan | gross | 1 |" in text
+    assert "--seeds 1 --family nan" in text and "f.json" not in text
+    bad = ["--seeds", "1", "--family", "plain", "--no-rldoctor", "--set", "nope=1"]
+    assert families.main(bad) == 2
