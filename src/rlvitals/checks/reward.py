@@ -55,13 +55,19 @@ class RewardLines:
     )
     flat_warn_updates: int = line(
         120,
-        "a reward flat over this many updates (or over a run that has ended) is a stuck run (warn); flat over fewer, a young or slow-starting one (info)",
-        "families: operating point, precision 1.00 finished and 0.998 on prefixes past 20 (every rule), plateau recall 0.40 / 0.50 / 0.70 (mild / moderate / gross, finished); healthy slow starts stay flat 30-100 updates (at 100: 0.994 finished, 0.993 prefixes)",
+        "a reward evidently flat from the start over this many updates (or over a run that "
+        "has ended) is a stuck run (warn); flat over fewer, a young or slow-starting one (info)",
+        "families: operating point, precision 1.00 finished and 0.998 on prefixes past 20 "
+        "(every rule), plateau recall 0.40 / 0.40 / 0.65 (mild / moderate / gross, finished; "
+        "at 100: 0.995 on prefixes, recall 0.55 / 0.55 / 0.65); healthy slow starts stay "
+        "flat 30-100 updates",
     )
     flat_z: float = line(
         2.0,
         "... its last quarter under this many standard errors above its first",
-        "science.md 6 (a two-sample z test of the quarters' means at 5%); families: precision 1.00 finished, 0.998 prefixes from 1.0 to 2.5, plateau recall 0.40 / 0.50 / 0.70",
+        "science.md 6 (a two-sample z test of the quarters' means at 5%); families: precision "
+        "1.00 finished and 0.998 on prefixes from 1.5 to 3.0, plateau recall 0.40 / 0.40 / "
+        "0.65 at 2 (mild 0.30 at 1.5)",
     )
     plateau_level_edge: float = line(
         0.2,
@@ -121,12 +127,23 @@ ENDED = ("finished", "stopped", "crashed")
 
 
 def stuck_for(ctx: Context, first: int, last: int) -> bool:
-    """Whether a reward flat from update ``first`` to ``last`` is evidence of a stuck run
-    (warn) rather than of a young or slow-starting one (info): flat over
-    ``flat_warn_updates`` updates or more, longer than a healthy slow start stays flat, or
-    over a run that has ended."""
+    """Whether a stretch from update ``first`` to ``last`` is long enough for a flat reward
+    (or task component) over it to be evidence of a stuck run (warn) rather than of a young
+    or slow-starting one (info): ``flat_warn_updates`` updates or more, longer than a healthy
+    slow start stays flat, or a run that has ended."""
     th = ctx.thresholds.of(RewardLines)
     return last - first + 1 >= th.flat_warn_updates or ctx.status in ENDED
+
+
+def evidently_flat(s: Series, margin: float) -> bool:
+    """Whether ``s`` is evidently flat: its fitted change, twice its error added, within
+    ``margin`` (an equivalence test: a slow rise its noise hides is not flat, and a
+    stretch too short or too noisy to bound its change is not either)."""
+    tr = trend(s) if len(s) >= 2 * MIN_WINDOW else None
+    if tr is None:
+        return False
+    err = abs(tr.change / tr.z) if tr.z else 0.0
+    return abs(tr.change) + 2 * err <= margin
 
 
 def _young(ctx: Context, at_end: bool = True) -> str:
@@ -138,11 +155,22 @@ def _young(ctx: Context, at_end: bool = True) -> str:
     )
 
 
+def _evidently_flat_since(s: Series, k: int, margin: float) -> int | None:
+    """The first step of the longest tail of ``s`` (its last half, else its last ``k``
+    updates) that is evidently flat: its fitted change, twice its error added, within
+    ``margin`` (an equivalence test: a slow rise its noise hides is not flat). None if
+    neither is."""
+    for size in sorted({k, len(s) // 2}, reverse=True):
+        if size <= len(s) and evidently_flat(Series(s.steps[-size:], s.values[-size:]), margin):
+            return int(s.steps[-size])
+    return None
+
+
 def _plateau(ctx: Context, name: str, s: Any) -> Finding | None:
     """Reward that rose, then stopped improving for the last third of a long run although
     groups still disagree: not learning any more (not a mastered run: its reward is at the
-    top of its range, and its groups stop disagreeing). ``name``, ``s``: the reward the check
-    reads (``_reward_series``)."""
+    top of its range, and its groups stop disagreeing), said at info: a healthy run's rise
+    saturates too. ``name``, ``s``: the reward the check reads (``_reward_series``)."""
     n = len(s)
     th = ctx.thresholds.of(RewardLines)
     k = max(th.plateau_min_steps, int(th.plateau_share * n))
@@ -168,23 +196,20 @@ def _plateau(ctx: Context, name: str, s: Any) -> Finding | None:
         and signal >= th.signal_share
     ):
         since = int(tail.steps[0])
-        # How long it has been flat: from where its five-update mean first came within half a
-        # margin of where it is now. A run that learned and then levelled off converged; only
-        # a flat stretch as long as a stuck run's (not the run's end) makes it a warning.
-        reached = crossing(s.values, now - margin / 2)
-        flat_from = int(s.steps[reached]) if reached is not None else since
-        stuck = int(tail.steps[-1]) - min(flat_from, since) + 1 >= th.flat_warn_updates
+        # A run that learned and levelled off converged: the healthy families do (their
+        # reward's rise saturates), so this is said, never warned.
+        flat_from = _evidently_flat_since(s, k, margin)
         out = finding(
             NAME,
-            "warn" if stuck else "info",
+            "info",
             "not_learning",
             f"stopped improving: {name} flat at {now:.3g} over the last {k} updates (from "
             f"step {since}; best {best:.3g} before), although {signal:.0%} of groups carry "
-            "signal" + ("" if stuck else _young(ctx, at_end=False)),
+            "signal",
             metric=name,
             first_step=since,
             plateau_mean=round_sig(now),
-            flat_from=min(flat_from, since),
+            flat_from=flat_from,
             best_before=round_sig(best),
             trend_z=round_sig(tr.z),
             signal_fraction=round_sig(signal),
@@ -317,7 +342,9 @@ def _flat(ctx: Context, c: Course) -> Finding | None:
     verdict, words, action = _PLATEAU_READS[level]
     noise = noise_sigma(s.values)
     zq = q["z"]
-    stuck = stuck_for(ctx, int(s.steps[0]), int(s.steps[-1]))
+    stuck = stuck_for(ctx, int(s.steps[0]), int(s.steps[-1])) and (
+        ctx.status in ENDED or evidently_flat(s, ctx.reward_margin(noise))
+    )
     return finding(
         NAME,
         "warn" if stuck else "info",
@@ -378,6 +405,9 @@ def check(ctx: Context) -> list[Finding]:
         if found is not None:
             out.append(found)
             break
+    if out and out[0].verdict == "learning":
+        stopped = _plateau(ctx, c.name, c.s)
+        out += [stopped] if stopped is not None else []
     lo, hi = ctx.reward_bounds
     return out + _exploration(ctx, lo, hi)
 
@@ -471,11 +501,6 @@ def _rose_without_the_task(ctx: Context, c: Course) -> Finding | None:
     )
 
 
-def _rose_then_stopped(ctx: Context, c: Course) -> Finding | None:
-    """Rose, then stopped improving well below the top (``_plateau``)."""
-    return _plateau(ctx, c.name, c.s) if c.learning else None
-
-
 def _rose(ctx: Context, c: Course) -> Finding | None:
     """Rose beyond noise: learning (to confirm on held-out tasks and transcripts)."""
     if not c.learning:
@@ -512,7 +537,9 @@ def _flat_with_signal(ctx: Context, c: Course) -> Finding | None:
     no_hint = (c.tr is None or c.tr.z < 1.0) and c.tail <= c.head + c.margin / 2
     if not (enough and no_hint and signal is not None and signal >= th.signal_share):
         return None
-    stuck = stuck_for(ctx, int(c.s.steps[0]), int(c.s.steps[-1]))
+    stuck = stuck_for(ctx, int(c.s.steps[0]), int(c.s.steps[-1])) and (
+        ctx.status in ENDED or evidently_flat(c.s, c.margin)
+    )
     return finding(
         NAME,
         "warn" if stuck else "info",
@@ -546,11 +573,11 @@ def _not_yet(ctx: Context, c: Course) -> Finding | None:
 
 
 # The reward's course, the first reading that holds: falling, rising (through another
-# component, then stopped, or learning), flat while groups carry signal, a plateau, too early.
+# component, or learning: then whether it stopped improving is said beside it), flat while
+# groups carry signal, a plateau, too early.
 _COURSE: tuple[Callable[[Context, Course], Finding | None], ...] = (
     _fell,
     _rose_without_the_task,
-    _rose_then_stopped,
     _rose,
     _flat_with_signal,
     _flat,
