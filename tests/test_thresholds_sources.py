@@ -79,6 +79,12 @@ def test_overrides_are_checked():
     )
     with pytest.raises(dataclasses.FrozenInstanceError):
         th.clip_frac_warn = 0.5  # type: ignore[misc]
+    # A process pool sends it to its workers: pickled and copied whole.
+    import copy
+    import pickle
+
+    assert pickle.loads(pickle.dumps(th)) == th == copy.deepcopy(th)
+    assert pickle.loads(pickle.dumps(th)).clip_frac_warn == 0.3
 
 
 def test_every_check_module_declares_its_lines_beside_it():

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import re
 from collections.abc import Iterator
 from dataclasses import Field, field
 from typing import Any, TypeVar
@@ -116,7 +117,13 @@ class Thresholds:
         got: T = self._by_class[cls]
         return got
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled by its values (a process pool sends it to its workers)."""
+        return (_rebuild, (self.values(),))
+
     def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):  # not yet built (copy, unpickling): no field starts so
+            raise AttributeError(name)
         for inst in self._by_class.values():
             if name in inst.__dataclass_fields__:
                 return getattr(inst, name)
@@ -166,6 +173,10 @@ class Thresholds:
         return self.replace(**values)
 
 
+def _rebuild(values: dict[str, Any]) -> Thresholds:
+    return Thresholds(**values)
+
+
 def _defaults() -> dict[str, Any]:
     return {f.name: f.default for _c, f in fields()}
 
@@ -174,15 +185,39 @@ def _shown(value: Any) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
+# What the sources cite from the project's own notes (not shipped with the package), named
+# for a user by the primary sources those notes summarise.
+_NOTES = (
+    (
+        re.compile(r"science\.md 1"),
+        "the mismatch literature (verl rollout_corr, tinker-cookbook, VCPO)",
+    ),
+    (re.compile(r"science\.md 2(?: detector)?"), "Cui et al. 2505.22617 (entropy)"),
+    (re.compile(r"science\.md 3"), "GRPO's zero-variance groups (DAPO 2503.14476; p^G + (1-p)^G)"),
+    (re.compile(r"science\.md 4"), "the reward-hacking literature (Gao et al.; Singhal et al.)"),
+    (re.compile(r"science\.md 5"), "length and truncation (DAPO 2503.14476; verl, TRL clip_ratio)"),
+    (re.compile(r"science\.md 6"), "change-point statistics (Montgomery & Runger)"),
+    (re.compile(r"science\.md 7"), "RL-Insight (verl)"),
+    (re.compile(r"DESIGN\.md"), "the judging principles (above)"),
+)
+
+
+def _for_users(source: str) -> str:
+    for pattern, words in _NOTES:
+        source = pattern.sub(words, source)
+    return source
+
+
 def markdown() -> str:
-    """The thresholds table docs/checks.md keeps: check, name, default, meaning, source."""
+    """The thresholds table docs/checks.md keeps: check, name, default, meaning, source (the
+    project's own notes named by the primary sources they summarise)."""
     out = [
         "| check | name | default | meaning | source |",
         "|---|---|---|---|---|",
     ]
     for check, f in fields():
         what = f.metadata["what"].replace("|", "\\|")
-        src = f.metadata["source"].replace("|", "\\|")
+        src = _for_users(f.metadata["source"]).replace("|", "\\|")
         out.append(f"| {check} | `{f.name}` | {_shown(f.default)} | {what} | {src} |")
     return "\n".join(out) + "\n"
 
