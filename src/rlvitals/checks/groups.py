@@ -505,8 +505,8 @@ def _mastered(ctx: Context, sp: Spell) -> Finding | None:
     # policy pinned at 0 after slightly negative rewards): said, not warned.
     sure = not sp.promoted or _rose_past_spread(ctx)
     # Groups that agree while most replies are cut at the token limit agree at the score the
-    # limit allows (a TRL run paid by reply length, capped at 12 tokens: every reply
-    # truncated, every attempt 0.75): the limit is the cause, said by the episodes check.
+    # limit allows (every reply truncated, every attempt one score): the limit is the cause,
+    # said by the episodes check.
     cut = _mean_at(ctx.finite("response/truncated_rate"), sp.step, sp.end)
     capped = cut is not None and cut >= ctx.thresholds.of(EpisodesLines).room_level
     return finding(
@@ -577,8 +577,7 @@ def _collapse(ctx: Context, sp: Spell) -> Finding | None:
 def _tasks_split(ctx: Context, sp: Spell) -> Finding | None:
     """Groups agreeing while the policy's entropy holds: the attempts still disagree token by
     token, and the tasks split by kind instead. Still, most groups teach nothing while the
-    reward stands still (a real TRL run: 72% of its records with half the groups or more at
-    one reward): no signal from them, a warning, and a symptom that yields the run's verdict
+    reward stands still: no signal from them, a warning, and a symptom that yields the run's verdict
     to its cause (the episodes check's budget, a component)."""
     held = _entropy_held(ctx, sp.step)
     if held is None:

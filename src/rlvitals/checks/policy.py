@@ -7,8 +7,9 @@ and what the reward does meanwhile. Length and entropy are read together: entrop
 while the reward rises is sharpening (info) only when the replies keep their length, the task
 component (where the reward's components are logged) rises with the reward, and held-out does
 not fall; otherwise it is a collapse onto a shortcut (warn, fail under a tenth of its start).
-Replies collapsing to a fifth of their starting length while the reward rises are a shortcut on
-their own: the reward pays for stopping early.
+Replies collapsing to ``length_collapse_ratio`` of their starting length while the reward
+rises are a shortcut on their own: the reward pays for stopping early. Gradient-norm
+explosions warn once they recur; a single one is a hypothesis (info).
 """
 
 from __future__ import annotations
@@ -568,9 +569,8 @@ def _no_spread(ctx: Context, steps: np.ndarray) -> np.ndarray:
 
 def _grad_norm(ctx: Context) -> Series | None:
     """The gradient norm of the updates that had something to learn from: an update whose
-    rewards had no spread moves the policy by its KL term alone, at a norm near 0 (a
-    collapsed TRL run: 0.003 on such updates, 0.4 on the others) that is no reference for
-    the updates that learn."""
+    rewards had no spread moves the policy by its KL term alone, at a norm near 0 (a hundred
+    times under the others') that is no reference for the updates that learn."""
     s = ctx.finite("train/grad_norm")
     if s is None:
         return None

@@ -5,15 +5,16 @@ never the old-vs-new KL within an update (``train/ppo_kl``) nor the sampler/trai
 which measure other things at other scales. It is judged against absolute lines, the peers'
 0.5 and 2 (token-mean nats: a policy that far from its reference has left the region where the
 reward model or grader was trustworthy, Gao et al.), from the first update read, and against
-its own course: past a line it is a step more severe while still climbing (its last third
-rising significantly: 0.5 info, or warn while climbing; 2 warn, or fail while climbing); below
+its own course: past 0.5 it is worth a look (info), a warning while its last third still
+climbs significantly past ``ref_kl_climb_warn`` (1.0: healthy runs reach 0.66-1.1); past 2
+a warning, a failure while climbing; below
 the lines a significant rising trend is named, with the update where it would cross 0.5. A
 short log (under five updates) every one of them past 0.5 warns: the policy got that far in a
 few updates. The KL coefficient, where the run's config gives it, is shown beside it:
 at β the penalty costs β·KL of reward per token.
 
 Between the lines, a KL no larger than the entropy's fall since the start is sharpening, not
-drift, and is reported a step lower: KL(π‖ref) = H(π, ref) − H(π), so with the run's first
+drift, and is said at info: KL(π‖ref) = H(π, ref) − H(π), so with the run's first
 entropy standing for the reference's (the policy starts as the reference), KL ≤ H(ref) − H(π)
 says H(π, ref) ≤ H(ref): the policy's tokens are on average at least as likely under the
 reference as the reference's own samples. It narrowed onto what the reference already

@@ -248,7 +248,7 @@ def _reward_series(ctx: Context) -> tuple[str, Series] | tuple[None, None]:
 
 def quarters(v: np.ndarray) -> dict[str, float]:
     """First- and last-quarter means (at least five points each) and their difference in
-    standard errors (each quarter's own spread over its length: the wild corpus's rule)."""
+    standard errors (each quarter's own spread over its length: a two-sample z test)."""
     q = max(MIN_WINDOW, len(v) // 4)
     a, b = v[:q], v[-q:]
     se = math.sqrt(float(a.var()) / len(a) + float(b.var()) / len(b))
