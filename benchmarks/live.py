@@ -14,7 +14,7 @@ findings that did, and counted:
 - the wild corpus, ``../shared/corpus/wild/manifest.json`` (read in place): files with a
   ``healthy`` label;
 - with ``--families N``, N healthy runs of each healthy family of the generator
-  (``benchmarks/_families.py``), where it exists.
+  (``benchmarks/_families.py``; ``benchmarks/families.py`` scores them in full).
 
 The finished run is judged too (the last prefix is the whole run) and reported apart: a
 warning there is a false alarm of the finished judgement, not of the live one.
@@ -64,16 +64,15 @@ def wild_runs(root: Path, only: str | None = None) -> Iterator[tuple[str, Any]]:
 
 
 def family_runs(n: int, only: str | None = None) -> Iterator[tuple[str, Any]]:
-    """``n`` runs of each healthy family of the generator (``_families.py``), where it is."""
-    try:
-        import _families  # type: ignore[import-not-found]
-    except ImportError:
-        print("live: no benchmarks/_families.py here; families skipped", file=sys.stderr)
-        return
-    for name, make in _families.healthy_runs(n):
-        if only and only not in name:
-            continue
-        yield f"families/{name}", make
+    """``n`` runs (seeds 0..n-1) of each healthy family of the generator (``_families.py``)."""
+    import _families
+
+    for family in _families.HEALTHY:
+        for seed in range(n):
+            name = f"{family}-s{seed}"
+            if only and only not in name:
+                continue
+            yield f"families/{name}", (lambda f=family, s=seed: _families.make(f, s)[0])
 
 
 def _now(data: Any, step: int) -> float | None:
