@@ -88,15 +88,14 @@ def _mid_run_low_entropy(temperature: float | None) -> RunData:
     return data
 
 
-@pytest.mark.parametrize(
-    ("temperature", "severity"), [(0.6, "info"), (1.0, "warn"), (None, "warn")]
-)
-def test_the_entropy_floor_is_not_held_against_a_low_temperature(temperature, severity) -> None:
+@pytest.mark.parametrize("temperature", [0.6, 1.0, None])
+def test_a_low_entropy_with_no_start_is_no_warning_at_any_temperature(temperature) -> None:
+    """DESIGN: entropy is judged against the run's own start, never an absolute line; a log
+    that starts mid-run at a low entropy has no start to fall from (nats depend on the
+    vocabulary and the model)."""
     report = run_checks(_mid_run_low_entropy(temperature), now=NOW)
-    f = next(f for f in report.findings if f.metric == "train/entropy" and f.verdict == "collapse")
-    assert f.severity == severity, f.title
-    if severity == "info":
-        assert "temperature 0.6" in f.title and "expected_level" in f.evidence
+    entropy = [f for f in report.findings if f.metric == "train/entropy"]
+    assert all(f.severity in ("ok", "info") for f in entropy), [f.title for f in entropy]
 
 
 @pytest.mark.parametrize(("kl_coef", "noted"), [(0.0, True), (0.04, False), (None, False)])

@@ -40,6 +40,7 @@ from ..settings import RunSettings, settings_of
 from .base import Finding
 from .context import Context, fact, round_sig
 from .stats import MIN_WINDOW
+from .thresholds import line, lines
 
 __all__ = [
     "CAUSES",
@@ -63,43 +64,77 @@ CAUSES = (
 )
 
 
+@lines
 @dataclass(frozen=True)
 class CauseRules:
     """Where the cause analysis draws its lines, each with its source."""
 
-    # The token ratio's mean off 1 by this much (3 of 5 updates) is off: the control runs sit
-    # within 0.007 of 1 (0.995 trl #6789, 0.993 trl PR #5815, 0.9999 NVIDIA-NeMo/RL PR #2269)
-    # and the smallest truncation reported moves it 0.035 (top_k 20: 0.965, trl #6789).
-    ratio_line: float = 0.02
-    # Truncation: the kept mass is at least top_p, so the ratio mean stays at or above it (less
-    # this slack for the rounding of a bf16 engine, whose token ratios reach 1.1: measured on
-    # the reference trainer, ratio max 1.06-1.11 at top_p 1), and no token's ratio passes 1 by
-    # more than that rounding.
-    kept_mass_slack: float = 0.05
-    truncation_max_ratio: float = 1.1
-    # Precision tail: the median token ratio within this of 1 (martingale: 1.0000 with a mean
-    # |log r| of 0.8-1.0), the mean |Δ| at least this many times its median (the reference
-    # trainer's float8 engine: 40x; its bf16 engine reads 50x too, so this only tells a tail
-    # from every token moved, never a problem by itself), spread over the sequences: the
-    # median sequence's ratio past this, or this share of the sequences past 1.05 (float8:
-    # 1.03 and 35-42%; one hot replica of ten: 1.002 and 10%).
-    median_one: float = 1e-3
-    tail_factor: float = 10.0
-    spread_seq_p50: float = 1.01
-    spread_share: float = 0.25
-    # Stale weights: the lag and the mismatch rank together (Spearman) at least this much over
-    # the updates since the onset, the lag rising by at least one update (an update behind is
-    # the least a stale engine can be).
-    lag_rho: float = 0.6
-    # Bounds that bite: the logged weight pinned at a bound (0 where masked, or exactly the
-    # cap) on this share of the updates is logged after the bounds; a mean this far under 1
-    # (3 of 5 updates) is a correction that down-weights the batch (NeMo-RL PR #2269: 0.0596).
-    pinned_share: float = 0.6
-    deflated: float = 0.1
-    # A correction that matters: some token's weight at half or double (TRL's default cap is
-    # 3, verl's threshold 2): dropping it changes the update.
-    weight_factor: float = 2.0
-    strict: bool = False  # --set strict_agreement=1 (ratio_findings.strict)
+    ratio_line: float = line(
+        0.02,
+        "the token ratio's mean off 1 by this much (3 of 5 updates) is off",
+        "trl #6789, PR #5815, NVIDIA-NeMo/RL PR #2269: control runs sit within 0.007 of 1 "
+        "(0.995, 0.993, 0.9999); the smallest truncation reported moves it 0.035 (top_k 20)",
+    )
+    kept_mass_slack: float = line(
+        0.05,
+        "truncation: the ratio mean stays at or above top_p less this slack",
+        "a bf16 engine's rounding: token ratios reach 1.06-1.11 at top_p 1 (the reference "
+        "trainer, docs/trainer.md)",
+    )
+    truncation_max_ratio: float = line(
+        1.1,
+        "truncation: no token's ratio passes 1 by more than the engine's rounding",
+        "measurement: the reference trainer at top_p 1, ratio max 1.06-1.11 (bf16 rounding)",
+    )
+    median_one: float = line(
+        1e-3,
+        "precision tail: the median token ratio within this of 1",
+        "measurement: martingale's fp32 trainer / bf16 engine, median ratio 1.0000 with mean "
+        "|log r| 0.8-1.0 (field-2026-12-07.md §2)",
+    )
+    tail_factor: float = line(
+        10.0,
+        "precision tail: the mean |delta| at least this many times its median",
+        "measurement: the reference trainer's float8 engine 40x (bf16: 50x); an order of "
+        "magnitude tells a tail from every token moved",
+    )
+    spread_seq_p50: float = line(
+        1.01,
+        "precision tail spread over the sequences: the median sequence's ratio past this",
+        "measurement: the reference trainer, float8 engine 1.03, one hot replica of ten 1.002",
+    )
+    spread_share: float = line(
+        0.25,
+        "... or this share of the sequences past 1.05",
+        "measurement: the reference trainer, float8 engine 35-42%, one hot replica of ten 10%",
+    )
+    lag_rho: float = line(
+        0.6,
+        "stale weights: the lag and the mismatch rank together (Spearman) at least this much",
+        "numerical guard: a strong rank correlation (Cohen's convention: 0.5 is large), the "
+        "lag rising by at least one update (an update behind is the least a stale engine can be)",
+    )
+    pinned_share: float = line(
+        0.6,
+        "the logged weight pinned at a bound on this share of updates is logged after the bounds",
+        "trl #5231 (ratios logged after clipping): most updates pinned, not a tail",
+    )
+    deflated: float = line(
+        0.1,
+        "a mean weight this far under 1 (3 of 5 updates) down-weights the batch",
+        "NVIDIA-NeMo/RL PR #2269: a correction read 0.0596",
+    )
+    weight_factor: float = line(
+        2.0,
+        "a correction matters when some token's weight is at half or double",
+        "TRL's default cap is 3, verl's threshold 2: dropping such a weight changes the update",
+    )
+    strict_agreement: int = line(
+        0,
+        "1: the run is built to be bitwise consistent; any mismatch is a finding",
+        "docs/checks.md: off unless the user declares the run bitwise consistent "
+        "(batch-invariant vLLM with TorchTitan logs a KL of exactly 0.0)",
+    )
 
 
 @dataclass
@@ -120,9 +155,8 @@ class Cause:
 
 
 def rules_of(ctx: Context) -> CauseRules:
-    """The rules, with ``--set strict_agreement=1`` read from the thresholds."""
-    strict = bool(getattr(ctx.thresholds, "strict_agreement", 0))
-    return CauseRules(strict=strict)
+    """The cause analysis's lines (``--set NAME=VALUE`` reaches each)."""
+    return ctx.thresholds.of(CauseRules)
 
 
 @fact
@@ -315,7 +349,7 @@ def _drift(ctx: Context, s: RunSettings, step: int, ruled: dict[str, Any]) -> Ca
     share = mean_since(ctx.finite("train/mismatch_seq_over"), step)
     seq_p50 = mean_since(ctx.finite("train/mismatch_seq_tme_p50"), step)
     where = ""
-    if share is not None and seq_p50 is not None and seq_p50 < 1.01:
+    if share is not None and seq_p50 is not None and seq_p50 < rules_of(ctx).spread_seq_p50:
         where = (
             f"; held in {share:.0%} of the sequences while the median sequence agrees "
             "(one replica, one kind of prompt)"

@@ -377,8 +377,11 @@ def _first_update(ctx: Context) -> list[Finding]:
 # under 1; after the fix ppo_kl ~1e-6 without bypass and 3.3e-5 in bypass mode (vLLM against
 # PyTorch attention), with ~1% and ~9% clipping: one-sided clipping at under half of 1% is
 # too little to tell from chance.
+# source: verl-omni common pitfalls (above): the bug read 0.99996, 4e-5 under 1.
 FIRST_RATIO = 1e-5
+# source: verl-omni common pitfalls (above): 3.3e-5 in bypass mode after the fix.
 FIRST_PPO_KL = 3.3e-5
+# source: verl-omni common pitfalls (above): one-sided clipping under half of 1% is chance.
 FIRST_CLIP_LOW = 0.005
 
 STRICT_METRICS = (
@@ -434,7 +437,7 @@ def ratio_findings(ctx: Context, r: CauseRules, found: list[Finding]) -> list[Fi
     out += _ratio_off(ctx, r, s, alarmed or bool(out))
     out += _dropped(ctx, r, s)
     out += _first_update(ctx)
-    if r.strict:
+    if r.strict_agreement:
         out += _strict(ctx)
     return out
 
