@@ -131,13 +131,15 @@ class Discovery:
 
 
 def _recognised(p: Path) -> bool:
-    from .readers import sniff
+    """Whether a file found loose in a folder is a run: a format reads it, and that format
+    takes such a file for a run of its own (``Format.loose``)."""
+    from .readers import FORMATS, sniff
 
     try:
-        sniff(p)
-    except (UnknownFormatError, ReadError, OSError):
+        fmt = FORMATS[sniff(p)]
+        return fmt.loose is None or bool(fmt.loose(p))
+    except (UnknownFormatError, ReadError, OSError, ValueError):
         return False
-    return True
 
 
 def _unreadable(p: Path) -> bool:

@@ -19,7 +19,15 @@ from .mapping import Mapper, MappingTable
 from .printed import brace_balance, parse_pairs
 from .shapes import ShapeParser, add_events
 
-__all__ = ["TextLogReader", "clean_line", "file_date", "head", "search_deep", "sniff_files"]
+__all__ = [
+    "TextLogReader",
+    "bar_under",
+    "clean_line",
+    "file_date",
+    "head",
+    "search_deep",
+    "sniff_files",
+]
 
 ANSI = re.compile(
     r"\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"  # OSC (hyperlinks, titles)
@@ -62,6 +70,19 @@ def clean_line(text: str) -> str:
     if text.endswith("]") and "repeated" in text:
         text = RAY_REPEATED.sub("", text)
     return RAY_PREFIX.sub("", text, count=1)
+
+
+def bar_under(text: str) -> str | None:
+    """Of a line rewritten with carriage returns, the progress bar a record was drawn over
+    (``  5%|#  | 10/200 [...]\r{'loss': ...}``: the bar's position when the record was
+    printed), cleaned; None when the line has no such bar."""
+    if "\r" not in text or "%|" not in text:
+        return None
+    parts = [t for t in text.split("\r") if t.strip()]
+    if len(parts) < 2 or _BAR.search(parts[-1]):
+        return None
+    bars = [t for t in parts[:-1] if _BAR.search(t)]
+    return clean_line(bars[-1]) if bars else None
 
 
 def file_date(p: Path) -> Any:

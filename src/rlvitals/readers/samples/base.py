@@ -34,6 +34,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from ...errors import MissingExtraError
 from ...jsonio import read_json_objects
 from ...metrics import Attempt, RunState, decide, step_metrics
 from ...model import AttemptTableBuilder, RunData
@@ -324,6 +325,7 @@ class SampleSource:
         self._mine: set[str] = set()  # metric names this source added
         self._state = RunState()
         self._listing: dict[int, list[Path]] = {}
+        self.unread: str | None = None  # why the dump cannot be read here (an extra missing)
         self.transcripts = SampleTranscripts(self)
         run.transcripts = self.transcripts
         run.info.setdefault(
@@ -341,7 +343,11 @@ class SampleSource:
         return i
 
     def poll(self, final: bool = False) -> bool:
-        """Read the steps that settled since the last call; True if any was read."""
+        """Read the steps that settled since the last call; True if any was read. A dump
+        that needs an extra not installed is not read, with one warning saying which extra
+        reads it: the run is judged from its step records (it never costs the verdict)."""
+        if self.unread is not None:
+            return False
         self.format.bind(self.run)
         try:
             listing = self.format.step_files(self.dir)
@@ -360,11 +366,28 @@ class SampleSource:
             if not final and step == last and not self._settled(files, now):
                 continue  # the newest step may still be being written
             self._done.add(step)
-            self._ingest(step, files)
+            try:
+                self._ingest(step, files)
+            except MissingExtraError as exc:
+                self._done.discard(step)
+                self._not_read(str(exc))
+                break
+            except OSError as exc:
+                self._warn(f"{files[0]}: cannot read ({exc.strerror or exc}); step {step} skipped")
+                continue
             changed = True
         if changed and len(self._builder):
             self.run.attempts = self._builder.table()
         return changed
+
+    def _not_read(self, why: str) -> None:
+        """The dump cannot be read here (``why``: the extra that reads it): said once, in
+        ``info["samples"]["unread"]`` and a warning; the run keeps its step records."""
+        self.unread = why
+        info = self.run.info.get("samples")
+        if isinstance(info, dict):
+            info["unread"] = why
+        self._warn(f"{self.dir}: sample dump not read: {why}; judged from the step records alone")
 
     @staticmethod
     def _settled(files: list[Path], now: float) -> bool:
