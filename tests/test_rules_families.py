@@ -113,3 +113,22 @@ def test_transcript_collapse_needs_more_than_a_few_repeated_replies(tmp_path):
             for f in rep.findings
         )
     assert found >= 3
+
+
+def test_entropy_collapse_is_found_where_the_rewards_top_is_unknown():
+    # TRL logs a reward with no range: where it leaves [0, 1] its observed top is the run's
+    # own best, which a reward that froze as entropy fell sits at. That is not "high" (the
+    # fall did not buy it): a collapse, not sharpening. (A fall in the run's last updates is
+    # read by the reward's rise over the whole run: the family's late onsets may go unfound.)
+    found, runs = 0, 0
+    for seed in range(12):
+        data, label = fam.make("entropy_collapse", seed, severity="moderate", framework="trl")
+        if tuple(label.params["scale"]) == (0.0, 1.0):
+            continue
+        runs += 1
+        rep = JUDGE(data, now=label.now_at(int(data.last_step)))
+        found += any(
+            f.check == "policy" and f.verdict in label.verdicts and f.severity in WARN
+            for f in rep.findings
+        )
+    assert runs >= 6 and found >= runs - 1, (found, runs)

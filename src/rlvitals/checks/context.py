@@ -173,6 +173,18 @@ class Context:
         lo, hi = min(lo, 0.0), max(hi, 1.0)
         return lo, hi
 
+    @cached_property
+    def reward_top_known(self) -> bool:
+        """Whether the reward's top is known: a configured range (``rollout.reward_range``),
+        or a score in [0, 1] (every value within it: a pass rate, by convention). A reward
+        that leaves [0, 1] with no configured range (summed components, a shaped reward) has
+        only its observed range, whose top is the run's own best: a reward that stopped
+        rising always sits near it, so "high" is not read off it."""
+        if isinstance(self.config_value("rollout", "reward_range"), list):
+            return True
+        lo, hi = self.reward_bounds
+        return lo >= 0 and hi <= 1
+
     def reward_margin(self, noise: float) -> float:
         """How far a mean of the reward over five updates must move from another such mean to
         count as a change: three step-noise sigmas of the difference of two such means, and

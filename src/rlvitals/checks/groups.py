@@ -185,10 +185,7 @@ def _rate_is_a_pass_rate(ctx: Context) -> bool:
     """Whether the reward's level can be read as a pass rate for p^G + (1-p)^G: a configured
     range, or rewards within [0, 1]. A reward outside it with no configured range (summed
     components, shaped rewards) says from its observed range only which way it leans."""
-    if isinstance(ctx.config_value("rollout", "reward_range"), list):
-        return True
-    lo, hi = ctx.reward_bounds
-    return lo >= 0 and hi <= 1
+    return ctx.reward_top_known
 
 
 def _which(

@@ -174,6 +174,16 @@ def heldout_change(ctx: Context, since: int) -> dict[str, Any] | None:
     return None
 
 
+def heldout_in_unit(ctx: Context, suite: str) -> bool:
+    """Whether every score of ``suite`` lies in [0, 1] (an accuracy, a pass rate): a score
+    whose top is known."""
+    for metric in _suites(ctx):
+        e = ctx.finite(metric)
+        if e is not None and suite_name(metric) == suite and len(e):
+            return bool(float(e.values.min()) >= 0.0 and float(e.values.max()) <= 1.0)
+    return False
+
+
 def check(ctx: Context) -> list[Finding]:
     """Each held-out suite: too few evaluations to judge, a divergence from the train reward
     (``_divergence``), or learning on held-out beyond twice its error."""
