@@ -83,7 +83,14 @@ from _families_curves import (
     loguniform,
     numbers,
 )
-from _families_files import RECORDS, REPEATED, TRANSCRIPTS, traceback_lines, write_files
+from _families_files import (
+    RECORDS,
+    REPEATED,
+    TRANSCRIPTS,
+    traceback_lines,
+    trl_state,
+    write_files,
+)
 from rlvitals.model import Event, RunData
 
 __all__ = [
@@ -468,6 +475,8 @@ def _to_data(raw: _Raw) -> RunData:
             data.evals.append(dict(e))
             data.metrics.add(e["step"], f"eval/{e['suite']}/score", e["score"])
     else:
+        if lab.framework == "trl":  # as the TRL reader keeps its trainer_state.json's
+            data.info.update(trl_state(raw))
         table = {"trl": TRL, "verl": VERL}.get(lab.framework, GENERIC)
         mapper = Mapper(table, data)
         by_step = {e["step"]: e for e in raw.evals}

@@ -132,3 +132,23 @@ def test_entropy_collapse_is_found_where_the_rewards_top_is_unknown():
             for f in rep.findings
         )
     assert runs >= 6 and found >= runs - 1, (found, runs)
+
+
+@pytest.mark.parametrize("seed", [1, 6, 8])
+def test_a_trl_state_trained_to_its_end_is_a_run_that_ended(tmp_path, seed):
+    # HF Trainer's trainer_state.json records no status, but global_step reaching max_steps
+    # is a run trained to its end: a reward flat over it is a stuck run (warn), not a young
+    # one. The same state saved mid-run (a checkpoint behind max_steps) is said at info.
+    import json
+
+    from rlvitals import read
+
+    path, label = fam.write("plateau", seed, tmp_path, severity="moderate", framework="trl")
+    assert label.length < 120  # shorter than a healthy slow start stays flat
+    flat = [f for f in JUDGE(read(path)).findings if f.check == "reward"]
+    assert flat and flat[0].severity == "warn" and flat[0].verdict in label.verdicts
+    state = json.loads(path.read_text())
+    state["max_steps"] *= 2  # the same records, a checkpoint of a run asked for twice as many
+    path.write_text(json.dumps(state))
+    young = [f for f in JUDGE(read(path)).findings if f.check == "reward"]
+    assert young and young[0].severity == "info"

@@ -89,8 +89,24 @@ class Context:
 
     @property
     def status(self) -> str | None:
+        """The run's end state as recorded (``info["status"]``). An HF Trainer state records
+        none, but its ``global_step`` reaching ``max_steps`` (transformers' TrainerState: the
+        update steps training was asked to run) is a run trained to its end: ``finished``. A
+        checkpoint saved mid-run is behind it; a live replay's prefix is ``running``."""
         st = self.data.info.get("status")
-        return st if isinstance(st, str) else None
+        if isinstance(st, str):
+            return st
+        done, asked = self.data.info.get("global_step"), self.data.info.get("max_steps")
+        if (
+            isinstance(done, int)
+            and isinstance(asked, int)
+            and not isinstance(done, bool)
+            and not isinstance(asked, bool)
+            and asked > 0
+            and done >= asked
+        ):
+            return "finished"
+        return None
 
     @property
     def config(self) -> dict[str, Any]:
