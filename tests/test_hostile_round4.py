@@ -1,0 +1,244 @@
+"""Hostile input, round 4 (../shared/research/adversarial-2026-12-07.md): each finding as the
+user met it, through the command or the reader the report used."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import threading
+from pathlib import Path
+
+import pytest
+
+from rlvitals.cli import main
+from rlvitals.readers import read
+from synth import synth_run
+
+DATA = Path(__file__).parent / "data"
+PRIME = DATA / "samples" / "prime-rl-stream" / "output"
+SEALED = Path("monitors/file/traces/stream/00000.jsonl.zst")
+OLD = 1_700_000_000  # an mtime long past: the run finished
+
+
+def _prime(tmp_path: Path, name: str = "output") -> Path:
+    out = tmp_path / name
+    shutil.copytree(PRIME, out)
+    for p in out.rglob("*"):
+        os.utime(p, (OLD, OLD))
+    return out
+
+
+def _subprocess(code: str, *args: str, mem_mib: int = 0, timeout: float = 120):
+    """Run ``code`` in a fresh interpreter with this checkout on its path, its address space
+    capped at ``mem_mib`` MiB when given (the child stops itself: MemoryError, not the host)."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    cap = ""
+    if mem_mib:
+        cap = (
+            "import resource\n"
+            f"resource.setrlimit(resource.RLIMIT_AS, ({mem_mib << 20}, {mem_mib << 20}))\n"
+        )
+    return subprocess.run(
+        [sys.executable, "-c", cap + textwrap.dedent(code), *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def _watch(run: str, *more: str, timeout: float = 60) -> tuple[list[dict], str]:
+    """``watch RUN --json`` until its first liveness event (prime-rl records no end state, so
+    the follow would go on): the events, and what it wrote to stderr."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    p = subprocess.Popen(
+        [sys.executable, "-m", "rlvitals", "watch", run, "--json", *more],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    events = []
+    try:
+        assert p.stdout is not None
+        timer = threading.Timer(timeout, p.kill)
+        timer.start()
+        for line in p.stdout:
+            events.append(json.loads(line))
+            if events[-1]["event"] == "liveness":
+                break
+        timer.cancel()
+    finally:
+        p.kill()
+        _out, err = p.communicate(timeout=30)
+    return events, err
+
+
+# -- R4-01: a damaged sealed prime-rl chunk ---------------------------------------------------
+
+
+def _damage(out: Path, how: str) -> None:
+    p = out / SEALED
+    if how == "flip":  # damaged bytes, the seek table intact
+        b = bytearray(p.read_bytes())
+        for i in range(100, len(b) - 100, 97):
+            b[i] ^= 0xFF
+        p.write_bytes(bytes(b))
+    else:  # not zstd at all
+        p.write_bytes(os.urandom(4096))
+    os.utime(p, (OLD, OLD))
+
+
+@pytest.mark.parametrize("how", ["flip", "junk"])
+def test_a_damaged_sealed_chunk_is_a_warning_and_the_run_is_read(tmp_path, how):
+    pytest.importorskip("pyzstd")
+    out = _prime(tmp_path)
+    _damage(out, how)
+    run = read(out)
+    said = [w for w in run.warnings if "00000.jsonl.zst" in w]
+    assert said and "cannot read" in said[0] and "skipped" in said[0], run.warnings
+    # The live chunk is still read: step 2's last episodes and step 3.
+    assert run.attempts is not None and {2, 3} <= set(run.attempts.step.tolist())
+    assert run.last_step == 3
+
+
+def test_every_command_judges_a_folder_with_a_damaged_chunk(tmp_path, capsys):
+    pytest.importorskip("pyzstd")
+    fl = tmp_path / "fl"
+    fl.mkdir()
+    _damage(_prime(fl, "flip"), "flip")
+    synth_run(fl, "good", steps=8)
+    for jobs in ("1", "2"):
+        main(["check", str(fl), "--jobs", jobs])
+        cap = capsys.readouterr()
+        assert "Traceback" not in cap.err and str(fl / "good") in cap.out, cap.err
+        assert str(fl / "flip") in cap.out, cap.out
+    flip = str(fl / "flip")
+    assert main(["check", flip]) in (0, 1)
+    cap = capsys.readouterr()
+    assert "00000.jsonl.zst: cannot read" in cap.out + cap.err
+    assert main(["metrics", flip]) == 0
+    assert main(["transcripts", flip]) == 0
+    assert main(["report", flip, "-o", str(tmp_path / "r.html")]) == 0
+    events, err = _watch(flip)
+    assert any(e["event"] == "step" and e["step"] == 3 for e in events), err
+    assert "Traceback" not in err
+    pytest.importorskip("pyarrow")
+    assert main(["export", str(fl), "-o", str(tmp_path / "ex")]) == 0
+    assert "Traceback" not in capsys.readouterr().err
+
+
+def test_serve_starts_on_a_folder_with_a_damaged_chunk(tmp_path):
+    pytest.importorskip("pyzstd")
+    pytest.importorskip("starlette")
+    from rlvitals.views.server import serve_in_background
+
+    fl = tmp_path / "fl"
+    fl.mkdir()
+    _damage(_prime(fl, "flip"), "junk")
+    synth_run(fl, "good", steps=8)
+    url, stop = serve_in_background([fl], poll_interval=0.05)
+    try:
+        import urllib.request
+
+        with urllib.request.urlopen(url.rstrip("/") + "/api/runs", timeout=10) as r:
+            runs = {x["name"]: x for x in json.loads(r.read())["runs"]}
+        assert runs["flip"]["last_step"] == 3 and runs["good"]["last_step"] == 7
+    finally:
+        stop()
+
+
+# -- R4-02: a zstd bomb in a sealed chunk -----------------------------------------------------
+
+
+def _bomb(out: Path, gib: float, fill: bytes = b"\0") -> Path:
+    """Make the live chunk chunk 2 and put a sealed chunk 1 of ``gib`` GiB of ``fill`` in its
+    place (a few tens of KB on disk)."""
+    import pyzstd
+
+    s = out / SEALED.parent
+    (s / "00001.jsonl").rename(s / "00002.jsonl")
+    with pyzstd.ZstdFile(s / "00001.jsonl.zst", "wb", level_or_option=19) as f:
+        blk = fill * (1 << 20)
+        for _ in range(int(gib * 1024)):
+            f.write(blk)
+    for p in s.iterdir():
+        os.utime(p, (OLD, OLD))
+    return s / "00001.jsonl.zst"
+
+
+@pytest.mark.parametrize("fill", [b"\0", b"\n"])
+def test_a_zstd_bomb_is_read_within_a_bound_in_bounded_memory(tmp_path, fill):
+    """R4-02: 1 GiB inside 32 KB: the old reader held it whole (2.2 GB; 128 KB of it was a
+    MemoryError and the run lost); read now in blocks, at most so many times its size."""
+    pytest.importorskip("pyzstd")
+    out = _prime(tmp_path)
+    bomb = _bomb(out, 1, fill)
+    assert bomb.stat().st_size < 64 << 10
+    r = _subprocess(
+        """
+        import sys
+        from rlvitals.readers import read
+        run = read(sys.argv[1])
+        print(sorted(set(run.attempts.step.tolist())))
+        print([w for w in run.warnings if "00001.jsonl.zst" in w])
+        """,
+        str(out),
+        mem_mib=1536,
+        timeout=120,
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    steps, said = r.stdout.splitlines()[-2:]
+    assert steps == "[1, 2, 3]"  # the chunks before and after the bomb are read
+    assert "times its size" in said and "read the first" in said
+
+
+def test_a_sealed_chunk_is_read_in_blocks_not_whole(tmp_path, monkeypatch):
+    """A real sealed chunk (prime-rl's default is 5 GiB) is never asked for in one read."""
+    pytest.importorskip("pyzstd")
+    import pyzstd
+
+    sizes: list[int] = []
+    real = pyzstd.SeekableZstdFile.read
+
+    def read_(self, size=-1):
+        sizes.append(size)
+        return real(self, size)
+
+    monkeypatch.setattr(pyzstd.SeekableZstdFile, "read", read_)
+    run = read(_prime(tmp_path))
+    assert run.attempts is not None and len(run.attempts) == 11
+    assert sizes and all(0 < s <= 1 << 20 for s in sizes), sizes
+
+
+def test_blank_runs_and_blocks_give_the_same_lines_as_one_at_a_time(tmp_path):
+    """The line reader's two modes agree: collapsed blank runs keep every other line's number
+    and end offset, and the last end offset (where the next pass resumes)."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from rlvitals.jsonio import read_complete_lines
+
+    piece = st.sampled_from(
+        [b"\n", b" ", b" " * 20, b"\t\n", b"x", b'{"a": 1}', b"\r\n", b"y" * 40]
+    )
+
+    @settings(max_examples=200, deadline=None)
+    @given(st.lists(piece, max_size=60), st.integers(0, 3))
+    def check(parts, offset):
+        p = tmp_path / "f"
+        data = b"".join(parts)
+        p.write_bytes(data)
+        offset = min(offset, len(data))
+        plain = list(read_complete_lines(p, offset, max_line=30))
+        runs = list(read_complete_lines(p, offset, max_line=30, blank_runs=True))
+        starts = [offset] + [end for _n, end, _l in plain]
+        text = [x for x, at in zip(plain, starts) if data[at : x[1]].strip()]
+        assert [x for x in runs if x[2] is None or x[2].strip()] == text
+        assert (runs[-1][:2] if runs else None) == (plain[-1][:2] if plain else None)
+
+    check()
