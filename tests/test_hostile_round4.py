@@ -242,3 +242,196 @@ def test_blank_runs_and_blocks_give_the_same_lines_as_one_at_a_time(tmp_path):
         assert (runs[-1][:2] if runs else None) == (plain[-1][:2] if plain else None)
 
     check()
+
+
+# -- R4-03 / R4-04: NeMo-RL dumps named oddly -------------------------------------------------
+
+NEMO = DATA / "samples" / "nemo-rl" / "logs" / "train_data_step1.jsonl"
+HUGE = "99999999999999999999"
+
+
+def _nemo(d: Path, steps=range(1, 4)) -> Path:
+    d.mkdir(parents=True)
+    for i in steps:
+        shutil.copy(NEMO, d / f"train_data_step{i}.jsonl")
+    for p in d.iterdir():
+        os.utime(p, (OLD, OLD))
+    return d
+
+
+def _api_runs(url: str) -> dict[str, dict]:
+    import urllib.request
+
+    with urllib.request.urlopen(url.rstrip("/") + "/api/runs", timeout=10) as r:
+        return {x["name"]: x for x in json.loads(r.read())["runs"]}
+
+
+def test_a_dump_named_past_int64_is_skipped_with_a_warning(tmp_path):
+    t = _nemo(tmp_path / "t")
+    shutil.copy(NEMO, t / f"train_data_step{HUGE}.jsonl")
+    run = read(t)
+    assert sorted(set(run.attempts.step.tolist())) == [1, 2, 3]
+    said = [w for w in run.warnings if HUGE in w]
+    assert len(said) == 1 and "out of range (0..2**63-1); skipped" in said[0], run.warnings
+
+
+def test_a_dump_named_past_int64_loses_no_other_run(tmp_path, capsys):
+    fl = tmp_path / "fl"
+    t = _nemo(fl / "nemo")
+    shutil.copy(NEMO, t / f"train_data_step{HUGE}.jsonl")
+    synth_run(fl, "good", steps=8)
+    main(["check", str(fl)])
+    cap = capsys.readouterr()
+    assert str(fl / "good") in cap.out and str(fl / "nemo") in cap.out, cap.err
+    assert main(["transcripts", str(t)]) == 0
+    assert main(["report", str(t), "-o", str(tmp_path / "r.html")]) == 0
+    assert "Traceback" not in capsys.readouterr().err
+    pytest.importorskip("pyarrow")
+    assert main(["export", str(fl), "-o", str(tmp_path / "ex")]) == 0
+
+
+def test_serve_reads_a_run_past_a_dump_named_past_int64(tmp_path, capsys):
+    pytest.importorskip("starlette")
+    import time
+
+    from rlvitals.views.server import serve_in_background
+
+    fl = tmp_path / "fl"
+    t = _nemo(fl / "nemo")
+    shutil.copy(NEMO, t / f"train_data_step{HUGE}.jsonl")
+    os.utime(t / f"train_data_step{HUGE}.jsonl", (OLD, OLD))
+    synth_run(fl, "good", steps=8)
+    url, stop = serve_in_background([fl], poll_interval=0.05)
+
+    def nemo_step(want: int) -> int | None:
+        deadline = time.monotonic() + 20
+        while (got := _api_runs(url).get("nemo", {})).get("last_step") != want:
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        return got.get("last_step")
+
+    try:
+        assert nemo_step(3) == 3
+        assert _api_runs(url)["good"]["last_step"] == 7
+        shutil.copy(NEMO, t / "train_data_step4.jsonl")  # the run goes on: not stale
+        os.utime(t / "train_data_step4.jsonl", (OLD, OLD))
+        assert nemo_step(4) == 4
+    finally:
+        stop()
+    assert "poll failed" not in capsys.readouterr().err  # no pass of the fleet was lost
+
+
+def _deny_open(monkeypatch, path: Path) -> None:
+    """Make the file ``path`` unreadable: chmod 000 for a normal user; root reads through
+    modes, so there opening it raises PermissionError as it would (``builtins.open`` and
+    ``os.open`` for that one path)."""
+    if os.geteuid() != 0:
+        os.chmod(path, 0)
+        return
+    import builtins
+
+    target = os.path.abspath(path)
+
+    def guard(fn):
+        def inner(p, *a, **k):
+            if isinstance(p, (str, os.PathLike)) and os.path.abspath(p) == target:
+                raise PermissionError(13, "Permission denied", os.fspath(p))
+            return fn(p, *a, **k)
+
+        return inner
+
+    monkeypatch.setattr(builtins, "open", guard(builtins.open))
+    monkeypatch.setattr(os, "open", guard(os.open))
+
+
+def test_a_self_looping_link_named_like_a_dump_is_one_warning(tmp_path, capsys):
+    t = _nemo(tmp_path / "t", range(1, 8))
+    (t / "train_data_step10.jsonl").symlink_to("train_data_step10.jsonl")
+    run = read(t)
+    assert sorted(set(run.attempts.step.tolist())) == list(range(1, 8))
+    said = [w for w in run.warnings if "train_data_step10.jsonl" in w]
+    assert len(said) == 1 and "cannot read" in said[0], run.warnings
+    assert main(["check", str(t)]) in (0, 1)
+
+
+def test_one_unreadable_dump_loses_only_itself(tmp_path, monkeypatch):
+    t = _nemo(tmp_path / "t", range(1, 8))
+    _deny_open(monkeypatch, t / "train_data_step7.jsonl")
+    run = read(t)
+    assert sorted(set(run.attempts.step.tolist())) == list(range(1, 7))
+    said = [w for w in run.warnings if "train_data_step7.jsonl" in w]
+    assert len(said) == 1 and "cannot read (Permission denied)" in said[0], run.warnings
+
+
+def test_a_link_back_to_its_folder_is_not_followed(tmp_path, capsys):
+    from rlvitals.source import find_runs
+
+    t = _nemo(tmp_path / "t", range(1, 8))
+    (t / "loop").symlink_to(".")
+    assert find_runs(t).runs == [str(t)]
+    assert main(["check", str(t)]) in (0, 1)
+    assert capsys.readouterr().out.startswith(f"run {t}  samples  7 steps")
+
+
+def test_every_odd_entry_at_once_leaves_the_run_judged(tmp_path, monkeypatch, capsys):
+    t = _nemo(tmp_path / "odd", range(1, 8))
+    (t / "loop").symlink_to(".")
+    (t / "train_data_step10.jsonl").symlink_to("train_data_step10.jsonl")
+    (t / "train_data_step8.jsonl").mkdir()
+    if hasattr(os, "mkfifo"):
+        os.mkfifo(t / "train_data_step9.jsonl")
+    (t / "train_data_step11.jsonl").symlink_to("/dev/zero")
+    (t / "train_data_step12.jsonl").symlink_to("nowhere")
+    _deny_open(monkeypatch, t / "train_data_step7.jsonl")
+    assert main(["check", str(t)]) in (0, 1)
+    cap = capsys.readouterr()
+    assert cap.out.startswith(f"run {t}  samples  6 steps"), cap.out + cap.err
+
+
+# -- R4-05: check DIR on a run folder the user cannot enter ------------------------------------
+
+
+def _no_entry(monkeypatch, denied: Path) -> None:
+    """Make the folder ``denied`` one the user cannot enter: chmod 000 for a normal user. Root
+    enters any folder, so there every call that would list, open or stat something inside it
+    raises PermissionError as it would (``os.stat`` of the folder itself still answers, as it
+    does for a normal user: that needs only its parent)."""
+    if os.geteuid() != 0:
+        os.chmod(denied, 0)
+        return
+    import builtins
+
+    inside = os.path.abspath(denied)
+
+    def guard(fn, *, itself=True):
+        def inner(p=".", *a, **k):
+            at = os.path.abspath(os.fspath(p)) if isinstance(p, (str, os.PathLike)) else ""
+            if at.startswith(inside + os.sep) or (itself and at == inside):
+                raise PermissionError(13, "Permission denied", os.fspath(p))
+            return fn(p, *a, **k)
+
+        return inner
+
+    monkeypatch.setattr(os, "scandir", guard(os.scandir))
+    monkeypatch.setattr(os, "listdir", guard(os.listdir))
+    monkeypatch.setattr(os, "open", guard(os.open))
+    monkeypatch.setattr(builtins, "open", guard(builtins.open))
+    monkeypatch.setattr(os, "stat", guard(os.stat, itself=False))
+
+
+def test_a_run_folder_that_cannot_be_entered_is_one_error_line(tmp_path, monkeypatch, capsys):
+    """R4-05: with the default --jobs (1), a second core counts a run's transcripts ahead:
+    that look inside the denied folder raised before the run's own error handling."""
+    runs = tmp_path / "runs"
+    for name in ("a", "b", "c"):
+        synth_run(runs, name, steps=6)
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    _no_entry(monkeypatch, runs / "b")
+    for jobs in ([], ["--jobs", "2"]):
+        assert main(["check", str(runs), *jobs]) == 2
+        cap = capsys.readouterr()
+        lines = {x.split()[1]: x for x in cap.out.splitlines()[:3]}
+        assert sorted(lines) == [str(runs / n) for n in "abc"], cap.out + cap.err
+        assert lines[str(runs / "b")].startswith("ERROR") and "Permission denied" in cap.out
+        assert "TOO EARLY" in lines[str(runs / "a")] and "TOO EARLY" in lines[str(runs / "c")]
