@@ -435,3 +435,57 @@ def test_a_run_folder_that_cannot_be_entered_is_one_error_line(tmp_path, monkeyp
         assert sorted(lines) == [str(runs / n) for n in "abc"], cap.out + cap.err
         assert lines[str(runs / "b")].startswith("ERROR") and "Permission denied" in cap.out
         assert "TOO EARLY" in lines[str(runs / "a")] and "TOO EARLY" in lines[str(runs / "c")]
+
+
+# -- R4-06: terminal controls in reader warnings and the tracker run chooser ------------------
+
+EVIL = "\x1b]0;PWNED\x07\u009b2J\u202erun"
+RAW = ("\x1b", "\x07", "\u009b", "\u202e")
+
+
+def _no_raw(text: str) -> None:
+    for raw in RAW:
+        assert raw not in text, (repr(raw), text[:400])
+
+
+def test_reader_warnings_never_print_a_paths_terminal_controls(tmp_path, capsys):
+    """R4-06 (a): a warning names the file by its path; the run line was escaped, the warning
+    printed raw (in tmux the pane's title became PWNED)."""
+    tt = tmp_path / "tt"
+    d = synth_run(tt, EVIL, steps=6)
+    synth_run(tt, "plain", steps=6)
+    with open(d / "steps.jsonl", "a") as f:
+        f.write('{"step": 12, "time": 1e9, "metrics": {"k": {"x": 1}}}\n')  # draws a warning
+        f.write("not json\n")
+    for args in (
+        [str(d)],
+        [str(d), "--details"],
+        [str(d), "--format", "markdown"],
+        [str(d), str(tt / "plain")],  # one line each, and the count of warnings
+    ):
+        main(["check", *args])
+        cap = capsys.readouterr()
+        assert "warning" in cap.err and "PWNED" in cap.err, (args, cap.err)
+        _no_raw(cap.out + cap.err)
+
+
+def test_the_run_chooser_never_prints_a_run_names_terminal_controls(tmp_path, capsys):
+    """R4-06 (b): a shared trackio store, a run another person named: "choose one with --run"
+    listed the names raw."""
+    import sqlite3
+
+    db = tmp_path / "h.db"
+    shutil.copy(DATA / "trackio" / "grpo.db", db)
+    c = sqlite3.connect(db)
+    rows = c.execute("select run_id, timestamp, run_name, step, metrics from metrics").fetchall()
+    c.executemany(
+        "insert into metrics (run_id, timestamp, run_name, step, metrics) values (?,?,?,?,?)",
+        [("r2", ts, "evil\x1b[2J\x1b]0;T\x07", st, m) for _rid, ts, _rn, st, m in rows],
+    )
+    c.commit()
+    c.close()
+    for args in ([str(db)], [str(db), str(tmp_path / "h.db")], [str(db), "--json"]):
+        assert main(["check", *args]) == 2
+        cap = capsys.readouterr()
+        assert "choose one with --run" in cap.out + cap.err
+        _no_raw(cap.out + cap.err)

@@ -13,6 +13,7 @@ from ..checks.base import Finding, Report
 from ..errors import UsageError
 from ..fleet.judging import Outcome
 from ..views.check import render_markdown, render_text
+from ..views.safe import line
 from ._options import add_judge_args, add_source_args, judge_of, source_of
 from ._options import overrides as _overrides  # noqa: F401  (tests name it here)
 
@@ -104,18 +105,18 @@ def run(args: argparse.Namespace) -> int:
             sys.stdout.flush()
             if o.warning_count:
                 print(
-                    f"warning: {o.path}: {o.warning_count} reader warnings, the first: "
-                    f"{o.warnings[0] if o.warnings else ''}",
+                    f"warning: {line(o.path)}: {o.warning_count} reader warnings, the first: "
+                    f"{line(o.warnings[0]) if o.warnings else ''}",
                     file=sys.stderr,
                 )
             return
         if o.error is not None:
             if fmt != "json":
-                print(f"rlvitals check: error: {o.error}", file=sys.stderr)
+                print(f"rlvitals check: error: {line(o.error)}", file=sys.stderr)
             return
         if fmt != "json":
             for w in o.warnings:
-                print(f"warning: {w}", file=sys.stderr)
+                print(f"warning: {line(w)}", file=sys.stderr)
             if o.warning_count > len(o.warnings):
                 print(f"warning: ... and {o.warning_count - len(o.warnings)} more", file=sys.stderr)
 
@@ -138,8 +139,8 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     if args.fail_on:
-        line = severity_rank(args.fail_on)
-        if any(o.report is not None and severity_rank(o.worst) >= line for o in outcomes):
+        bar = severity_rank(args.fail_on)
+        if any(o.report is not None and severity_rank(o.worst) >= bar for o in outcomes):
             return 1
     if any(o.report is None for o in outcomes):
         return 2  # a run that could not be read: its error line was printed
