@@ -489,3 +489,142 @@ def test_the_run_chooser_never_prints_a_run_names_terminal_controls(tmp_path, ca
         cap = capsys.readouterr()
         assert "choose one with --run" in cap.out + cap.err
         _no_raw(cap.out + cap.err)
+
+
+# -- R4-07: one bad output plugin -------------------------------------------------------------
+
+BADOUT = '''"""badout: three outputs another package might ship, each broken its own way."""
+import threading
+
+from rlvitals.outputs import Output
+
+RELEASE = threading.Event()  # the test lets a hung update go at its end
+
+
+class Raiser(Output):
+    def update(self, run, up):
+        raise RuntimeError("plugin boom \\x1b]0;PLUGIN-TITLE\\x07")
+
+
+class DescRaise(Output):
+    def update(self, run, up):
+        raise RuntimeError("boom")
+
+    def describe(self):
+        raise ValueError("describe boom")
+
+
+class Slow(Output):
+    def update(self, run, up):
+        RELEASE.wait(3600)
+'''
+
+
+def _badout(site: Path) -> Path:
+    """The package installed in ``site`` as ``pip install`` would leave it (a module and a
+    dist-info with its entry points)."""
+    site.mkdir(parents=True, exist_ok=True)
+    (site / "badout.py").write_text(BADOUT)
+    info = site / "badout-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: badout\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(
+        "[rlvitals.outputs]\nraiser = badout:Raiser\ndescraise = badout:DescRaise\n"
+        "slow = badout:Slow\n"
+    )
+    return site
+
+
+def test_an_output_whose_describe_raises_never_stops_watch(tmp_path, monkeypatch, capsys, caplog):
+    from dashboard_runs import make_run
+
+    monkeypatch.syspath_prepend(str(_badout(tmp_path / "site")))
+    d = make_run(tmp_path / "runs", "r", 8, status="finished")
+    for to in ("descraise", "raiser"):
+        assert main(["watch", str(d), "--json", "--to", to]) in (0, 1)
+        cap = capsys.readouterr()
+        events = [json.loads(x)["event"] for x in cap.out.splitlines()]
+        assert "step" in events and "finished" in events, (to, cap.out, cap.err)
+        said = cap.err + caplog.text
+        assert "failed" in said and "Traceback" not in said
+        _no_raw(cap.out + said)
+    assert "PLUGIN-TITLE" in said  # the plugin's own words, escaped
+
+
+def test_an_output_whose_describe_raises_never_stops_serve(tmp_path):
+    from dashboard_runs import make_run
+
+    site = _badout(tmp_path / "site")
+    d = make_run(tmp_path / "runs", "r", 8, status="finished")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site), *sys.path]))
+    p = subprocess.Popen(
+        [sys.executable, "-m", "rlvitals", "serve", str(d), "--port", "0", "--to", "descraise"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert p.stdout is not None
+        said = []
+        while not said or "Ctrl-C" not in said[-1]:  # the banner, then it listens
+            said.append(p.stdout.readline())
+            assert said[-1], "".join(said) + p.stderr.read()
+        url = said[0].split(" at ")[1].split()[0]
+        assert _api_runs(url)["r"]["last_step"] == 7
+    finally:
+        p.kill()
+        _out, err = p.communicate(timeout=30)
+    assert "Traceback" not in err and "DescRaise (describe() failed" in "".join(said)
+
+
+def test_an_output_that_blocks_never_freezes_metrics_and_healthz_names_it(tmp_path, monkeypatch):
+    pytest.importorskip("starlette")
+    import time
+    import urllib.request
+
+    from dashboard_runs import append_steps, make_run, step_record
+    from rlvitals.outputs import load_output
+    from rlvitals.views.server import Hub, make_server
+
+    monkeypatch.syspath_prepend(str(_badout(tmp_path / "site")))
+    d = make_run(tmp_path, "live", 5, status="running")
+    hub = Hub([d], outputs=[load_output("slow")])
+    server = make_server(hub, "127.0.0.1", 0, stuck_after=1.0)
+    threads = [
+        threading.Thread(target=hub.run_forever, args=(0.05,), daemon=True),
+        threading.Thread(target=server.run, daemon=True),
+    ]
+    for t in threads:
+        t.start()
+
+    def get(path: str) -> tuple[int, bytes]:
+        try:
+            with urllib.request.urlopen(server.url.rstrip("/") + path, timeout=3) as r:
+                return r.status, r.read()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read()
+        except OSError:  # no answer within 3 s
+            return 0, b""
+
+    try:
+        time.sleep(0.5)
+        for step in range(5, 9):  # the run goes on while the output hangs in its first update
+            append_steps(d, [step_record(step, time.time())])
+            time.sleep(0.3)
+            status, body = get("/metrics")  # an answer within 3 s each time
+            assert status == 200 and b"rlvitals_last_step" in body
+        deadline = time.monotonic() + 10
+        while b"} 8.0\n" not in body and time.monotonic() < deadline:
+            time.sleep(0.2)
+            body = get("/metrics")[1]
+        last = [x for x in body.splitlines() if x.startswith(b"rlvitals_last_step{")]
+        assert len(last) == 1 and last[0].endswith(b"} 8.0"), body
+        status, body = get("/healthz")
+        assert status == 503 and b"output stuck: Slow" in body, body
+    finally:
+        sys.modules["badout"].RELEASE.set()
+        hub.stop()
+        server.stop()
+        for t in threads:
+            t.join(5)

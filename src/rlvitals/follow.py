@@ -41,9 +41,10 @@ from typing import Any
 from .checks.base import Finding, Report, severity_rank
 from .errors import ReadError, RlvitalsError, UnknownFormatError
 from .model import RunData
-from .outputs import AlertTracker, Output
+from .outputs import AlertTracker, Output, describe
 from .readers.base import open_binary
 from .source import Finder, Source, find_runs
+from .views.safe import line
 
 __all__ = ["Fleet", "Follower", "Update", "report_key", "run_id_for"]
 
@@ -485,7 +486,9 @@ class Follower:
             if id(out) not in self._failed_outputs:
                 self._failed_outputs.add(id(out))
                 log.warning(
-                    "rlvitals: output %s failed: %s: %s", out.describe(), type(exc).__name__, exc
+                    "rlvitals: output %s failed: %s",
+                    describe(out),
+                    line(f"{type(exc).__name__}: {exc}"),
                 )
             return None
 
@@ -759,5 +762,5 @@ class Fleet:
             try:
                 lost += out.close(timeout)
             except Exception as exc:  # one output's failure must not hide the others'
-                log.warning("rlvitals: closing %s failed: %s", out.describe(), exc)
+                log.warning("rlvitals: closing %s failed: %s", describe(out), line(exc))
         return lost

@@ -69,6 +69,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..outputs import describe
     from ..views.dashboard import baseline_ranges
     from ..views.server import Hub, _is_loopback, serve
 
@@ -88,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
         for out in outputs:
-            print(f"  new findings to: {out.describe()}")
+            print(f"  new findings to: {describe(out)}")
         print("  Ctrl-C to stop", flush=True)
 
     try:

@@ -41,7 +41,7 @@ from .dashboard import (
     transcript_steps,
 )
 from .prometheus import prometheus_text
-from .safe import json_for_html, unsurrogate
+from .safe import json_for_html, line, unsurrogate
 
 __all__ = ["Hub", "Publisher"]
 
@@ -306,7 +306,8 @@ class Hub(Fleet):
             try:
                 self.poll()
             except Exception as exc:  # the dashboard must outlive one bad pass
-                print(f"rlvitals serve: poll failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+                said = line(f"{type(exc).__name__}: {exc}")
+                print(f"rlvitals serve: poll failed: {said}", file=sys.stderr)
             self.stopped.wait(max(0.0, interval - (time.monotonic() - t0)))
 
     def stop(self) -> None:

@@ -41,6 +41,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from typing import Any
 
 from ..errors import MissingExtraError, RlvitalsError
+from ..outputs import describe
 
 try:
     import uvicorn
@@ -243,6 +244,10 @@ def create_app(
         if stuck > stuck_after:  # the poller is blocked: the page would silently stop updating
             where = f" (reading {unsurrogate(hub.reading)})" if hub.reading else ""
             return text(f"poller stuck: no pass finished for {stuck:.0f} s{where}\n", 503)
+        for out in hub.outputs:  # an output run apart: the page goes on, its alerts do not
+            busy = out.busy_for()
+            if busy > stuck_after:
+                return text(f"output stuck: {describe(out)} busy for {busy:.0f} s\n", 503)
         return text("ok\n")
 
     async def metrics(request: Request) -> Response:

@@ -23,7 +23,7 @@ from ..checks.base import VERDICTS, Finding, Report, severity_rank
 from ..follow import Fleet, Update, ended, run_status
 from ..jsonio import dumps
 from ..model import RunData
-from ..outputs import Output
+from ..outputs import Output, describe
 from ..schema import key_metrics
 from . import safe
 from .series import fmt_value
@@ -111,7 +111,7 @@ class TerminalOutput(Output):
             if len(got) <= told:
                 continue
             self._failures_told[id(out)] = len(got)
-            target = out.describe()
+            target = describe(out)
             events += [
                 Event("alert_failed", {"target": target, "title": title, "reason": why})
                 for title, why in got[told:]
