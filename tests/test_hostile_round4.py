@@ -628,3 +628,25 @@ def test_an_output_that_blocks_never_freezes_metrics_and_healthz_names_it(tmp_pa
         server.stop()
         for t in threads:
             t.join(5)
+
+
+# -- R4-08: a console log whose first line is longer than the sniffers' head -----------------
+
+
+@pytest.mark.parametrize("first", [300_000, 2_000_000])
+def test_a_console_log_with_a_long_first_line_is_read(tmp_path, capsys, first):
+    """R4-08: a resolved config or a tokenizer dump printed on one line before training."""
+    p = tmp_path / "long.log"
+    steps = "".join(f"Step {i}/10: loss=0.{i} reward=0.{i}\n" for i in range(10))
+    p.write_text("config: " + "x" * first + "\n" + steps)
+    run = read(p)
+    assert run.last_step == 9 and run.series("reward/mean") is not None
+    assert main(["check", str(p)]) in (0, 1)
+
+
+def test_text_without_steps_past_its_first_64_kib_is_not_called_one_line(tmp_path, capsys):
+    p = tmp_path / "long.log"
+    p.write_text("config: " + "x" * 300_000 + "\n" + "nothing to see here\n" * 10)
+    assert main(["check", str(p)]) == 2
+    err = capsys.readouterr().err
+    assert "in its first 64 KiB" in err and "its one line" not in err, err
