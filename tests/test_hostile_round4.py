@@ -650,3 +650,68 @@ def test_text_without_steps_past_its_first_64_kib_is_not_called_one_line(tmp_pat
     assert main(["check", str(p)]) == 2
     err = capsys.readouterr().err
     assert "in its first 64 KiB" in err and "its one line" not in err, err
+
+
+# -- R4-09: every bad line of a shard journal counted ------------------------------------------
+
+
+def test_every_bad_journal_line_is_counted_per_shard(tmp_path):
+    """R4-09: only the first bad line of a shard was ever warned; a worker that corrupts every
+    tenth attempt for a week showed one warning at the start."""
+    import warnings
+
+    import rlvitals
+    from rlvitals import Run
+
+    ok = {"step": 0, "attempt_id": "x", "group_id": "g0", "task_id": "t", "reward": 1.0}
+    hostile = [
+        {"policy_version": "abc"},
+        {"policy_version": [1]},
+        {"policy_version": 1.5},
+        {"reward": "high"},
+        {"group_id": {"a": 1}},
+        {"metadata": "m"},
+        {"response_tokens": -3},
+        {"truncated": "yes"},
+        {"sampler_logprobs": "x"},
+        {"duration": "long"},
+        {"retries": -1},
+        {"transcript": "t"},
+        {"error": {"x": 1}},
+    ]
+
+    def journal(run_dir: Path, name: str, bad: list[dict], good: str) -> None:
+        with open(run_dir / "shards" / name, "a") as f:
+            for i, x in enumerate(bad):
+                f.write(json.dumps({**ok, "attempt_id": f"{good}-bad{i}", **x}) + "\n")
+            f.write(json.dumps({**ok, "attempt_id": good, "policy_version": 0}) + "\n")
+
+    cfg = {"output": {"output_dir": str(tmp_path), "name": "r"}}
+    with warnings.catch_warnings(record=True) as got:
+        warnings.simplefilter("always")
+        with Run(cfg) as run:
+            (run.dir / "shards").mkdir(exist_ok=True)
+            with rlvitals.attach(run.dir, shard="v") as v:
+                v.log_attempt(0, "g", "t", 0.0, policy_version=0)
+            journal(run.dir, "w.attempts.jsonl", hostile, "ok1")
+            run.log_step(0)
+            said = [str(x.message) for x in got if "w.attempts.jsonl" in str(x.message)]
+            journal(run.dir, "w.attempts.jsonl", hostile[:3], "ok2")
+            journal(run.dir, "u.attempts.jsonl", hostile[:2], "ok3")
+            run.log_step(1)
+    ids = [
+        json.loads(x)["attempt_id"]
+        for x in (run.dir / "rollouts.jsonl").read_text().split("\n")
+        if x
+    ]
+    rejected = [i for i in range(len(hostile)) if f"ok1-bad{i}" not in ids]
+    assert len(rejected) >= 12
+    said2 = [str(x.message) for x in got if "attempts.jsonl" in str(x.message)][len(said) :]
+    assert len(said) == 2 and "not an attempt" in said[0], said
+    assert f"{len(rejected) - 1} more bad lines skipped" in said[1], said
+    assert f"{len(rejected)} in all" in said[1]
+    w = [m for m in said2 if "w.attempts.jsonl" in m]
+    u = [m for m in said2 if "u.attempts.jsonl" in m]
+    assert len(w) == 1 and "3 more bad lines skipped" in w[0] and "in all" in w[0], said2
+    assert len(u) == 2 and "not an attempt" in u[0] and "1 more bad line skipped" in u[1], said2
+    assert {"ok1", "ok2", "ok3"} <= set(ids)
