@@ -715,3 +715,86 @@ def test_every_bad_journal_line_is_counted_per_shard(tmp_path):
     assert len(w) == 1 and "3 more bad lines skipped" in w[0] and "in all" in w[0], said2
     assert len(u) == 2 and "not an attempt" in u[0] and "1 more bad line skipped" in u[1], said2
     assert {"ok1", "ok2", "ok3"} <= set(ids)
+
+
+# -- N10: a small Parquet file that expands to millions of values ----------------------------
+
+
+def _pq_bomb(d: Path, rows: int = 200_000, cols: int = 99) -> Path:
+    """The attack's rlprobe steps.parquet: 200,000 rows of 99 constant columns, 571 KB."""
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    import numpy as np
+
+    d.mkdir()
+    (d / "manifest.json").write_text('{"schema_version": 1, "run_id": "x"}')
+    table = {"step": np.arange(rows, dtype=np.int64)}
+    table.update({f"m/k{j}": np.full(rows, 0.5) for j in range(cols)})
+    pq.write_table(pa.table(table), d / "steps.parquet", row_group_size=rows, compression="zstd")
+    return d / "steps.parquet"
+
+
+def test_a_small_parquet_file_is_read_within_a_bound_tied_to_its_size(tmp_path):
+    """N10: the bound was 20 M values whatever the file: 571 KB cost 1.5 GB and 29 s. Values
+    read are now bounded by the file's size (100 times its bytes at a Python value's 32
+    bytes, at least 2 M values), in row batches, the first rows kept."""
+    p = _pq_bomb(tmp_path / "pq2")
+    size = p.stat().st_size
+    assert size < 1 << 20
+    r = _subprocess(
+        """
+        import resource, sys
+        from rlvitals.readers import read
+        run = read(sys.argv[1])
+        steps = run.series("m/k0").steps
+        print(len(steps), int(steps[0]), int(steps[-1]))
+        print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss >> 10)
+        print([w for w in run.warnings if "steps.parquet" in w])
+        """,
+        str(p.parent),
+        timeout=120,
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    counts, rss_mib, said = r.stdout.splitlines()[-3:]
+    n, first, last = map(int, counts.split())
+    assert (first, last) == (0, n - 1)  # the first rows, in order
+    assert 10_000 <= n * 100 <= max(2 << 20, 100 * size // 32), n
+    assert "more than a reader expands" in said and f"read the first {n} rows only" in said
+    assert int(rss_mib) < 600, rss_mib  # the old reader: 1,470 MiB
+
+
+def test_rlprobe_rows_read_by_column_keep_nulls_ranks_and_order(tmp_path):
+    """The columns are read whole (no Python value per cell); what the rows said is kept:
+    other ranks' rows, rows at or before a step already read, and a null after values (a NaN
+    the sink dropped) as NaN, noted."""
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    import math
+
+    d = tmp_path / "r"
+    (d / "steps").mkdir(parents=True)
+    (d / "manifest.json").write_text('{"schema_version": 1, "run_id": "x"}')
+    pq.write_table(
+        pa.table(
+            {
+                "step": [0, 1, 1, 2, None, 3, 2, 4],
+                "rank": [0, 0, 1, None, 0, 0, 0, 0],
+                "timestamp": [10.0, 11.0, 11.5, 12.0, 12.5, 13.0, 13.5, 14.0],
+                "reward_mean": [None, 0.1, 9.0, 0.2, 9.0, None, 9.0, 0.4],
+                "tag": ["a", "b", "c", "d", "e", "f", "g", "h"],
+                "flag": [True] * 8,
+                "loss": pa.array([1, 2, 3, 4, 5, 6, 7, 8], type=pa.int32()),
+            }
+        ),
+        d / "steps" / "part-00000.parquet",
+    )
+    run = read(d)
+    r = run.series("reward/mean")
+    assert r.steps.tolist() == [1, 2, 3, 4]
+    got = r.values.tolist()
+    assert got[0:2] == [0.1, 0.2] and math.isnan(got[2]) and got[3] == 0.4
+    assert run.nulls.get("reward_mean") == 3
+    assert run.series("time").steps.tolist() == [0, 1, 2, 3, 4]
+    assert run.series("time").values.tolist() == [10.0, 11.0, 12.0, 13.0, 14.0]
+    assert run.series("train/loss").values.tolist() == [1.0, 2.0, 4.0, 6.0, 8.0]
+    assert run.series("tag") is None and run.series("flag") is None
