@@ -798,3 +798,47 @@ def test_rlprobe_rows_read_by_column_keep_nulls_ranks_and_order(tmp_path):
     assert run.series("time").values.tolist() == [10.0, 11.0, 12.0, 13.0, 14.0]
     assert run.series("train/loss").values.tolist() == [1.0, 2.0, 4.0, 6.0, 8.0]
     assert run.series("tag") is None and run.series("flag") is None
+
+
+# -- F26: temporaries a killed writer left ----------------------------------------------------
+
+
+def test_temporaries_a_killed_writer_left_are_ignored_and_said_once(tmp_path, capsys):
+    """F26: SIGKILL between writing and renaming leaves ``NAME.PID.tmp``; every reader passes
+    them over, and reading the run says so once (naming them: they are safe to delete). One a
+    live writer is about to rename (fresh) is not mentioned."""
+    from rlvitals import Run
+
+    out = tmp_path / "runs"
+    with Run({"output": {"output_dir": str(out), "name": "a", "trace": "full"}}) as run:
+        for s in range(6):
+            for k in range(4):
+                run.log_attempt(
+                    s,
+                    f"g{s}",
+                    "t",
+                    float(k % 2),
+                    policy_version=s,
+                    transcript=[{"prompt": "p", "completion": str(k)}],
+                )
+            run.log_step(s)
+    d = out / "a"
+    t = d / "transcripts"
+    (t / "step-000003.json.4242.tmp").write_bytes((t / "step-000003.json").read_bytes())
+    (t / "step-000006.json.4243.tmp").write_bytes(b'{"attempts": [')
+    (d / "run.json.4244.tmp").write_bytes((d / "run.json").read_bytes())
+    for p in [*t.glob("*.tmp"), *d.glob("*.tmp")]:
+        os.utime(p, (OLD, OLD))
+    (t / "step-000007.json.4245.tmp").write_bytes(b"{")  # being written now
+    run_data = read(d)
+    said = [w for w in run_data.warnings if ".tmp" in w]
+    assert len(said) == 1 and "3 temporary files" in said[0], run_data.warnings
+    assert "step-000006.json.4243.tmp" in said[0] and "4245" not in said[0]
+    from rlvitals.transcripts.store import TranscriptStore
+
+    assert run_data.last_step == 5 and TranscriptStore(d).steps() == list(range(6))
+    assert main(["check", str(d)]) in (0, 1)
+    err = capsys.readouterr().err
+    assert err.count(".tmp") >= 1 and err.count("temporary files") == 1, err
+    assert main(["transcripts", str(d), "--step", "3"]) == 0
+    assert "4242" not in capsys.readouterr().out

@@ -16,6 +16,7 @@ import contextlib
 import json
 import os
 import re
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Protocol
@@ -32,6 +33,7 @@ __all__ = [
     "dumps",
     "encode",
     "encode_line",
+    "left_temporaries",
     "read_complete_lines",
     "read_json_objects",
     "scrub",
@@ -432,6 +434,29 @@ def write_bytes_atomic(path: str | os.PathLike[str], data: bytes, *, fsync: bool
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+_TEMPORARY = re.compile(r"\.\d+(?:\.claim)?\.tmp$")
+LEFT_AFTER_S = 60.0  # a temporary this old was left (a live writer renames its own at once)
+
+
+def left_temporaries(folder: str | os.PathLike[str]) -> list[Path]:
+    """The temporary files ``write_bytes_atomic`` and ``create_exclusive`` name
+    (``NAME.PID.tmp``) in ``folder``, unchanged for ``LEFT_AFTER_S``: left by a writer killed
+    between writing and renaming (where the system has no unnamed files, or in the moment
+    between naming and renaming one). Readers pass them over; they are safe to delete."""
+    now = time.time()
+    out = []
+    try:
+        with os.scandir(folder) as it:
+            for e in it:
+                if _TEMPORARY.search(e.name) and e.is_file(follow_symlinks=False):
+                    with contextlib.suppress(OSError):
+                        if now - e.stat(follow_symlinks=False).st_mtime >= LEFT_AFTER_S:
+                            out.append(Path(e.path))
+    except OSError:
+        return []
+    return sorted(out)
 
 
 def _write_all(fd: int, data: bytes, fsync: bool) -> None:
