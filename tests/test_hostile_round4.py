@@ -842,3 +842,85 @@ def test_temporaries_a_killed_writer_left_are_ignored_and_said_once(tmp_path, ca
     assert err.count(".tmp") >= 1 and err.count("temporary files") == 1, err
     assert main(["transcripts", str(d), "--step", "3"]) == 0
     assert "4242" not in capsys.readouterr().out
+
+
+# -- benchmarks/hostile_rerun.py: a test that did not run is not a pass ------------------------
+
+_PROJECT = {
+    "tests/test_a.py": """
+import pytest
+
+def test_ok():
+    pass
+
+def test_skip():
+    pytest.skip("wants something this machine lacks")
+
+def test_fail():
+    assert False
+
+@pytest.mark.parametrize("x", [1, 2])
+def test_param(x):
+    assert x
+""",
+    "tests/test_b.py": """
+import pytest
+
+pytest.importorskip("no_such_module_for_the_rerun")
+
+def test_never():
+    pass
+""",
+}
+
+
+def _rerun(tmp_path: Path, monkeypatch, findings: dict) -> tuple[int, dict, str]:
+    """benchmarks/hostile_rerun.py's main (as `--json`) over a small project of its own."""
+    import contextlib
+    import importlib.util
+    import io
+
+    root = tmp_path / "proj"
+    for rel, text in _PROJECT.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(textwrap.dedent(text))
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "hostile_rerun.py"
+    spec = importlib.util.spec_from_file_location("hostile_rerun_under_test", script)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    monkeypatch.setattr(mod, "ROOT", root)
+    monkeypatch.setattr(mod, "FINDINGS", findings)
+    monkeypatch.setattr(sys, "argv", ["hostile_rerun.py", "--json"])
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = mod.main()
+    rows = {r["finding"]: r for r in json.loads(out.getvalue())["rows"]}
+    return code, rows, err.getvalue()
+
+
+def test_the_rerun_script_fails_loudly_when_a_named_test_does_not_run(tmp_path, monkeypatch):
+    """The script called every finding whose tests pytest never ran 'holding' (three node ids
+    in modules skipped without torch or MLflow: pytest collected nothing), and a skipped test
+    'fixed'. A finding is fixed only when all its tests ran and passed."""
+    a = "tests/test_a.py::"
+    findings = {
+        "OK": ("x", "passes", [a + "test_ok", a + "test_param"]),
+        "SKIP": ("x", "one test skipped", [a + "test_ok", a + "test_skip"]),
+        "GONE": ("x", "no such test", [a + "test_renamed_since"]),
+        "MOD": ("x", "its module skipped", ["tests/test_b.py::test_never"]),
+        "FAIL": ("x", "fails", [a + "test_fail"]),
+    }
+    code, rows, err = _rerun(tmp_path, monkeypatch, findings)
+    assert code == 2, err
+    got = {k: (r["verdict"], r["results"]) for k, r in rows.items()}
+    assert got["OK"] == ("fixed", ["passed", "passed"])
+    assert got["SKIP"] == ("not run", ["passed", "skipped"])
+    assert got["GONE"] == ("not run", ["not collected"])
+    assert got["MOD"][0] == "not run" and "no_such_module_for_the_rerun" in got["MOD"][1][0]
+    assert got["FAIL"] == ("holds", ["failed"])
+    assert "did not run" in err and "test_skip" in err and "test_renamed_since" in err
+    code, rows, err = _rerun(tmp_path, monkeypatch, {"FAIL": findings["FAIL"]})
+    assert code == 1 and rows["FAIL"]["verdict"] == "holds" and not err
+    code, rows, err = _rerun(tmp_path, monkeypatch, {"OK": findings["OK"]})
+    assert code == 0 and rows["OK"]["verdict"] == "fixed" and not err
