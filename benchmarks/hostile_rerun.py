@@ -418,6 +418,7 @@ def run(nodes: list[str], root: Path | None = None) -> dict[str, str]:
         env["HOSTILE_RERUN_NODES"] = json.dumps(nodes)
         env["HOSTILE_RERUN_REPORT"] = str(report)
         cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+        cmd.append("--continue-on-collection-errors")  # one broken module stops no other
         done = subprocess.run(
             [*cmd, "-p", "_hostile_rerun_plugin", *files],
             cwd=root,

@@ -875,6 +875,12 @@ pytest.importorskip("no_such_module_for_the_rerun")
 def test_never():
     pass
 """,
+    "tests/test_c.py": """
+import no_such_module_breaks_collection
+
+def test_broken():
+    pass
+""",
 }
 
 
@@ -914,6 +920,7 @@ def test_the_rerun_script_fails_loudly_when_a_named_test_does_not_run(tmp_path, 
         "GONE": ("x", "no such test", [a + "test_renamed_since"]),
         "MOD": ("x", "its module skipped", ["tests/test_b.py::test_never"]),
         "FAIL": ("x", "fails", [a + "test_fail"]),
+        "BROKEN": ("x", "its module breaks collection", ["tests/test_c.py::test_broken"]),
     }
     code, rows, err = _rerun(tmp_path, monkeypatch, findings)
     assert code == 2, err
@@ -922,7 +929,8 @@ def test_the_rerun_script_fails_loudly_when_a_named_test_does_not_run(tmp_path, 
     assert got["SKIP"] == ("not run", ["passed", "skipped"])
     assert got["GONE"] == ("not run", ["not collected"])
     assert got["MOD"][0] == "not run" and "no_such_module_for_the_rerun" in got["MOD"][1][0]
-    assert got["FAIL"] == ("holds", ["failed"])
+    assert got["FAIL"] == ("holds", ["failed"])  # a broken module beside it stops nothing
+    assert got["BROKEN"][0] == "not run" and "no_such_module_breaks" in got["BROKEN"][1][0]
     assert "did not run" in err and "test_skip" in err and "test_renamed_since" in err
     code, rows, err = _rerun(tmp_path, monkeypatch, {"FAIL": findings["FAIL"]})
     assert code == 1 and rows["FAIL"]["verdict"] == "holds" and not err
