@@ -135,7 +135,7 @@ def test_every_command_judges_a_folder_with_a_damaged_chunk(tmp_path, capsys):
 def test_serve_starts_on_a_folder_with_a_damaged_chunk(tmp_path):
     pytest.importorskip("pyzstd")
     pytest.importorskip("starlette")
-    from rlvitals.views.server import serve_in_background
+    from rlvitals.follow.hub import serve_in_background
 
     fl = tmp_path / "fl"
     fl.mkdir()
@@ -294,7 +294,7 @@ def test_serve_reads_a_run_past_a_dump_named_past_int64(tmp_path, capsys):
     pytest.importorskip("starlette")
     import time
 
-    from rlvitals.views.server import serve_in_background
+    from rlvitals.follow.hub import serve_in_background
 
     fl = tmp_path / "fl"
     t = _nemo(fl / "nemo")
@@ -582,17 +582,19 @@ def test_an_output_that_blocks_never_freezes_metrics_and_healthz_names_it(tmp_pa
     pytest.importorskip("starlette")
     import time
     import urllib.request
+    from dataclasses import replace
 
     from dashboard_runs import append_steps, make_run, step_record
+    from rlvitals.follow.hub import Hub
     from rlvitals.outputs import load_output
-    from rlvitals.views.server import Hub, make_server
+    from rlvitals.views.server import make_server
 
     monkeypatch.syspath_prepend(str(_badout(tmp_path / "site")))
     d = make_run(tmp_path, "live", 5, status="running")
-    hub = Hub([d], outputs=[load_output("slow")])
+    hub = Hub([d], outputs=[load_output("slow")], throttle=replace(Hub.THROTTLE, poll_s=0.05))
     server = make_server(hub, "127.0.0.1", 0, stuck_after=1.0)
     threads = [
-        threading.Thread(target=hub.run_forever, args=(0.05,), daemon=True),
+        threading.Thread(target=hub.run_forever, daemon=True),
         threading.Thread(target=server.run, daemon=True),
     ]
     for t in threads:

@@ -441,5 +441,6 @@ register(
         priority=5,
         table=None,
         kind="event files",
+        markers=("*tfevents*",),
     )
 )
