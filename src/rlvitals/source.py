@@ -244,9 +244,13 @@ class Finder:
                 continue
             if link and (not self.links or self._outside(p)):
                 continue  # a link out of the served folder: not served (serve --follow-links)
-            if is_dir:
-                if link and Path(os.path.realpath(p)).parent == Path(os.path.realpath(d)):
+            if is_dir and link:
+                real, here = Path(os.path.realpath(p)), Path(os.path.realpath(d))
+                if real.parent == here:
                     continue  # an alias of a sibling (W&B's latest-run): the run once, by name
+                if real == here or real in here.parents:
+                    continue  # a link back into a folder being searched: a loop, not a run
+            if is_dir:
                 subdirs.append(p)
             elif e.name in never:
                 continue

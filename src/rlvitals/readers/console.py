@@ -27,7 +27,15 @@ from ._format import FORMATS, Format, register
 from .base import FileState, decode_text
 from .mapping import Mapper, MappingTable, Rule, synonym
 from .shapes import Record, ShapeParser, add_events
-from .textlog import TextLogReader, bar_under, clean_line, file_date, head, sniff_files
+from .textlog import (
+    TextLogReader,
+    bar_under,
+    clean_line,
+    deep_lines,
+    file_date,
+    head,
+    sniff_files,
+)
 
 __all__ = ["CONSOLE", "ConsoleReader", "looks_like_records"]
 
@@ -391,10 +399,16 @@ def console_table_of(p: Path) -> str | None:
 def _head_keys_cached(path: str, size: int, mtime: float) -> frozenset[str] | None:
     p = Path(path)
     if p.suffix == ".ipynb":
-        lines = [clean_line(t) for t in notebook_output_lines(_load_notebook(p))]
-    else:
-        lines = head(p).split("\n")
-    parser = ShapeParser(path, file_date(p))
+        return _keys_in([clean_line(t) for t in notebook_output_lines(_load_notebook(p))], p)
+    keys = _keys_in(head(p).split("\n"), p)
+    if keys is None and (deep := deep_lines(p)) is not None:
+        keys = _keys_in(deep, p)  # none in the head: further on, as search_deep looks
+    return keys
+
+
+def _keys_in(lines: list[str], p: Path) -> frozenset[str] | None:
+    """The metric keys of the first records (three steps) among ``lines``, if any."""
+    parser = ShapeParser(str(p), file_date(p))
     keys: set[str] = set()
     steps: set[int] = set()
     for i, line in enumerate(lines[:4000], 1):

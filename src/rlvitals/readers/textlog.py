@@ -23,6 +23,7 @@ __all__ = [
     "TextLogReader",
     "bar_under",
     "clean_line",
+    "deep_lines",
     "file_date",
     "head",
     "search_deep",
@@ -225,9 +226,10 @@ class TextLogReader(FileReader):
 
 
 _HEADS: dict[tuple[str, int, int, int], str] = {}
+HEAD_BYTES = 256 << 10  # what ``head`` gives the sniffers by default
 
 
-def head(p: Path, size: int = 256 << 10) -> str:
+def head(p: Path, size: int = HEAD_BYTES) -> str:
     """The first ``size`` bytes of a file as cleaned text lines joined (for sniffing).
 
     A BOM is skipped, NULs are dropped and bytes that are not UTF-8 replaced: one odd byte
@@ -260,7 +262,7 @@ def search_deep(p: Path, rx: re.Pattern[str], size: int = DEEP_BYTES) -> re.Matc
     if m is not None:
         return m
     try:
-        if os.path.getsize(p) <= 256 << 10:
+        if os.path.getsize(p) <= HEAD_BYTES:
             return None
     except OSError:
         return None
@@ -268,6 +270,20 @@ def search_deep(p: Path, rx: re.Pattern[str], size: int = DEEP_BYTES) -> re.Matc
     if "\x1b" in text:
         text = ANSI.sub("", text)
     return rx.search(text)
+
+
+def deep_lines(p: Path, size: int = DEEP_BYTES) -> list[str] | None:
+    """The cleaned lines of the first ``size`` bytes of ``p``, where it is larger than the head
+    (else None): what a sniffer parses when the head held no record of its shape. A line
+    longer than the head itself (a resolved config or a tokenizer dump printed on one line,
+    which alone filled the head) is passed over as blank, so the lines after it count."""
+    try:
+        if os.path.getsize(p) <= HEAD_BYTES:
+            return None
+    except OSError:
+        return None
+    lines = decode_text(head_bytes(p, size)).splitlines()
+    return [clean_line(t) if len(t) <= HEAD_BYTES else "" for t in lines]
 
 
 def sniff_files(path: Path, patterns: tuple[str, ...], test: Any) -> bool:

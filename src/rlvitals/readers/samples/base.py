@@ -40,6 +40,7 @@ from ...metrics import Attempt, RunState, decide, step_metrics
 from ...model import AttemptTableBuilder, RunData
 from ...transcripts.degenerate import DegenerateCounts
 from ...transcripts.store import Generation, TranscriptAttempt, TranscriptStore
+from ..base import MAX_STEP
 
 __all__ = [
     "DUMP_FORMATS",
@@ -121,6 +122,13 @@ def digest(value: Any) -> str:
     else:
         data = repr(value).encode("utf-8", "surrogatepass")
     return hashlib.blake2b(data, digest_size=8).hexdigest()
+
+
+def _is_dir(e: os.DirEntry[str]) -> bool:
+    try:
+        return e.is_dir()
+    except OSError:  # a link looping on itself
+        return False
 
 
 def number(value: Any) -> float | None:
@@ -227,9 +235,13 @@ class DumpFormat:
                     if not m:
                         continue
                     if self.file_pattern is not None:
-                        if e.is_file():
+                        try:
+                            kept = e.is_file()
+                        except OSError:  # a link looping on itself: reading it says why
+                            kept = True
+                        if kept:
                             out[int(m.group(1))] = [Path(e.path)]
-                    elif e.is_dir():
+                    elif _is_dir(e):
                         files = self.files_in(Path(e.path))
                         if files:
                             out[int(m.group(1))] = files
@@ -354,6 +366,11 @@ class SampleSource:
         except OSError as exc:
             self._warn(f"{self.dir}: cannot list the sample dump ({exc.strerror or exc})")
             return False
+        for step in [s for s in listing if not 0 <= s <= MAX_STEP]:
+            files = listing.pop(step)
+            if step not in self._done:
+                self._done.add(step)
+                self._warn(f"{files[0]}: step {step} out of range (0..2**63-1); skipped")
         self._listing = listing
         todo = sorted(s for s in listing if s not in self._done)
         if not todo:
@@ -603,10 +620,14 @@ def jsonl_records(
     benchmarks/samples.py.)"""
     for p in files:
         start = 0
-        for _lineno, end, rec in read_json_objects(p, 0, 1, warn):
-            if rec is not None:
-                yield p, start, rec
-            start = end
+        try:
+            for _lineno, end, rec in read_json_objects(p, 0, 1, warn):
+                if rec is not None:
+                    yield p, start, rec
+                start = end
+        except OSError as exc:  # unreadable, a link looping on itself: the other files count
+            warn(f"{p}: cannot read ({exc.strerror or exc}); skipped")
+            continue
         try:
             size = p.stat().st_size
         except OSError:
