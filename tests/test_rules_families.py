@@ -7,8 +7,10 @@ A rule here is a check and the verdicts it gives (findings carry no rule id). Re
 on the gross severity of the family that shows the rule's failure (at least 3 of 5 seeds
 found at warn or worse, with the label's verdicts, by that check); precision on the healthy
 families (none of 3 seeds a family raising anything at warn or worse, finished, nor at any
-prefix past 20 updates, every 10). Not covered: the components check's exploit rules, which
-no family draws (the development corpus's runs hold them: tests/test_checks_corpus.py).
+prefix past 20 updates, every 10). The components check's exploit rules find the
+``component_exploit`` family (a shaping component climbing while the task one stops); the
+healthy ``shaping`` family (the same component rising fast from the start with the task) is
+among the quiet ones.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ RULES = [
     ("policy", "grad_spikes"),
     ("reference", "kl_drift"),
     ("heldout", "exploit"),
+    ("components", "component_exploit"),
     ("nonfinite", "nan"),
     ("liveness", "stall"),
     ("liveness", "crash"),
