@@ -196,9 +196,7 @@ def read_components(ctx: Context) -> Components:
     items = _items(ctx, find_metrics(ctx, MEAN), find_metrics(ctx, STD))
     if len(items) >= 2:
         return Components(items, task_of(items), _weights(ctx, items))
-    graded = {
-        n: m for n, m in find_metrics(ctx, GRADER).items() if TASK.search(n) or AUX.search(n)
-    }
+    graded = {n: m for n, m in find_metrics(ctx, GRADER).items() if TASK.search(n) or AUX.search(n)}
     items = _items(ctx, graded, {})
     if len(items) < 2 or not _weights(ctx, items):
         return Components()
