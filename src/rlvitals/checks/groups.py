@@ -510,7 +510,13 @@ def _mastered(ctx: Context, sp: Spell) -> Finding | None:
         NAME,
         "info",
         "mastered",
-        f"mastered: from step {sp.step}, {sp.level:.0%} of groups solved by every attempt"
+        (
+            f"mastered: from step {sp.step}, {sp.level:.0%} of groups solved by every attempt"
+            if not sp.promoted
+            else f"mastered, read off the reward's rise: from step {sp.step}, {sp.level:.0%} "
+            "of groups give every attempt one reward (the log does not say whether they "
+            "passed or failed, nor where the reward's top is)"
+        )
         + (
             f", but {cut:.0%} of replies hit the token limit: they agree at the score "
             "the limit allows (see the episodes finding)"
