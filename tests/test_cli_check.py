@@ -111,6 +111,47 @@ def test_a_baseline_from_one_run_is_refused_and_many_ranges_are_one_card(runs, t
     assert len(early) == 1 and len(early[0]["evidence"]["metrics"]) > 2, early
 
 
+def _reward_log(path, seed, start, rise, steps=60):
+    import random
+
+    rnd = random.Random(seed)
+    with open(path, "w") as f:
+        for s in range(steps):
+            r = start + rise * s / steps + rnd.gauss(0, 0.02)
+            f.write(json.dumps({"step": s, "reward": round(r, 4)}) + "\n")
+    return str(path)
+
+
+def test_a_run_outside_the_baseline_keeps_its_own_reward_verdict(tmp_path, capsys):
+    """Newcomer 2026-12-07 problem 2: a run whose first steps sit below the seeds' range got
+    the verdict "reward flat despite learning signal" while its reward finding said it learns.
+    Starting unlike the seeds says the setup differs (a warning), not whether it learns."""
+    seeds = [_reward_log(tmp_path / f"seed{i}.jsonl", i, 0.5 + 0.02 * i, 0.3) for i in (1, 2)]
+    b = tmp_path / "ranges.json"
+    assert main(["baseline", *seeds, "-o", str(b)]) == 0
+    cases = {  # run: (first mean, rise over the run, steps) and its verdicts without a baseline
+        "learns": ((0.2, 0.3, 60), {"learning"}),
+        "flat": ((0.2, 0.0, 60), {"plateau", "too_hard", "not_learning"}),
+        "short": ((0.2, 0.0, 12), {"too_early"}),
+    }
+    for name, ((start, rise, steps), verdicts) in cases.items():
+        run = _reward_log(tmp_path / f"{name}.jsonl", 3, start, rise, steps)
+        capsys.readouterr()
+        main(["check", run, "--json"])
+        alone = json.loads(capsys.readouterr().out)["runs"][0]["verdict"]
+        assert alone in verdicts, name
+        assert main(["check", run, "--baseline", str(b), "--json", "--fail-on", "warn"]) == 1
+        out = json.loads(capsys.readouterr().out)["runs"][0]
+        assert out["verdict"] == alone, name
+        early = [f for f in out["findings"] if f["check"] == "baseline"]
+        assert [f["metric"] for f in early] == ["reward/mean"], name
+        assert early[0]["severity"] == "warn" and early[0]["verdict"] != "not_learning", name
+    main(["check", seeds[0], "--baseline", str(b), "--json"])
+    out = json.loads(capsys.readouterr().out)["runs"][0]
+    assert out["verdict"] == "learning"
+    assert not [f for f in out["findings"] if f["check"] == "baseline"]
+
+
 def test_bad_baseline_file_is_one_clear_line(runs, tmp_path, capsys):
     bad = tmp_path / "b.json"
     bad.write_text('{"hello": 1}')
