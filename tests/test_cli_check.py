@@ -152,6 +152,34 @@ def test_a_run_outside_the_baseline_keeps_its_own_reward_verdict(tmp_path, capsy
     assert not [f for f in out["findings"] if f["check"] == "baseline"]
 
 
+@pytest.mark.parametrize("fmt", ["json", "csv", "console", "trl", "tensorboard"])
+def test_a_from_that_reads_nothing_is_an_input_error(runs, fmt, capsys):
+    """Newcomer 2026-12-07 problem 4: `check RUN_DIR --from json` read 0 steps and said TOO
+    EARLY TO TELL, exit 0 (a CI gate passed). A --from that reads nothing where another reader
+    reads the path is one error line, exit 2, naming the format that reads it."""
+    run = str(runs["healthy"])
+    for argv in (["check", run, "--from", fmt], ["metrics", run, "--from", fmt]):
+        assert main(argv) == 2, argv
+        cap = capsys.readouterr()
+        assert cap.out == "" and cap.err.count("\n") == 1 and "Traceback" not in cap.err
+        assert f"--from {fmt} read nothing" in cap.err and "reads as rlvitals" in cap.err
+        assert run in cap.err
+
+
+def test_a_from_on_an_empty_log_is_a_run_just_started(tmp_path, capsys):
+    """What stays quiet: nothing written yet (a live run) with its own format named."""
+    empty = tmp_path / "live.jsonl"
+    empty.write_text("")
+    assert main(["check", str(empty), "--from", "jsonl", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["runs"][0]["verdict"] == "too_early"
+
+
+def test_metrics_format_json_is_the_output(runs, capsys):
+    assert main(["metrics", str(runs["healthy"]), "--format", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert len(out["steps"]) == 40 and "reward/mean" in out["metrics"]
+
+
 def test_bad_baseline_file_is_one_clear_line(runs, tmp_path, capsys):
     bad = tmp_path / "b.json"
     bad.write_text('{"hello": 1}')

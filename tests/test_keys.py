@@ -392,9 +392,15 @@ def test_every_reading_command_takes_from_and_mapping(argv: list[str]) -> None:
     assert args.source_format == "jsonl" and args.mapping == "m.toml"
 
 
-def test_metrics_keeps_its_format_spelling_of_from() -> None:
-    args = build_parser().parse_args(["metrics", "R", "--format", "csv"])
-    assert args.source_format == "csv"
+@pytest.mark.parametrize("command", ["check", "metrics"])
+def test_format_names_the_output_in_every_command_never_the_source(command: str) -> None:
+    """Newcomer 2026-12-07 problem 4: in metrics, --format was a spelling of --from, so
+    `metrics RUN --format json` read the run as the json format and printed an empty table."""
+    args = build_parser().parse_args([command, "R", "--format", "json"])
+    assert args.format == "json" and args.source_format is None
+    with pytest.raises(SystemExit) as exc:
+        build_parser().parse_args([command, "R", "--format", "csv"])
+    assert exc.value.code == 2
 
 
 # -- missing is a signal --------------------------------------------------------------------
