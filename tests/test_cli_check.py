@@ -199,3 +199,26 @@ def test_every_threshold_is_documented_with_its_default():
         default = f.default
         shown = f"{default:g}" if isinstance(default, float) else str(default)
         assert f"| `{f.name}` | {shown} |" in doc, f.name
+
+
+def test_a_noiseless_line_says_exact_not_a_z_of_1e15(tmp_path, capsys):
+    """Newcomer 2026-12-07: a noiseless line (values i / 30, residuals at the floats'
+    rounding) printed trend_z=6679000000000000.0. Its z is exact; a noisy line keeps its
+    number."""
+    import math
+    import re
+
+    from rlvitals.checks.stats import trend
+    from rlvitals.readers import read
+
+    exact = tmp_path / "exact.jsonl"
+    exact.write_text("".join(json.dumps({"step": i, "reward": i / 30}) + "\n" for i in range(30)))
+    noisy = _reward_log(tmp_path / "noisy.jsonl", 1, 0.2, 0.3, 30)
+    assert trend(read(exact).series("reward/mean")).z == math.inf
+    assert math.isfinite(trend(read(noisy).series("reward/mean")).z)
+    main(["check", str(exact)])
+    out = capsys.readouterr().out
+    assert "trend_z=exact (no noise)" in out, out
+    main(["check", noisy])
+    z = re.search(r"trend_z=([0-9.e+-]+)", capsys.readouterr().out)
+    assert z is not None and 3 < float(z.group(1)) < 1000

@@ -164,8 +164,10 @@ class CsvReader(JsonlMetricsReader):
             )
             return
         rec: dict[str, Any] = {}
-        for k, c in zip(header, cells):
+        for i, (k, c) in enumerate(zip(header, cells)):
             c = c.strip()
+            if i == 0 and _PANDAS_INDEX.fullmatch(k):
+                continue  # pandas' index column (to_csv's default): row numbers, not a metric
             if k in STEP_KEYS and c.isdigit():
                 rec[k] = int(c)
             elif k in STEP_KEYS:
@@ -174,6 +176,11 @@ class CsvReader(JsonlMetricsReader):
             elif c:
                 rec[k] = c
         self.row(rec, p, lineno)
+
+
+# The first column pandas writes for a frame's index: unnamed, or ``Unnamed: 0`` once a CSV
+# read back with its index is written again.
+_PANDAS_INDEX = re.compile(r"(?:Unnamed: \d+)?")
 
 
 def _is_config_line(rec: dict[str, Any]) -> bool:
