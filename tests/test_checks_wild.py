@@ -18,7 +18,10 @@ from rlvitals.readers import read
 
 WILD = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "wild"
 
-pytestmark = pytest.mark.skipif(not WILD.is_dir(), reason=f"no wild corpus at {WILD}")
+pytestmark = [
+    pytest.mark.wild,
+    pytest.mark.skipif(not WILD.is_dir(), reason=f"no wild corpus at {WILD}"),
+]
 
 VERL = "verl/dstack-configs_verl_demo_ppo_gsm8k_qwen7b.log"
 UNSLOTH = "trl/unslothgrpo_checkpoint-250_trainer_state.json"

@@ -53,6 +53,7 @@ def test_healthy_corpus_runs_raise_nothing(entry):
     assert rep.verdict in ("learning", "too_early"), rep.verdict
 
 
+@pytest.mark.wild
 @pytest.mark.skipif(not _wild_healthy(), reason=f"no wild corpus at {WILD}")
 @pytest.mark.parametrize("rel", _wild_healthy() or ["-"])
 def test_healthy_wild_runs_raise_nothing(rel):
