@@ -222,3 +222,36 @@ def test_a_noiseless_line_says_exact_not_a_z_of_1e15(tmp_path, capsys):
     main(["check", noisy])
     z = re.search(r"trend_z=([0-9.e+-]+)", capsys.readouterr().out)
     assert z is not None and 3 < float(z.group(1)) < 1000
+
+
+def test_a_missing_extra_names_the_one_pip_command_that_works_for_this_install():
+    """Newcomer 2026-12-07 problem 8: the message put `pip install 'rlvitals[serve]'` first,
+    which fails for a user of a checkout (rlvitals is not on an index); `-e '.[serve]'` works
+    only from the checkout's root. The command names the install as it is."""
+    import shlex
+    from pathlib import Path
+
+    from rlvitals.errors import MissingExtraError, install_command
+
+    root = Path(__file__).resolve().parent.parent
+    msg = str(MissingExtraError("serve", "the live dashboard (rlvitals serve)"))
+    assert msg.endswith("pip install -e " + shlex.quote(f"{root}[serve]")), msg
+    assert "'rlvitals[" not in msg
+    cases = {  # PEP 610 direct_url.json as pip writes it -> the command
+        "pip install -e '/home/u/rlvitals[serve]'": {
+            "url": "file:///home/u/rlvitals",
+            "dir_info": {"editable": True},
+        },
+        "pip install '/home/u/rlvitals[serve]'": {"url": "file:///home/u/rlvitals", "dir_info": {}},
+        "pip install '/w/rlvitals-0.4.0-py3-none-any.whl[serve]'": {
+            "url": "file:///w/rlvitals-0.4.0-py3-none-any.whl",
+            "archive_info": {},
+        },
+        "pip install 'rlvitals[serve] @ git+https://example.org/rlvitals.git'": {
+            "url": "https://example.org/rlvitals.git",
+            "vcs_info": {"vcs": "git", "commit_id": "0" * 40},
+        },
+        "pip install 'rlvitals[serve]'": {},  # from an index
+    }
+    for want, direct in cases.items():
+        assert install_command("serve", checkout=False, direct_url=direct) == want
