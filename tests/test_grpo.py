@@ -324,6 +324,18 @@ def test_list_faults_names_every_fault_with_its_onset(capsys: pytest.CaptureFixt
     assert all(name in text for name in FAULTS)
 
 
+def test_list_faults_states_the_codes_exploit_warm_target() -> None:
+    """Newcomer 2026-12-07 problem 7: the list said the exploit's warm start goes "to a pass
+    rate of 0.3" where the code (and README, docs/trainer.md) use 0.25."""
+    from rlvitals.grpo.faults import EXPLOIT_WARM_TARGET, describe
+
+    does = next(r["does"] for r in describe() if r["name"] == "grader_exploit")
+    assert f"pass rate of {EXPLOIT_WARM_TARGET}" in does, does
+    for page in ("README.md", "docs/trainer.md"):
+        text = (Path(__file__).parent.parent / page).read_text()
+        assert f"{EXPLOIT_WARM_TARGET}" in text, page
+
+
 @pytest.mark.parametrize("width", [40, 60, 80, 120, 200])
 def test_list_faults_wraps_every_cell_at_any_width(width: int) -> None:
     # ``demo --list-faults`` on a terminal of any width: no cell is cut (no "…"), and each
