@@ -437,7 +437,8 @@ def test_live_view_shows_the_key_numbers_and_the_summary() -> None:
     assert "stopped: [bold]x[/bold]" in text  # markup in event text is shown, not rendered
     assert "runs/r[1]" in text and "0.300 (mean of the first 5 updates)" in text
     # which figure is which (newcomer 2026-12-03: four held-out pairs, two "first" windows)
-    assert "0.550 (one eval, update 2)" in text and "windows of their own" in text
+    # (2026-12-07: one held-out pair on the screen, the check's: the summary counts the evals)
+    assert "1 evaluation(s), the last 0.550 (update 2)" in text and "windows of their own" in text
     # The reward followed is every graded attempt's where the run logs it (the trained
     # groups' stays near the middle as solved groups leave training).
     view = LiveView(2, console=Console(file=io.StringIO(), color_system=None))

@@ -4,7 +4,8 @@
 ``eval``, ``stall``, ``stopped``) and redraws: the warm start, a bar over the updates, and a
 small table of the numbers a person watches (reward and its 5-update mean, learning signal,
 held-out score, sampler/trainer mismatch, entropy, truncation, failures). ``summary`` renders
-the end: reward over the first and last five updates, held-out first and last.
+the end: reward over the first and last five updates, how many held-out evaluations and the
+last (the held-out change is the check's, printed below it: one pair on the screen).
 
 Rendering is deterministic for a given Console width, so tests render into a string.
 """
@@ -163,7 +164,9 @@ class TrainFollow:
         elif kind in ("step", "eval", "stopped"):
             self.poll()
 
-    def poll(self) -> None:
+    def poll(self, *, force: bool = False) -> None:
+        """Read what is new and judge when due (always with ``force``: the run has ended and
+        its last judgement is the one left on the screen)."""
         if self.error is not None or self.run_dir is None:
             return
         try:
@@ -177,7 +180,7 @@ class TrainFollow:
                     min_alert=self.min_alert,
                     outputs=self.outputs,
                 )
-            self.follower.poll()
+            self.follower.poll(force=force)
         except Exception as exc:  # the view must never stop the training it shows
             self.error = f"{type(exc).__name__}: {exc}"
 
@@ -237,6 +240,10 @@ class LiveView(Output):
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        if self.follow is not None and exc[0] is None:
+            # The run is over: judge it whole once more, so the verdict left on the screen is
+            # the one the check below gives (the throttle may have skipped the last evals).
+            self.follow.poll(force=True)
         self._live.update(self._render())
         self._live.__exit__(*exc)
         if self.follow is not None:
@@ -408,7 +415,7 @@ def numbers(t: RunTally) -> Table:
 
 
 def summary(t: RunTally, run_dir: str, *, fault: str | None = None) -> Table:
-    """The end of a run: where it is, reward first/last 5 updates, held-out first/last."""
+    """The end of a run: where it is, reward first/last 5 updates, held-out evaluations."""
     table = Table(show_header=False, box=None, padding=(0, 2))
     table.add_column(style="bold")
     table.add_column()
@@ -420,12 +427,11 @@ def summary(t: RunTally, run_dir: str, *, fault: str | None = None) -> Table:
         "reward",
         f"{_fmt(t.first5())} (mean of the first 5 updates) -> {_fmt(t.last5())} (of the last 5)",
     )
-    if t.evals:
-        first, last = t.evals[0], t.evals[-1]
+    if t.evals:  # the change is the held-out check's (below): one pair on the screen
+        last = t.evals[-1]
         table.add_row(
             "held-out",
-            f"{first[1]:.3f} (one eval, update {first[0]}) -> {last[1]:.3f} (one eval, "
-            f"update {last[0]})",
+            f"{len(t.evals)} evaluation(s), the last {last[1]:.3f} (update {last[0]})",
         )
     table.add_row(
         "",
