@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..checks.base import severity_rank
-from ..judge import Judge
+from ..judge import Judge, judging
 from ..source import Source
 
 __all__ = ["Outcome", "judge", "plan", "run_bytes"]
@@ -62,7 +62,8 @@ def plan(options: dict[str, Any]) -> tuple[Source, Judge]:
         samples=options.get("samples"),
         run=options.get("run"),
     )
-    judge = options.get("judge") or Judge(
+    judge = judging(
+        options.get("judge"),
         baseline=options.get("baseline"),
         thresholds=options.get("thresholds"),
         rules=options.get("transcript_rules"),
