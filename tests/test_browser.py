@@ -244,7 +244,7 @@ def test_a_narrow_axis_repeats_no_tick_label(browser: Any, tmp_path: Path) -> No
     d.mkdir()
     write_run_json(d, "finished")
     t0 = time.time() - 120
-    ess = {s: 0.99965 + 0.0000085 * s for s in range(40)}
+    ess = {s: 0.99975 + 0.0000045 * s for s in range(40)}
     append_steps(d, [step_record(s, t0 + 2 * s, **{"train/mismatch_ess": ess[s]}) for s in ess])
     out = tmp_path / "report.html"
     write_report(out, render_report([(read(d), None)]))
