@@ -204,15 +204,10 @@ def connect(path: Path, *, timeout: float = 10.0) -> sqlite3.Connection:
         raise ReadError("not a regular file; not read", path=str(path))
     try:
         conn = sqlite3.connect(_uri(path), uri=True, timeout=timeout, check_same_thread=False)
-        conn.text_factory = _text  # a damaged text cell is read with U+FFFD, not an error
         conn.execute("SELECT 1 FROM sqlite_master LIMIT 1")
     except SQLITE_ERRORS as exc:
         raise ReadError(f"cannot open the SQLite database ({exc})", path=str(path)) from None
     return conn
-
-
-def _text(raw: bytes) -> str:
-    return raw.decode("utf-8", errors="replace")
 
 
 def query(path: Path, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
