@@ -9,9 +9,10 @@ import numpy as np
 
 from ..baseline import comparable
 from .base import Finding
-from .context import Context, finding, round_sig
-from .reward import learns
+from .context import Context, fact, finding, round_sig
+from .reward import check as reward_check
 from .stats import MIN_WINDOW, trend
+from .verdict import FLAT_VERDICTS
 
 NAME = "baseline"
 
@@ -77,12 +78,17 @@ def check(ctx: Context) -> list[Finding]:
     return _grouped(ctx, early) + out
 
 
+@fact
 def _unjudged(ctx: Context) -> str:
     """The verdict of a range finding that names no cause: starting unlike your seeds says the
-    setup differs, not whether the run learns, so it carries what the reward check reads
-    (learning, else too early to tell) and, marked a symptom, yields to any finding that
-    names a cause (a flat reward's own finding included: it comes first in the seeds' order)."""
-    return "learning" if learns(ctx) else "too_early"
+    setup differs, not whether the run learns, so it carries what the reward check reads, as
+    the run's verdict would without it (learning; else a flat reward's verdict, said at info
+    or worse; else too early to tell) and, marked a symptom, yields to any finding that names
+    a cause."""
+    said = [f.verdict for f in reward_check(ctx)]
+    if "learning" in said:
+        return "learning"
+    return next((v for v in said if v in FLAT_VERDICTS), "too_early")
 
 
 def _grouped(ctx: Context, early: list[Finding]) -> list[Finding]:
