@@ -79,8 +79,9 @@ def _read_and_check(path: str, options: dict[str, Any]) -> tuple[Any, Any, str |
     from ..readers.keys import require_metrics, unmapped_numeric
 
     source, judge = plan(options)
-    pre = _prescan(path, options, judge)
+    pre = None
     try:
+        pre = _prescan(path, options, judge)
         data = source.at(path).read()
         require_metrics(data, path)  # keys but no canonical metric: an error, not "too early"
         _take(pre)
@@ -91,7 +92,7 @@ def _read_and_check(path: str, options: dict[str, Any]) -> tuple[Any, Any, str |
             report.info["unmapped"] = unmapped
     except RlvitalsError as exc:
         return None, None, str(exc)
-    except (OSError, MemoryError, RecursionError, ValueError) as exc:
+    except Exception as exc:  # one run's failure (a reader's bug too) never loses the others
         return None, None, f"{path}: could not be read: {type(exc).__name__}: {exc}"
     finally:
         _take(pre)  # a failed read: its worker is waited for (it ends with its scan)
