@@ -9,7 +9,8 @@ at the end, returning how many things it could not deliver. ``run`` is the
 the trainer's live view, so a new one (a Discord notifier, an OpenTelemetry exporter) is one
 module.
 
-Outputs come from rlvitals (``webhook``, ``slack``, ``discord``: ``outputs/webhook.py``; the
+Outputs come from rlvitals (``webhook``, ``slack``, ``discord``: ``outputs/webhook.py``;
+``wandb``: ``outputs/wandb_alerts.py``; the
 terminal, the live page and the trainer's console draw, so they live in ``views/``) or from
 any installed package, through the ``rlvitals.outputs`` entry-point group::
 
@@ -125,6 +126,7 @@ BUILTIN = {
     "webhook": "rlvitals.outputs.webhook:webhook_output",
     "slack": "rlvitals.outputs.webhook:slack_output",
     "discord": "rlvitals.outputs.webhook:discord_output",
+    "wandb": "rlvitals.outputs.wandb_alerts:wandb_output",
 }
 
 
