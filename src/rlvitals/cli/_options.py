@@ -269,7 +269,7 @@ def add_output_args(p: argparse.ArgumentParser) -> None:
         default=[],
         metavar="NAME[=ARG]",
         help="also hand each update to this output (repeatable): webhook=URL, slack=URL, "
-        "discord=URL, wandb (a W&B alert), or one an installed "
+        "discord=URL, wandb (a W&B alert), otel=URL (OpenTelemetry), or one an installed "
         "package registers (docs/outputs.md)",
     )
     p.add_argument(

@@ -10,7 +10,7 @@ the trainer's live view, so a new one (a Discord notifier, an OpenTelemetry expo
 module.
 
 Outputs come from rlvitals (``webhook``, ``slack``, ``discord``: ``outputs/webhook.py``;
-``wandb``: ``outputs/wandb_alerts.py``; the
+``wandb``: ``outputs/wandb_alerts.py``; ``otel``: ``outputs/otel.py``; the
 terminal, the live page and the trainer's console draw, so they live in ``views/``) or from
 any installed package, through the ``rlvitals.outputs`` entry-point group::
 
@@ -127,6 +127,7 @@ BUILTIN = {
     "slack": "rlvitals.outputs.webhook:slack_output",
     "discord": "rlvitals.outputs.webhook:discord_output",
     "wandb": "rlvitals.outputs.wandb_alerts:wandb_output",
+    "otel": "rlvitals.outputs.otel:otel_output",
 }
 
 
