@@ -19,6 +19,7 @@ from typing import Any
 from ..checks.base import Report, severity_rank
 from ..judge import Judge
 from ..model import RunData
+from ..readers._split import side_by_side
 from ..source import Source
 
 __all__ = ["Outcome", "judge", "judged", "plan", "run_bytes"]
@@ -93,8 +94,10 @@ def _read_and_check(path: str, options: dict[str, Any]) -> tuple[Any, Any, str |
 
     source, judge = plan(options)
     pre = _prescan(path, options, judge)
+    alone = options.get("prescan") and (os.cpu_count() or 1) > 1
     try:
-        data = source.at(path).read()
+        with side_by_side() if alone else contextlib.nullcontext():
+            data = source.at(path).read()  # a big rollouts file read in pieces side by side
         require_metrics(data, path)  # keys but no canonical metric: an error, not "too early"
         _take(pre)
         pre = None
