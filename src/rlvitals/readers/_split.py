@@ -27,6 +27,7 @@ import contextlib
 import multiprocessing
 import os
 import re
+import sys
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from contextvars import ContextVar
@@ -56,11 +57,11 @@ _PARTS: ContextVar[int] = ContextVar("rlvitals_read_parts", default=1)
 @contextlib.contextmanager
 def side_by_side(parts: int | None = None) -> Iterator[None]:
     """Within this block, native readers in this thread read a big rollouts file in ``parts``
-    processes (default: the cores, at most ``MAX_PARTS``; 1 on a single core or where ``fork``
-    is not how processes start)."""
+    processes (default: the cores, at most ``MAX_PARTS``; 1 on a single core, and off Linux,
+    where processes are not forked)."""
     if parts is None:
         parts = min(os.cpu_count() or 1, MAX_PARTS)
-    if "fork" not in multiprocessing.get_all_start_methods():
+    if not sys.platform.startswith("linux"):  # fork is safe and cheap there (as the pre-scan)
         parts = 1
     token = _PARTS.set(max(1, parts))
     try:
