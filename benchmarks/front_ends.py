@@ -61,10 +61,11 @@ def by_report(run: str) -> str | None:
 
 def by_serve(runs: list[str]) -> dict[str, str | None]:
     from rlvitals.cli import build_parser
-    from rlvitals.cli._options import judge_of
-    from rlvitals.views.hub import Hub
+    from rlvitals.cli._options import judge_of, source_of
+    from rlvitals.follow.hub import Hub
 
-    hub = Hub(runs, judge=judge_of(build_parser().parse_args(["serve", *runs])))
+    args = build_parser().parse_args(["serve", *runs])
+    hub = Hub(runs, source_of(args, ""), judge_of(args))
     out: dict[str, str | None] = {}
     for r in hub.runs.values():
         r.read()
@@ -75,12 +76,11 @@ def by_serve(runs: list[str]) -> dict[str, str | None]:
 
 def by_watch(run: str) -> str | None:
     from rlvitals.cli import build_parser
-    from rlvitals.cli._options import judge_of, open_kwargs
-    from rlvitals.views.watch import Watcher
+    from rlvitals.cli._options import judge_of, source_of
+    from rlvitals.follow.watch import Watcher
 
     args = build_parser().parse_args(["watch", run])
-    judge = judge_of(args)
-    w = Watcher(run, **open_kwargs(args), stall_after=judge.stall_after, judge=judge)
+    w = Watcher(source_of(args, run), judge_of(args))
     w.tick(force=True)
     return w.report.verdict if w.report is not None else None
 

@@ -300,7 +300,7 @@ def page_latency(
 def read_pass(dirs: list[Path], first_step: int, passes: int = 30) -> list[float]:
     """The server's pass without judging, in this process: a new step appended to every run,
     then the time of one ``Hub.poll`` reading them all and sending their deltas to a page."""
-    from rlvitals.views.hub import Hub
+    from rlvitals.follow.hub import Hub
 
     hub = Hub([dirs[0].parent])
     hub.poll()

@@ -65,7 +65,7 @@ def main() -> None:
     finally:
         d.quit()
 
-    from rlvitals.views.server import serve_in_background
+    from rlvitals.follow.hub import serve_in_background
 
     url, stop = serve_in_background([runs])
     name = f"live-{int(time.time())}"

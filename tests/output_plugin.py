@@ -65,7 +65,7 @@ def recorded(path: Path) -> list[dict[str, Any]]:
 def serve_once(paths: list[Path], outputs: list[Any]) -> None:
     """What ``rlvitals serve`` does with its outputs, in-process: follow the runs, judge
     each once, hand the outputs every update, stop, close them."""
-    from rlvitals.views.hub import Hub
+    from rlvitals.follow.hub import Hub
 
     hub = Hub(paths, outputs=outputs)
     for _ in range(100):

@@ -6,6 +6,7 @@ import json
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -15,9 +16,9 @@ import pytest
 from dashboard_runs import append_steps, make_run, step_record
 from rlvitals.checks.base import Finding, Report
 from rlvitals.errors import UsageError
+from rlvitals.follow.watch import Watcher
 from rlvitals.outputs import AlertTracker
 from rlvitals.outputs.webhook import WebhookNotifier, alert_for
-from rlvitals.views.watch import Watcher
 
 
 class Receiver:
@@ -193,7 +194,7 @@ def test_watch_never_blocks_on_a_slow_webhook(receiver: Receiver, tmp_path: Path
         return Report(data.source, "learning", list(findings))
 
     n = WebhookNotifier(receiver.url, timeout=5, backoff=0.02)
-    w = Watcher(d, notifier=n, judge=judge, check_interval=0)
+    w = Watcher(d, judge, [n], replace(Watcher.THROTTLE, every_s=0))
     slowest = 0.0
     for step in range(10, 16):
         findings.append(_f("c", "drift", f"m{step}"))  # a new finding every tick
@@ -400,7 +401,7 @@ def test_watch_tells_the_user_when_an_alert_was_not_delivered(tmp_path: Path) ->
 
     from rich.console import Console
 
-    from rlvitals.views.watch import watch
+    from rlvitals.follow.watch import watch
 
     def refuse(conn, body, r) -> None:  # type: ignore[no-untyped-def]
         conn.sendall(b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n")
@@ -413,7 +414,7 @@ def test_watch_tells_the_user_when_an_alert_was_not_delivered(tmp_path: Path) ->
             return Report(data.source, "drift", [_f("agreement", "drift", "train/mismatch_kl")])
 
         n = WebhookNotifier(r.url, timeout=2)
-        w = Watcher(d, notifier=n, judge=judge)
+        w = Watcher(d, judge, [n])
         buf = io.StringIO()
         watch(w, console=Console(file=buf, force_terminal=False, width=300), fail_on=None)
         out = buf.getvalue()

@@ -23,9 +23,9 @@ from dashboard_runs import (
     sample_findings,
     step_record,
 )
+from rlvitals.follow.hub import serve_in_background
 from rlvitals.readers import read
 from rlvitals.views.report import render_report, write_report
-from rlvitals.views.server import serve_in_background
 
 pytestmark = pytest.mark.slow
 
@@ -44,7 +44,7 @@ FLAGS = [
 ]
 
 
-# How a page shows HOSTILE: its markup as plain text, U+2028 as a visible escape (views/safe).
+# How a page shows HOSTILE: its markup as plain text, U+2028 as a visible escape (safe.py).
 SHOWN = HOSTILE.replace("\u2028", "\\u2028")
 
 

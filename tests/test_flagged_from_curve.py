@@ -98,7 +98,7 @@ def _looping_primerl(out: Path, steps: int = 10, loop_from: int = 4) -> Path:
 
 
 def test_the_live_page_serves_them(tmp_path):
-    from rlvitals.views.hub import Hub
+    from rlvitals.follow.hub import Hub
 
     hub = Hub([_looping_primerl(tmp_path / "output")])
     hub.poll()

@@ -97,9 +97,9 @@ def _watched(folder: Path) -> list[str]:
 
 
 def _served(folder: Path) -> list[str]:
-    from rlvitals.views.hub import Hub
+    from rlvitals.follow.hub import Hub
 
-    hub = Hub([folder], judge=lambda data: None)  # type: ignore[arg-type,return-value]
+    hub = Hub([folder], judge=lambda data, now: None)  # type: ignore[arg-type,return-value]
     return [str(r.path) for r in hub.runs.values()]
 
 

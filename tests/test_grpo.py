@@ -398,7 +398,8 @@ def test_live_view_shows_the_key_numbers_and_the_summary() -> None:
 
     from rich.console import Console
 
-    from rlvitals.views.live import LiveView, summary
+    from rlvitals.outputs.console import LiveView
+    from rlvitals.views.live import summary
 
     out = io.StringIO()
     console = Console(file=out, width=100, force_terminal=False, color_system=None)
@@ -443,21 +444,26 @@ def test_live_view_says_what_the_warm_start_is_and_judges_while_it_trains(
     from rich.console import Console
 
     sys.path.insert(0, str(Path(__file__).parent))
+    from dataclasses import replace
+
     from dashboard_runs import make_run
-    from rlvitals.views.live import LiveView
+    from rlvitals.follow.train import TrainFollow, shown_by
+    from rlvitals.outputs.console import LiveView
 
     run = make_run(tmp_path, "live", 20, status="running", **{"train/loss": "NaN"})
     out = io.StringIO()
     console = Console(file=out, width=120, force_terminal=False, color_system=None)
-    with LiveView(40, console=console, checks_every_s=0) as view:
-        view.event("warm_begin", {"cached": False, "target": 0.3, "cache": "/c"})
-        view.event("warm_step", {"step": 50, "greedy": 0.04})
+    view = LiveView(40, console=console)
+    event = shown_by(view, TrainFollow(None, [view], replace(TrainFollow.THROTTLE, every_s=0)))
+    with view:
+        event("warm_begin", {"cached": False, "target": 0.3, "cache": "/c"})
+        event("warm_step", {"step": 50, "greedy": 0.04})
         buf = io.StringIO()
         Console(file=buf, width=120, color_system=None).print(view._render())
         mid = buf.getvalue()
-        view.event("warm_done", {"steps": 230, "pass_rate": 0.31, "cached": False, "seconds": 9})
-        view.event("run", {"run_dir": str(run)})
-        view.event("step", {"step": 0, "reward/mean": 0.3})
+        event("warm_done", {"steps": 230, "pass_rate": 0.31, "cached": False, "seconds": 9})
+        event("run", {"run_dir": str(run)})
+        event("step", {"step": 0, "reward/mean": 0.3})
     text = out.getvalue()
     assert "solves 30% of them" in text and "cached in /c" in text and "40 GRPO updates" in text
     assert "0/?" not in text and "0/?" not in mid
@@ -481,7 +487,7 @@ def test_the_demo_intro_says_where_its_warm_start_came_from() -> None:
 
     from rich.console import Console
 
-    from rlvitals.views.live import LiveView
+    from rlvitals.outputs.console import LiveView
 
     for shipped, word in ((True, "shipped"), (False, "cached")):
         out = io.StringIO()
@@ -561,11 +567,11 @@ def test_the_live_view_says_a_warm_start_gave_up() -> None:
 
     from rich.console import Console
 
-    from rlvitals.views.live import LiveView
+    from rlvitals.outputs.console import LiveView
 
     out = io.StringIO()
     console = Console(file=out, width=200, force_terminal=False, color_system=None)
-    with LiveView(40, console=console, checks_every_s=0) as view:
+    with LiveView(40, console=console) as view:
         view.event("warm_begin", {"cached": False, "target": 0.3, "cache": "/c"})
         done = {"steps": 3000, "pass_rate": 0.0, "cached": False, "seconds": 9}
         view.event("warm_done", {**done, "reached_target": False})

@@ -285,7 +285,7 @@ def test_demo_serve_shows_the_run_on_the_live_dashboard(
     import urllib.request
 
     from rlvitals.cli import main
-    from rlvitals.views import server
+    from rlvitals.follow import hub as server
 
     monkeypatch.setenv("RLVITALS_CACHE", str(cache))
     urls: list[str] = []

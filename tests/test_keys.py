@@ -541,9 +541,9 @@ def test_every_canonical_name_is_in_the_docs() -> None:
 
 
 def test_the_views_take_their_names_from_the_schema() -> None:
+    from rlvitals.outputs.terminal import KEY_METRICS
     from rlvitals.schema import key_metrics, label
     from rlvitals.views.dashboard import PLOTS
-    from rlvitals.views.watch import KEY_METRICS
 
     assert key_metrics() == KEY_METRICS
     assert ("reward/mean", "reward") in KEY_METRICS

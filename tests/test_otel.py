@@ -109,7 +109,7 @@ def prometheus_points(text: str) -> dict[str, set[tuple[str, tuple[tuple[str, st
 def test_a_collector_gets_the_gauges_of_metrics_with_the_runs_attributes(
     receiver: Receiver, tmp_path: Path
 ) -> None:
-    from rlvitals.views.hub import Hub
+    from rlvitals.follow.hub import Hub
 
     runs = tmp_path / "runs"
     synth_run(runs, "healthy", steps=20)
@@ -149,7 +149,7 @@ def test_a_bad_otel_url_is_one_error_line() -> None:
 def test_a_collector_that_is_down_is_reported_not_raised(tmp_path: Path) -> None:
     import socket
 
-    from rlvitals.views.hub import Hub
+    from rlvitals.follow.hub import Hub
 
     with socket.socket() as s:  # a port nothing listens on
         s.bind(("127.0.0.1", 0))

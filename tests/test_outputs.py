@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +18,9 @@ from dashboard_runs import make_run
 from output_plugin import install, recorded, serve_once
 from rlvitals.checks.base import Finding
 from rlvitals.cli import main
+from rlvitals.follow.watch import Watcher
 from rlvitals.outputs import Output, available_outputs, load_output
 from rlvitals.outputs.webhook import alert_for, body_for_url
-from rlvitals.views.watch import Watcher
 from test_alerts import Receiver
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
@@ -117,7 +118,7 @@ def test_an_output_that_fails_never_ends_the_follow(tmp_path: Path) -> None:
             raise RuntimeError("boom")
 
     d = _failing_run(tmp_path)
-    w = Watcher(d, outputs=[Broken()], check_interval=0)
+    w = Watcher(d, outputs=[Broken()], throttle=replace(Watcher.THROTTLE, every_s=0))
     kinds = [e.kind for e in w.tick()] + [e.kind for e in w.tick(force=True)]
     assert "finding" in kinds and Broken.calls >= 2  # told every update, failing each time
     assert w.report is not None and w.report.worst == "fail"
@@ -140,21 +141,24 @@ def test_the_trainers_live_view_and_its_quiet_mode_tell_the_same_outputs(
 
     from rich.console import Console
 
-    from rlvitals.views.live import LiveView, TrainFollow
+    from rlvitals.follow.train import TrainFollow, shown_by
+    from rlvitals.outputs.console import LiveView
 
     monkeypatch.syspath_prepend(str(install(tmp_path / "site")))
     d = _failing_run(tmp_path / "runs")
     shown, quiet = tmp_path / "shown.jsonl", tmp_path / "quiet.jsonl"
     console = Console(file=io.StringIO(), width=120, color_system=None)
-    with LiveView(
-        40, console=console, checks_every_s=0, outputs=[load_output(f"recorder={shown}")]
-    ) as view:
-        view.event("run", {"run_dir": str(d)})
-        view.event("step", {"step": 0, "reward/mean": 0.3})
-    follow = TrainFollow([load_output(f"recorder={quiet}")], checks_every_s=0)
+    every = replace(TrainFollow.THROTTLE, every_s=0)
+    view = LiveView(40, console=console)
+    beside = TrainFollow(None, [view, load_output(f"recorder={shown}")], every)
+    with view:
+        on_event = shown_by(view, beside)
+        on_event("run", {"run_dir": str(d)})
+        on_event("step", {"step": 0, "reward/mean": 0.3})
+    follow = TrainFollow(None, [load_output(f"recorder={quiet}")], every)
     follow.event("run", {"run_dir": str(d)})
     follow.event("step", {"step": 0, "reward/mean": 0.3})
-    assert follow.close() == 0 and view.lost == 0
+    assert follow.close() == 0 and beside.close() == 0
     got = recorded(shown)
     assert [(a["check"], a["severity"]) for a in got] == [("nonfinite", "fail")]
     assert recorded(quiet) == got

@@ -138,3 +138,105 @@ def test_a_broken_or_clashing_reader_of_another_package_never_stops_ours(
     junk.write_bytes(b"\x00\x01\x02" * 100)
     with pytest.raises(UnknownFormatError, match="not loaded: broken"):
         read(junk)
+
+
+# A reader of a folder layout, as another package would ship it: a run is a folder marked by
+# its ``run.pts`` (``markers``), its points in ``points.dat``; and loose ``*.pts`` logs
+# (``suffixes``, a suffix no reader of ours sniffs). Nothing of rlvitals lists it.
+LAYOUT = '''
+from pathlib import Path
+
+from rlvitals.model import RunData
+from rlvitals.readers import Format, register
+from rlvitals.readers.mapping import Mapper, MappingTable, Rule
+
+TABLE = MappingTable("pts", (Rule("score", "reward/mean", "the task score"),))
+
+
+class PointsReader:
+    """``<step> <score>`` lines, in ``points.dat`` of a marked folder or a ``*.pts`` file."""
+
+    name = "pts"
+
+    def __init__(self, path, **_):
+        path = Path(path)
+        self.file = path / "points.dat" if path.is_dir() else path
+        self.run = RunData(source=str(path), format=self.name)
+        self.run.info["status"] = "finished"
+        self.mapper = Mapper(TABLE, self.run)
+        self.done = 0
+
+    def poll(self):
+        lines = self.file.read_text().splitlines()
+        for line in lines[self.done:]:
+            step, score = line.split()
+            self.mapper.add(int(step), {"score": float(score)})
+        changed = len(lines) > self.done
+        self.done = len(lines)
+        return changed
+
+
+def sniff(p):
+    if p.is_dir():
+        return (p / "run.pts").is_file()
+    return p.suffix == ".pts" and p.read_text()[:1].isdigit()
+
+
+register(
+    Format(
+        "pts", "points of another package", sniff, PointsReader, priority=40, table=TABLE,
+        kind="run directory", markers=("run.pts",), suffixes=(".pts",),
+    )
+)
+'''
+
+
+def _points(d: Path, n: int = 30) -> None:
+    d.mkdir(parents=True)
+    (d / "run.pts").write_text("")
+    (d / "points.dat").write_text("".join(f"{i} {0.2 + 0.01 * i}\n" for i in range(n)))
+
+
+def test_a_reader_of_another_package_is_discovered_by_check_serve_watch_and_export(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    reload_readers: None,
+) -> None:
+    import json
+
+    pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    from rlvitals.follow.hub import Hub
+
+    site = tmp_path / "site"
+    site.mkdir()
+    _install(site, "rlvitals-pts", "pts", "rlvitals_pts", LAYOUT)
+    monkeypatch.syspath_prepend(str(site))
+    formats()
+    root = tmp_path / "runs"
+    _points(root / "a")  # a folder run: its marker, and a file no reader of ours sniffs
+    _points(root / "deeper" / "b")
+    (root / "c.pts").write_text("".join(f"{i} 0.5\n" for i in range(30)))  # a loose log
+    want = sorted(str(p) for p in (root / "a", root / "deeper" / "b", root / "c.pts"))
+
+    assert main(["check", str(root), "--json"]) in (0, 1)
+    checked = json.loads(capsys.readouterr().out)["runs"]
+    assert sorted(r["path"] for r in checked) == want
+    assert all(r.get("verdict") for r in checked)  # read and judged, no error
+
+    hub = Hub([root])
+    assert sorted(str(r.path) for r in hub.runs.values()) == want
+    hub.poll(force=True)
+    assert all(r.report is not None for r in hub.runs.values())
+    hub.stop()
+    hub.close(1)
+
+    assert main(["watch", str(root / "deeper"), "--json"]) in (0, 1)  # its one run, found
+    events = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert events[-1]["event"] == "finished" and events[-1]["verdict"] is not None
+
+    assert main(["export", str(root), "-o", str(tmp_path / "out")]) == 0
+    exported = pq.read_table(tmp_path / "out" / "runs").to_pylist()
+    assert sorted(r["run"] for r in exported) == want and all(r["verdict"] for r in exported)

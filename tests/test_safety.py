@@ -1,5 +1,5 @@
 """Hostile run text never reaches a terminal raw: every command prints it through one
-sanitiser (``views/safe.py``), as visible escapes."""
+sanitiser (``safe.py``), as visible escapes."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from dashboard_runs import append_steps, make_run, step_record, write_run_json
+from rlvitals import safe
 from rlvitals.cli import main
-from rlvitals.views import safe
 
 # What a crafted run.json did in a real terminal (adversarial F01): clear the screen, paint a
 # fake green verdict, retitle the window, write the clipboard (OSC 52), a one-byte C1 CSI, and

@@ -17,13 +17,13 @@ import pytest
 from dashboard_runs import append_steps, make_run, step_record, write_run_json
 from rlvitals.checks.base import Finding, Report
 from rlvitals.cli import build_parser
-from rlvitals.views import hub as hub_mod
-from rlvitals.views import server as server_mod
-from rlvitals.views.prometheus import prometheus_text
-from rlvitals.views.server import Hub, serve_in_background
+from rlvitals.follow.hub import Hub, serve_in_background
+from rlvitals.outputs import page as page_mod
+from rlvitals.outputs.prometheus import prometheus_text
+from rlvitals.views.dashboard import page_json
 
 
-def _judge(data) -> Report:  # fast and deterministic: the checks have their own tests
+def _judge(data, now=None) -> Report:  # fast and deterministic: the checks have their own tests
     return Report(data.source, "learning", [Finding("reward", "ok", "learning", "fine")])
 
 
@@ -238,7 +238,7 @@ def test_a_delta_sends_only_new_points_non_finite_ones_as_text(tmp_path: Path) -
 def test_a_page_too_far_behind_is_dropped_not_waited_for(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(hub_mod, "QUEUE_EVENTS", 4)
+    monkeypatch.setattr(page_mod, "QUEUE_EVENTS", 4)
     hub, d = _hub(tmp_path)
     rid = next(iter(hub.runs))
     slow = hub.subscribe([rid])
@@ -300,7 +300,7 @@ def test_a_finished_run_is_judged_once_more_and_marked(tmp_path: Path) -> None:
 def test_a_failing_check_is_a_warning_not_a_dead_dashboard(tmp_path: Path) -> None:
     d = make_run(tmp_path, "h", 10, status="running")
 
-    def broken(data) -> Report:
+    def broken(data, now=None) -> Report:
         raise ZeroDivisionError("a bug in a check")
 
     hub = Hub([d], judge=broken)
@@ -478,7 +478,7 @@ def test_live_json_shows_bidi_controls_as_visible_text(tmp_path: Path) -> None:
     hub = Hub([d], judge=_judge)
     (run,) = hub.runs.values()
     run.data.info["name"] = "safe\u202etxt.exe\u2066"
-    blob = server_mod._encode(hub.snapshot(run.id))
+    blob = page_json(hub.snapshot(run.id))
     assert "\u202e".encode() not in blob and "\u2066".encode() not in blob
     assert json.loads(blob)["name"] == "safe\\u202etxt.exe\\u2066"
 
@@ -504,9 +504,10 @@ def test_a_run_deleted_and_recreated_is_followed_afresh(tmp_path: Path) -> None:
 
 def test_serve_thresholds_reach_the_checks(tmp_path: Path) -> None:
     from rlvitals.cli.check import _overrides
+    from rlvitals.judge import Judge
 
     d = make_run(tmp_path, "r", 40)
-    default, tuned = Hub([d]), Hub([d], thresholds=_overrides(["rejected_warn=0.1"]))
+    default, tuned = Hub([d]), Hub([d], judge=Judge(thresholds=_overrides(["rejected_warn=0.1"])))
     for h in (default, tuned):
         h.poll()
     checks = [
@@ -537,7 +538,8 @@ def test_host_names_a_server_bound_elsewhere_answers_under() -> None:
 
 
 def test_allow_host_serves_under_another_name_on_loopback(tmp_path: Path) -> None:
-    from rlvitals.views.server import Hub, make_server
+    from rlvitals.follow.hub import Hub
+    from rlvitals.views.server import make_server
 
     make_run(tmp_path, "r", 3)
     server = make_server(Hub([tmp_path]), "127.0.0.1", 0, allowed_hosts=["Runs.Lab.Internal"])

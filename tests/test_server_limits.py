@@ -12,6 +12,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -20,10 +21,13 @@ import pytest
 
 from dashboard_runs import append_steps, make_run, step_record
 from rlvitals.checks.base import Finding, Report
-from rlvitals.views.server import Hub, make_server, serve_in_background
+from rlvitals.follow.hub import Hub, serve_in_background
+from rlvitals.views.server import make_server
+
+_POLL = replace(Hub.THROTTLE, poll_s=0.05)  # the poller's pace
 
 
-def _judge(data) -> Report:
+def _judge(data, now=None) -> Report:
     return Report(data.source, "learning", [Finding("reward", "ok", "learning", "fine")])
 
 
@@ -83,7 +87,7 @@ def test_a_file_name_that_is_not_utf8_is_served_escaped(tmp_path: Path) -> None:
     make_run(root, "a", 10, status="running")
     odd = root / os.fsdecode(b"c\xff.csv")
     odd.write_text("step,reward/mean\n0,0.1\n1,0.2\n2,0.3\n")
-    url, stop = serve_in_background([root], poll_interval=0.05, judge=lambda d: _judge(d))
+    url, stop = serve_in_background([root], poll_interval=0.05, judge=lambda d, now: _judge(d))
     try:
         status, body = _get(url, "/api/runs")
         assert status == 200
@@ -153,7 +157,7 @@ def test_healthz_fails_while_the_poller_is_stuck(tmp_path: Path) -> None:
     # Whatever blocks a read (a network mount, a device), /healthz must not say ok while the
     # page silently stops updating: the old server answered ok for ever.
     d = make_run(tmp_path, "r", 5, status="running")
-    hub = Hub([d], judge=_judge)
+    hub = Hub([d], judge=_judge, throttle=_POLL)
     (run,) = hub.runs.values()
     release = threading.Event()
     read = run.read
@@ -165,7 +169,7 @@ def test_healthz_fails_while_the_poller_is_stuck(tmp_path: Path) -> None:
     run.read = blocked_read  # type: ignore[method-assign]
     server = make_server(hub, "127.0.0.1", 0, stuck_after=0.5)
     threads = [
-        threading.Thread(target=hub.run_forever, args=(0.05,), daemon=True),
+        threading.Thread(target=hub.run_forever, daemon=True),
         threading.Thread(target=server.run, daemon=True),
     ]
     for t in threads:
@@ -293,11 +297,11 @@ def test_a_page_that_stops_reading_is_cut_off(tmp_path: Path) -> None:
     # A client that asks for a big snapshot and never reads: its stream is aborted at the
     # write deadline, not held (with its queue and socket) for ever.
     d = make_run(tmp_path, "big", 20_000, status="running")
-    hub = Hub([d], judge=_judge)
+    hub = Hub([d], judge=_judge, throttle=_POLL)
     hub.poll()
     server = make_server(hub, "127.0.0.1", 0, write_timeout=0.5)
     threads = [
-        threading.Thread(target=hub.run_forever, args=(0.05,), daemon=True),
+        threading.Thread(target=hub.run_forever, daemon=True),
         threading.Thread(target=server.run, daemon=True),
     ]
     for t in threads:

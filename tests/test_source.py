@@ -25,7 +25,7 @@ def test_check_and_serve_see_the_same_two_runs_in_a_folder_of_two_verl_logs(
 ) -> None:
     """Review 1.4.2: ``check DIR`` judged 2 runs, ``serve DIR`` showed one run merged from both
     files (the folder sniffed as one verl run)."""
-    from rlvitals.views.hub import Hub
+    from rlvitals.follow.hub import Hub
 
     log = DATA / "verl" / "issue2060_console.log"
     shutil.copy(log, tmp_path / "train.out")
@@ -101,7 +101,7 @@ def test_judging_never_writes_into_the_run(tmp_path: Path) -> None:
 def test_serve_re_judging_an_idle_run_does_not_grow_its_warnings(tmp_path: Path) -> None:
     """Review 1.4.1: the Hub re-judges an idle run every 5 s; each pass added the torn file's
     warning once more, and the pages were sent the longer list."""
-    from rlvitals.views.hub import Hub
+    from rlvitals.follow.hub import Hub
 
     hub = Hub([_torn_run(tmp_path)])
     (run,) = hub.runs.values()

@@ -14,9 +14,18 @@ from rich.console import Console
 from dashboard_runs import append_steps, make_run, step_record, write_run_json
 from rlvitals.checks.base import Finding, Report
 from rlvitals.cli import main
+from rlvitals.follow import Throttle
+from rlvitals.follow.watch import Watcher, watch
+from rlvitals.judge import Judge
 from rlvitals.outputs import Output
 from rlvitals.outputs.webhook import Alert, alert_for
-from rlvitals.views.watch import Watcher, watch
+
+
+def _every_poll() -> Throttle:
+    """``watch``'s own pace, judging at every tick."""
+    from dataclasses import replace
+
+    return replace(Watcher.THROTTLE, every_s=0)
 
 
 class Collect(Output):
@@ -66,9 +75,8 @@ def test_slow_phase_with_heartbeats_is_not_a_stall_and_each_stall_alerts_once(
     last = t0 + 38  # step 19
     clock = [last + 1]
     n = Collect()
-    w = Watcher(
-        d, stall_after=20, notifier=n, clock=lambda: clock[0], check_interval=0, idle_check=0
-    )
+    at = Throttle(every_s=0, idle_s=0, clock=lambda: clock[0], timer=lambda: clock[0])
+    w = Watcher(d, Judge(stall_after=20), [n], at)
     w.tick()
     assert w.terminal.liveness()[0] == "progress"
 
@@ -120,7 +128,7 @@ def test_live_view_at_fixed_width_shows_step_numbers_verdict_and_text_as_text(
     def judge(data: Any, now: float) -> Report:
         return Report(data.source, "no_signal", findings)
 
-    w = Watcher(d, judge=judge, notifier=Collect())
+    w = Watcher(d, judge, [Collect()])
     w.tick()
     buf = io.StringIO()
     Console(file=buf, width=100, force_terminal=False, color_system=None).print(w.terminal.panel())
@@ -144,7 +152,7 @@ def test_watch_ends_when_the_run_does_with_the_checks_exit_code(tmp_path: Path) 
         elif ticks[0] == 2:
             write_run_json(d, "finished")
 
-    w = Watcher(d, check_interval=0)
+    w = Watcher(d, throttle=_every_poll())
     console = Console(file=io.StringIO(), force_terminal=False)
     code = watch(w, console=console, fail_on="fail", json_lines=True, out=out, sleep=sleep)
     events = [json.loads(line) for line in out.getvalue().splitlines()]
@@ -173,7 +181,7 @@ def test_line_mode_writes_no_control_characters(tmp_path: Path) -> None:
         return Report(data.source, "no_signal", [f])
 
     buf = io.StringIO()
-    w = Watcher(d, judge=judge)
+    w = Watcher(d, judge)
     assert watch(w, console=Console(file=buf, force_terminal=False), fail_on="warn") == 1
     text = buf.getvalue()
     assert "\x1b" not in text and "\x07" not in text
@@ -192,7 +200,7 @@ def test_watch_waits_for_a_run_that_does_not_exist_yet(tmp_path: Path) -> None:
         elif ticks[0] == 5:
             write_run_json(d, "finished")
 
-    w = Watcher(d, wait=True, check_interval=0)
+    w = Watcher(d, throttle=_every_poll(), wait=True)
     console = Console(file=io.StringIO(), force_terminal=False)
     code = watch(w, console=console, fail_on="fail", json_lines=True, out=out, sleep=sleep)
     kinds = [json.loads(line)["event"] for line in out.getvalue().splitlines()]
@@ -230,7 +238,7 @@ def test_a_run_recreated_while_watched_restarts_cleanly(tmp_path: Path) -> None:
     import shutil
 
     d = make_run(tmp_path, "r", 10, status="running", **{"train/loss": 1.0})
-    w = Watcher(d, check_interval=0)
+    w = Watcher(d, throttle=_every_poll())
     w.tick()
     shutil.rmtree(d)
     w.tick()  # gone for now: the old run's data is not mixed with what comes next
@@ -246,7 +254,7 @@ def test_watch_set_overrides_reach_the_checks(tmp_path: Path) -> None:
 
     d = make_run(tmp_path, "r", 40)
     plain = Watcher(d)
-    tuned = Watcher(d, thresholds=_overrides(["rejected_warn=0.1"]))
+    tuned = Watcher(d, Judge(thresholds=_overrides(["rejected_warn=0.1"])))
     for w in (plain, tuned):
         w.tick(force=True)
     assert [f.check for f in plain.report.findings] == ["reward"]
@@ -278,12 +286,11 @@ def test_the_follower_api_for_hooks(tmp_path: Path) -> None:
 
     f = Follower(
         open_reader(d),
-        path=d,
-        checks_every_s=0,
-        outputs=[Told()],
-        judge=lambda data, now: Report(
+        lambda data, now: Report(
             data.source, "no_signal", [Finding("reward", "warn", "no_signal", "flat")]
         ),
+        [Told()],
+        Throttle(every_s=0),
     )
     up = f.poll()
     assert up.new_data and up.new_step == 9 and up.judged and up.report_changed

@@ -10,6 +10,10 @@ to. What judging itself had to say about the run's files (a torn transcript file
 ``report.warnings``, once per report. ``rlvitals.checks.run_checks(data, **options)`` is
 ``Judge(**options)(data, now)``.
 
+A ``Judge`` is built once, from the command's flags (``cli/_options.judge_of``) or from a
+library caller's keywords (``judging``: ``check``, ``run_checks``, the fleet's ``judge`` and
+the follow stage's default), and handed down whole.
+
 The transcript rules are found in one place (``rules_file``): the rules file given
 (``--rules``), else ``$RLVITALS_TRANSCRIPT_RULES``, else ``transcript-rules.toml`` (or
 ``.json``) in the run's folder, else the defaults.
@@ -22,7 +26,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .checks.base import Finding, Report
 from .checks.context import RULES_ENV, RULES_FILES, Context, Thresholds
@@ -34,7 +38,7 @@ from .source import Source, run_dir
 if TYPE_CHECKING:
     from .transcripts.rules import Rules
 
-__all__ = ["Judge", "check", "load_run_rules", "rules_file"]
+__all__ = ["Judge", "check", "judging", "load_run_rules", "rules_file"]
 
 
 def rules_file(given: str | os.PathLike[str] | None, folder: Path | None) -> str | None:
@@ -121,10 +125,21 @@ class Judge:
         )
 
 
+J = TypeVar("J")
+
+
+def judging(judge: J | None = None, /, **options: Any) -> J | Judge:
+    """The judge to use: ``judge`` when one is given (a ``Judge``, or any
+    ``judge(data, now) -> Report``), else a ``Judge`` of the keyword ``options`` (baseline,
+    thresholds, rules, stall_after, only; none: the defaults). The library's keyword
+    conveniences build their ``Judge`` here, and only here."""
+    return judge if judge is not None else Judge(**options)
+
+
 def check(
     source: Source | str | os.PathLike[str], *, now: float | None = None, **options: Any
 ) -> Report:
     """Read a run and judge it: ``source`` is a path (any format rlvitals reads) or a
     ``Source``; ``options`` are ``Judge``'s (baseline, thresholds, rules, stall_after, only)."""
     src = source if isinstance(source, Source) else Source(os.fspath(source))
-    return Judge(**options)(src.read(), now)
+    return judging(**options)(src.read(), now)

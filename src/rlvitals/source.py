@@ -12,24 +12,22 @@ that the reader attached (prime-rl ``rollouts/``, tinker ``iteration_*/``, ``--s
 the run directory's own ``transcripts/``. The checks scan what it returns and the report and the
 live page offer the same.
 
-``find_runs`` is the one discovery. A directory is one run when it carries a run's own marker
-(an rlvitals ``run.json`` or ``steps.jsonl``, a TRL/HF ``trainer_state.json`` or
-``checkpoint-*/trainer_state.json``, TensorBoard event files, a W&B ``*.wandb`` log, an rlprobe
-``manifest.json`` with its ``steps.parquet`` or ``steps/`` parts, an rlwatch ``metrics.db``, an
-MLflow file store, a prime-rl run's ``{trainer,orchestrator}/`` or ``monitors/file/``).
-Otherwise its files that a reader recognises are runs each (two logs in one folder are two
-runs), its sub-folders are searched the same way, and what no reader recognises
-(``launcher.log`` with no record, a ``summary.csv`` without a step column) is listed as
-skipped. Numbered sample dumps (verl's ``rollout_data_dir/<step>.jsonl``) and the sample folders
-beside a log are the samples of that run, not runs of their own. A folder with no run in it
-that reads as one run as a whole (a format whose files sit loose in one folder) is that run.
+``find_runs`` is the one discovery. A directory is one run when it carries a run's own marker,
+as each reader's ``Format`` declares it (an rlvitals ``run.json``, a TRL ``trainer_state.json``,
+TensorBoard event files, a W&B ``*.wandb`` log, a prime-rl run's ``{trainer,orchestrator}/``,
+an MLflow file store, ...: ``readers.discovery``). Otherwise its files that a reader recognises
+are runs each (two logs in one folder are two runs), its sub-folders are searched the same way,
+and what no reader recognises (``launcher.log`` with no record, a ``summary.csv`` without a step
+column) is listed as skipped. A sample dump's files (verl's ``rollout_data_dir/<step>.jsonl``)
+and the sample folders beside a log are the samples of that run, not runs of their own. A
+folder with no run in it that reads as one run as a whole (a format whose files sit loose in
+one folder) is that run.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
-import re
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -120,21 +118,7 @@ def transcript_store(
 
 # -- discovery -----------------------------------------------------------------------------
 
-_LOG_SUFFIXES = {".jsonl", ".json", ".csv", ".log", ".txt", ".out", ".err", ".tsv", ".md", ".db"}
-_SAMPLE_DUMP = re.compile(r"^\d+\.jsonl$")
-# NeMo-RL's per-step dumps (nemo_rl/algorithms/grpo.py: ``train_data_step{N}.jsonl`` in the log
-# dir): the samples of the run whose TensorBoard log lies below, or, with none, the run itself.
-_STEP_DUMP = re.compile(r"^train_data_step\d+\.jsonl$")
 _SKIP_DIRS = {"__pycache__", "node_modules", ".git", ".ipynb_checkpoints"}
-# W&B's own logs of its service, beside the runs in a wandb/ folder: never a run.
-_WANDB_LOGS = {"debug.log", "debug-internal.log", "debug-cli.log", "debug-core.log"}
-_WANDB_RUN = re.compile(r"^(offline-)?run-\d{8}_\d{6}-\w+$")
-# Folders where frameworks put a run's samples beside its log: not runs of their own when the
-# folder above holds a log.
-_SAMPLE_DIRS = re.compile(
-    r"^(completions|rollouts?|samples|rollout_data|train_data|traces|checkpoints?|"
-    r"step_\d+|iteration_\d+|global_step_?\d+)$"
-)
 _MAX_DEPTH = 12
 
 
@@ -144,59 +128,6 @@ class Discovery:
 
     runs: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
-
-
-def _is_run_dir(d: Path) -> bool:
-    """Whether ``d`` is one run by its own markers (see the module docstring)."""
-    try:
-        names = set(os.listdir(d))
-    except OSError:
-        return False
-    if names & {"run.json", "steps.jsonl", "trainer_state.json", "metrics.db"}:
-        return True  # (metrics.db: an rlwatch store, readers/rlwatch.py)
-    if "manifest.json" in names and names & {"steps.parquet", "steps"}:
-        return True  # an rlprobe recording (readers/rlprobe.py)
-    for n in names:
-        if "tfevents" in n or n.endswith(".wandb"):
-            return True
-        if n.startswith("steps.") and n.endswith(".jsonl"):
-            return True  # a sharded rlvitals run without the trainer's own file yet
-    if _prime_rl(d, names) or _mlflow_store(d, names):
-        return True
-    return any(
-        (d / n / "trainer_state.json").is_file() for n in names if n.startswith("checkpoint-")
-    )
-
-
-def _prime_rl(d: Path, names: set[str]) -> bool:
-    """One prime-rl run written by several processes (readers/primerl.py): its trainer's and
-    orchestrator's ``{trainer,orchestrator}/metrics.jsonl`` or console logs, or the file
-    monitor's ``monitors/file/metrics.jsonl``."""
-    if {"trainer", "orchestrator"} <= names:
-        return all((d / n / "metrics.jsonl").is_file() for n in ("trainer", "orchestrator"))
-    if {"trainer.log", "orchestrator.log"} <= names:
-        return True
-    return "monitors" in names and (d / "monitors" / "file" / "metrics.jsonl").is_file()
-
-
-def _mlflow_store(d: Path, names: set[str]) -> bool:
-    """An MLflow file store (readers/mlflow.py): ``<experiment>/meta.yaml`` beside run folders
-    holding ``meta.yaml`` and ``metrics/``; or one such experiment, or one run."""
-
-    def run(r: Path) -> bool:
-        return (r / "meta.yaml").is_file() and (r / "metrics").is_dir()
-
-    def experiment(e: Path) -> bool:
-        if not (e / "meta.yaml").is_file():
-            return False
-        try:
-            return any(run(e / n) for n in os.listdir(e))
-        except OSError:
-            return False
-
-    if "meta.yaml" in names:
-        return run(d) or experiment(d)
-    return any(experiment(d / n) for n in names if n.isdigit())
 
 
 def _recognised(p: Path) -> bool:
@@ -241,8 +172,11 @@ class Finder:
     ``within``: also passes over whatever lies outside these folders."""
 
     def __init__(self, *, links: bool = True, within: list[Path] | None = None) -> None:
+        from .readers.discovery import clues
+
         self.links = links
         self.within = [r.resolve() for r in within or []]
+        self.clues = clues()  # what the registered formats say of runs, samples and dumps
 
     def find(self, path: str | os.PathLike[str]) -> Discovery:
         """Every run at or under ``path``, never raising for what lies beneath."""
@@ -275,7 +209,8 @@ class Finder:
         return not any(real == r or r in real.parents for r in self.within)
 
     def _walk(self, d: Path, found: Discovery, depth: int) -> None:
-        if _is_run_dir(d):
+        clues = self.clues
+        if clues.is_run_dir(d):
             found.runs.append(str(d))
             return
         if depth > _MAX_DEPTH:
@@ -295,7 +230,7 @@ class Finder:
         has_log = False
         first = len(found.runs)
         dumps = False
-        wandb_dir = any(e.name == "latest-run" or _WANDB_RUN.match(e.name) for e in entries)
+        never = clues.never_runs([e.name for e in entries])  # a format's own files, no runs
         for e in entries:
             if e.name.startswith(".") or e.name in _SKIP_DIRS:
                 continue
@@ -311,11 +246,11 @@ class Finder:
                 if link and Path(os.path.realpath(p)).parent == Path(os.path.realpath(d)):
                     continue  # an alias of a sibling (W&B's latest-run): the run once, by name
                 subdirs.append(p)
-            elif _SAMPLE_DUMP.match(e.name) or (wandb_dir and e.name in _WANDB_LOGS):
+            elif e.name in never:
                 continue
-            elif _STEP_DUMP.match(e.name):
-                dumps = True
-            elif p.suffix.lower() in _LOG_SUFFIXES or ".log" in e.name:
+            elif (dump := clues.dump_file(e.name)) is not None:
+                dumps = dumps or dump == "alone"  # a dump's files: the samples of a run
+            elif p.suffix.lower() in clues.suffixes or ".log" in e.name:  # (train.log.1 too)
                 if not is_regular_file(p):
                     if _unreadable(p):
                         found.runs.append(str(p))  # judged as one error line: "cannot read"
@@ -328,11 +263,11 @@ class Finder:
                 else:
                     found.skipped.append(str(p))
         for p in subdirs:
-            if has_log and _SAMPLE_DIRS.match(p.name):
+            if has_log and clues.sample_dir(p.name):
                 continue
             self._walk(p, found, depth + 1)
         if dumps and len(found.runs) == first:
-            found.runs.append(str(d))  # step dumps and no log: the folder is one samples run
+            found.runs.append(str(d))  # a dump's files and no log: the folder is one samples run
 
 
 def find_runs(path: str | os.PathLike[str], *, within: list[Path] | None = None) -> Discovery:

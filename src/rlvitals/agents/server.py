@@ -17,7 +17,7 @@ from pydantic import Field
 
 from .. import __version__
 from ..errors import MissingExtraError, RlvitalsError
-from ..views.safe import line
+from ..safe import line
 from .tools import Tools
 
 __all__ = ["DESCRIPTIONS", "INSTRUCTIONS", "build_server"]

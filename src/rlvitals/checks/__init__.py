@@ -57,9 +57,9 @@ def run_checks(
             (docs/transcripts.md); default: $RLVITALS_TRANSCRIPT_RULES or
             transcript-rules.toml in the run directory.
     """
-    from ..judge import Judge
+    from ..judge import judging
 
-    judge = Judge(
+    judge = judging(
         baseline=baseline,
         thresholds=thresholds,
         rules=transcript_rules,

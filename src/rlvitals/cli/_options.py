@@ -13,26 +13,31 @@ Judging options (``add_judge_args``; check, report, export, watch, serve, demo, 
 ``--baseline``, ``--set``, ``--rules``, ``--stall-after`` and ``--only``, turned into one
 ``rlvitals.judge.Judge`` by ``judge_of``.
 
-Output options (where a command's results go: webhooks, the terminal, the live page) have
-their own section at the end of this module.
+Output options (``add_output_args``; watch, serve, demo, train: where a followed run's news
+goes, ``--webhook``, ``--to``, ``--alert-on``) become the ``Output`` objects ``outputs_of``
+builds; the pace of a command's loop (``watch --interval``, ``serve --poll``) its
+``rlvitals.follow.Throttle`` (``throttle_of``). Each object is built here once and handed down
+whole.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
-from ..checks.base import Report
-from ..checks.context import Thresholds
 from ..errors import UsageError
-from ..judge import Judge
-from ..model import RunData
-from ..readers.keys import require_metrics
-from ..source import Source
 
 if TYPE_CHECKING:
+    from ..checks.base import Report
+    from ..checks.context import Thresholds
+    from ..follow import Throttle
+    from ..judge import Judge
+    from ..model import RunData
     from ..outputs import Output
+    from ..source import Source
 
 __all__ = [
     "add_judge_args",
@@ -40,13 +45,13 @@ __all__ = [
     "add_source_args",
     "judge_of",
     "one_run_of",
-    "open_kwargs",
     "outputs_of",
     "overrides",
     "read_source",
     "runs_of",
     "show_judging_warnings",
     "source_of",
+    "throttle_of",
 ]
 
 
@@ -95,6 +100,8 @@ def add_source_args(
 
 def source_of(args: argparse.Namespace, path: str) -> Source:
     """The ``Source`` of ``path`` read with the command's source options."""
+    from ..source import Source
+
     return Source(
         path,
         format=getattr(args, "source_format", None),
@@ -102,16 +109,6 @@ def source_of(args: argparse.Namespace, path: str) -> Source:
         samples=getattr(args, "samples", None),
         run=getattr(args, "store_run", None),
     )
-
-
-def open_kwargs(args: argparse.Namespace) -> dict[str, Any]:
-    """``source_format``, ``mapping`` and ``run`` from parsed arguments, for readers and
-    views (``--samples`` is ``args.samples``)."""
-    return {
-        "source_format": getattr(args, "source_format", None),
-        "mapping": getattr(args, "mapping", None),
-        "run": getattr(args, "store_run", None),
-    }
 
 
 def runs_of(paths: list[str]) -> list[str]:
@@ -150,6 +147,7 @@ def read_source(
 ) -> RunData:
     """Read ``path`` with the command's source options; notes and warnings go to stderr (the
     first ``shown`` warnings and a count of the rest)."""
+    from ..readers.keys import require_metrics
     from . import show_read_warnings
 
     data = source_of(args, path).read()
@@ -174,8 +172,6 @@ def add_judge_args(
     """Add ``--baseline FILE``, ``--set NAME=VALUE``, ``--rules FILE``, ``--stall-after
     SECONDS`` and ``--only CHECK`` to ``p`` (``baseline`` and ``stall_after``: the command's
     own help for those two)."""
-    from ..checks.verdict import CHECK_ORDER
-
     p.add_argument("--baseline", metavar="FILE", help=baseline or _JUDGE_HELP["baseline"])
     p.add_argument(
         "--set",
@@ -201,17 +197,34 @@ def add_judge_args(
     p.add_argument(
         "--only",
         action="append",
-        choices=CHECK_ORDER,
+        choices=_CheckNames(),
         default=None,
         metavar="CHECK",
         help="run only this check (repeatable)",
     )
 
 
+class _CheckNames:
+    """The checks' names, the choices of ``--only``: read when a value is checked, so declaring
+    the option loads no check."""
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._names()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names())
+
+    @staticmethod
+    def _names() -> list[str]:
+        from ..checks.verdict import CHECK_ORDER
+
+        return list(CHECK_ORDER)
+
+
 def show_judging_warnings(data: RunData, report: Report) -> None:
     """What judging found wrong with the run's files (``Report.warnings``) on stderr, each line
     the reader did not already say."""
-    from ..views.safe import line
+    from ..safe import line
 
     for w in report.warnings:
         if w not in data.warnings:
@@ -220,6 +233,8 @@ def show_judging_warnings(data: RunData, report: Report) -> None:
 
 def overrides(pairs: list[str]) -> Thresholds:
     """The thresholds with ``--set NAME=VALUE`` overrides, each checked."""
+    from ..checks.context import Thresholds
+
     parsed = {}
     for pair in pairs:
         name, sep, value = pair.partition("=")
@@ -234,6 +249,7 @@ def judge_of(args: argparse.Namespace, *, check_rules: bool = True) -> Judge:
     error line at the start, not a warning on every judgement): the thresholds, the baseline
     file and, with ``check_rules``, the rules file."""
     from ..baseline import load as load_baseline
+    from ..judge import Judge
 
     rules = getattr(args, "rules", None)
     if rules and check_rules:
@@ -296,3 +312,9 @@ def outputs_of(args: argparse.Namespace) -> list[Output]:
             out.close(0)
         raise
     return built
+
+
+def throttle_of(args: argparse.Namespace, base: Throttle) -> Throttle:
+    """``base`` (the pace of the command's follow stage) with the command's poll interval
+    (``watch --interval``, ``serve --poll``: ``args.poll_s``)."""
+    return dataclasses.replace(base, poll_s=args.poll_s)

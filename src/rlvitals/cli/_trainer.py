@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
+import threading
 import time
 import warnings
 from pathlib import Path
 from typing import Any
 
+from .. import safe
 from ..errors import MissingExtraError, RlvitalsError
-from ..jsonio import dumps
-from ..source import Source
-from ..views import safe
 from ._options import add_judge_args, add_output_args, judge_of, outputs_of
 
 DEFAULT_PORT = 8765
@@ -54,6 +54,9 @@ def add_run_options(p: argparse.ArgumentParser, *, lists_faults: bool = False) -
 
 def load_trainer() -> Any:
     """``grpo.loop.train``, or one error line naming the extra when torch is missing."""
+    from ..grpo import sleeping_threads
+
+    sleeping_threads()  # before torch loads
     try:
         from ..grpo.loop import train
     except ImportError as exc:
@@ -65,15 +68,20 @@ def load_trainer() -> Any:
 
 def run_trainer(config: Any, args: argparse.Namespace, *, steps: int) -> Path:
     """Run the reference trainer on ``config`` with a live view unless quiet; the run dir."""
+    from ..jsonio import dumps
+    from ..source import Source
+
     started = time.perf_counter()  # before torch loads: the wall time a user waits
     judge = judge_of(args)  # a bad --set, --baseline or --rules: one line now, before training
     train = load_trainer()
-    from ..views.live import LiveView, RunTally, TrainFollow, summary
+    from ..follow.train import TrainFollow, shown_by
+    from ..outputs.console import LiveView
+    from ..views.live import RunTally, summary
 
     stall = getattr(args, "stall_seconds", 20.0)
     args._stop_serving = None
     if getattr(args, "serve", False):
-        from ..views.server import serve_in_background
+        from ..follow.hub import serve_in_background
 
         output = config["output"] if isinstance(config, dict) else config.output
         out_dir = Path(output["output_dir"] if isinstance(output, dict) else output.output_dir)
@@ -96,7 +104,7 @@ def run_trainer(config: Any, args: argparse.Namespace, *, steps: int) -> Path:
         outputs = outputs_of(args)  # --webhook, --to: judged live, told as it trains
         if quiet:
             tally = RunTally(steps, started=started)
-            follow = TrainFollow(outputs, min_alert=args.alert_on) if outputs else None
+            follow = TrainFollow(judge, outputs, min_alert=args.alert_on) if outputs else None
 
             def on_event(kind: str, data: Any) -> None:
                 tally.event(kind, data)
@@ -108,9 +116,15 @@ def run_trainer(config: Any, args: argparse.Namespace, *, steps: int) -> Path:
             finally:
                 lost = follow.close() if follow is not None else 0
         else:
-            with LiveView(steps, started=started, outputs=outputs, min_alert=args.alert_on) as view:
-                run_dir = train(config, fault=args.fault, stall_seconds=stall, on_event=view.event)
-            tally, lost = view.tally, view.lost
+            view = LiveView(steps, started=started)
+            shown = TrainFollow(judge, [view, *outputs], min_alert=args.alert_on)
+            try:
+                with view:
+                    shows = shown_by(view, shown)
+                    run_dir = train(config, fault=args.fault, stall_seconds=stall, on_event=shows)
+            finally:
+                lost = shown.close(10.0)
+            tally = view.tally
             view.console.print()
         if lost:
             print(f"warning: {lost} alert(s) not delivered", file=sys.stderr)
@@ -146,6 +160,8 @@ def run_trainer(config: Any, args: argparse.Namespace, *, steps: int) -> Path:
 def after_run(run_dir: Path, args: argparse.Namespace) -> int:
     """What follows a run: judge it with the checks, and with ``--serve`` keep the dashboard
     up (for ``--linger`` seconds, else until Ctrl-C)."""
+    from ..source import Source
+
     stop = getattr(args, "_stop_serving", None)
     try:
         if not (args.no_check or args.json or args.quiet):
@@ -169,14 +185,8 @@ def after_run(run_dir: Path, args: argparse.Namespace) -> int:
                 file=sys.stderr,
                 flush=True,
             )
-            try:
-                if linger is None:
-                    while True:
-                        time.sleep(3600)
-                else:
-                    time.sleep(linger)
-            except KeyboardInterrupt:
-                pass
+            with contextlib.suppress(KeyboardInterrupt):
+                threading.Event().wait(linger)  # None: until Ctrl-C
     finally:
         if stop is not None:
             stop()

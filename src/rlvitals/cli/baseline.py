@@ -5,15 +5,16 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..baseline import build, save
 from ..errors import UsageError
 from ._options import add_source_args, read_source
+
+HELP = "healthy ranges per metric from several healthy seeds"
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "baseline",
-        help="healthy ranges per metric from several healthy seeds",
+        help=HELP,
         description="Read healthy runs of one setup (three seeds, say) and store per metric the "
         "range and mean over the first steps and the trend over each run; hold a new run "
         "against them with `rlvitals check RUN --baseline FILE`.",
@@ -32,6 +33,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..baseline import build, save
+
     if len(args.paths) < 2:
         raise UsageError(
             "a baseline needs two or more healthy runs of one setup (seeds): from one run its "

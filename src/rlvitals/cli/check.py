@@ -7,20 +7,23 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
-from ..checks import severity_rank
-from ..checks.base import Finding, Report
 from ..errors import UsageError
-from ..fleet.judging import Outcome
-from ..views.check import render_markdown, render_text
 from ._options import add_judge_args, add_source_args, judge_of, source_of
 from ._options import overrides as _overrides  # noqa: F401  (tests name it here)
+
+if TYPE_CHECKING:
+    from ..checks.base import Report
+    from ..fleet.judging import Outcome
+
+HELP = "judge whether runs are learning, stalled, exploited or drifting"
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "check",
-        help="judge whether runs are learning, stalled, exploited or drifting",
+        help=HELP,
         description="Read runs (any format rlvitals reads, finished or running) and judge them "
         "in the seeds' order: liveness, non-finite values, reward, rejected groups, failed "
         "attempts, episodes, sampler/trainer agreement, policy, transcripts, held-out. Exit "
@@ -68,6 +71,7 @@ def _expand(paths: list[str]) -> tuple[list[str], list[str], list[Outcome]]:
     """The runs the paths name (folders searched), the files passed over, and an Outcome
     with the error line for each path that names no run."""
     from ..errors import ReadError
+    from ..fleet.judging import Outcome
     from ..source import find_runs
 
     runs: list[str] = []
@@ -85,7 +89,9 @@ def _expand(paths: list[str]) -> tuple[list[str], list[str], list[Outcome]]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..checks import severity_rank
     from ..fleet import judge
+    from ..views.check import render_markdown, render_text
     from ..views.fleet import fleet_json, render_outcome_line, render_summary
 
     options = {"source": source_of(args, ""), "judge": judge_of(args, check_rules=False)}
@@ -148,6 +154,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _report(o: Outcome) -> Report:
     """A Report back from its dict form (what a worker process sends)."""
+    from ..checks.base import Finding, Report
+
     d = o.report or {}
     findings = [Finding(**f) for f in d.get("findings", [])]
     return Report(

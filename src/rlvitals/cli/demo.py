@@ -6,14 +6,17 @@ import argparse
 import json
 import sys
 
-from ..grpo.faults import FAULTS, describe, parse_fault
 from ._trainer import add_run_options, after_run, load_trainer, run_trainer
+
+HELP = "train the tiny reference GRPO trainer on the CPU (healthy, or with a fault)"
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from ..grpo.faults import FAULTS
+
     p = sub.add_parser(
         "demo",
-        help="train the tiny reference GRPO trainer on the CPU (healthy, or with a fault)",
+        help=HELP,
         description="Warm-start and train a small transformer with GRPO on additions (some "
         "with a lookup tool), writing a run directory through rlvitals' own writer, with the "
         "key numbers live in the terminal; then judge the run. --fault breaks it in one of "
@@ -50,6 +53,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..grpo.faults import parse_fault
+
     if args.list_faults:
         return _list_faults(args.json)
     if args.fault:
@@ -65,6 +70,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _list_faults(as_json: bool) -> int:
+    from ..grpo.faults import describe
+
     rows = describe()
     if as_json:
         sys.stdout.write(json.dumps(rows, indent=2) + "\n")

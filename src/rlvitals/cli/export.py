@@ -9,11 +9,13 @@ import sys
 from ..errors import UsageError
 from ._options import add_judge_args, judge_of, runs_of, source_of
 
+HELP = "write runs as Parquet tables (runs, steps, attempts, findings)"
+
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "export",
-        help="write runs as Parquet tables (runs, steps, attempts, findings)",
+        help=HELP,
         description="Read and judge runs (folders of runs are searched) and write OUT/runs, "
         "OUT/steps, OUT/attempts and OUT/findings as Parquet, one file per run in each, every "
         "row carrying its run. Needs the fleet extra (pyarrow, duckdb).",
@@ -58,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
         source=source_of(args, ""),
         judge=judge_of(args),
     )
-    from ..views import safe
+    from .. import safe
 
     bad = [r for r in rows if r.get("error")]
     for r in bad:

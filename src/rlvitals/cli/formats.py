@@ -6,14 +6,15 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..views.formats import explain_json, explain_text, formats_json, formats_text
 from ._options import add_source_args, read_source
+
+HELP = "list the run formats rlvitals reads and their mapping tables"
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "formats",
-        help="list the run formats rlvitals reads and their mapping tables",
+        help=HELP,
         description="List the formats rlvitals can read (in sniffing order). With NAME: that "
         "format's mapping table, source key -> canonical name, and what is left unmapped. "
         "With --explain FILE: read FILE and print each of its keys, the canonical name it "
@@ -31,6 +32,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..views.formats import explain_json, explain_text, formats_json, formats_text
+
     if args.explain:
         data = read_source(args.explain, args, shown=5, require=False)
         if args.json:

@@ -6,11 +6,13 @@ import argparse
 
 from ._options import add_judge_args, judge_of
 
+HELP = "serve read-only tools to a coding agent over MCP (stdio)"
+
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "mcp",
-        help="serve read-only tools to a coding agent over MCP (stdio)",
+        help=HELP,
         description="Serve rlvitals to a coding agent as an MCP server on standard input and "
         "output: find_runs, check_run, read_metrics, list_transcripts and compare_runs, each "
         "read-only, each judging as `rlvitals check` does. Paths outside the roots are "

@@ -5,14 +5,15 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..views.series import metrics_json, metrics_text
 from ._options import add_source_args, read_source
+
+HELP = "print a run's metrics over its steps"
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "metrics",
-        help="print a run's metrics over its steps",
+        help=HELP,
         description="Print the step series of a run (any format rlvitals reads), the way one "
         "greps a number over the steps, but typed. Without --metric: every canonical metric.",
     )
@@ -40,6 +41,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..views.series import metrics_json, metrics_text
+
     data = read_source(args.path, args, shown=100)
     if args.json:
         sys.stdout.write(metrics_json(data, args.metric, include_original=args.all))

@@ -6,13 +6,16 @@ import argparse
 import sys
 
 from ..errors import UsageError
+from ._options import source_of
 from .export import add_fleet_options, expand
+
+HELP = "SQL over runs (DuckDB): tables runs, steps, attempts, findings"
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "query",
-        help="SQL over runs (DuckDB): tables runs, steps, attempts, findings",
+        help=HELP,
         description="Run an SQL query (DuckDB, embedded) over runs: a folder `rlvitals export` "
         "wrote, or runs and folders of runs (exported to a temporary folder first). Tables: "
         'runs, steps (one column per metric; quote names with a slash: "reward/mean"; a key '
@@ -35,10 +38,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from .. import safe
     from ..fleet import query
     from ..fleet.tables import is_export
     from ..jsonio import dumps
-    from ..views import safe
     from ..views.fleet import render_query
 
     if len(args.items) < 2:
@@ -51,8 +54,7 @@ def run(args: argparse.Namespace) -> int:
         sql,
         jobs=args.jobs,
         extensions=args.extensions,
-        source_format=args.source_format,
-        mapping=getattr(args, "mapping", None),
+        source=source_of(args, ""),
     )
     if args.json:
         sys.stdout.write(safe.json_for_terminal(dumps(result.to_dict(), indent=2)) + "\n")

@@ -15,11 +15,13 @@ from ._options import (
     show_judging_warnings,
 )
 
+HELP = "write a self-contained HTML report of runs (plots, findings, transcripts)"
+
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "report",
-        help="write a self-contained HTML report of runs (plots, findings, transcripts)",
+        help=HELP,
         description="Judge runs and write one HTML file that opens offline: the verdict and "
         "findings in the seeds' order, the dashboard plots with each finding marked where it "
         "happened, healthy ranges shaded (--baseline), several runs overlaid, and the "
@@ -70,13 +72,13 @@ def run(args: argparse.Namespace) -> int:
         runs.append((data, report))
     shading = baseline_ranges(baseline, args.baseline) if baseline else None
     if args.json:
-        from ..views.safe import json_for_terminal
+        from ..safe import json_for_terminal
 
         sys.stdout.write(json_for_terminal(dumps(report_payload(runs, baseline=shading))) + "\n")
         return 0
     html = render_report(runs, baseline=shading, title=args.title)
     write_report(args.output, html)
-    from ..views import safe
+    from .. import safe
 
     worst = [f"{r.info.get('name') or r.source}: {r.verdict} ({r.worst})" for _, r in runs]
     shown = "; ".join(worst[:5]) + (f"; and {len(worst) - 5} more" if len(worst) > 5 else "")

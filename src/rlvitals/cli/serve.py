@@ -10,15 +10,18 @@ from ._options import (
     add_output_args,
     add_source_args,
     judge_of,
-    open_kwargs,
     outputs_of,
+    source_of,
+    throttle_of,
 )
+
+HELP = "serve a live dashboard of runs (updates as steps land; /metrics for Prometheus)"
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "serve",
-        help="serve a live dashboard of runs (updates as steps land; /metrics for Prometheus)",
+        help=HELP,
         description="Serve a live dashboard for every run under the given folders (new runs "
         "appear as they start) and for runs given directly: the same plots, findings and "
         "transcripts as the report, updated as steps land (server-sent events), and /metrics "
@@ -46,6 +49,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     p.add_argument(
         "--poll",
+        dest="poll_s",
         type=float,
         default=0.1,
         metavar="SECONDS",
@@ -69,8 +73,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..follow.hub import Hub, serve
     from ..views.dashboard import baseline_ranges
-    from ..views.server import Hub, _is_loopback, serve
+    from ..views.server import _is_loopback  # the serve extra, or one error line now
 
     judge = judge_of(args)
     baseline = judge.baseline
@@ -96,18 +101,16 @@ def run(args: argparse.Namespace) -> int:
             args.paths,
             args.host,
             args.port,
-            baseline=baseline,
-            shading=shading,
-            poll_interval=args.poll,
-            stall_after=judge.stall_after,
             verbose=args.verbose,
             on_ready=ready,
-            follow_links=args.follow_links,
-            judge=judge,
             allowed_hosts=args.allow_host,
+            page={"baseline": shading, "stall_after": judge.stall_after},
+            source=source_of(args, ""),
+            judge=judge,
             outputs=outputs,
+            throttle=throttle_of(args, Hub.THROTTLE),
             min_alert=args.alert_on,
-            **open_kwargs(args),
+            follow_links=args.follow_links,
         )
     except BaseException:
         for out in outputs:

@@ -6,17 +6,18 @@ import argparse
 import tomllib
 from pathlib import Path
 
-from ..config import load_config
 from ..errors import UsageError
-from ..grpo.config import SECTIONS, unusable_guard
-from ..grpo.faults import FAULTS, parse_fault
 from ._trainer import add_run_options, after_run, run_trainer
+
+HELP = "run the reference GRPO trainer from a TOML config"
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from ..grpo.faults import FAULTS
+
     p = sub.add_parser(
         "train",
-        help="run the reference GRPO trainer from a TOML config",
+        help=HELP,
         description="Run the reference GRPO trainer (CPU, PyTorch) from a TOML file: the "
         "writer's [output] [training] [rollout] sections plus the trainer's [model] [task] "
         "[optim] (see docs/trainer.md and examples/). Needs the 'train' extra (torch).",
@@ -39,6 +40,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..config import load_config
+    from ..grpo.config import SECTIONS, unusable_guard
+    from ..grpo.faults import parse_fault
+
     cfg = load_config(args.config, sections=SECTIONS)  # errors name the file, section, key
     if not _sets_guard(args.config):  # the guard in updates, as the demo's (grpo.demo)
         cfg.training.max_consecutive_unusable_groups = unusable_guard(

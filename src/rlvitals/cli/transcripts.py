@@ -7,18 +7,15 @@ import sys
 from pathlib import Path
 
 from ..errors import UsageError
-from ..judge import load_run_rules
-from ..source import run_dir
-from ..transcripts.browse import browse
-from ..transcripts.store import TranscriptStore
-from ..views.transcripts import render_json, render_text
 from ._options import add_source_args, read_source, source_of
+
+HELP = "read the highest-reward attempts every few updates, with their flags"
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "transcripts",
-        help="read the highest-reward attempts every few updates, with their flags",
+        help=HELP,
         description="Show a run's transcripts the way the seeds ask: the highest-reward "
         "attempts every few updates (or the lowest, one attempt by id, or those that raised a "
         "flag), with reward, policy version, lengths, whether each trained, and the flags "
@@ -65,7 +62,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..judge import load_run_rules
     from ..readers.remote import is_url
+    from ..source import run_dir
+    from ..transcripts.browse import browse
+    from ..transcripts.store import TranscriptStore
+    from ..views.transcripts import render_json, render_text
 
     path = Path(args.path)
     if not is_url(args.path) and not path.exists():

@@ -11,15 +11,18 @@ from ._options import (
     add_source_args,
     judge_of,
     one_run_of,
-    open_kwargs,
     outputs_of,
+    source_of,
+    throttle_of,
 )
+
+HELP = "follow a live run: step, key numbers, verdict; alerts on new findings"
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "watch",
-        help="follow a live run: step, key numbers, verdict; alerts on new findings",
+        help=HELP,
         description="Follow a running run in the terminal, reading only what it writes next: "
         "its step, key numbers and verdict, whether a slow phase is still making progress "
         "(heartbeats) or the run has stalled. Each new finding is posted once to --webhook "
@@ -37,7 +40,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="exit 1 at the end when a finding at this level or worse exists (default: fail)",
     )
     p.add_argument(
-        "--interval", type=float, default=1.0, metavar="SECONDS", help="poll interval (default 1)"
+        "--interval",
+        dest="poll_s",
+        type=float,
+        default=1.0,
+        metavar="SECONDS",
+        help="poll interval (default 1)",
     )
     add_source_args(p)
     p.add_argument(
@@ -56,20 +64,18 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from ..views.watch import Watcher, watch
+    from ..follow.watch import Watcher, watch
 
     judge = judge_of(args)
     outputs = outputs_of(args)
     try:
         watcher = Watcher(
-            one_run_of(args.path),
-            **open_kwargs(args),
-            stall_after=judge.stall_after,
-            judge=judge,
-            outputs=outputs,
+            source_of(args, one_run_of(args.path)),
+            judge,
+            outputs,
+            throttle_of(args, Watcher.THROTTLE),
             min_alert=args.alert_on,
             wait=True,
-            samples=args.samples,
         )
     except BaseException:
         for out in outputs:
@@ -78,7 +84,6 @@ def run(args: argparse.Namespace) -> int:
     return watch(
         watcher,
         console=Console(),
-        interval=args.interval,
         fail_on=None if args.fail_on == "never" else args.fail_on,
         json_lines=args.json,
         out=sys.stdout,

@@ -17,9 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..checks.base import Report, severity_rank
-from ..judge import Judge
+from ..judge import Judge, judging
 from ..model import RunData
-from ..readers._split import side_by_side
 from ..source import Source
 
 __all__ = ["Outcome", "judge", "judged", "plan", "run_bytes"]
@@ -64,7 +63,8 @@ def plan(options: dict[str, Any]) -> tuple[Source, Judge]:
         samples=options.get("samples"),
         run=options.get("run"),
     )
-    judge = options.get("judge") or Judge(
+    judge = judging(
+        options.get("judge"),
         baseline=options.get("baseline"),
         thresholds=options.get("thresholds"),
         rules=options.get("transcript_rules"),
@@ -90,6 +90,7 @@ def judged(data: RunData, judge: Judge) -> Report:
 def _read_and_check(path: str, options: dict[str, Any]) -> tuple[Any, Any, str | None]:
     """Read and check one run: ``(data, report, None)``, or ``(None, None, error line)``."""
     from ..errors import RlvitalsError
+    from ..readers._split import side_by_side
     from ..readers.keys import require_metrics
 
     source, judge = plan(options)

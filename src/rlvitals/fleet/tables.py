@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import MissingExtraError, UsageError
-from ..views.safe import unicode_text
+from ..safe import unicode_text
 from .judging import ordered_map
 
 __all__ = ["TABLES", "export", "is_export"]

@@ -417,19 +417,17 @@ class RLVitalsCallback(TrainerCallback):
         if self.run.last_step is None:
             return
         from ..checks import severity_rank
-        from ..follow import Follower
-        from ..views.console import FindingLines
+        from ..follow import Follower, Throttle
+        from ..outputs.console import FindingLines
+        from ..source import Source
 
         if self._follower is None:
             every = self.check_every
             self._follower = Follower(
-                str(self.run.dir),
-                source_format="rlvitals",
-                checks_every_s=every,
-                idle_check_s=every,
-                cost_factor=0.0 if every == 0 else 5.0,
-                min_alert=self.show,
+                Source(str(self.run.dir), format="rlvitals"),
                 outputs=[FindingLines(self._out()), *self.outputs],
+                throttle=Throttle(every_s=every, idle_s=every, cost_factor=0.0 if every else 5.0),
+                min_alert=self.show,
             )
         up = self._follower.poll(force=final)
         if not up.judged or self._follower.report is None:

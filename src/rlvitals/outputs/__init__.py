@@ -1,43 +1,48 @@
 """Outputs: where the follow stage hands what is new about a run.
 
 An output is one class behind one small interface (``Output``): ``open(run)`` when a run is
-first followed, ``update(run, update)`` after each read and each judgement (an
-``rlvitals.follow.Update``: new data, the new step, the new findings...), ``close(timeout)``
-at the end, returning how many things it could not deliver. ``run`` is the
-``rlvitals.follow.Follower`` of that run: its ``name``, ``id``, ``source``, ``data`` and
-``report``. The same outputs serve ``rlvitals watch``, ``rlvitals serve``, the TRL callback and
-the trainer's live view, so a new one (a Discord notifier, an OpenTelemetry exporter) is one
-module.
+first followed, ``update(run, update)`` after each read and each judgement (an ``Update``: new
+data, the new step, the new findings...), ``close(timeout)`` at the end, returning how many
+things it could not deliver. ``run`` is the ``rlvitals.follow.Follower`` of that run: its
+``name``, ``id``, ``source``, ``data`` and ``report``. The same outputs serve ``rlvitals
+watch``, ``rlvitals serve``, the TRL callback and the trainer, so a new one (a Discord
+notifier, an OpenTelemetry exporter) is one module.
 
-Outputs come from rlvitals (``webhook``, ``slack``, ``discord``: ``outputs/webhook.py``;
-``wandb``: ``outputs/wandb_alerts.py``; ``otel``: ``outputs/otel.py``; the
-terminal, the live page and the trainer's console draw, so they live in ``views/``) or from
-any installed package, through the ``rlvitals.outputs`` entry-point group::
+Every output of rlvitals is a module of this folder, as apprise keeps its notifiers:
+
+    webhook.py     ``webhook``, ``slack``, ``discord``: each new finding posted once
+    wandb_alerts.py  ``wandb``: each new finding a W&B alert on the run's W&B run
+    otel.py        ``otel``: the ``/metrics`` gauges to an OpenTelemetry collector (OTLP/HTTP)
+    terminal.py    ``watch``'s terminal: the live view, or one line per event
+    console.py     the trainer's live console, and the TRL callback's finding lines
+    page.py        ``serve``'s live page: server-sent events to the pages that show a run
+    prometheus.py  ``serve``'s ``/metrics``
+
+Other packages add outputs through the ``rlvitals.outputs`` entry-point group::
 
     [project.entry-points."rlvitals.outputs"]
     myout = "my_package.module:MyOutput"
 
 ``load_output("myout=ARG")`` (the CLI's ``--to myout=ARG``) calls ``MyOutput("ARG")``, or
-``MyOutput()`` without ``=ARG``. ``AlertTracker`` (which findings are news) lives here too, so
-the follow stage needs nothing from the views.
+``MyOutput()`` without ``=ARG``. ``AlertTracker`` (which findings are news) and ``Update``
+live here too, so the follow stage and its outputs share one vocabulary.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import Any
 
 from ..checks.base import Finding, severity_rank
 from ..errors import RlvitalsError, UsageError
-
-if TYPE_CHECKING:
-    from ..follow import Update
 
 __all__ = [
     "ENTRY_POINT_GROUP",
     "AlertTracker",
     "Output",
+    "Update",
     "available_outputs",
     "finding_key",
     "load_output",
@@ -46,6 +51,23 @@ __all__ = [
 ENTRY_POINT_GROUP = "rlvitals.outputs"
 
 Key = tuple[str, str, str | None]
+
+
+@dataclass
+class Update:
+    """What one read or judgement of a run found: what the follow stage hands each output."""
+
+    new_data: bool = False  # new records were read
+    reset: bool = False  # the run was recreated: everything before is gone
+    waiting: bool = False  # the run does not exist (yet)
+    judged: bool = False  # the checks ran in this poll
+    report_changed: bool = False  # what the report shows changed
+    new_step: int | None = None  # the run's last step, when it moved
+    # Each series that grew: the index range of its new points in data.metrics.columns(name)
+    # (0 to the end when earlier points changed too: a step recorded late, a rewrite).
+    new_points: dict[str, tuple[int, int]] = field(default_factory=dict)
+    new_findings: list[tuple[Finding, str | None]] = field(default_factory=list)
+    error: str | None = None  # reading or judging failed (also kept in data.warnings)
 
 
 def finding_key(f: Finding) -> Key:

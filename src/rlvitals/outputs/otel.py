@@ -1,7 +1,7 @@
 """OpenTelemetry metrics: the gauges of ``/metrics`` exported through the OpenTelemetry SDK over
 OTLP/HTTP, an ``Output`` (``--to otel=URL``; the ``otel`` extra).
 
-The gauges are ``views.prometheus.gauges``: the same families (``rlvitals_metric`` with a
+The gauges are ``outputs.prometheus.gauges``: the same families (``rlvitals_metric`` with a
 ``metric`` attribute, ``rlvitals_last_step``, ``rlvitals_verdict``...), the same attributes and
 values as the Prometheus text ``rlvitals serve`` answers, so a collector that scrapes one and
 receives the other holds the same series; but for a metric whose latest value is NaN or
@@ -30,8 +30,8 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from ..errors import MissingExtraError, UsageError
-from ..views.prometheus import FAMILIES, Sample, gauges
 from . import Output
+from .prometheus import FAMILIES, Sample, gauges
 
 __all__ = ["OtelMetrics", "otel_output"]
 

@@ -42,9 +42,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from .. import safe
 from ..checks.base import VERDICTS, Finding
 from ..errors import MissingExtraError, UsageError
-from ..views import safe
 from . import Output, finding_key
 
 __all__ = ["WandbAlerts", "alert_fields", "wandb_output"]

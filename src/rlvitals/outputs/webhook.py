@@ -35,11 +35,10 @@ from typing import Any
 from urllib.parse import SplitResult, urlsplit
 from urllib.request import getproxies, proxy_bypass
 
-from .. import __version__
+from .. import __version__, safe
 from ..checks.base import VERDICTS, Finding
 from ..errors import MissingExtraError, UsageError
 from ..jsonio import clean
-from ..views import safe
 from . import Output, finding_key
 
 __all__ = [

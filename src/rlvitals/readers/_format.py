@@ -2,12 +2,16 @@
 
 The bottom of the readers' layering: reader modules import ``Format`` and ``register`` from
 here, and the registry (sniffing, ``formats()``) and the package face import the reader
-modules, never the other way round.
+modules, never the other way round. A ``Format`` also says what the one discovery
+(``rlvitals.source.find_runs``) needs to know of it (``readers.discovery``): the files that
+make a folder one of its runs, the folders beside its log that hold its samples, the file
+suffixes worth sniffing, the names in a folder that are never runs. So a new reader, a folder
+layout included, is one file.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -37,6 +41,18 @@ class Format:
     ``priority`` places it in sniffing order (lower: more specific). ``over`` names formats
     this one refines (Miles over slime): where this one's sniffer accepts a path, those are
     not candidates.
+
+    What discovery needs (all optional):
+
+    - ``markers``: names (glob patterns, ``"*tfevents*"``) whose presence in a folder makes it
+      one run of this format (``run.json``, ``trainer_state.json``);
+    - ``marks(folder, names)``: the same for a layout a name cannot say (prime-rl's
+      ``trainer/`` and ``orchestrator/``, an MLflow store);
+    - ``sample_dirs``: folder names (regular expressions) beside its log that hold its samples
+      or checkpoints, never runs of their own;
+    - ``suffixes``: file suffixes (lower case) discovery sniffs for it (``.jsonl``, ``.log``);
+    - ``passes_over(names)``: the names among a folder's entries that are never runs (W&B's
+      own service logs beside its run folders).
     """
 
     def __init__(
@@ -51,6 +67,11 @@ class Format:
         kind: str = "",
         files: str = "",
         over: tuple[str, ...] = (),
+        markers: tuple[str, ...] = (),
+        marks: Callable[[Path, set[str]], bool] | None = None,
+        sample_dirs: tuple[str, ...] = (),
+        suffixes: tuple[str, ...] = (),
+        passes_over: Callable[[list[str]], Iterable[str]] | None = None,
     ) -> None:
         self.name = name
         self.description = description
@@ -61,6 +82,11 @@ class Format:
         self.kind = kind  # "run directory", "console log", "JSONL", "event files", ...
         self.files = files  # what to point it at
         self.over = over
+        self.markers = markers
+        self.marks = marks
+        self.sample_dirs = sample_dirs
+        self.suffixes = suffixes
+        self.passes_over = passes_over
 
     @property
     def scored(self) -> bool:

@@ -461,5 +461,6 @@ register(
         table=CONSOLE,
         kind="console log",
         files="a console log (or a directory of them), a pasted fragment, a notebook table",
+        suffixes=(".log", ".txt", ".out", ".err", ".md"),
     )
 )

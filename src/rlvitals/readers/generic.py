@@ -231,6 +231,9 @@ register(
         priority=90,
         table=GENERIC,
         kind="JSONL",
+        suffixes=(".jsonl",),
+        # the folders any loop names for its samples and checkpoints beside its log
+        sample_dirs=("samples", "train_data", "checkpoints?"),
     )
 )
 register(
@@ -242,5 +245,6 @@ register(
         priority=91,
         table=GENERIC,
         kind="CSV",
+        suffixes=(".csv", ".tsv"),
     )
 )

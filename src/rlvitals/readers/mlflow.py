@@ -20,6 +20,7 @@ name or id); deleted runs are not offered.
 from __future__ import annotations
 
 import math
+import os
 import sqlite3
 from pathlib import Path
 
@@ -272,6 +273,26 @@ def _sniff(path: Path) -> bool:
         return False
 
 
+def _file_store(d: Path, names: set[str]) -> bool:
+    """An MLflow file store: ``<experiment>/meta.yaml`` beside run folders holding ``meta.yaml``
+    and ``metrics/``; or one such experiment, or one run."""
+
+    def run(r: Path) -> bool:
+        return (r / "meta.yaml").is_file() and (r / "metrics").is_dir()
+
+    def experiment(e: Path) -> bool:
+        if not (e / "meta.yaml").is_file():
+            return False
+        try:
+            return any(run(e / n) for n in os.listdir(e))
+        except OSError:
+            return False
+
+    if "meta.yaml" in names:
+        return run(d) or experiment(d)
+    return any(experiment(d / n) for n in names if n.isdigit())
+
+
 register(
     Format(
         "mlflow",
@@ -283,5 +304,7 @@ register(
         table=None,
         kind="tracking store",
         files="mlflow.db, mlruns/",
+        marks=_file_store,
+        suffixes=(".db",),
     )
 )

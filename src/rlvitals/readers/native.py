@@ -735,5 +735,7 @@ register(
         NativeReader,
         priority=0,
         kind="run directory",
+        # a sharded run's steps.<shard>.jsonl marks it before the trainer's own file exists
+        markers=("run.json", "steps.jsonl", "steps.*.jsonl"),
     )
 )

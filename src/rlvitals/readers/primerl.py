@@ -235,6 +235,17 @@ def _sniff_jsonl(path: Path) -> bool:
     return sniff_glob(path, "*.jsonl", is_prime_metrics)
 
 
+def _run_dir(d: Path, names: set[str]) -> bool:
+    """One prime-rl run written by several processes: its trainer's and orchestrator's
+    ``{trainer,orchestrator}/metrics.jsonl`` or console logs, or the file monitor's
+    ``monitors/file/metrics.jsonl``."""
+    if {"trainer", "orchestrator"} <= names:
+        return all((d / n / "metrics.jsonl").is_file() for n in ("trainer", "orchestrator"))
+    if {"trainer.log", "orchestrator.log"} <= names:
+        return True
+    return "monitors" in names and (d / "monitors" / "file" / "metrics.jsonl").is_file()
+
+
 register(
     Format(
         "prime-rl",
@@ -245,6 +256,8 @@ register(
         priority=22,
         table=PRIME_RL,
         kind="JSONL",
+        marks=_run_dir,
+        sample_dirs=(r"step_\d+",),  # its checkpoints and weights, step_N each
     )
 )
 register(

@@ -254,5 +254,8 @@ register(
         table=RLPROBE,
         kind="run directory",
         files="<run_dir>/",
+        marks=lambda d, names: (
+            "manifest.json" in names and bool(names & {"steps.parquet", "steps"})
+        ),
     )
 )

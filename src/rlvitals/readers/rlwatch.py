@@ -192,5 +192,7 @@ register(
         table=RLWATCH,
         kind="SQLite database",
         files="<log_dir>/metrics.db",
+        markers=("metrics.db",),
+        suffixes=(".db",),
     )
 )

@@ -440,5 +440,6 @@ register(
         priority=5,
         table=None,
         kind="event files",
+        markers=("*tfevents*",),
     )
 )

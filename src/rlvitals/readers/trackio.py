@@ -200,5 +200,6 @@ register(
         table=None,
         kind="SQLite database",
         files="$TRACKIO_DIR/<project>.db",
+        suffixes=(".db",),
     )
 )

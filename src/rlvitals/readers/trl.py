@@ -360,6 +360,10 @@ register(
         table=TRL,
         kind="JSON",
         files="trainer_state.json, or any JSON holding log_history or the bare list",
+        markers=("trainer_state.json",),
+        marks=lambda d, names: any(
+            (d / n / "trainer_state.json").is_file() for n in names if n.startswith("checkpoint-")
+        ),
     )
 )
 register(
@@ -372,6 +376,7 @@ register(
         priority=89,
         table=GENERIC,
         kind="JSON",
+        suffixes=(".json",),
     )
 )
 register(

@@ -169,6 +169,7 @@ register(
         priority=32,
         table=VERL,
         kind="console log",
+        sample_dirs=(r"global_step_?\d+",),  # its checkpoints beside the log
     )
 )
 register(

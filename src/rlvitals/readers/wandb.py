@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import re
 import struct
 import zlib
 from dataclasses import dataclass
@@ -467,6 +468,19 @@ def _sniff(path: Path) -> bool:
         return False
 
 
+# W&B's own logs of its service, beside the runs in a wandb/ folder: never a run.
+_SERVICE_LOGS = {"debug.log", "debug-internal.log", "debug-cli.log", "debug-core.log"}
+_RUN_FOLDER = re.compile(r"^(offline-)?run-\d{8}_\d{6}-\w+$")
+
+
+def _service_logs(names: list[str]) -> set[str]:
+    """W&B's service logs among the names of a ``wandb/`` folder (one holding run folders or
+    ``latest-run``)."""
+    if any(n == "latest-run" or _RUN_FOLDER.match(n) for n in names):
+        return _SERVICE_LOGS
+    return set()
+
+
 register(
     Format(
         "wandb",
@@ -479,5 +493,7 @@ register(
         table=None,
         kind="run directory",
         files="wandb/latest-run",
+        markers=("*.wandb",),
+        passes_over=_service_logs,
     )
 )

@@ -14,7 +14,7 @@ import re
 import zlib
 from typing import Any
 
-from ..views import safe as _safe
+from .. import safe as _safe
 
 __all__ = [
     "TERMINAL_UNSAFE",
@@ -27,7 +27,7 @@ __all__ = [
     "zlib_ratio",
 ]
 
-# The one rule for unsafe characters lives in ``views/safe.py`` (C0/C1 controls, bidi marks,
+# The one rule for unsafe characters lives in ``safe.py`` (C0/C1 controls, bidi marks,
 # embeddings, overrides and isolates (CVE-2021-42574), separators, zero-width characters).
 TERMINAL_UNSAFE = _safe.UNSAFE
 

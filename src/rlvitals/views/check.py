@@ -8,9 +8,9 @@ import re
 import shlex
 from typing import IO, Any
 
+from .. import safe
 from ..checks.base import VERDICTS, Finding, Report
 from ..jsonio import dumps
-from . import safe
 
 __all__ = ["render_json", "render_markdown", "render_text"]
 

@@ -6,30 +6,12 @@ emoji codes in it, never highlights it, and renders at a fixed width when asked 
 
 from __future__ import annotations
 
-from typing import IO, TYPE_CHECKING, Any
-
-from ..outputs import Output
-from . import safe
+from typing import IO, TYPE_CHECKING
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-__all__ = ["FindingLines", "plain_console"]
-
-
-class FindingLines(Output):
-    """An ``Output`` that prints one line per new finding (``rlvitals: WARN check: title``),
-    run text made safe for a terminal: the TRL callback's live log."""
-
-    def __init__(self, stream: IO[str], prefix: str = "rlvitals: ") -> None:
-        self.stream = stream
-        self.prefix = prefix
-
-    def update(self, run: Any, update: Any) -> None:
-        for f, before in update.new_findings:
-            was = f" (was {before})" if before else ""
-            line = f"{f.severity.upper()}{was} {f.check}: {f.title}"
-            print(self.prefix + safe.line(line), file=self.stream, flush=True)
+__all__ = ["plain_console"]
 
 
 def plain_console(

@@ -36,10 +36,10 @@ from ..checks.base import VERDICTS, Report
 from ..errors import ReadError
 from ..jsonio import clean
 from ..model import RunData
+from ..safe import json_for_html, unsurrogate
+from ..safe import line as safe_line
 from ..schema import is_canonical, plot_members
 from ..source import transcript_store
-from .safe import json_for_html
-from .safe import line as safe_line
 
 __all__ = [
     "PLOTS",
@@ -47,6 +47,7 @@ __all__ = [
     "load_baseline",
     "load_transcripts",
     "page_html",
+    "page_json",
     "run_payload",
     "safe_json",
     "series_payload",
@@ -376,6 +377,20 @@ def safe_json(value: Any) -> str:
         .replace("\u2028", "\\u2028")
         .replace("\u2029", "\\u2029")
     )
+
+
+def page_json(data: Any) -> bytes:
+    """JSON for the live page (its events and API answers): bidi, C1 and separator characters
+    in run text arrive as visible ``\\u202e`` text (``safe.json_for_html``), never as characters
+    that reorder the page; a file name that is not UTF-8 arrives with its odd bytes as
+    ``\\xff`` text."""
+    try:
+        raw = _ENC.encode(data)
+    except UnicodeEncodeError:
+        raw = _ENC.encode(unsurrogate(data))
+    if raw.isascii():
+        return raw
+    return json_for_html(raw.decode("utf-8")).encode("utf-8")
 
 
 def dashboard_metrics(data: RunData, report: Report | None = None) -> list[str]:

@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections import Counter
 from typing import IO, Any
 
+from .. import safe
 from ..checks.base import VERDICTS
 from ..jsonio import dumps
-from . import safe
 
 __all__ = ["fleet_json", "render_outcome_line", "render_query", "render_summary"]
 

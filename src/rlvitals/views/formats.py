@@ -58,7 +58,7 @@ def formats_json(names: list[str] | None = None) -> str:
 
 
 def _md_escape(text: str) -> str:
-    from .safe import markdown_cell
+    from ..safe import markdown_cell
 
     return markdown_cell(text)
 
@@ -177,6 +177,16 @@ _MD_END = [
     "places it among them) and read by every command. A name rlvitals uses already stays",
     "rlvitals' own; a reader that cannot be imported is left out, and a path no format",
     "reads names it in its error.",
+    "",
+    "The same `Format` tells the one discovery (`check DIR`, `serve DIR`, `watch`,",
+    '`export`) what it needs, as rlvitals\' own readers do: `markers=("run.pts",)` (names,',
+    "glob patterns allowed, whose presence makes a folder one run of this format),",
+    "`marks=fn` (`fn(folder, names) -> bool`, for a layout a name cannot say),",
+    '`sample_dirs=("samples",)` (folder names, regular expressions, beside its log that hold',
+    'its samples, never runs of their own), `suffixes=(".pts",)` (file suffixes worth',
+    "sniffing) and `passes_over=fn` (`fn(names)`: the names in a folder that are never runs).",
+    "A sample-dump format (a `readers.samples.base.DumpFormat`) registers with",
+    "`register_dump(cls)` and is looked for beside every log.",
     "",
 ]
 
@@ -342,7 +352,7 @@ def reading_notes(run: RunData) -> list[str]:
 
 def explain_json(run: RunData) -> str:
     """``explain_data`` as JSON."""
-    from . import safe
+    from .. import safe
 
     return safe.json_for_terminal(dumps(explain_data(run), indent=2))
 
@@ -353,7 +363,7 @@ def explain_text(run: RunData, *, file: IO[str], width: int = 120) -> None:
     from rich.markup import escape as _escape
     from rich.table import Table
 
-    from . import safe
+    from .. import safe
 
     def escape(text: Any) -> str:  # untrusted (a run's path, its keys): one safe line
         return _escape(safe.line(text))

@@ -1,10 +1,12 @@
-"""Live terminal view of a training run: a progress bar and the run's key numbers.
+"""What the trainer's live view draws: the run's key numbers, the verdict so far, the end.
 
-``LiveView`` takes the reference trainer's events (``warm_check``, ``warm_done``, ``step``,
-``eval``, ``stall``, ``stopped``) and redraws: the warm start, a bar over the updates, and a
-small table of the numbers a person watches (reward and its 5-update mean, learning signal,
-held-out score, sampler/trainer mismatch, entropy, truncation, failures). ``summary`` renders
-the end: reward over the first and last five updates, held-out first and last.
+``RunTally`` keeps what the reference trainer's events (``warm_check``, ``warm_done``,
+``step``, ``eval``, ``stall``, ``stopped``) said; ``intro``, ``numbers`` and ``findings`` draw
+the live view's parts (the console, ``outputs.console.LiveView``, puts them under its progress
+bars): the warm start, a small table of the numbers a person watches (reward and its 5-update
+mean, learning signal, held-out score, sampler/trainer mismatch, entropy, truncation,
+failures) and the verdict so far. ``summary`` renders the end: reward over the first and last
+five updates, held-out first and last.
 
 Rendering is deterministic for a given Console width, so tests render into a string.
 """
@@ -16,16 +18,13 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from rich.console import Console, Group
-from rich.live import Live
+from rich.console import Group
 from rich.markup import escape as _markup_escape
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
-from ..outputs import Output
+from .. import safe
 from ..schema import label
-from . import safe
 
 # The reward the live view and the summary follow: every graded attempt's. The trained
 # groups' (reward/mean) leaves out the groups every attempt solved, so it stays near the middle
@@ -42,10 +41,11 @@ def escape(text: str) -> str:
     return _markup_escape(safe.line(text))
 
 
-__all__ = ["LiveView", "RunTally", "TrainFollow", "summary"]
+__all__ = ["RunTally", "findings", "fmt", "intro", "numbers", "summary", "warm_source"]
 
 
-def _fmt(x: float | None, spec: str = ".3f") -> str:
+def fmt(x: float | None, spec: str = ".3f") -> str:
+    """A number for the view (``-`` when missing, non-finite ones as their words)."""
     if x is None:
         return "-"
     if isinstance(x, float) and not math.isfinite(x):
@@ -139,168 +139,14 @@ class RunTally:
         return _mean(self.rewards[-5:]) if len(self.rewards) >= 5 else None
 
 
-class TrainFollow:
-    """The follow stage of a run trained in this process: a ``Follower`` on the run directory
-    once the trainer names it (its ``run`` event), read and judged at each update, eval and
-    stop when due (at most a twentieth of the time goes to judging: the run trains
-    meanwhile), each update handed to ``outputs``. It never stops the training: a failure
-    turns it off (``error`` says why).
-    """
-
-    def __init__(
-        self, outputs: Sequence[Output], *, checks_every_s: float = 5.0, min_alert: str = "warn"
-    ) -> None:
-        self.outputs = list(outputs)
-        self.checks_every_s = checks_every_s
-        self.min_alert = min_alert
-        self.run_dir: str | None = None
-        self.follower: Any = None
-        self.error: str | None = None
-
-    def event(self, kind: str, data: Mapping[str, Any]) -> None:
-        if kind == "run":
-            self.run_dir = str(data["run_dir"])
-        elif kind in ("step", "eval", "stopped"):
-            self.poll()
-
-    def poll(self) -> None:
-        if self.error is not None or self.run_dir is None:
-            return
-        try:
-            if self.follower is None:
-                from ..follow import Follower
-
-                self.follower = Follower(
-                    self.run_dir,
-                    checks_every_s=self.checks_every_s,
-                    cost_factor=20.0,
-                    min_alert=self.min_alert,
-                    outputs=self.outputs,
-                )
-            self.follower.poll()
-        except Exception as exc:  # the view must never stop the training it shows
-            self.error = f"{type(exc).__name__}: {exc}"
-
-    def close(self, timeout: float = 10.0) -> int:
-        """Close the outputs: how many alerts they could not deliver."""
-        if self.follower is not None:
-            return int(self.follower.close(timeout))
-        return sum(out.close(timeout) for out in self.outputs)
-
-
-class LiveView(Output):
-    """A rich Live display driven by trainer events; use as a context manager.
-
-    With ``judge=True`` it also judges the run as it trains (the follow stage, a ``Follower``
-    on the run directory, throttled to its own cost) and, as one of its outputs, shows the
-    verdict and findings under the numbers; ``outputs`` get the same updates (a webhook).
-    """
-
-    def __init__(
-        self,
-        steps: int,
-        *,
-        console: Console | None = None,
-        title: str = "",
-        started: float | None = None,
-        judge: bool = True,
-        checks_every_s: float = 5.0,
-        outputs: Sequence[Output] = (),
-        min_alert: str = "warn",
-    ) -> None:
-        self.console = console or Console(stderr=True)
-        self.tally = RunTally(steps, title, started=started)
-        self.follow = (
-            TrainFollow([self, *outputs], checks_every_s=checks_every_s, min_alert=min_alert)
-            if judge
-            else None
-        )
-        self.report: Any = None
-        self.lost = 0  # alerts the outputs could not deliver (known at the end)
-        self.progress = Progress(
-            TextColumn("[bold]{task.description}"),
-            BarColumn(),
-            TextColumn("{task.fields[count]}"),
-            TimeElapsedColumn(),
-            console=self.console,
-        )
-        self._warm = self.progress.add_task("warm start", total=None, count="")
-        self._train = self.progress.add_task(
-            "updates", total=steps, visible=False, start=False, count=f"0/{steps}"
-        )
-        self._live = Live(
-            self._render(), console=self.console, refresh_per_second=4, transient=False
-        )
-
-    def __enter__(self) -> LiveView:
-        self._live.__enter__()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self._live.update(self._render())
-        self._live.__exit__(*exc)
-        if self.follow is not None:
-            self.lost = self.follow.close(10.0)
-
-    def update(self, run: Any, update: Any) -> None:
-        """The follow stage's news: the report to show under the numbers."""
-        if update.judged and run.report is not None:
-            self.report = run.report
-
-    def event(self, kind: str, data: Mapping[str, Any]) -> None:
-        self.tally.event(kind, data)
-        t = self.tally
-        if kind == "warm_begin":
-            self.progress.update(
-                self._warm,
-                description=f"warm start ({_warm_source(t)})" if t.warm_cached else "warm start",
-            )
-        elif kind == "warm_step":
-            self.progress.update(
-                self._warm,
-                description=f"warm start, step {t.warm_step}",
-                count=f"greedy solves {_fmt(t.warm_greedy, '.0%')}",
-            )
-        elif kind == "warm_check":
-            self.progress.update(
-                self._warm,
-                description=f"warm start, step {t.warm_step}",
-                count=f"pass rate {_fmt(t.warm_rate, '.2f')} of {_fmt(t.warm_target, '.2f')}",
-            )
-        elif kind == "warm_done":
-            how = _warm_source(t) if t.warm_cached else f"{t.warm_step} steps"
-            self.progress.update(
-                self._warm,
-                description=f"warm start ({how}, pass rate {_fmt(t.warm_rate, '.2f')})",
-                total=1,
-                completed=1,
-                count="done",
-            )
-            self.progress.update(self._train, visible=True)
-            self.progress.start_task(self._train)
-        elif kind == "step":
-            self.progress.update(self._train, completed=t.done, count=f"{t.done}/{t.steps}")
-        if self.follow is not None and self.follow.error is None:
-            self.follow.event(kind, data)
-            if self.follow.error is not None:
-                self.tally.note = f"live checks off: {self.follow.error}"
-        self._live.update(self._render())
-
-    def _render(self) -> Group:
-        parts: list[Any] = [intro(self.tally), self.progress, numbers(self.tally)]
-        if self.report is not None:
-            parts.append(findings(self.report))
-        return Group(*parts)
-
-
-def _warm_source(t: RunTally) -> str:
+def warm_source(t: RunTally) -> str:
     """Where a warm start that was not trained now came from, in a word."""
     return "shipped" if t.warm_shipped else "cached"
 
 
 def intro(t: RunTally) -> Text:
     """What the demo is doing, before the numbers mean anything."""
-    target = _fmt(t.warm_target, ".0%") if t.warm_target is not None else "enough"
+    target = fmt(t.warm_target, ".0%") if t.warm_target is not None else "enough"
     if t.warm_shipped:
         warm = (
             "Warm start: loaded, shipped with rlvitals (trained once for these settings and "
@@ -365,39 +211,39 @@ def numbers(t: RunTally) -> Table:
     rows = [
         (
             label(shown),
-            _fmt(_num(rec, shown)),
+            fmt(_num(rec, shown)),
             "reward, last 5",
-            _fmt(t.last5() if t.done >= 5 else None),
+            fmt(t.last5() if t.done >= 5 else None),
         ),
         (
             label("reward/group_std_mean"),
-            _fmt(_num(rec, "reward/group_std_mean")),
+            fmt(_num(rec, "reward/group_std_mean")),
             "held-out",
             held,
         ),
         (
             label("train/mismatch_kl"),
-            _fmt(_num(rec, "train/mismatch_kl"), ".1e"),
+            fmt(_num(rec, "train/mismatch_kl"), ".1e"),
             label("freshness/lag_mean"),
-            _fmt(_num(rec, "freshness/lag_mean"), ".1f"),
+            fmt(_num(rec, "freshness/lag_mean"), ".1f"),
         ),
         (
             label("sampling/entropy_estimate"),
-            _fmt(_num(rec, "sampling/entropy_estimate")),
+            fmt(_num(rec, "sampling/entropy_estimate")),
             label("response/truncated_rate"),
-            _fmt(_num(rec, "response/truncated_rate"), ".2f"),
+            fmt(_num(rec, "response/truncated_rate"), ".2f"),
         ),
         (
             label("discard/groups/no_variance"),
-            _fmt(_num(rec, "discard/groups/no_variance"), ".0f"),
+            fmt(_num(rec, "discard/groups/no_variance"), ".0f"),
             "failed attempts",
             f"{failed:.0f}" + (f" (+{stale:.0f} dropped stale)" if stale else ""),
         ),
         (
             label("train/loss"),
-            _fmt(_num(rec, "train/loss"), ".4f"),
+            fmt(_num(rec, "train/loss"), ".4f"),
             label("perf/step_seconds"),
-            _fmt(_num(rec, "perf/step_seconds"), ".2f"),
+            fmt(_num(rec, "perf/step_seconds"), ".2f"),
         ),
     ]
     for row in rows:
@@ -418,7 +264,7 @@ def summary(t: RunTally, run_dir: str, *, fault: str | None = None) -> Table:
     table.add_row("updates", str(t.done))
     table.add_row(
         "reward",
-        f"{_fmt(t.first5())} (mean of the first 5 updates) -> {_fmt(t.last5())} (of the last 5)",
+        f"{fmt(t.first5())} (mean of the first 5 updates) -> {fmt(t.last5())} (of the last 5)",
     )
     if t.evals:
         first, last = t.evals[0], t.evals[-1]

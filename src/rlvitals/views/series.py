@@ -8,10 +8,10 @@ from typing import IO
 
 import numpy as np
 
+from .. import safe
 from ..errors import UsageError
 from ..jsonio import dumps
 from ..model import RunData
-from . import safe
 
 __all__ = ["fmt_value", "metrics_json", "metrics_text", "select_metrics"]
 

@@ -1,7 +1,8 @@
 """The live dashboard over HTTP: ``rlvitals serve DIR_OR_RUNS...`` (the ``serve`` extra).
 
-Starlette under uvicorn; the runs, their judgements and what changed come from ``Hub``
-(``views/hub.py``), so this module only serves. Event streams are async: an idle page holds
+Starlette under uvicorn; the runs, their judgements and what changed come from the hub it is
+handed (``rlvitals.follow.hub.Hub``, which ``follow.hub.serve`` runs beside it), so this
+module only serves. Event streams are async: an idle page holds
 a socket and a few kilobytes, never a thread. Work that reads or encodes runs runs in
 Starlette's thread pool, at most ``THREADS_PER_CLIENT`` requests of one client address at a
 time, so no one client can hold the pool; ``/healthz`` takes no thread and no lock.
@@ -30,14 +31,10 @@ import contextlib
 import contextvars
 import ipaddress
 import logging
-import os
 import re
-import resource
 import socket
 import sys
-import threading
-import time
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any
 
 from ..errors import MissingExtraError, RlvitalsError
@@ -53,15 +50,15 @@ try:
 except ImportError as exc:  # pragma: no cover - tested in a subprocess
     raise MissingExtraError("serve", "the live dashboard (rlvitals serve)") from exc
 
-from .dashboard import csp_header, page_html
-from .hub import _ID_OK, Hub, _encode
-from .safe import unsurrogate
+from ..safe import unsurrogate
+from .dashboard import csp_header, page_html, page_json
 
-__all__ = ["Hub", "make_server", "serve", "serve_in_background"]
+__all__ = ["Server", "make_server"]
 
 THREADS_PER_CLIENT = 8  # requests of one client address in the thread pool at once
 MAX_PER_CLIENT = 4096  # open connections of one client address (idle event streams included)
 KEEPALIVE = 15.0  # seconds between comments on an idle event stream
+_ID_OK = re.compile(r"^[A-Za-z0-9._-]{1,80}$")  # a run id the hub made (``run_id_for``)
 _STEP_OK = re.compile(r"^\d{1,9}$")
 _HEADERS = [
     (b"cache-control", b"no-store"),
@@ -205,15 +202,19 @@ class _Clients:
 
 
 def create_app(
-    hub: Hub,
+    hub: Any,
     *,
+    page: dict[str, Any] | None = None,
     loopback_only: bool = True,
     allowed_hosts: frozenset[str] = frozenset(),
     write_timeout: float = 30.0,
     stuck_after: float = 60.0,
     keepalive: float = KEEPALIVE,
 ) -> Any:
-    """The ASGI application serving ``hub``."""
+    """The ASGI application serving ``hub`` (a ``rlvitals.follow.hub.Hub``: ``index``,
+    ``snapshot``, ``transcripts``, ``subscribe``, ``metrics``, ``stuck_for``); ``page``: what
+    the page shows beside the runs (``baseline``: shading ranges, ``stall_after``)."""
+    page = page or {}
     clients = _Clients(THREADS_PER_CLIENT)
 
     def text(body: str, status: int = 200, **kw: Any) -> Response:
@@ -222,18 +223,18 @@ def create_app(
     def as_json(value: Any) -> Response:
         if value is None:
             return text("not found\n", 404)
-        return Response(_encode(value), media_type="application/json")
+        return Response(page_json(value), media_type="application/json")
 
     def render_page() -> bytes:
         payload = {
             "index": hub.index(),
             "runs": [],
-            "baseline": hub.shading,
-            "stall_after": hub.stall_after or 600,
+            "baseline": page.get("baseline") or {},
+            "stall_after": page.get("stall_after") or 600,
         }
         return page_html(unsurrogate(payload), live=True, title="rlvitals live").encode("utf-8")
 
-    async def page(request: Request) -> Response:
+    async def front(request: Request) -> Response:
         html = await clients.run(request, render_page)
         policy = {"Content-Security-Policy": csp_header(live=True), "X-Frame-Options": "DENY"}
         return Response(html, media_type="text/html", headers=policy)
@@ -281,7 +282,7 @@ def create_app(
 
     get = ["GET", "HEAD"]
     routes = [
-        Route("/", page, methods=get),
+        Route("/", front, methods=get),
         Route("/events", events, methods=get),
         Route("/metrics", metrics, methods=get),
         Route("/healthz", healthz, methods=get),
@@ -302,7 +303,7 @@ async def _not_found_app(scope: Any, receive: Any, send: Any) -> None:
 
 
 async def _stream(
-    hub: Hub, sub: Any, wake: asyncio.Event, keepalive: float
+    hub: Any, sub: Any, wake: asyncio.Event, keepalive: float
 ) -> AsyncIterator[bytes]:
     """A page's events as they are queued; a comment when idle, so a vanished client is found."""
     try:
@@ -421,10 +422,11 @@ class Server:
 
     def __init__(
         self,
-        hub: Hub,
+        hub: Any,
         host: str = "127.0.0.1",
         port: int = 0,
         *,
+        page: dict[str, Any] | None = None,
         verbose: bool = False,
         header_timeout: float = 10.0,
         write_timeout: float = 30.0,
@@ -451,6 +453,7 @@ class Server:
         _quiet_logs(verbose)
         app = create_app(
             hub,
+            page=page,
             loopback_only=loopback_only,
             allowed_hosts=self.allowed_hosts,
             write_timeout=write_timeout,
@@ -484,9 +487,11 @@ class Server:
         self.uvicorn.should_exit = True
 
 
-def make_server(hub: Hub, host: str = "127.0.0.1", port: int = 0, **options: Any) -> Server:
+def make_server(hub: Any, host: str = "127.0.0.1", port: int = 0, **options: Any) -> Server:
     """An HTTP server for ``hub`` on ``host:port`` (0: any free port), bound, not yet serving.
 
+    ``page``: what the page shows beside the runs (``{"baseline": shading ranges,
+    "stall_after": seconds}``);
     ``header_timeout``: seconds for a request's line and headers; ``write_timeout``: for a
     client to take each part of its answer; ``allowed_hosts``: host names it answers under
     beside loopback ones (and, bound to another address, IP literals and this machine's
@@ -494,78 +499,3 @@ def make_server(hub: Hub, host: str = "127.0.0.1", port: int = 0, **options: Any
     client address; ``stuck_after``: seconds without a finished poll pass after which
     ``/healthz`` answers 503."""
     return Server(hub, host, port, **options)
-
-
-def serve_in_background(
-    paths: Sequence[str | os.PathLike[str]],
-    host: str = "127.0.0.1",
-    port: int = 0,
-    *,
-    poll_interval: float = 0.1,
-    header_timeout: float = 10.0,
-    **hub_options: Any,
-) -> tuple[str, Callable[[], None]]:
-    """Serve the live dashboard from daemon threads; returns ``(url, stop)``.
-
-    ``rlvitals demo --serve`` uses it to show the run it trains. ``stop()`` closes the server
-    and its event streams and returns once the threads are done. ``hub_options`` go to
-    ``Hub`` (``baseline``, ``shading``, ``stall_after``, ``follow_links``, ``thresholds``,
-    ``transcript_rules``, ``judge``, ``outputs``, ``min_alert``).
-    """
-    hub = Hub(paths, **hub_options)
-    server = make_server(hub, host, port, header_timeout=header_timeout)
-    poller = threading.Thread(target=hub.run_forever, args=(poll_interval,), daemon=True)
-    http = threading.Thread(target=server.run, daemon=True, name="rlvitals-serve")
-    poller.start()
-    http.start()
-    deadline = time.monotonic() + 10
-    while not server.uvicorn.started and http.is_alive() and time.monotonic() < deadline:
-        time.sleep(0.01)
-
-    def stop() -> None:
-        hub.stop()
-        server.stop()
-        poller.join(timeout=5)
-        http.join(timeout=5)
-        hub.close()
-
-    return server.url, stop
-
-
-def _more_files() -> None:
-    """Raise this process's open-file limit to its hard limit: each page holds a socket."""
-    with contextlib.suppress(ValueError, OSError):
-        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-        if hard == resource.RLIM_INFINITY or hard > 1 << 20:
-            hard = 1 << 20
-        if soft != resource.RLIM_INFINITY and soft < hard:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-
-
-def serve(
-    paths: Sequence[str | os.PathLike[str]],
-    host: str = "127.0.0.1",
-    port: int = 8765,
-    *,
-    poll_interval: float = 0.1,
-    verbose: bool = False,
-    on_ready: Callable[[str, Hub], None] | None = None,
-    allowed_hosts: Iterable[str] = (),
-    **hub_options: Any,
-) -> int:
-    """Serve in the foreground until interrupted (``hub_options``: see Hub; ``allowed_hosts``:
-    see ``make_server``); returns how many alerts the outputs could not deliver."""
-    _more_files()
-    hub = Hub(paths, **hub_options)
-    server = make_server(hub, host, port, verbose=verbose, allowed_hosts=allowed_hosts)
-    poller = threading.Thread(target=hub.run_forever, args=(poll_interval,), daemon=True)
-    poller.start()
-    if on_ready is not None:
-        on_ready(server.url, hub)
-    try:
-        server.run()
-    finally:
-        hub.stop()
-        poller.join(timeout=5)
-        lost = hub.close()
-    return lost

@@ -23,16 +23,17 @@ tables its history names (``wandb``), unless such a dump is beside it.
 
 from __future__ import annotations
 
+import importlib
 import os
+import pkgutil
 from pathlib import Path
 from typing import Any
 
 from ...errors import UnknownFormatError
 from ...model import RunData
-from .base import DumpFormat, SampleSource, SampleTranscripts
+from .base import DUMP_FORMATS, DumpFormat, SampleSource, SampleTranscripts
 
 __all__ = [
-    "DUMPS",
     "SampleSource",
     "SampleTranscripts",
     "SampledReader",
@@ -44,27 +45,26 @@ __all__ = [
 
 
 def dump_formats() -> list[DumpFormat]:
-    """A fresh instance of every dump format, in sniffing order."""
-    from .miles import MilesRolloutData
-    from .nemorl import NemoRlTrainData
-    from .primerl import PrimeRlTraces
-    from .primerl_traces import PrimeRlStream
-    from .tinker import TinkerRollouts
-    from .trl import TrlCompletions
-    from .verl import VerlDump
-
-    return [
-        TrlCompletions(),
-        PrimeRlTraces(),
-        PrimeRlStream(),
-        TinkerRollouts(),
-        NemoRlTrainData(),
-        MilesRolloutData(),
-        VerlDump(),
-    ]
+    """A fresh instance of every registered dump format (each module of this package registers
+    its own, ``base.register_dump``), in sniffing order (``priority``)."""
+    _load_dumps()
+    found = sorted(DUMP_FORMATS.values(), key=lambda cls: cls.priority)
+    return [cls() for cls in found]
 
 
-DUMPS = ("trl", "prime-rl", "prime-rl-stream", "tinker", "nemo-rl", "miles", "verl")
+_loaded = False
+
+
+def _load_dumps() -> None:
+    """Import every module of this package once, so each registers its dump format (a module
+    that asks for the list while it is imported gets the whole of it)."""
+    global _loaded
+    if _loaded:
+        return
+    for mod in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+        if not mod.name.startswith("_"):
+            importlib.import_module(f"{__name__}.{mod.name}")
+    _loaded = True
 
 
 def _sniff(d: Path, fmt: DumpFormat) -> Path | None:
@@ -81,7 +81,7 @@ def _sniff(d: Path, fmt: DumpFormat) -> Path | None:
 def open_samples(
     directory: str | os.PathLike[str], run: RunData, format: str | None = None
 ) -> SampleSource:
-    """The sample dump at ``directory`` (sniffed, or ``format``: one of ``DUMPS``)."""
+    """The sample dump at ``directory`` (sniffed, or ``format``: a dump format's name)."""
     d = Path(directory)
     if not d.is_dir():
         raise UnknownFormatError("--samples: expected a directory of sample files", path=str(d))
@@ -110,8 +110,8 @@ def find(path: str | os.PathLike[str]) -> tuple[Path, DumpFormat] | None:
         if not place.is_dir():
             continue
         for fmt in dump_formats():
-            if fmt.name == "verl":
-                continue  # no default place: a numbered JSONL folder could be anything
+            if not fmt.beside:
+                continue  # no default place (verl's: a numbered JSONL folder could be anything)
             got = fmt.step_files(place / fmt.default_subdir) if fmt.default_subdir else None
             if got:
                 return place / (fmt.default_subdir or ""), fmt

@@ -16,7 +16,7 @@ from typing import Any
 from ...model import RunData
 from .._format import Format, register
 from ..mapping import MappingTable
-from . import DUMPS, dump_formats, open_samples
+from . import dump_formats, open_samples
 
 __all__ = ["DumpReader"]
 
@@ -25,8 +25,8 @@ def _sniff(p: Path) -> bool:
     if not p.is_dir():
         return False
     for fmt in dump_formats():
-        if fmt.name == "verl":
-            continue
+        if not fmt.beside:
+            continue  # read alone only where named (--from samples)
         if fmt.name == "prime-rl-stream" and _prime_metrics_beside(p):
             continue  # its metrics are beside it: read as prime-rl, the stream attached
         sub = p / fmt.default_subdir if fmt.default_subdir else p
@@ -80,7 +80,7 @@ register(
                 "train/mismatch_* where both logprobs are dumped); docs/integrations.md.",
                 "Dump formats (found beside a log or read alone, verl only with --samples or "
                 "--from samples; `formats --explain` names the one read): "
-                + ", ".join(DUMPS)
+                + ", ".join(f.name for f in dump_formats())
                 + ".",
             ),
         ),

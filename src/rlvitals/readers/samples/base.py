@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -41,6 +41,7 @@ from ...transcripts.degenerate import DegenerateCounts
 from ...transcripts.store import Generation, TranscriptAttempt, TranscriptStore
 
 __all__ = [
+    "DUMP_FORMATS",
     "DumpFormat",
     "Sample",
     "SampleSource",
@@ -48,6 +49,7 @@ __all__ = [
     "digest",
     "jsonl_records",
     "number",
+    "register_dump",
 ]
 
 SETTLE_SECONDS = 3.0
@@ -144,13 +146,36 @@ def number(value: Any) -> float | None:
     return None
 
 
+D = TypeVar("D", bound="DumpFormat")
+DUMP_FORMATS: dict[str, type[DumpFormat]] = {}  # name -> class, filled by register_dump
+
+
+def register_dump(cls: type[D]) -> type[D]:
+    """Add a dump format to the registry (its module calls this at import, as readers call
+    ``register``)."""
+    DUMP_FORMATS[cls.name] = cls
+    return cls
+
+
 class DumpFormat:
-    """One framework's sample dump. Subclasses fill in the layout and the record shape."""
+    """One framework's sample dump. Subclasses fill in the layout and the record shape, and
+    register with ``register_dump`` (the module is found by itself: nothing else lists it)."""
 
     name = ""
     description = ""
     #: the default place of the dump relative to the directory of the run's log, if any
     default_subdir: str | None = None
+    #: sniffing order among the dump formats (lower: tried first)
+    priority = 50
+    #: looked for by default beside a log (``samples.find``); False for a dump with no default
+    #: place, read only where named (``--samples``)
+    beside = True
+    #: folder names (regular expressions) that hold this dump beside a log: discovery never
+    #: takes them for runs of their own
+    sample_dirs: tuple[str, ...] = ()
+    #: a folder holding this dump's files (``file_pattern``) and no log is one run, its
+    #: samples read alone, wherever discovery finds it
+    alone = False
     #: whether the dump records the sampler's weight version of each sample
     versioned = False
     #: whether the dump records each sample's generated tokens

@@ -28,7 +28,7 @@ from typing import Any
 
 from ...errors import MissingExtraError
 from ...transcripts.store import TranscriptAttempt
-from .base import DumpFormat, Sample, digest, number, transcript
+from .base import DumpFormat, Sample, digest, number, register_dump, transcript
 
 __all__ = ["MilesRolloutData", "field", "sample_fields"]
 
@@ -106,6 +106,8 @@ def _load(p: Path) -> Any:
 
 class MilesRolloutData(DumpFormat):
     name = "miles"
+    priority = 60
+    sample_dirs = ("rollout_data",)
     description = "Miles/slime --save-debug-rollout-data ({rollout_id}.pt, torch.save)"
     default_subdir = "rollout_data"
     versioned = True
@@ -170,3 +172,6 @@ class MilesRolloutData(DumpFormat):
             completion_tokens=f["tokens"],
             finish_reason="length" if f["truncated"] else None,
         )
+
+
+register_dump(MilesRolloutData)

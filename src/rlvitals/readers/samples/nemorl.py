@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from ...transcripts.store import TranscriptAttempt
-from .base import DumpFormat, Sample, digest, number, transcript
+from .base import DumpFormat, Sample, digest, number, register_dump, transcript
 
 __all__ = ["NemoRlTrainData"]
 
@@ -54,6 +54,8 @@ def _row(v: Any, n: int) -> np.ndarray | None:
 
 class NemoRlTrainData(DumpFormat):
     name = "nemo-rl"
+    priority = 50
+    alone = True
     description = "NeMo-RL train_data_step{N}.jsonl (GRPO training data, on by default)"
     has_tokens = True
 
@@ -130,3 +132,6 @@ class NemoRlTrainData(DumpFormat):
             completion=parts[-1] if parts else None,
             completion_tokens=r["tokens"],
         )
+
+
+register_dump(NemoRlTrainData)

@@ -29,7 +29,7 @@ from ...jsonio import MAX_LINE_BYTES
 from ...transcripts.store import TranscriptAttempt
 from ..base import open_binary
 from ._primerl_schema import EPISODE, Episode, generation, record_reward, trace_reward
-from .base import DumpFormat, Sample, file_time
+from .base import DumpFormat, Sample, file_time, register_dump
 
 __all__ = ["PrimeRlTraces"]
 
@@ -62,6 +62,8 @@ def _lines(p: Path, warn: Callable[[str], None]) -> Iterator[tuple[int, int, byt
 
 class PrimeRlTraces(DumpFormat):
     name = "prime-rl"
+    priority = 20
+    sample_dirs = ("rollouts?",)
     description = "prime-rl rollouts (rollouts/step_N/{train,eval}/{all,effective}/traces.jsonl)"
     default_subdir = "rollouts"
     versioned = True
@@ -167,3 +169,6 @@ class PrimeRlTraces(DumpFormat):
                 trained=trained,
                 generations=gens,
             )
+
+
+register_dump(PrimeRlTraces)

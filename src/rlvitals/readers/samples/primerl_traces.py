@@ -57,7 +57,7 @@ from ._primerl_schema import (
     record_reward,
     trace_reward,
 )
-from .base import SETTLE_SECONDS, DumpFormat, Sample
+from .base import SETTLE_SECONDS, DumpFormat, Sample, register_dump
 
 __all__ = ["PrimeRlStream"]
 
@@ -302,6 +302,8 @@ _STATES: dict[Path, _State] = {}
 
 class PrimeRlStream(DumpFormat):
     name = "prime-rl-stream"
+    priority = 30
+    sample_dirs = ("traces",)
     description = (
         "prime-rl trace stream (monitors/file/traces/stream/NNNNN.jsonl[.zst], "
         "annotations/<producer>/ folded on)"
@@ -556,3 +558,6 @@ def _transcript(
         trained=True if True in decided else (False if False in decided else None),
         generations=gens,
     )
+
+
+register_dump(PrimeRlStream)

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ...transcripts.store import Generation, TranscriptAttempt
-from .base import DumpFormat, Sample, number
+from .base import DumpFormat, Sample, number, register_dump
 
 __all__ = ["TinkerRollouts"]
 
@@ -37,6 +37,8 @@ def _int(v: Any) -> int | None:
 
 class TinkerRollouts(DumpFormat):
     name = "tinker"
+    priority = 40
+    sample_dirs = (r"iteration_\d+",)
     description = "tinker-cookbook iteration_NNNNNN/train_rollout_summaries.jsonl"
     versioned = True
     has_tokens = True
@@ -92,3 +94,6 @@ class TinkerRollouts(DumpFormat):
                 for s in steps
             ],
         )
+
+
+register_dump(TinkerRollouts)

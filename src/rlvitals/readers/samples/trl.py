@@ -28,7 +28,7 @@ from typing import Any
 from ...errors import MissingExtraError
 from ...model import RunData
 from ...transcripts.store import TranscriptAttempt
-from .base import DumpFormat, Sample, digest, file_time, transcript
+from .base import DumpFormat, Sample, digest, file_time, register_dump, transcript
 
 __all__ = ["CompletionRows", "TrlCompletions", "numeric_column", "read_table", "total_reward"]
 
@@ -191,6 +191,8 @@ class CompletionRows(DumpFormat):
 
 class TrlCompletions(CompletionRows):
     name = "trl"
+    priority = 10
+    sample_dirs = ("completions",)
     description = "TRL log_completions (completions/completions_{step:05d}.parquet)"
     default_subdir = "completions"
     file_pattern = _FILE
@@ -208,3 +210,6 @@ class TrlCompletions(CompletionRows):
             warn(f"{p}: expected TRL's completions columns; missing {', '.join(missing)}; skipped")
             return None
         return cols
+
+
+register_dump(TrlCompletions)

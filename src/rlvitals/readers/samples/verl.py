@@ -19,7 +19,7 @@ import re
 from typing import Any
 
 from ...transcripts.store import TranscriptAttempt
-from .base import DumpFormat, Sample, digest, number, transcript
+from .base import DumpFormat, Sample, digest, number, register_dump, transcript
 
 __all__ = ["VerlDump"]
 
@@ -29,6 +29,8 @@ _KNOWN = frozenset({"input", "output", "gts", "score", "step", "request_id"})
 
 class VerlDump(DumpFormat):
     name = "verl"
+    priority = 90
+    beside = False
     description = "verl trainer.rollout_data_dir (DIR/<global_step>.jsonl)"
 
     file_pattern = _FILE
@@ -59,3 +61,6 @@ class VerlDump(DumpFormat):
             prompt=rec.get("input"),
             completion=rec.get("output"),
         )
+
+
+register_dump(VerlDump)

@@ -1,8 +1,8 @@
-"""One follow stage: read what a live run wrote since last time, judge it when due, and tell
-what is new. ``rlvitals watch``, ``rlvitals serve`` and any training hook use it; the views only
-draw and publish what it returns.
+"""One run followed: read what it wrote since last time, judge it when due, and tell what is
+new to the outputs. ``Fleet`` (``fleet.py``) follows many; ``rlvitals watch``, ``rlvitals
+serve``, the trainer and the hooks all follow runs through a ``Follower``.
 
-    follower = Follower("runs/my-run", checks_every_s=1.0, outputs=[my_output])
+    follower = Follower(Source("runs/my-run"), judge, [my_output], Throttle(every_s=1.0))
     while True:
         update = follower.poll()       # an ``Update``: new data? judged? new findings?
         if follower.finished:
@@ -11,13 +11,11 @@ draw and publish what it returns.
     follower.close()                   # the outputs finish delivering
 
 Each update goes to the follower's outputs (``rlvitals.outputs.Output``: the terminal, the
-live page, a webhook, the hooks), which only draw, publish or send it. ``Fleet`` follows many
-runs in one loop: those given and those the one discovery (``rlvitals.source``) finds under
-folders, new ones as they start, one ``Follower`` each (``rlvitals serve``).
+live page, a webhook, the hooks), which only draw, publish or send it.
 
-One throttle decides when to judge: at most every ``checks_every_s`` while data arrives, every
-``idle_check_s`` while none does (liveness changes with the clock alone), and never more often
-than ``cost_factor`` times what the last judgement cost, so a big run is not judged
+One throttle (``Throttle``) decides when to judge: at most every ``every_s`` while data
+arrives, every ``idle_s`` while none does (liveness changes with the clock alone), and never
+more often than ``cost_factor`` times what the last judgement cost, so a big run is not judged
 back to back. A run that does not exist yet is waited for (``wait=True``). A run deleted and
 recreated under the same path (a rerun) is noticed, by the reader or by the files' identity,
 and followed again from its start with fresh state, never a mix of the two runs.
@@ -30,22 +28,21 @@ import logging
 import math
 import os
 import re
-import stat
-import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .checks.base import Finding, Report, severity_rank
-from .errors import ReadError, RlvitalsError, UnknownFormatError
-from .model import RunData
-from .outputs import AlertTracker, Output
-from .readers.base import open_binary
-from .source import Finder, Source, find_runs
+from ..checks.base import Report, severity_rank
+from ..errors import RlvitalsError, UnknownFormatError
+from ..judge import judging
+from ..model import RunData
+from ..outputs import AlertTracker, Output, Update
+from ..readers.base import open_binary
+from ..source import Source
 
-__all__ = ["Fleet", "Follower", "Update", "report_key", "run_id_for"]
+__all__ = ["Follower", "Throttle", "ended", "report_key", "run_id_for", "run_status"]
 
 log = logging.getLogger("rlvitals.follow")
 
@@ -67,27 +64,37 @@ _IDENTITY_FILES = ("steps.jsonl", "rollouts.jsonl")
 _HEAD = 256
 
 
-@dataclass
-class Update:
-    """What one ``Follower.poll`` found."""
+@dataclass(frozen=True)
+class Throttle:
+    """When the follow stage reads and judges, and by which clocks: the timing knobs of every
+    front end, under one name each.
 
-    new_data: bool = False  # new records were read
-    reset: bool = False  # the run was recreated: everything before is gone
-    waiting: bool = False  # the run does not exist (yet)
-    judged: bool = False  # the checks ran in this poll
-    report_changed: bool = False  # what the report shows changed
-    new_step: int | None = None  # the run's last step, when it moved
-    # Each series that grew: the index range of its new points in data.metrics.columns(name)
-    # (0 to the end when earlier points changed too: a step recorded late, a rewrite).
-    new_points: dict[str, tuple[int, int]] = field(default_factory=dict)
-    new_findings: list[tuple[Finding, str | None]] = field(default_factory=list)
-    error: str | None = None  # reading or judging failed (also kept in data.warnings)
+    Args:
+        poll_s: seconds between two passes of a loop (``watch --interval``, ``serve --poll``).
+        every_s: seconds between judgements of a run while data arrives.
+        idle_s: seconds between judgements while nothing arrives (liveness changes with the
+            clock alone).
+        cost_factor: a judgement waits at least this many times what the last one cost.
+        discover_s: seconds between looks for new runs under the folders (``Fleet``).
+        budget_s: seconds of judging per pass of a ``Fleet`` (at least one run is judged).
+        clock: the wall clock the checks judge liveness at (tests pass a fake one).
+        timer: the throttle's own clock.
+    """
+
+    poll_s: float = 1.0
+    every_s: float = 1.0
+    idle_s: float = 5.0
+    cost_factor: float = 5.0
+    discover_s: float = 2.0
+    budget_s: float = 0.05
+    clock: Callable[[], float] = time.time
+    timer: Callable[[], float] = time.monotonic
 
 
 def report_key(report: Report) -> dict[str, Any]:
     """What a view shows of a report, without the liveness findings' ever-changing "seconds
     ago" evidence (so an idle run does not count as changed every second)."""
-    from .jsonio import clean
+    from ..jsonio import clean
 
     d = clean(report.to_dict())
     for f in d["findings"]:
@@ -109,85 +116,47 @@ class Follower:
     Args:
         source: a run (a ``rlvitals.source.Source``, or the path of any format rlvitals
             reads) or an open reader (anything with ``poll() -> bool`` and ``.run``).
-        source_format: overrides sniffing.
-        mapping: a user mapping file (``--mapping``), ahead of the format's own table.
-        run: which run of a source that holds several (``--run``), as ``open_reader`` takes.
-        samples: a framework's sample dump read as the run's attempts (``--samples``).
-        path: the run's path when ``source`` is a reader (to notice it recreated).
-        wait: a path that does not exist yet is waited for instead of an error.
-        baseline, thresholds, transcript_rules, stall_after: as ``rlvitals check``
-            (``--baseline``, ``--set``, ``--rules``, ``--stall-after``).
-        checks_every_s: seconds between judgements while data arrives.
-        idle_check_s: seconds between judgements while nothing arrives.
-        cost_factor: a judgement waits at least this many times what the last one cost.
-        min_alert: the lowest severity that counts as a new finding (default ``warn``).
-        clock: the wall clock the checks judge liveness at (tests pass a fake one).
-        timer: the clock of the throttle (default ``time.monotonic``).
         judge: judges the run: ``judge(data, now) -> Report`` (a ``rlvitals.judge.Judge``;
-            default: one of ``baseline``, ``thresholds``, ``transcript_rules``, ``stall_after``).
+            default: ``Judge()``).
         outputs: where each ``poll``'s update goes (``rlvitals.outputs.Output``).
+        throttle: when to judge, and the clocks (default: ``THROTTLE``).
+        min_alert: the lowest severity that counts as a new finding (default ``warn``).
+        wait: a path that does not exist yet is waited for instead of an error.
     """
 
     SETTLE_S = 30.0
+    THROTTLE = Throttle()
 
     def __init__(
         self,
-        source: str | os.PathLike[str] | Any,
-        *,
-        source_format: str | None = None,
-        mapping: str | os.PathLike[str] | None = None,
-        run: str | None = None,
-        samples: str | os.PathLike[str] | None = None,
-        path: str | os.PathLike[str] | None = None,
-        wait: bool = False,
-        baseline: dict[str, Any] | None = None,
-        thresholds: Any = None,
-        transcript_rules: str | None = None,
-        stall_after: float | None = None,
-        checks_every_s: float = 1.0,
-        idle_check_s: float = 5.0,
-        cost_factor: float = 5.0,
-        min_alert: str = "warn",
-        clock: Callable[[], float] = time.time,
-        timer: Callable[[], float] = time.monotonic,
+        source: Source | str | os.PathLike[str] | Any,
         judge: Callable[[RunData, float], Report] | None = None,
         outputs: Iterable[Output] = (),
+        throttle: Throttle | None = None,
+        *,
+        min_alert: str = "warn",
+        wait: bool = False,
     ) -> None:
-        if isinstance(source, Source):  # its options, unless given here too
-            source_format = source_format or source.format
-            mapping = mapping or source.mapping
-            run = run or source.run
-            samples = samples or source.samples
-            source = source.path
-        self.source_format = source_format
-        self.mapping = mapping
-        self.run = run
-        self.samples = samples
-        self.baseline = baseline
-        self.thresholds = thresholds
-        self.transcript_rules = transcript_rules
-        self.stall_after = stall_after
-        self.checks_every_s = checks_every_s
-        self.idle_check_s = idle_check_s
-        self.cost_factor = cost_factor
+        if isinstance(source, (str, os.PathLike)):
+            source = Source(os.fspath(source))
+        self.throttle = throttle = throttle or self.THROTTLE
+        self.clock = throttle.clock
+        self.timer = throttle.timer
         self.min_alert = min_alert
-        self.clock = clock
-        self.timer = timer
-        self._judge = judge
+        self._judge = judging(judge)
         self.outputs = list(outputs)
         self._opened = False
         self._failed_outputs: set[int] = set()
         self.id = ""  # the run's id where several are followed (``Fleet``)
         self.reader: Any = None
         self.path: Path | None = None  # a local path: watched for reruns, waited for
-        self._source: str | None = None
-        if isinstance(source, (str, os.PathLike)):
-            self._source = os.fspath(source)
-            if _is_url(self._source):  # read through a mirror: opened now, never waited for
-                self.reader = self._open()
-            else:
-                self.path = Path(source)
-        if self.path is not None and self.reader is None:
+        self._spec: Source | None = source if isinstance(source, Source) else None
+        if self._spec is None:
+            self.reader = source
+        elif _is_url(self._spec.path):  # read through a mirror: opened now, never waited for
+            self.reader = self._open()
+        else:
+            self.path = Path(self._spec.path)
             if self.path.exists() or not wait:
                 try:
                     self.reader = self._open()
@@ -196,10 +165,7 @@ class Follower:
                     # a file that is not a run is an error now.
                     if not (wait and self.path.is_dir() and _listable(self.path)):
                         raise
-        elif self._source is None:
-            self.reader = source
-            self.path = Path(path) if path is not None else None
-        self._empty = RunData(source=self._source or os.fspath(self.path or ""), format="")
+        self._empty = RunData(source=self.source, format="")
         self.resets = 0
         self.check_error: str | None = None  # why the last judgement failed, if it did
         self._reset_state()
@@ -207,15 +173,8 @@ class Follower:
     # -- state -----------------------------------------------------------------------------
 
     def _open(self) -> Any:
-        target = self._source if self._source is not None else self.path
-        assert target is not None
-        return Source(
-            os.fspath(target),
-            format=self.source_format,
-            mapping=None if self.mapping is None else os.fspath(self.mapping),
-            samples=None if self.samples is None else os.fspath(self.samples),
-            run=self.run,
-        ).open()
+        assert self._spec is not None
+        return self._spec.open()
 
     def _reset_state(self) -> None:
         self.tracker = AlertTracker(self.min_alert)
@@ -286,9 +245,9 @@ class Follower:
     @property
     def source(self) -> str:
         """The run's path or URL, as given."""
-        if self._source is not None:
-            return self._source
-        return os.fspath(self.path) if self.path is not None else str(self.data.source)
+        if self._spec is not None:
+            return self._spec.path
+        return str(self.reader.run.source)
 
     @property
     def status(self) -> str | None:
@@ -410,8 +369,9 @@ class Follower:
         if self.finished:
             return not self._judged_final
         now = self.timer() if now is None else now
-        wait = self.checks_every_s if self.dirty else self.idle_check_s
-        return now - self.last_judged >= max(wait, self.cost_factor * self.judge_cost)
+        t = self.throttle
+        wait = t.every_s if self.dirty else t.idle_s
+        return now - self.last_judged >= max(wait, t.cost_factor * self.judge_cost)
 
     def judge(self, up: Update | None = None, now: float | None = None) -> Update:
         """Judge the run now (``now`` on ``timer``'s clock); collect what is new in ``up``."""
@@ -490,15 +450,6 @@ class Follower:
             return None
 
     def _run_checks(self, now: float) -> Report:
-        if self._judge is None:
-            from .judge import Judge
-
-            self._judge = Judge(
-                baseline=self.baseline,
-                thresholds=self.thresholds,
-                rules=self.transcript_rules,
-                stall_after=self.stall_after,
-            )
         return self._judge(self.data, now)
 
     def _forget_ended_stalls(self, report: Report) -> None:
@@ -514,10 +465,8 @@ class Follower:
 
 
 def _is_url(source: str) -> bool:
-    try:
-        from .readers.remote import is_url
-    except ImportError:  # pragma: no cover - older readers
-        return "://" in source
+    from ..readers.remote import is_url
+
     return bool(is_url(source))
 
 
@@ -553,211 +502,3 @@ def run_id_for(path: Path, name: str) -> str:
     slug = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.")[:48] or "run"
     digest = hashlib.sha1(str(path.resolve()).encode("utf-8", "surrogateescape")).hexdigest()
     return f"{slug}-{digest[:6]}"
-
-
-def _one_run(folder: Path) -> bool:
-    """Whether ``folder`` is one run rather than a folder of runs, as ``rlvitals check`` reads
-    it (``source.find_runs``); an empty folder is a folder of runs to come."""
-    try:
-        return find_runs(folder).runs == [str(folder)]
-    except ReadError:
-        return False
-
-
-class Fleet:
-    """Follows many runs in one loop: the runs given, and every run the one discovery
-    (``rlvitals.source.Finder``, as ``rlvitals check DIR`` finds them) finds under the folders
-    given, new ones as they appear; one ``Follower`` each (``runs``: id -> Follower), every
-    update handed to ``outputs``.
-
-    Args:
-        paths: runs (any format rlvitals reads) and folders to discover runs under.
-        judge: judges a run, ``judge(data, now) -> Report`` (default: ``rlvitals.judge.Judge()``).
-        outputs: where every run's updates go.
-        source_format: the format of the runs given directly (``--from``), not of those
-            discovered under folders.
-        mapping: a user mapping file (``--mapping``) for every run.
-        run: the run (``--run``) of the tracker stores given directly.
-        samples: a framework's sample dump read as the attempts of the runs given directly.
-        as_given: the paths are runs, followed as given (``watch``): none is a folder to
-            discover runs under, and none is opened before its first poll.
-        wait: with ``as_given``, a run that does not exist yet is waited for.
-        follow_links: follow runs that symbolic links inside the folders point to outside
-            them (by default only real paths inside are followed).
-        check_interval, idle_check, cost_factor, min_alert, clock, timer: each
-            ``Follower``'s.
-        discover_interval: seconds between looks for new runs.
-        judge_budget: seconds of judging per pass (at least one run is judged).
-    """
-
-    def __init__(
-        self,
-        paths: Sequence[str | os.PathLike[str]],
-        *,
-        judge: Callable[[RunData, float], Report] | None = None,
-        outputs: Iterable[Output] = (),
-        source_format: str | None = None,
-        mapping: str | os.PathLike[str] | None = None,
-        run: str | None = None,
-        samples: str | os.PathLike[str] | None = None,
-        as_given: bool = False,
-        wait: bool = False,
-        follow_links: bool = False,
-        check_interval: float = 1.0,
-        idle_check: float = 5.0,
-        cost_factor: float = 10.0,
-        min_alert: str = "warn",
-        clock: Callable[[], float] = time.time,
-        timer: Callable[[], float] = time.monotonic,
-        discover_interval: float = 2.0,
-        judge_budget: float = 0.05,
-    ) -> None:
-        self.source_format = source_format  # for the runs given directly
-        self.store_run = run  # likewise
-        self.samples = samples  # likewise
-        self.mapping = mapping  # for every run
-        self.as_given = as_given
-        self.wait = wait
-        self.roots: list[Path] = []
-        self.explicit: list[Path] = []
-        for p in paths:
-            path = Path(p)
-            if as_given:
-                self.explicit.append(path)
-                continue
-            try:
-                mode = path.stat().st_mode
-            except OSError:
-                raise ReadError("no such file or directory", path=str(path)) from None
-            if not (stat.S_ISDIR(mode) or stat.S_ISREG(mode)):
-                # A FIFO, socket or device: opening one can block for ever.
-                raise ReadError("not a regular file or a directory", path=str(path))
-            if path.is_dir() and not _one_run(path):
-                self.roots.append(path)  # a folder of runs: found by the one discovery
-            else:
-                self.explicit.append(path)
-        if judge is None:
-            from .judge import Judge
-
-            judge = Judge()
-        self._judge = judge
-        self.outputs = list(outputs)
-        self.follow_links = follow_links
-        self.check_interval = check_interval
-        self.idle_check = idle_check
-        self.cost_factor = cost_factor
-        self.min_alert = min_alert
-        self.clock = clock
-        self.timer = timer
-        self.discover_interval = discover_interval
-        self.judge_budget = judge_budget
-        self._finder = Finder(links=follow_links, within=None if follow_links else self.roots)
-        self.lock = threading.RLock()
-        self.runs: dict[str, Follower] = {}
-        self._by_path: dict[Path, str] = {}
-        self._last_discover = -math.inf
-        self.reading: str | None = None  # the run being read now (for a health check)
-        self.found = False  # the last pass found a new run
-        for path in self.explicit:
-            self._add(path, must=True)
-        self.discover(force=True)
-
-    def _add(self, path: Path, *, must: bool = False) -> bool:
-        key = path.resolve()
-        if key in self._by_path:
-            return False
-        fmt = self.source_format if must else None
-        source = Source(
-            os.fspath(path),
-            format=fmt,
-            mapping=None if self.mapping is None else os.fspath(self.mapping),
-            samples=None if self.samples is None or not must else os.fspath(self.samples),
-            run=self.store_run if must else None,
-        )
-        common: dict[str, Any] = {
-            "checks_every_s": self.check_interval,
-            "idle_check_s": self.idle_check,
-            "cost_factor": self.cost_factor,
-            "min_alert": self.min_alert,
-            "clock": self.clock,
-            "timer": self.timer,
-            "judge": self._judge,
-            "outputs": self.outputs,
-        }
-        if self.as_given:  # opened (or waited for) by the follower itself
-            follower = Follower(source, wait=self.wait, **common)
-        else:
-            try:
-                reader = source.open()
-            except UnknownFormatError:
-                if must:
-                    raise
-                return False
-            follower = Follower(reader, path=path, run=source.run, **common)
-        rid = run_id_for(path, path.name if path.is_dir() else path.stem)
-        while rid in self.runs:  # two paths, one hash prefix: keep ids unique
-            rid += "x"
-        follower.id = rid
-        self.runs[rid] = follower
-        self._by_path[key] = rid
-        return True
-
-    def discover(self, *, force: bool = False) -> bool:
-        """Look for new runs under the folders (at most every ``discover_interval`` seconds
-        unless ``force``); True if one was found."""
-        now = time.monotonic()
-        if not force and now - self._last_discover < self.discover_interval:
-            return False
-        self._last_discover = now
-        found = False
-        for root in self.roots:
-            try:
-                runs = self._finder.find(root).runs
-            except ReadError:  # the folder cannot be read (now): nothing found there
-                continue
-            for r in runs:
-                p = Path(r)
-                key = p.resolve()
-                if key in self._by_path or any(k in self._by_path for k in key.parents):
-                    continue
-                with self.lock:
-                    found |= self._add(p)
-        return found
-
-    def poll(self, now: float | None = None, *, force: bool = False) -> int:
-        """One pass: look for new runs (``found``: whether one was), read every run's new
-        records, then judge the runs that are due (every run with ``force``), oldest
-        judgement first, for at most ``judge_budget`` seconds (at least one); each update goes
-        to the outputs. ``now`` is on the followers' ``timer`` (default: theirs, now). Returns
-        how many updates had news (new records, a new report, new findings, a recreated
-        run)."""
-        self.found = self.discover()
-        news = 0
-        for run in list(self.runs.values()):
-            with self.lock:  # per run, so a long first read does not hold the others up
-                self.reading = str(run.path)
-                up = run.read()
-                self.reading = None
-                run.tell(up)
-            news += up.new_data or up.reset
-        t0 = time.perf_counter()
-        due = [r for r in self.runs.values() if r.reader is not None and (force or r.due(now))]
-        for run in sorted(due, key=lambda r: r.last_judged):
-            with self.lock:
-                up = run.judge(now=now)
-                run.tell(up)
-            news += up.report_changed or bool(up.new_findings)
-            if not force and time.perf_counter() - t0 > self.judge_budget:
-                break
-        return news
-
-    def close(self, timeout: float = 10.0) -> int:
-        """Close the outputs, ``timeout`` seconds each at most: how many things they could
-        not deliver."""
-        lost = 0
-        for out in self.outputs:
-            try:
-                lost += out.close(timeout)
-            except Exception as exc:  # one output's failure must not hide the others'
-                log.warning("rlvitals: closing %s failed: %s", out.describe(), exc)
-        return lost

@@ -1,11 +1,10 @@
-"""``rlvitals watch RUN``: follow a live run in the terminal, alert on new findings.
+"""``rlvitals watch``'s terminal, an output: what a followed run's updates show in a terminal.
 
-Each tick reads only the bytes the run wrote since the last one (the reader is incremental),
-re-judges the run when something changed (and now and then when nothing did: liveness changes
-with the clock), posts each new finding once to the webhook from a background thread, and
-redraws. On a terminal it is a rich live view; elsewhere (CI logs, pipes) it prints one line
-per step reached and per finding, or JSON Lines with ``--json``. It ends when the run's status
-in run.json is no longer ``running``, with the exit code ``rlvitals check --fail-on`` gives.
+``TerminalOutput`` turns each update into the events line mode prints (one line per step
+reached and per finding, or JSON Lines with ``--json``; ``line``) and draws the rich live view
+(``panel``) from the run's state only, with the status and failures of the other outputs it
+is shown beside (a webhook's). The loop that polls the run and redraws is the follow stage's
+(``rlvitals.follow.watch``).
 """
 
 from __future__ import annotations
@@ -15,20 +14,19 @@ import os
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import IO, Any
+from typing import Any
 
 import numpy as np
 
+from .. import safe
 from ..checks.base import VERDICTS, Finding, Report, severity_rank
-from ..follow import Fleet, Update, ended, run_status
 from ..jsonio import dumps
 from ..model import RunData
-from ..outputs import Output
 from ..schema import key_metrics
-from . import safe
-from .series import fmt_value
+from ..views.series import fmt_value
+from . import Output, Update
 
-__all__ = ["KEY_METRICS", "TerminalOutput", "Watcher", "watch"]
+__all__ = ["KEY_METRICS", "Event", "TerminalOutput", "sanitize"]
 
 # The numbers the live view shows, in the seeds' reading order, with short labels: the
 # metrics schema.py marks ``key=True``.
@@ -132,11 +130,11 @@ class TerminalOutput(Output):
 
     @property
     def status(self) -> str | None:
-        return run_status(self.data)
+        return self.run.status if self.run is not None else None
 
     @property
     def finished(self) -> bool:
-        return ended(self.status)
+        return bool(self.run is not None and self.run.finished)
 
     @property
     def check_error(self) -> str | None:
@@ -214,10 +212,10 @@ class TerminalOutput(Output):
         step = self.data.last_step
         head = Text()
         head.append(f"step {step}" if step is not None else "no steps yet", style="bold")
-        head.append(_sanitize(f"   {self.status or 'status unknown'}"))
+        head.append(sanitize(f"   {self.status or 'status unknown'}"))
         state, words = self.liveness()
         style = {"stalled": "bold red", "slow": "yellow", "finished": "cyan"}.get(state, "green")
-        live = Text(_sanitize(words), style=style)
+        live = Text(sanitize(words), style=style)
         nums = Table.grid(padding=(0, 2))
         nums.add_column(style="dim")
         nums.add_column(justify="right")
@@ -237,7 +235,7 @@ class TerminalOutput(Output):
             line = Text("  ")
             line.append(f"{f.severity.upper():<4}", style=SEV_STYLE[f.severity])
             line.append(safe.line(f" {f.check}: "))
-            line.append(_sanitize(f.title))
+            line.append(sanitize(f.title))
             if f.first_step is not None:
                 line.append(f" (step {f.first_step})", style="dim")
             parts.append(line)
@@ -253,7 +251,7 @@ class TerminalOutput(Output):
                 parts.append(
                     Text(safe.line(f"last alert not delivered: {what}: {why}"), style="yellow")
                 )
-        title = Text(_sanitize(f"rlvitals watch · {self.name}"))
+        title = Text(sanitize(f"rlvitals watch · {self.name}"))
         return Panel(Group(*parts), title=title, expand=False)
 
     def line(self, event: Event) -> str:
@@ -284,109 +282,6 @@ class TerminalOutput(Output):
         return f"{event.kind}: {dumps(d)}"
 
 
-class Watcher:
-    """Follows one run for the terminal: a ``Follower`` reads and judges and hands each
-    update to the outputs: the ``TerminalOutput`` (``panel``, ``line``, the events ``tick``
-    returns) and any others (a webhook: ``notifier``; ``outputs``).
-
-    Args:
-        path: the run (any format rlvitals reads).
-        source_format: overrides sniffing.
-        mapping: a user mapping file (``--mapping``), ahead of the format's own table.
-        run: the run of a tracker store holding several (``--run``).
-        stall_after: seconds without a step record or progress that make the run stalled
-            (default: the checks' own, ten typical step intervals).
-        baseline: healthy ranges for the checks (``rlvitals.baseline.load``).
-        thresholds: threshold overrides (``rlvitals check --set``).
-        transcript_rules: a transcript rules file (``rlvitals check --rules``).
-        notifier: a webhook (``WebhookNotifier``) new findings go to, or None.
-        outputs: more outputs (``rlvitals.outputs.Output``) each update goes to.
-        min_alert: the lowest severity posted (default ``warn``).
-        clock: the wall clock (tests pass a fake one).
-        check_interval: seconds between judgements while data arrives.
-        idle_check: seconds between judgements while nothing arrives.
-        wait: a run that does not exist yet is waited for.
-        samples: a framework's sample dump read as the run's attempts (``--samples``).
-    """
-
-    def __init__(
-        self,
-        path: str | os.PathLike[str],
-        *,
-        source_format: str | None = None,
-        mapping: str | os.PathLike[str] | None = None,
-        run: str | None = None,
-        stall_after: float | None = None,
-        baseline: dict[str, Any] | None = None,
-        thresholds: Any = None,
-        transcript_rules: str | None = None,
-        notifier: Output | None = None,
-        outputs: Iterable[Output] = (),
-        min_alert: str = "warn",
-        clock: Callable[[], float] = time.time,
-        check_interval: float = 1.0,
-        idle_check: float = 5.0,
-        judge: Callable[[RunData, float], Report] | None = None,
-        wait: bool = False,
-        samples: str | os.PathLike[str] | None = None,
-    ) -> None:
-        self.path = os.fspath(path)
-        others = [*outputs, *([notifier] if notifier is not None else [])]
-        self.terminal = TerminalOutput(self.path, clock=clock, shown=others)
-        if judge is None:
-            from ..judge import Judge
-
-            judge = Judge(
-                baseline=baseline,
-                thresholds=thresholds,
-                rules=transcript_rules,
-                stall_after=stall_after,
-            )
-        # The follow stage, one run as given: the one loop serve's fleet runs.
-        self.fleet = Fleet(
-            [path],
-            as_given=True,
-            wait=wait,
-            source_format=source_format,
-            mapping=mapping,
-            run=run,
-            samples=samples,
-            judge=judge,
-            check_interval=check_interval,
-            idle_check=idle_check,
-            cost_factor=5.0,
-            min_alert=min_alert,
-            clock=clock,
-            timer=clock,
-            # the terminal last: it tells what the others did with the same update
-            outputs=[*others, self.terminal],
-        )
-        (self.follower,) = self.fleet.runs.values()
-        self.terminal.run = self.follower
-
-    def tick(self, *, force: bool = False) -> list[Event]:
-        """Read what is new, judge if due, hand it to the outputs; the events line mode
-        prints."""
-        self.fleet.poll(force=force)
-        return self.terminal.take()
-
-    @property
-    def data(self) -> RunData:
-        return self.follower.data
-
-    @property
-    def report(self) -> Report | None:
-        return self.follower.report
-
-    @property
-    def finished(self) -> bool:
-        return self.follower.finished
-
-    def close(self, timeout: float) -> int:
-        """Close the outputs; how many alerts were not delivered."""
-        return self.fleet.close(timeout)
-
-
 def _ago(seconds: float) -> str:
     seconds = max(0.0, seconds)
     if seconds < 90:
@@ -396,91 +291,8 @@ def _ago(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h ago"
 
 
-def _sanitize(text: str) -> str:
+def sanitize(text: str) -> str:
     """Run text for a terminal or a log: one line, control characters made visible
     (``safe.line``: escape sequences in a title could otherwise retitle or clear the
     terminal)."""
     return safe.line(text)
-
-
-def watch(
-    watcher: Watcher,
-    *,
-    console: Any,
-    interval: float = 1.0,
-    fail_on: str | None = "fail",
-    json_lines: bool = False,
-    out: IO[str] | None = None,
-    flush_timeout: float = 10.0,
-    sleep: Callable[[float], None] = time.sleep,
-) -> int:
-    """Follow the run until its status leaves ``running``; returns the exit code."""
-    interactive = console.is_terminal and not json_lines
-    term = watcher.terminal
-
-    def emit(ev: Event) -> None:
-        if json_lines:
-            assert out is not None
-            out.write(safe.json_for_terminal(dumps({"event": ev.kind, **ev.data})) + "\n")
-            out.flush()
-        elif not interactive:
-            console.print(_sanitize(term.line(ev)), markup=False, highlight=False, soft_wrap=True)
-
-    interrupted = False
-    try:
-        if interactive:
-            from rich.live import Live
-
-            with Live(term.panel(), console=console, refresh_per_second=4) as live:
-                while True:
-                    watcher.tick()
-                    live.update(term.panel())
-                    if watcher.finished:
-                        break
-                    sleep(interval)
-                watcher.tick(force=True)
-                live.update(term.panel())
-        else:
-            while True:
-                for ev in watcher.tick():
-                    emit(ev)
-                if watcher.finished:
-                    break
-                sleep(interval)
-            for ev in watcher.tick(force=True):
-                emit(ev)
-    except KeyboardInterrupt:
-        interrupted = True
-        raise
-    finally:
-        undelivered = watcher.close(min(2.0, flush_timeout) if interrupted else flush_timeout)
-    for ev in term.alert_failures():  # those given up on while flushing
-        if json_lines or not interactive:
-            emit(ev)
-        else:
-            console.print(_sanitize(term.line(ev)), markup=False, highlight=False)
-    code = term.exit_code(fail_on)
-    report = watcher.report
-    end = {
-        "status": term.status,
-        "verdict": report.verdict if report else None,
-        "worst": report.worst if report else None,
-        "exit_code": code,
-        "alerts_undelivered": undelivered,
-    }
-    if report is None and term.check_error:
-        end["error"] = term.check_error
-    if json_lines:
-        emit(Event("finished", end))
-    else:
-        verdict = VERDICTS.get(report.verdict, "") if report else "not judged"
-        if report is None and term.check_error:
-            verdict += f" ({term.check_error})"
-        msg = f"run {term.status}: {verdict} (worst {end['worst']}); exit {code}"
-        if undelivered:
-            msg += f"; {undelivered} alert(s) not delivered"
-            failures = [f for o in term.shown for f in o.undelivered()]
-            if failures:
-                msg += f" (last: {failures[-1][1]})"
-        console.print(_sanitize(msg), markup=False, highlight=False, soft_wrap=True)
-    return code

@@ -1,8 +1,9 @@
 """``/metrics``: every run's latest canonical values and its verdict in Prometheus text format.
 
-Built on each scrape from what the follow stage holds (no registry of its own:
-prometheus_client keeps one global registry of a process's own metrics; these are per-run
-labels rebuilt each time). ``rlvitals serve`` answers ``/metrics`` with it.
+``Prometheus`` is the output ``rlvitals serve`` answers ``/metrics`` from: it keeps the
+exposition of the runs it is handed, written again after an update changed one (no registry of
+its own: prometheus_client keeps one global registry of a process's own metrics; these are
+per-run labels). ``prometheus_text`` writes it.
 """
 
 from __future__ import annotations
@@ -14,10 +15,11 @@ from typing import Any
 
 from ..checks.base import SEVERITIES, Report
 from ..model import RunData
+from ..safe import fs_text
 from ..schema import is_canonical
-from .safe import fs_text
+from . import Output, Update
 
-__all__ = ["FAMILIES", "gauges", "prometheus_text"]
+__all__ = ["FAMILIES", "Prometheus", "gauges", "prometheus_text"]
 
 
 def _label(v: Any) -> str:
@@ -99,3 +101,26 @@ def prometheus_text(runs: Iterable[tuple[str, RunData, Report | None]]) -> str:
         lines.append(f"# TYPE {fam} gauge")
         lines.extend(samples)
     return "\n".join(lines) + "\n"
+
+
+class Prometheus(Output):
+    """The runs' exposition for ``/metrics``, an ``Output``: ``text()`` is written from the
+    runs (id -> ``Follower``, the hub's) again only after an update; called with the hub's
+    lock held.
+
+    Args:
+        runs: the hub's runs, read for the exposition.
+    """
+
+    def __init__(self, runs: dict[str, Any]) -> None:
+        self.runs = runs
+        self._text: str | None = None
+
+    def update(self, run: Any, update: Update) -> None:
+        self._text = None  # what a run holds or says changed: written again at the next scrape
+
+    def text(self) -> str:
+        """Every run's exposition, as of the last update."""
+        if self._text is None:
+            self._text = prometheus_text((r.id, r.data, r.report) for r in self.runs.values())
+        return self._text
