@@ -185,3 +185,32 @@ def test_titles_fit_wandb_and_name_the_finding() -> None:
     assert up["title"].startswith("FAIL") and "(was warn)" in up["text"] and up["level"] == "ERROR"
     ping = alert_fields(Finding("groups", "warn", "too_hard", "<!channel> \x1b[2J"), "run")
     assert "<!channel>" not in ping["text"] and "\x1b" not in ping["text"]
+
+
+def test_a_w_and_b_run_that_cannot_be_joined_is_said_once_per_finding(
+    offline: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls = []
+
+    def refuse(*args: Any, **kwargs: Any) -> None:
+        calls.append(kwargs.get("id"))
+        raise RuntimeError("not logged in")
+
+    monkeypatch.setattr(wandb, "init", refuse)
+    out = WandbAlerts(directory=offline / "joined")
+
+    class Data:
+        format, info = "wandb", {"run_id": "abc123", "project": "p", "run_dir": "run-x-abc123"}
+
+    class Run:
+        name, source, data = "r", "wandb/latest-run", Data()
+
+    class Up:
+        def __init__(self, check: str) -> None:
+            self.new_findings = [(Finding(check, "warn", "too_hard", "x"), None)]
+
+    out.update(Run(), Up("groups"))
+    out.update(Run(), Up("reward"))
+    assert out.close(10) == 2
+    assert calls == ["abc123"]  # tried once, not once per alert
+    assert all("not logged in" in why for _t, why in out.undelivered())

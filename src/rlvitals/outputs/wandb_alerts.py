@@ -157,6 +157,7 @@ class WandbAlerts(Output):
         self._joined: Any = None  # a run this output joined (finished at close)
         self._target: Any = None
         self._target_name = ""
+        self._join_failed: str | None = None
         self._last: dict[str, float] = {}
         self._queue: queue.Queue[Any] = queue.Queue()
         self._lock = threading.Lock()
@@ -251,8 +252,14 @@ class WandbAlerts(Output):
                     "no W&B run: the followed run is no W&B run and none is active in this "
                     "process (wandb.init, or TRL's report_to='wandb')"
                 )
+            elif self._join_failed:
+                raise _NoRun(self._join_failed)
             else:
-                self._target = self._joined = self._join(identity)
+                try:
+                    self._target = self._joined = self._join(identity)
+                except Exception as exc:  # not logged in, no network: said once, not retried
+                    self._join_failed = f"joining W&B run {wid} failed: {type(exc).__name__}: {exc}"
+                    raise _NoRun(self._join_failed) from None
         self._target_name = str(getattr(self._target, "id", "") or "")
         return self._target
 
