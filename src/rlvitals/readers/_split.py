@@ -50,6 +50,10 @@ __all__ = [
 ]
 
 PIECE_BYTES = 48 << 20  # bytes a piece is at least
+# The first piece (this process's) is this much bigger than the others: a worker's columns
+# still travel back (pickled) when it is done, about an eighth of its reading time (measured:
+# 0.14 s after the parent's 0.96 s on two cores, 1,040,000 attempts).
+FIRST_EXTRA = 0.15
 MAX_PARTS = 4
 _PARTS: ContextVar[int] = ContextVar("rlvitals_read_parts", default=1)
 
@@ -85,8 +89,9 @@ def cut_points(path: Path, start: int, parts: int, max_line: int) -> list[int]:
                 return []  # no LF line ends near the start (a lone-CR file): one piece
             parts = min(parts, (size - start) // PIECE_BYTES)
             cuts: list[int] = []
+            share = 1 + FIRST_EXTRA  # the first piece's weight; each other's is 1
             for k in range(1, parts):
-                at = start + (size - start) * k // parts
+                at = start + int((size - start) * (share + k - 1) / (share + parts - 1))
                 f.seek(at)
                 seen = 0
                 while True:
