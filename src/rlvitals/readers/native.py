@@ -493,9 +493,12 @@ class NativeReader:
         cuts = _split.cut_points(p, st.offset, _split.parts_wanted(), MAX_LINE_BYTES)
         if not cuts:
             return False
-        futures = _split.read_pieces(
-            p, cuts, final, partial(_read_piece, str(p), str(self.dir), shard)
-        )
+        try:
+            futures = _split.read_pieces(
+                p, cuts, final, partial(_read_piece, str(p), str(self.dir), shard)
+            )
+        except Exception:  # no process could be started (a limit, no memory): one piece
+            return False
         changed = False
         for first, start, chunk in read_chunks(
             st,
