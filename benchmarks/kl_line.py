@@ -25,7 +25,6 @@ bf16 engines sit, and the findings would change.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 from pathlib import Path
 
@@ -58,7 +57,7 @@ def main() -> None:
         roll = np.convolve(v, np.ones(5) / 5, mode="valid") if len(v) >= 5 else v
         said = []
         for line in (0.01, LINE):
-            th = dataclasses.replace(Thresholds(), mismatch_kl_warn=line)
+            th = Thresholds().replace(mismatch_kl_warn=line)
             found = run_checks(run, now=NOW, thresholds=th).to_dict().get("findings", [])
             said.append(sum(1 for f in found if f.get("check") == "agreement"))
         print(

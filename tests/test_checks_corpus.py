@@ -185,42 +185,45 @@ def test_a_silent_store_with_no_end_state_is_stalled_or_ended():
     assert later.verdict == "learning" and not later.at_least("warn")
 
 
-def test_one_gradient_explosion_is_unstable_at_its_step_live_too():
-    # rl-doctor's grad_spikes scenario: the first norm 90x its running median at step 52.
+def test_gradient_explosions_are_unstable_once_they_recur_live_too():
+    # rl-doctor's grad_spikes scenario: norms 90x their running median from step 52, seven in
+    # all. One is a hypothesis (info, DESIGN.md); the third (step 78) makes them recur:
+    # unstable updates, dated at the first.
     data = read(str(CORPUS / "peers/rldoctor/grad_spikes-s3/records.jsonl"))
-    for rep in (run_checks(data), run_checks(data.until(52))):
+    first = next(f for f in run_checks(data.until(52)).findings if "exploded" in f.title)
+    assert (first.verdict, first.severity, first.first_step) == ("unstable", "info", 52)
+    for rep in (run_checks(data), run_checks(data.until(78))):
         f = next(f for f in rep.at_least("warn") if "exploded" in f.title)
         assert (f.verdict, f.first_step, f.metric) == ("unstable", 52, "train/grad_norm")
     assert "spikes" not in " ".join(f.title for f in run_checks(data).findings)
 
 
-def test_saturated_groups_are_mastered_and_a_warning_to_stop():
+def test_saturated_groups_are_mastered_and_said():
     # rl-doctor's saturated_groups scenario: held-out accuracy rises 0.43 -> 0.95 while the
     # share of zero-variance groups passes 0.5 at step 142 and 0.95 by step 220. Good news,
-    # and most of each update's sampling now teaches nothing: a warning, dated near the onset
-    # and raised live within about 20 updates of it (rl-doctor: 18.5).
-    data = read(str(CORPUS / "peers/rldoctor/saturated_groups-s3/records.jsonl"), mapping=TRL)
+    # said as information dated near the onset, live too: a run that learned its tasks is no
+    # failure (DESIGN.md: every healthy run stays quiet).
+    path = CORPUS / "peers/rldoctor/saturated_groups-s3/records.jsonl"
+    data = read(str(path), mapping=TRL)
     rep = run_checks(data)
     assert rep.verdict == "mastered", alarms(rep)
-    f = next(f for f in rep.at_least("warn") if f.check == "groups")
+    f = next(f for f in rep.findings if f.check == "groups")
     assert f.verdict == "mastered" and 142 <= f.first_step <= 152 and "used up" in f.title
-    # (rl-doctor's records carry no clock: the liveness check would judge the file's age.)
-    assert not [f for f in run_checks(data.until(141)).at_least("warn") if f.check == "groups"]
-    late = run_checks(data.until(160)).at_least("warn")
-    assert [f.verdict for f in late if f.check != "liveness"] == ["mastered"]
+    assert not [f for f in run_checks(data.until(141)).findings if f.verdict == "mastered"]
+    # (rl-doctor's records carry no clock: a prefix is judged at its file's time.)
+    late = run_checks(data.until(160), now=path.stat().st_mtime)
+    assert late.verdict == "mastered" and not late.at_least("warn")
 
 
-def test_truncation_creeping_past_five_percent_is_out_of_room_live():
+def test_truncation_creeping_to_five_percent_is_said_not_warned():
     # rl-doctor's truncation scenario: completions/clipped_ratio climbs 0.5% -> 5% by step 101
-    # (the label's onset) and on. Past science.md's 5% line and still climbing: out of room by
-    # the onset, live; 30 updates earlier (under 4%) it is quiet.
+    # (its label's onset). Healthy runs' shares creep to 10-11% as replies lengthen (the
+    # families), so a creep warns from 15% (science.md 5's paging line) with the reward flat:
+    # this one is under it, and nothing warns of room, live or finished.
     data = read(str(CORPUS / "peers/rldoctor/truncation-s3/records.jsonl"), mapping=TRL)
     for upto in (103, None):
         rep = run_checks(data if upto is None else data.until(upto))
-        f = next(f for f in rep.at_least("warn") if f.verdict == "out_of_room")
-        assert 95 <= f.first_step <= 103 and "still climbing" in f.title, f.title
-    early = run_checks(data.until(70)).at_least("warn")
-    assert not [f for f in early if f.check == "episodes"]
+        assert not [f for f in rep.at_least("warn") if f.verdict == "out_of_room"], alarms(rep)
 
 
 def test_junk_pinned_at_one_score_is_not_mastered():
@@ -244,7 +247,11 @@ def test_a_transient_truncated_start_is_not_out_of_room():
 
 
 def test_a_plateau_and_an_entropy_bound_plateau_are_told_apart():
-    assert judge("peers/rldoctor/plateau-s3/records.jsonl").verdict == "not_learning"
+    # rl-doctor's plateau: the reward rose, then levelled off from step ~63: said (a healthy
+    # run's rise saturates too: the families), with the run read as learning.
+    plateau = judge("peers/rldoctor/plateau-s3/records.jsonl")
+    f = next(f for f in plateau.findings if "stopped improving" in f.title)
+    assert (f.verdict, f.severity, plateau.verdict) == ("not_learning", "info", "learning")
     rep = judge("peers/rldoctor/entropy_collapse-s3/records.jsonl")
     assert rep.verdict == "collapse" and rep.findings[0].check == "policy"
 

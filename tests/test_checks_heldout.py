@@ -117,7 +117,8 @@ def test_heldout_rising_beyond_its_error_makes_a_quiet_run_learning():
     # The train reward creeps up within its noise (reward/mean of the trained groups holds
     # still as tasks are mastered), while held-out rises well beyond its error: learning, not
     # "too early" nor a plateau. Held-out flat with the same train reward, over 40 updates, is
-    # a plateau (issue 27: past 20 updates "too early to tell" is no answer).
+    # a plateau (DESIGN.md: past 20 updates "too early to tell" is no answer), said at info:
+    # 40 updates is a young run, and a healthy run's slow start stays flat that long.
     train = rising(40, 0.50, 0.53)
     rising_scores = {s: 0.80 + 0.004 * s for s in range(4, 40, 5)}
     flat_scores = {s: 0.80 for s in range(4, 40, 5)}
@@ -126,4 +127,6 @@ def test_heldout_rising_beyond_its_error_makes_a_quiet_run_learning():
     assert learning.verdict == "learning"
     assert not learning.at_least("warn")
     flat = run_checks(run(train, flat_scores, n=200, seed=3).data)
-    assert flat.verdict == "plateau" and flat.at_least("warn")[0].evidence["plateau_level"]
+    (f,) = [f for f in flat.findings if f.check == "reward"]
+    assert flat.verdict == "plateau" and (f.verdict, f.severity) == ("plateau", "info")
+    assert f.evidence["plateau_level"] and not flat.at_least("warn")

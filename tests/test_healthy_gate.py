@@ -1,5 +1,7 @@
-"""The zero-false-alarm gate (issue 27, item 6): every healthy run we have, judged, raises no
-warn-or-worse finding and reads as learning.
+"""The zero-false-alarm gate (issue 27, item 6; issue 36 item 5): every healthy run we have,
+judged, raises no warn-or-worse finding and reads as learning, finished and, for the
+development corpus's, at every prefix past 20 updates (the wild corpus's live replay is in
+tests/test_checks_wild.py).
 
 - the peers' healthy scenarios and phases and the real TRL healthy runs of the development
   corpus (benchmarks/corpus/manifest.toml, label "healthy");
@@ -51,6 +53,17 @@ def test_healthy_corpus_runs_raise_nothing(entry):
     rep = run_checks(_corpus.read_entry(entry))
     assert not rep.at_least("warn"), alarms(rep)
     assert rep.verdict in ("learning", "too_early"), rep.verdict
+
+
+@pytest.mark.parametrize("entry", HEALTHY, ids=lambda e: e["path"])
+def test_healthy_corpus_runs_raise_nothing_live(entry):
+    # Replayed as they grew: every prefix past 20 updates, every 10, judged at the time its
+    # last record was written (benchmarks/live.py), raises nothing at warn or worse.
+    from live import replay
+
+    res = replay(_corpus.read_entry(entry), every=10, past=20)
+    loud = [p for p in res["prefixes"] if p["alarms"] and p["updates"] > 20]
+    assert not loud, loud[:2]
 
 
 @pytest.mark.skipif(not _wild_healthy(), reason=f"no wild corpus at {WILD}")

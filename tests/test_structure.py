@@ -211,9 +211,12 @@ def dead_definitions() -> list[str]:
 
 
 # Names other libraries call (TRL's callback, uvicorn's server, starlette's router, Python's
-# module __getattr__ and __exit__), not dead though nothing of ours names them.
+# module __getattr__ and __exit__, pickle's Unpickler hooks), not dead though nothing of ours
+# names them.
 _CALLED_BY_OTHERS = {
     "__getattr__",
+    "find_class",
+    "persistent_load",
     "on_step_begin",
     "should_training_stop",
     "redirect_slashes",

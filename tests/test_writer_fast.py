@@ -27,7 +27,9 @@ from rlvitals.writer import attempts as attempts_module
 # writer at e65ebdb on this scenario.
 GOLDEN = {
     "rollouts.jsonl": "03177c722665cbb52692fdf5f168c114eef9e1ffdc06468e05682c87df6f9350",
-    "steps.jsonl": "0a032cb053015514fdc386bf8012bd42cbc33ca21dd6dacedaebff7778a34f1b",
+    # Measured again when the step record gained the raw token ratio's mean, median and
+    # extremes and the median |Δ| (train/is_ratio_*, train/logprob_abs_diff_p50).
+    "steps.jsonl": "2b69272d111cf61506a55adbbf8303d030e4da2ddd6154489d5cc3a51d21e913",
 }
 
 

@@ -15,9 +15,12 @@ from __future__ import annotations
 from array import array
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from .settings import RunSettings
 
 __all__ = [
     "EVENT_KINDS",
@@ -480,6 +483,8 @@ class RunData:
     nulls: dict[str, int] = field(default_factory=dict)
     presence: Presence | None = None
     transcripts: Any = None
+    # What the run wrote about its own settings (``rlvitals.settings.settings_of``), once read.
+    settings: RunSettings | None = None
 
     @property
     def missing(self) -> dict[str, int]:
@@ -582,6 +587,9 @@ class RunData:
         out.unmapped = dict(self.unmapped)
         out.nulls = {k: v for k, v in self.nulls.items() if v <= step}
         out.transcripts = self.transcripts
+        out.settings = self.settings
+        if "_settings_key" in self.__dict__:
+            out.__dict__["_settings_key"] = self.__dict__["_settings_key"]
         out.evals = [e for e in self.evals if isinstance(e.get("step"), int) and e["step"] <= step]
         out.events = [e for e in self.events if e.step is None or e.step <= step]
         t = self.metrics.get("time")

@@ -21,8 +21,9 @@ import numpy as np
 
 from ..model import Series
 from .base import Finding
-from .context import Context, Thresholds, finding, round_sig
-from .sequences import LOGGED_SEQ_LINE, SEQ_OVER, SeqShares, cite, seq_shares
+from .context import Context, finding, round_sig
+from .ratio_findings import attribute
+from .sequences import LOGGED_SEQ_LINE, SEQ_OVER, SeqShares, SequencesLines, cite, seq_shares
 from .stats import (
     MIN_WINDOW,
     Trend,
@@ -34,8 +35,108 @@ from .stats import (
     start_level,
     trend,
 )
+from .thresholds import line, lines
 
 NAME = "agreement"
+
+
+@lines
+@dataclass(frozen=True)
+class AgreementLines:
+    """Where the agreement check draws its lines."""
+
+    mismatch_kl_warn: float = line(
+        0.01,
+        "sampler/trainer KL (k3, or |k1|) that warns",
+        "tinker-cookbook: training is stable when the sampler-trainer KL < 0.01 (science.md 1)",
+    )
+    mismatch_kl_fail: float = line(
+        0.1,
+        "k3 KL that fails",
+        "verl rollout_corr health check: |k1| > 0.1 is a significant off-policy gap",
+    )
+    mismatch_k1_fail: float = line(
+        0.1, "|k1| that fails", "verl rollout_corr: |k1| > 0.1 is a significant off-policy gap"
+    )
+    mismatch_rise: float = line(
+        10.0,
+        "a mismatch this many times its own start counts ...",
+        "science.md 1 (judged against the run's own start; an order of magnitude, far past "
+        "the start's own scatter)",
+    )
+    mismatch_floor: float = line(
+        0.0001,
+        "... only above this level (rounding noise under it)",
+        "science.md 1 (per-token drift |mean log w| <= 1e-3 is within verl's Geo-RS bounds; "
+        "k3 ~ (log w)^2 / 2 puts its noise near 1e-4 and under)",
+    )
+    mismatch_trend_rise: float = line(
+        3.0,
+        "a rise named by its trend before a line: the five-update mean this many times its "
+        "start, still rising significantly",
+        "science.md 1 (one-sided CUSUM on log k3 against the first 30 steps); three times "
+        "its start on a log scale",
+    )
+    mismatch_seq_share_warn: float = line(
+        0.05,
+        "share of an update's sequences past mismatch_seq_line that warns when it holds (3 "
+        "of 5 updates)",
+        "NeMo-RL docs/guides/grpo.md (token_mult_prob_error past ~1-2% is a problem); a "
+        "twentieth of the sequences",
+    )
+    mismatch_tme_warn: float = line(
+        1.02,
+        "token mean of exp(|Δ|) (NeMo-RL's token_mult_prob_error) that warns when it holds "
+        "from a start under it",
+        "NeMo-RL docs/guides/grpo.md: past ~1-2% is a problem",
+    )
+    mismatch_spike_updates: int = line(
+        2,
+        "an excursion of the tail this many updates long or shorter, back under after, is a "
+        "spike (info)",
+        "NeMo-RL docs/guides/grpo.md (tells a spiky error from one that trends up); under "
+        "the 3 of 5 an alarm needs",
+    )
+    mismatch_designed_rise: float = line(
+        3.0,
+        "with a lag constant by design (async), the tail share and the token mean warn at "
+        "this many times their own start at that lag",
+        "science.md 1 (judged against the run's own start, as mismatch_trend_rise)",
+    )
+    ess_token_fail: float = line(
+        0.3, "token-level ESS that fails", "verl rollout_corr: ESS < 0.3 is severe"
+    )
+    ess_seq_warn: float = line(
+        0.5, "sequence-level ESS that warns", "science.md 1 (warn at ESS_seq < 0.5; VCPO)"
+    )
+    stale_share_warn: float = line(
+        0.2,
+        "share of attempts dropped as stale that warns",
+        "the Loops seed (attempts older than max_steps_off_policy are dropped); a fifth of "
+        "the sampling wasted, as failure_burst_warn",
+    )
+    designed_lag: float = line(
+        0.5,
+        "a freshness lag whose median is at least this, and does not rise, is the run's "
+        "design (async), not staleness",
+        "the Loops seed (in async mode rollouts come from older policy versions by design): "
+        "half an update on average",
+    )
+    mismatch_abs_floor: float = line(
+        0.02,
+        "|Δ| (mean absolute logprob gap, no line of its own) counts past sqrt(mismatch_rise) "
+        "times its start only above this",
+        "the Miles seed: a healthy run's log probability gap is 0.0141 to 0.0164",
+    )
+    mismatch_abs_trend_floor: float = line(
+        0.01, "... and its trend line only above this", "the Miles seed (as mismatch_abs_floor)"
+    )
+    mismatch_growing: float = line(
+        0.8,
+        "a mismatch still rising whose mean now is at least this share of its peak is "
+        "growing, not a spell that passed",
+        "science.md 6 (a trend verdict needs the level it describes still there)",
+    )
 
 
 K1 = "train/mismatch_k1"
@@ -50,9 +151,10 @@ def _lag(ctx: Context) -> tuple[Series | None, float | None, bool]:
     if lag is None:
         return None, None, False
     lt = trend(lag) if len(lag) >= MIN_WINDOW else None
-    rising = lt is not None and lt.rising and float(lag.values[-1]) > float(lag.values[0]) + 0.5
+    half = ctx.thresholds.of(AgreementLines).designed_lag
+    rising = lt is not None and lt.rising and float(lag.values[-1]) > float(lag.values[0]) + half
     level = float(np.median(lag.values))
-    return lag, (level if level >= 0.5 and not rising else None), rising
+    return lag, (level if level >= half and not rising else None), rising
 
 
 def _at_designed(s: Series, lag: Series | None, designed: float | None) -> np.ndarray | None:
@@ -100,7 +202,7 @@ def _mismatch(ctx: Context) -> list[Finding]:
     stable run, its own start times ``mismatch_rise``, or ``mismatch_trend_rise`` times it
     while still rising (its trend, before a line); dated at the first, told stale or drift by
     the freshness lag (``_cause``), a spell that ended said, not warned."""
-    th = ctx.thresholds
+    th = ctx.thresholds.of(AgreementLines)
     name, s = ctx.series("train/mismatch_kl", K1, ABS_DIFF)
     if s is None or name is None:
         return []
@@ -119,7 +221,7 @@ def _mismatch(ctx: Context) -> list[Finding]:
     step = int(s.steps[idx])
     peak, now = float(np.nanmax(roll)), float(roll[-1])
     tr = _trend_since(s, name, step)
-    growing = tr is not None and tr.rising and now >= 0.8 * peak
+    growing = tr is not None and tr.rising and now >= th.mismatch_growing * peak
     cause = _cause(ctx, step, lag, lag_rising)
     ess = ctx.finite("train/mismatch_ess_seq")
     ev: dict[str, Any] = dict(
@@ -173,7 +275,7 @@ class _Lines:
     trend: float = math.inf
 
     @classmethod
-    def of(cls, th: Thresholds, name: str, designed: float | None) -> _Lines:
+    def of(cls, th: AgreementLines, name: str, designed: float | None) -> _Lines:
         """|Δ| has no line of its own (it grows like the square root of k3). With a designed
         lag the mismatch also holds the policy's own movement over that many updates, so the
         numerics lines do not apply: it is judged against its own start only."""
@@ -182,13 +284,13 @@ class _Lines:
         fail = th.mismatch_kl_fail if name == "train/mismatch_kl" else th.mismatch_k1_fail
         return cls(th.mismatch_kl_warn, fail)
 
-    def own(self, th: Thresholds, name: str, start: float) -> None:
+    def own(self, th: AgreementLines, name: str, start: float) -> None:
         """The relative and trend lines: ``mismatch_rise`` and ``mismatch_trend_rise`` times
-        the start, above ``mismatch_floor`` (for |Δ|, their square roots, above 0.02 and
-        0.01)."""
+        the start, above ``mismatch_floor`` (for |Δ|, their square roots, above
+        ``mismatch_abs_floor`` and ``mismatch_abs_trend_floor``)."""
         if name == ABS_DIFF:
-            self.rel = max(math.sqrt(th.mismatch_rise) * start, 0.02)
-            self.trend = max(math.sqrt(th.mismatch_trend_rise) * start, 0.01)
+            self.rel = max(math.sqrt(th.mismatch_rise) * start, th.mismatch_abs_floor)
+            self.trend = max(math.sqrt(th.mismatch_trend_rise) * start, th.mismatch_abs_trend_floor)
         else:
             self.rel = max(th.mismatch_rise * start, th.mismatch_floor)
             self.trend = max(th.mismatch_trend_rise * start, th.mismatch_floor)
@@ -294,9 +396,9 @@ def _sampler_lag_rising(ctx: Context, step: int) -> bool:
 
 
 def _ess(ctx: Context, already: bool) -> list[Finding]:
-    th = ctx.thresholds
+    th = ctx.thresholds.of(AgreementLines)
     out: list[Finding] = []
-    for name, line, sev in (
+    for name, at, sev in (
         ("train/mismatch_ess", th.ess_token_fail, "fail"),
         ("train/mismatch_ess_seq", th.ess_seq_warn, "warn"),
     ):
@@ -304,7 +406,7 @@ def _ess(ctx: Context, already: bool) -> list[Finding]:
         if s is None or len(s) < MIN_WINDOW:
             continue
         roll = rolling_mean(s.values)
-        idx = crossing(s.values, line, above=False)
+        idx = crossing(s.values, at, above=False)
         if idx is None or (already and sev == "warn"):
             continue
         out.append(
@@ -313,11 +415,11 @@ def _ess(ctx: Context, already: bool) -> list[Finding]:
                 sev,
                 "drift",
                 f"{name} fell to {float(np.nanmin(roll)):.2f} from step {int(s.steps[idx])} "
-                f"(line {line})",
+                f"(line {at})",
                 metric=name,
                 first_step=int(s.steps[idx]),
                 low=round_sig(float(np.nanmin(roll))),
-                line=line,
+                line=at,
                 action="Importance weights are dominated by a few tokens or sequences: the "
                 "update is effectively off-policy. Cap the ratios (TIS) or mask outliers, and "
                 "find the source of the mismatch.",
@@ -328,7 +430,7 @@ def _ess(ctx: Context, already: bool) -> list[Finding]:
 
 
 def _freshness(ctx: Context) -> list[Finding]:
-    th = ctx.thresholds
+    th = ctx.thresholds.of(AgreementLines)
     out: list[Finding] = []
     stale = ctx.finite("discard/rollouts/stale")
     cap = ctx.config_value("training", "max_steps_off_policy")
@@ -412,7 +514,7 @@ def _runs(mask: np.ndarray) -> list[tuple[int, int]]:
 def _seq_line_note(ctx: Context) -> list[Finding]:
     """A sequence line other than the writer's asked of a run that keeps no per-attempt ratios
     to count against it: said once, so the line is never ignored silently."""
-    asked = ctx.thresholds.mismatch_seq_line
+    asked = ctx.thresholds.of(SequencesLines).mismatch_seq_line
     if asked == LOGGED_SEQ_LINE:
         return []
     measured = [n for n in ("train/mismatch_kl", K1, ABS_DIFF, TME, SEQ_OVER) if ctx.finite(n)]
@@ -458,7 +560,7 @@ class _Tail:
     def evidence(self, ctx: Context, cause: dict[str, Any]) -> dict[str, Any]:
         return dict(
             **_lag_evidence(cause, self.designed, self.base),
-            **self.shares.evidence(ctx.thresholds.mismatch_seq_line),
+            **self.shares.evidence(ctx.thresholds.of(SequencesLines).mismatch_seq_line),
         )
 
 
@@ -471,7 +573,7 @@ def _tail(ctx: Context) -> list[Finding]:
     behind measures that designed staleness (the policy's own movement over those updates),
     not a broken engine: the share is then judged against its own start at the designed lag
     only, from the first update at it, and not before MIN_WINDOW updates ran there."""
-    th = ctx.thresholds
+    th = ctx.thresholds.of(AgreementLines)
     shares = seq_shares(ctx)
     share = shares.series
     if share is None or len(share) < 3:
@@ -497,7 +599,11 @@ def _tail(ctx: Context) -> list[Finding]:
 def _tail_spikes(ctx: Context, tail: _Tail, past: np.ndarray) -> list[Finding]:
     """Short excursions only (``mismatch_spike_updates`` or fewer, back under after), two or
     more: said (info), with their steps, never warned."""
-    spikes = [(a, b) for a, b in _runs(past) if b - a <= ctx.thresholds.mismatch_spike_updates]
+    spikes = [
+        (a, b)
+        for a, b in _runs(past)
+        if b - a <= ctx.thresholds.of(AgreementLines).mismatch_spike_updates
+    ]
     if len(spikes) < 2:
         return []
     steps = [int(tail.share.steps[a]) for a, _ in spikes]
@@ -554,7 +660,7 @@ def _tail_held(ctx: Context, tail: _Tail, idx: int) -> Finding:
         seq_ratio_p90_at_onset=_at_steps(ctx.finite(SEQ_P90), first_steps),
         mean_metric=mean_name,
         mean_now=None if mean_now is None else round_sig(mean_now),
-        mean_kl_line=ctx.thresholds.mismatch_kl_warn,
+        mean_kl_line=ctx.thresholds.of(AgreementLines).mismatch_kl_warn,
         trend_z_since=round_sig(tr.z) if tr else None,
         shape="creeping" if creeping else "held",
         lag_metric="freshness/lag_mean" if tail.lag is not None else None,
@@ -585,7 +691,7 @@ def _tail_words(
     ctx: Context, ev: dict[str, Any], cause: dict[str, Any], step: int, ended: bool
 ) -> tuple[str, str]:
     """A held or creeping tail finding's title and action, by its cause."""
-    th = ctx.thresholds
+    th = ctx.thresholds.of(AgreementLines)
     creeping = ev["shape"] == "creeping"
     mx_words = f", the worst {ev['seq_ratio_max']:.3g}x" if ev["seq_ratio_max"] else ""
     title = (
@@ -631,7 +737,7 @@ def _tme_mean(ctx: Context) -> list[Finding]:
     updates) from a start under it; told as a trend or a level. With a lag constant by design
     the line is that of the tail: the ratio's excess over 1 judged against its own start at
     the designed lag (``mismatch_designed_rise`` times it, at least NeMo-RL's line above it)."""
-    th = ctx.thresholds
+    th = ctx.thresholds.of(AgreementLines)
     s = ctx.finite(TME)
     if s is None or len(s) < 3:
         return []
@@ -690,4 +796,5 @@ def check(ctx: Context) -> list[Finding]:
         out += _tme_mean(ctx)
     out += _ess(ctx, already=bool(out))
     out += _freshness(ctx)
-    return out + _seq_line_note(ctx)
+    # The mismatch's cause, and the ratio's own findings (checks/mismatch_cause.py).
+    return attribute(ctx, out + _seq_line_note(ctx))

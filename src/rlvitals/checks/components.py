@@ -15,7 +15,7 @@ them unweighted), else 1.
   rise, to its ceiling, comes after the task's plateau began). The proxy rising after the
   true objective has peaked is the signature of over-optimisation (Gao et al. 2022).
 - The reward leaving its components behind: where the components explain the reward over
-  the first half of the run (a least-squares fit, R² ≥ 0.98) and the reward then rises beyond
+  the first half of the run (a least-squares fit, R² ≥ ``component_fit_r2``) and the reward then rises beyond
   that fit by more than its noise, a part of the reward no logged component accounts for is
   rising: an unlogged term (a length bonus, a judge's quirk). With reply length growing by
   half or more alongside it, it is the length exploit Singhal et al. (2023) found behind most
@@ -37,11 +37,61 @@ import numpy as np
 
 from . import episodes, groups
 from .base import Finding
-from .composition import AUX, MEAN, Component, Components, find_metrics, task_of
+from .composition import AUX, MEAN, Component, Components, CompositionLines, find_metrics, task_of
 from .context import Context, finding, round_sig
-from .stats import MIN_WINDOW, noise_sigma, read_words
+from .heldout import heldout_change
+from .policy import PolicyLines
+from .reward import RewardLines, stuck_for
+from .stats import (
+    MARGIN_RANGE,
+    MARGIN_SIGMAS,
+    MIN_WINDOW,
+    noise_sigma,
+    read_words,
+    start_level,
+    trend,
+)
+from .thresholds import line, lines
 
 NAME = "components"
+
+
+@lines
+@dataclass(frozen=True)
+class ComponentsLines:
+    """Where the components check draws its lines."""
+
+    component_dominant: float = line(
+        0.7,
+        "share of the reward's rise (or spread) one component holds to dominate it",
+        "rl-doctor's reward_composition (70% of recent variance warns)",
+    )
+    component_short_rise: float = line(
+        0.2,
+        "in a log of 3-4 updates, an auxiliary component's rise at every update that warns ...",
+        "science.md 4 (format exploitation: the format share rises while correctness stays "
+        "flat); a fifth of a [0, 1] score",
+    )
+    component_short_fall: float = line(
+        2 / 3,
+        "... while the task component falls at every update under this share of its first value",
+        "science.md 4 (format exploitation); a third of the task score lost",
+    )
+    hidden_length_growth: float = line(
+        1.5,
+        "replies this many times longer beside a rise no component explains: the length "
+        "exploit (fail)",
+        "science.md 4 (Singhal et al. 2310.03716: most of PPO's reward gain is longer "
+        "outputs); half again as long",
+    )
+    hidden_share: float = line(
+        1 / 3,
+        "the part no logged component explains holds at least this share of the reward's "
+        "rise since",
+        "science.md 4 (Singhal et al.: 70-90% of the gain from length); a third, well under "
+        "their figure",
+    )
+
 
 # A component holding ``component_dominant`` of the reward's rise (or spread) dominates it
 # (rl-doctor's reward_composition: 70% of recent variance is a warning).
@@ -126,10 +176,10 @@ def hidden_part(ctx: Context, comps: Components) -> Hidden | None:
         return None
     resid = y - X @ w
     r2 = 1 - float((resid[:h] ** 2).sum()) / var
-    if r2 < 0.98:
+    if r2 < ctx.thresholds.of(CompositionLines).component_fit_r2:
         return None
     scale = max(1.0, float(np.abs(y).max()))
-    margin = max(3 * noise_sigma(resid[:h]), 0.02 * scale)
+    margin = max(MARGIN_SIGMAS * noise_sigma(resid[:h]), MARGIN_RANGE * scale)
     c5 = np.convolve(resid, np.ones(MIN_WINDOW) / MIN_WINDOW, mode="valid")
     tail = float(resid[-MIN_WINDOW:].mean())
     if tail <= margin:
@@ -137,7 +187,7 @@ def hidden_part(ctx: Context, comps: Components) -> Hidden | None:
     i = int(np.flatnonzero(c5 > margin)[0])
     before = float(y[max(0, i - 1) : i + MIN_WINDOW - 1].mean()) if i else float(y[0])
     rise = float(y[-MIN_WINDOW:].mean()) - before
-    if rise <= 0 or tail / rise < 1 / 3:
+    if rise <= 0 or tail / rise < ctx.thresholds.of(ComponentsLines).hidden_share:
         return None
     return Hidden(int(steps[i + MIN_WINDOW - 1]), tail, tail / rise, r2)
 
@@ -151,7 +201,7 @@ def _short(ctx: Context) -> list[Finding]:
     the same way: an auxiliary share of [0, 1] rising by ``component_short_rise`` in all, at
     every update, while the task component falls at every update to under
     ``component_short_fall`` of its first value."""
-    th = ctx.thresholds
+    th = ctx.thresholds.of(ComponentsLines)
     series = {}
     for name, metric in sorted(find_metrics(ctx, MEAN).items()):
         s = ctx.finite(metric)
@@ -206,7 +256,7 @@ def check(ctx: Context) -> list[Finding]:
     ev = _evidence(comps)
     out = _shortcut(ctx, comps, ev) or _late(ctx, comps, ev) or _dominant(ctx, comps, ev)
     out.extend(_hidden(ctx, comps, ev))
-    out.extend(_spread(comps, ev, ctx.thresholds.component_dominant))
+    out.extend(_spread(comps, ev, ctx.thresholds.of(ComponentsLines).component_dominant))
     out.extend(_dead(comps))
     return out
 
@@ -247,21 +297,26 @@ def _shortcut(ctx: Context, comps: Components, ev: dict[str, Any]) -> list[Findi
     ceiling = " to its ceiling" if cut.at_ceiling else ""
     hard = groups.from_start(ctx) == "too_hard"
     cut_short = episodes.cut_from_start(ctx)
-    dominant = share >= ctx.thresholds.component_dominant
+    dominant = share >= ctx.thresholds.of(ComponentsLines).component_dominant
+    task = comps.task
+    backed = _backed(ctx, task, _rise_step(cut))
+    sev = "info" if hard or cut_short or not backed else "fail" if dominant else "warn"
     return [
         finding(
             NAME,
-            "info" if hard or cut_short else "fail" if dominant else "warn",
+            sev,
             "exploit_suspected",
-            f"exploit suspected: reward component {cut.name} rose{ceiling} "
-            f"({cut.head:.3g} -> {cut.tail:.3g}) while the task component "
-            f"{_describe(comps.task)} stayed flat; {share:.0%} of the reward's rise "
-            f"comes from {cut.name}",
+            f"{'exploit suspected: ' if backed else ''}reward component {cut.name} rose"
+            f"{ceiling} ({cut.head:.3g} -> {cut.tail:.3g}) while the task component "
+            f"{_describe(task)} {'fell' if task.fell else 'stayed flat'}; {share:.0%} of the "
+            f"reward's rise comes from {cut.name}" + ("" if backed else _hypothesis(ctx)),
             metric=cut.metric,
             first_step=_rise_step(cut),
             component=cut.name,
             gain_share=round_sig(share),
             at_ceiling=cut.at_ceiling,
+            task_fell=task.fell,
+            corroborated=backed,
             tasks_too_hard=hard,
             replies_cut_from_start=cut_short,
             action=f"The policy is buying reward through {cut.name}, not the task: read "
@@ -272,12 +327,65 @@ def _shortcut(ctx: Context, comps: Components, ev: dict[str, Any]) -> list[Findi
     ]
 
 
+def _backed(ctx: Context, task: Component, since: int, level: float | None = None) -> bool:
+    """Whether the numbers back a component's rise over a task component that did not rise
+    (a heuristic alone is a hypothesis: DESIGN.md): the task component fell beyond its noise,
+    the replies collapsed (``length_collapse_ratio`` of their start: the reward pays for
+    stopping), held-out fell beyond its error since, or the task component (from ``level``,
+    where given: where it stopped rising) has stayed flat from ``since`` for as long as a flat reward takes to be a stuck run
+    (``flat_warn_updates``: a healthy run learns its format first and the task follows within
+    a slow start's time), or the run ended with it flat; flat meaning evidently flat since
+    (its fitted change, twice its error added, within its margin): a noisy task component
+    that may be rising within its noise is not flat."""
+    fell = task.fell if level is None else task.tail < level - task.margin
+    if fell or _replies_collapsed(ctx) or _heldout_falls(ctx, since):
+        return True
+    if not stuck_for(ctx, since, int(task.mean.steps[-1])):
+        return False
+    seg = task.mean.since(since)
+    tr = trend(seg) if len(seg) >= 2 * MIN_WINDOW else None
+    if tr is None:
+        return False
+    # Evidently flat: its change over the stretch, with twice its error added, within the
+    # margin a change beyond noise needs (an equivalence test, not a failed test of a rise).
+    err = abs(tr.change / tr.z) if tr.z else 0.0
+    return tr.change + 2 * err <= task.margin
+
+
+def _replies_collapsed(ctx: Context) -> bool:
+    """Replies over their last five updates at or under ``length_collapse_ratio`` of their
+    start (the policy check's line)."""
+    _n, length = ctx.series("response/length_mean")
+    if length is None or len(length) < 2 * MIN_WINDOW:
+        return False
+    l0 = start_level(length.values)
+    l1 = float(length.values[-MIN_WINDOW:].mean())
+    return l0 > 0 and l1 / l0 <= ctx.thresholds.of(PolicyLines).length_collapse_ratio
+
+
+def _heldout_falls(ctx: Context, since: int) -> bool:
+    held = heldout_change(ctx, since)
+    return held is not None and held["change"] < -2 * held["se"]
+
+
+def _hypothesis(ctx: Context) -> str:
+    """What an info finding on a component adds: why it is not a warning yet."""
+    n = ctx.thresholds.of(RewardLines).flat_warn_updates
+    return (
+        "; a hypothesis: healthy runs learn a format or shaping term first and the task "
+        f"after (a warning if the task component falls, stays flat {n} updates or until the "
+        "run ends, the replies collapse, or held-out falls)"
+    )
+
+
 def _late(ctx: Context, comps: Components, ev: dict[str, Any]) -> list[Finding]:
     """The task component stopped rising, then another went on to its ceiling: the proxy
-    rising after the true objective peaked (Gao et al. 2022), fail (info where the tasks were
-    too hard from the start). Dated where that component's five-update mean first passed its
+    rising after the true objective peaked (Gao et al. 2022), fail where the numbers back it
+    (``_backed``: the task component fell from its level or held it as long as a stuck run's
+    flat reward, ...), else a hypothesis (info; info too where the tasks were too hard from
+    the start). Dated where that component's five-update mean first passed its
     level at the plateau by its margin."""
-    late = late_shortcut(comps, ctx.thresholds.component_dominant)
+    late = late_shortcut(comps, ctx.thresholds.of(ComponentsLines).component_dominant)
     if late is None or comps.task is None:
         return []
     c = late.component
@@ -287,22 +395,27 @@ def _late(ctx: Context, comps: Components, ev: dict[str, Any]) -> list[Finding]:
     hit = np.flatnonzero(c5 - late.before > c.margin)
     rise = c.mean.steps[c.mean.steps > late.since]
     first = int(rise[int(hit[0])]) if len(hit) else int(rise[0])
+    # Gao et al.: the proxy rising after the true objective peaked. A task component that
+    # fell from its level since, or held it with no hint of a rise for as long as a stuck
+    # run's flat reward, backs it; one still rising within its noise does not.
+    backed = _backed(ctx, comps.task, late.since, level=late.level)
     return [
         finding(
             NAME,
-            "info" if hard else "fail",
+            "info" if hard or not backed else "fail",
             "exploit_suspected",
-            f"exploit suspected: the task component {comps.task.name} stopped rising at "
-            f"step {late.since} ({late.level:.3g}, {comps.task.tail:.3g} now) while "
-            f"reward component {c.name} went on to its ceiling ({late.before:.3g} -> "
-            f"{c.tail:.3g}); {late.share:.0%} of the components' rise since then is "
-            f"{c.name}",
+            f"{'exploit suspected: ' if backed else ''}the task component {comps.task.name} "
+            f"stopped rising at step {late.since} ({late.level:.3g}, {comps.task.tail:.3g} "
+            f"now) while reward component {c.name} went on to its ceiling ({late.before:.3g} "
+            f"-> {c.tail:.3g}); {late.share:.0%} of the components' rise since then is "
+            f"{c.name}" + ("" if backed else _hypothesis(ctx)),
             metric=c.metric,
             first_step=first,
             component=c.name,
             gain_share=round_sig(late.share),
             task_plateau_step=late.since,
             at_ceiling=True,
+            corroborated=backed,
             tasks_too_hard=hard,
             action=f"After the task stopped improving the policy kept buying reward "
             f"through {c.name}: read the top-reward transcripts since step {late.since}, "
@@ -320,7 +433,11 @@ def _dominant(ctx: Context, comps: Components, ev: dict[str, Any]) -> list[Findi
         return []
     top = max(comps.items, key=lambda c: c.gain)
     share = top.gain / total
-    if top is comps.task or not top.rose or share < ctx.thresholds.component_dominant:
+    if (
+        top is comps.task
+        or not top.rose
+        or share < ctx.thresholds.of(ComponentsLines).component_dominant
+    ):
         return []
     if len(comps.items) <= 1:
         return []
@@ -381,7 +498,7 @@ def _hidden(ctx: Context, comps: Components, ev: dict[str, Any]) -> list[Finding
         if len(at):
             l0 = float(at[-MIN_WINDOW:].mean())
             grew = float(length.values[-MIN_WINDOW:].mean()) / l0 if l0 > 0 else None
-    longer = grew is not None and grew >= 1.5
+    longer = grew is not None and grew >= ctx.thresholds.of(ComponentsLines).hidden_length_growth
     with_length = f", while replies grew {grew:.1f}x" if longer else ""
     return [
         finding(

@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..model import Series
-from .stats import MIN_WINDOW, noise_sigma
+from .stats import MARGIN_RANGE, MARGIN_SIGMAS, MIN_WINDOW, noise_sigma
+from .thresholds import line, lines
 
 if TYPE_CHECKING:
     from .context import Context
@@ -45,6 +46,10 @@ STD = (
     re.compile(r"^reward/components?/(?P<name>[^/]+)/std$"),
     re.compile(r"^rewards/(?P<name>[^/]+)/std$"),
 )
+# A component whose range is under this share of its scale has not moved: its noise margin
+# stands; one that moved has its margin capped at half its range (so a rise counts).
+# source: MARGIN_SIGMAS' noise test alone for a component that never left its noise band
+SPAN_MOVED = 0.1
 AUX = re.compile(
     r"format|length|(?:^|_)len(?:$|_)|short|brev|concise|bonus|penal|style|tag|xml|think|"
     r"overlong|repetit|cosine|language|lang_|fluency|kl",
@@ -55,6 +60,25 @@ TASK = re.compile(
     r"(?:$|_)|math|code|test|judge|reward_fn",
     re.I,
 )
+
+
+@lines
+@dataclass(frozen=True)
+class CompositionLines:
+    """How the reward's components are read."""
+
+    component_fit_r2: float = line(
+        0.98,
+        "the components explain the reward (weights fitted by least squares) when R² is at "
+        "least this",
+        "numerical guard: a sum of logged components reproduces its total up to rounding and the odd update "
+        "logged apart; 0.98 leaves 2% for that",
+    )
+    component_ceiling: float = line(
+        0.05,
+        "a component over its last five updates within this share of its highest is at its ceiling",
+        "numerical guard: stats.MARGIN_RANGE's resolution, with the noise of a five-update mean",
+    )
 
 
 @dataclass
@@ -68,6 +92,7 @@ class Component:
     tail: float = 0.0
     margin: float = 0.0
     top: float = 0.0
+    ceiling_share: float = CompositionLines.component_ceiling
 
     @property
     def gain(self) -> float:
@@ -82,9 +107,13 @@ class Component:
         return abs(self.tail - self.head) <= self.margin
 
     @property
+    def fell(self) -> bool:
+        return self.head - self.tail > self.margin
+
+    @property
     def at_ceiling(self) -> bool:
         """Over its last five updates within 5% of the highest it reached, having risen."""
-        return self.rose and self.tail >= self.top - 0.05 * max(abs(self.top), 1e-9)
+        return self.rose and self.tail >= self.top - self.ceiling_share * max(abs(self.top), 1e-9)
 
 
 @dataclass
@@ -101,8 +130,8 @@ class Components:
 
     def shortcut(self) -> Component | None:
         """The component other than the task's that rose (at its ceiling first) while the
-        task component stayed flat; None if none did or no task component is known."""
-        if self.task is None or not self.task.flat:
+        task component stayed flat or fell; None if none did or no task component is known."""
+        if self.task is None or self.task.rose:
             return None
         rising = [c for c in self.aux if c.rose and c.gain > 0]
         if not rising:
@@ -131,7 +160,7 @@ def task_of(items: list[Component]) -> Component | None:
 
 def _weights(ctx: Context, items: list[Component]) -> bool:
     """Fit reward/mean = Σ w·component over the common steps; keep the weights when the fit
-    explains the reward (R² ≥ 0.98, weights ≥ 0)."""
+    explains the reward (R² ≥ ``component_fit_r2``, weights ≥ 0)."""
     r = ctx.finite("reward/mean")
     if r is None:
         return False
@@ -147,7 +176,7 @@ def _weights(ctx: Context, items: list[Component]) -> bool:
     var = float(((y - y.mean()) ** 2).sum())
     if var <= 0 or not np.all(np.isfinite(w)) or np.any(w < -1e-6):
         return False
-    if 1 - float((resid**2).sum()) / var < 0.98:
+    if 1 - float((resid**2).sum()) / var < ctx.thresholds.of(CompositionLines).component_fit_r2:
         return False
     for c, wi in zip(items, w.tolist()):
         c.weight = float(wi)
@@ -158,6 +187,7 @@ def read_components(ctx: Context) -> Components:
     """The run's reward components with their levels over the first and last updates."""
     means = find_metrics(ctx, MEAN)
     stds = find_metrics(ctx, STD)
+    th = ctx.thresholds.of(CompositionLines)
     items = []
     for name, metric in sorted(means.items()):
         s = ctx.finite(metric)
@@ -168,7 +198,9 @@ def read_components(ctx: Context) -> Components:
         head_n = max(MIN_WINDOW, min(10, len(v) // 4))
         span = max(float(v.max() - v.min()), 1e-12)
         lo_hi = max(1.0, abs(float(v.max())), abs(float(v.min())))
-        margin = max(3 * noise_sigma(v) * math.sqrt(2 / MIN_WINDOW), 0.02 * lo_hi)
+        margin = max(
+            MARGIN_SIGMAS * noise_sigma(v) * math.sqrt(2 / MIN_WINDOW), MARGIN_RANGE * lo_hi
+        )
         items.append(
             Component(
                 name,
@@ -177,8 +209,9 @@ def read_components(ctx: Context) -> Components:
                 std,
                 head=float(v[:head_n].mean()),
                 tail=float(v[-MIN_WINDOW:].mean()),
-                margin=min(margin, 0.5 * span) if span > 0.1 * lo_hi else margin,
+                margin=min(margin, 0.5 * span) if span > SPAN_MOVED * lo_hi else margin,
                 top=float(v.max()),
+                ceiling_share=th.component_ceiling,
             )
         )
     if len(items) < 2:

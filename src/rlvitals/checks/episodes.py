@@ -10,6 +10,8 @@ said at once.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from ..model import Series
@@ -18,14 +20,43 @@ from .context import Context, fact, finding, round_sig
 from .stats import (
     MIN_WINDOW,
     crossing,
+    noise_sigma,
     read_words,
     rolling_mean,
     short_level,
     start_level,
     trend,
 )
+from .thresholds import line, lines
 
 NAME = "episodes"
+
+
+@lines
+@dataclass(frozen=True)
+class EpisodesLines:
+    """Where the episodes check draws its lines."""
+
+    room_rise: float = line(
+        0.2,
+        "rise of the share of episodes at a limit over its start that counts while the "
+        "reward is flat",
+        "the Loops seed (a rising max_turns or truncated rate with a flat reward means "
+        "running out of room); a fifth of the episodes",
+    )
+    room_creep: float = line(
+        0.15,
+        "the share that counts while it still climbs with the reward flat (and half of it over its start)",
+        "science.md 5 (EWMA of clip_ratio > 0.15 pages, > 0.05 warns); families: precision 1.00 finished, 0.998 prefixes (at 0.05: 0.998; 0.10: 0.996), truncation recall 0.95 / 1.00 / 1.00; healthy shares creep to 10-11% as replies lengthen",
+    )
+    room_level: float = line(
+        0.5,
+        "share of episodes at a limit that is a problem whatever the reward does (most of "
+        "them cut)",
+        "science.md 5 (truncated samples add reward noise: DAPO's overlong shaping); most "
+        "episodes cut",
+    )
+
 
 LIMIT_LABELS = ("max_turns", "max_tokens", "length", "truncated", "token_limit", "turn_limit")
 
@@ -59,12 +90,21 @@ def _termination_shares(ctx: Context) -> list[tuple[str, Series]]:
 
 
 def _reward_flat_since(ctx: Context, step: int) -> tuple[bool, str | None, float | None]:
+    """Whether the reward stayed flat from ``step`` on: no significant rising trend since,
+    and its last five updates not above its five-update mean at ``step`` by a change beyond
+    noise (``Context.reward_margin``): a rise too short for its trend to be significant is
+    still a rise."""
     rname, r = ctx.series("reward/mean_with_unusable", "reward/mean")
     if r is None:
         return True, None, None
     seg = r.since(step)
     tr = trend(seg) if len(seg) >= MIN_WINDOW else None
-    return (tr is None or not tr.rising), rname, (round_sig(tr.slope) if tr else None)
+    i = int(np.searchsorted(r.steps, step))
+    at = float(r.values[max(0, i - MIN_WINDOW + 1) : i + 1].mean())
+    now = float(r.values[-MIN_WINDOW:].mean())
+    rose = now > at + ctx.reward_margin(noise_sigma(r.values))
+    flat = (tr is None or not tr.rising) and not rose
+    return flat, rname, (round_sig(tr.slope) if tr else None)
 
 
 def check(ctx: Context) -> list[Finding]:
@@ -73,7 +113,7 @@ def check(ctx: Context) -> list[Finding]:
     hits: list[Finding] = []
     passed: list[Finding] = []
     for name, s, words in _candidates(ctx):
-        if short_level(s.values, ctx.thresholds.room_level):
+        if short_level(s.values, ctx.thresholds.of(EpisodesLines).room_level):
             hits.append(_short(ctx, name, s, words))
         elif len(s) >= MIN_WINDOW:
             found = _course(ctx, name, s, words)
@@ -114,7 +154,7 @@ def _short(ctx: Context, name: str, s: Series, words: str) -> Finding:
         metric=name,
         first_step=int(s.steps[0]),
         level=round_sig(level),
-        most_line=ctx.thresholds.room_level,
+        most_line=ctx.thresholds.of(EpisodesLines).room_level,
         updates_read=len(s),
         values=[round_sig(float(x)) for x in s.values],
         action="Read a few truncated replies: a model that never stops (a new "
@@ -129,7 +169,7 @@ def _course(ctx: Context, name: str, s: Series, words: str) -> Finding | None:
     from the start and still: out of room from the start; a start where most are cut (a
     random-init model that has not learned to stop) that falls away is transient; else the
     spell that began later (``_later``), if it is not over."""
-    th = ctx.thresholds
+    th = ctx.thresholds.of(EpisodesLines)
     start = start_level(s.values, MIN_WINDOW)
     now = float(s.values[-MIN_WINDOW:].mean())
     from_start = start >= th.room_level
@@ -176,7 +216,7 @@ def _course(ctx: Context, name: str, s: Series, words: str) -> Finding | None:
 
 def _transient(ctx: Context, name: str, s: Series, words: str, start: float, now: float) -> Finding:
     """Most episodes cut at the start, few now: the policy learned to finish in time."""
-    drop = crossing(s.values, ctx.thresholds.room_level, above=False, points=True)
+    drop = crossing(s.values, ctx.thresholds.of(EpisodesLines).room_level, above=False, points=True)
     return finding(
         NAME,
         "info",
@@ -188,7 +228,7 @@ def _transient(ctx: Context, name: str, s: Series, words: str, start: float, now
         last_step=int(s.steps[drop]) if drop is not None else None,
         start_level=round_sig(start),
         level=round_sig(now),
-        most_line=ctx.thresholds.room_level,
+        most_line=ctx.thresholds.of(EpisodesLines).room_level,
         action="Nothing to do: the policy learned to finish within the budget.",
     )
 
@@ -198,13 +238,13 @@ def _later(ctx: Context, s: Series, start: float, now: float) -> tuple[int, bool
     still climbing, and the creep line; None when there is none or it is over. The start is
     the median of the first five updates; three points past the line after them are enough
     (the lines are far from noise), so a live run is judged from its eighth update."""
-    th = ctx.thresholds
+    th = ctx.thresholds.of(EpisodesLines)
     n = len(s)
     if n < MIN_WINDOW + 3:
         return None  # not yet
     # Still climbing over the last third of the run: the budget binds more every update, and
-    # a smaller level is enough: science.md's warning line (room_creep, 5% of episodes), and
-    # at least half that over the run's own start.
+    # a smaller level is enough (room_creep), and at least half that over the run's own
+    # start.
     late = trend(s.since(int(s.steps[n - max(2 * MIN_WINDOW, n // 3)])))
     climbing = late is not None and late.rising
     creep_line = max(th.room_creep, start + th.room_creep / 2)
@@ -214,14 +254,15 @@ def _later(ctx: Context, s: Series, start: float, now: float) -> tuple[int, bool
     rise = crossing(s.values, line, points=True)
     most = crossing(s.values, th.room_level, points=True)
     if most is None:
-        # A rise past the line counts while reward stays flat (longer answers that pay off
-        # are learning, not a budget problem) or while the share climbs; the creep line only
-        # while it climbs.
-        if rise is not None and not climbing:
-            flat, _, _ = _reward_flat_since(ctx, int(s.steps[rise]))
-            if not flat:
-                rise = None
+        # Under most episodes, a rise past the line, or past the creep line while the share
+        # still climbs, counts only while the reward stays flat (the Loops seed: a rising
+        # truncated rate with a flat reward; longer answers that pay off are learning, not a
+        # budget problem).
         creep = crossing(s.values, creep_line, points=True) if climbing else None
+        rise, creep = (
+            None if i is None or not _reward_flat_since(ctx, int(s.steps[i]))[0] else i
+            for i in (rise, creep)
+        )
         if rise is None and creep is None:
             return None
         return min(i for i in (rise, creep) if i is not None), climbing, creep_line
@@ -240,6 +281,6 @@ def cut_from_start(ctx: Context) -> bool:
     return any(
         f.severity == "warn"
         and f.verdict == "out_of_room"
-        and (f.evidence.get("start_level") or 0.0) >= ctx.thresholds.room_level
+        and (f.evidence.get("start_level") or 0.0) >= ctx.thresholds.of(EpisodesLines).room_level
         for f in check(ctx)
     )

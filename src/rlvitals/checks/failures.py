@@ -8,13 +8,46 @@ early burst never hides a later one.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from .base import Finding
 from .context import Context, finding, round_sig
 from .stats import MIN_WINDOW, episodes, read_words
+from .thresholds import line, lines
 
 NAME = "failures"
+
+
+@lines
+@dataclass(frozen=True)
+class FailuresLines:
+    """Where the failures check draws its lines."""
+
+    failure_burst_warn: float = line(
+        0.2,
+        "share of an update's attempts failing (3 of 5 updates) that makes a burst",
+        "the Loops seed (a steady trickle is normal, max_rollout_retries absorbs it; a burst "
+        "means the environment or grader is broken): a fifth of the attempts",
+    )
+    failure_burst_fail: float = line(
+        0.5, "share that makes a failing burst", "the Loops seed: most attempts failing"
+    )
+    failure_count_factor: float = line(
+        5.0,
+        "without attempt totals, failures this many times their usual count (median) make "
+        "a burst ...",
+        "science.md 6 (a shift several times the run's own level; counts are Poisson-like, "
+        "so 5x the median is far past their noise)",
+    )
+    failure_count_min: float = line(
+        3.0,
+        "... and at least this many in one update",
+        "science.md 6 takeaway 2 (3 of 5 points): three failures, never one",
+    )
+
+
 FAILED_PREFIXES = ("discard/rollouts/rollout_failed/", "discard/rollouts/grading_failed/")
 
 
@@ -62,9 +95,11 @@ def _hot(ctx: Context, steps: np.ndarray, failed: np.ndarray) -> tuple[np.ndarra
     if totals is not None and np.isfinite(totals).any():
         with np.errstate(invalid="ignore", divide="ignore"):
             rate = np.nan_to_num(np.where(totals > 0, failed / totals, np.nan), nan=0.0)
-        return rate, rate >= ctx.thresholds.failure_burst_warn, "share"
+        return rate, rate >= ctx.thresholds.of(FailuresLines).failure_burst_warn, "share"
     typical = float(np.median(failed))
-    return failed, failed >= max(3.0, 5.0 * max(typical, 1.0)), "count"
+    th = ctx.thresholds.of(FailuresLines)
+    line = max(th.failure_count_min, th.failure_count_factor * max(typical, 1.0))
+    return failed, failed >= line, "count"
 
 
 def _burst(
@@ -78,7 +113,7 @@ def _burst(
     end: int,
 ) -> Finding:
     """A burst of failing attempts at ``start..end``, named by the reason most of them gave."""
-    th = ctx.thresholds
+    th = ctx.thresholds.of(FailuresLines)
     seg = slice(start, end + 1)
     level = float(rate[seg].max())
     top = max(per_reason, key=lambda r: per_reason[r][seg].sum())

@@ -17,6 +17,7 @@ import numpy as np
 from ..model import Series
 from .base import Finding
 from .context import ENTROPY, Context, fact, finding, round_sig
+from .episodes import EpisodesLines
 from .stats import (
     MIN_WINDOW,
     crossing,
@@ -27,8 +28,55 @@ from .stats import (
     short_level,
     start_level,
 )
+from .thresholds import line, lines
 
 NAME = "groups"
+
+
+@lines
+@dataclass(frozen=True)
+class GroupsLines:
+    """Where the groups check draws its lines."""
+
+    rejected_warn: float = line(
+        0.6,
+        "share of groups with no variance (all attempts scoring alike) that warns",
+        "science.md 3 (warn when the effective fraction f < 0.5 for 5 steps); the peers warn "
+        "at 0.5 and page at 0.75",
+    )
+    rejected_fail: float = line(
+        0.9,
+        "share of groups with no variance that fails",
+        "science.md 3 (z_all0 > 0.9 suggests a broken reward or parser; page when f < 0.2)",
+    )
+    rejected_excess: float = line(
+        0.3,
+        "later, without an all/none-solved breakdown: a no-variance share this far over "
+        "p^G + (1-p)^G is no signal",
+        "science.md 3 (an excess over the expected share means rewards more deterministic "
+        "than the pass rate implies)",
+    )
+    rejected_entropy_held: float = line(
+        0.5,
+        "groups agreeing while the entropy holds at this share of its start: the tasks "
+        "split, not exploration stopped",
+        "science.md 2 (healthy runs keep more than half their entropy through their first "
+        "gains; the collapse line is 0.3)",
+    )
+    rejected_min_groups: int = line(
+        16,
+        "groups of one update all agreeing that say the signal vanished in a short log with "
+        "no gradient norm",
+        "science.md 3: at a pass rate of 0.9, 43% of groups of 8 agree by chance; all of 16 "
+        "groups with probability 1e-6, all of 4 (a TRL test run) 3%",
+    )
+    default_group_size: float = line(
+        4.0,
+        "group size assumed for p^G + (1-p)^G where the attempts do not say (the smallest "
+        "GRPO group, which gives the largest expected share)",
+        "DESIGN.md, precision first: the smallest group in common use gives the largest "
+        "expected share, so the fewest alarms",
+    )
 
 
 def group_shares(ctx: Context) -> tuple[Series, Series | None, Series | None, str] | None:
@@ -221,7 +269,11 @@ def _vanished(
     the signal vanished (science.md: no signal is f = 0). A level at its extreme, judged on
     the one update that shows it; the updates before say the tasks were not the cause."""
     v = share.values
-    if len(v) < 2 or v[-1] < 1.0 or float(v[:-1].max()) >= ctx.thresholds.rejected_warn:
+    if (
+        len(v) < 2
+        or v[-1] < 1.0
+        or float(v[:-1].max()) >= ctx.thresholds.of(GroupsLines).rejected_warn
+    ):
         return []
     step = int(share.steps[-1])
     at = {
@@ -233,7 +285,7 @@ def _vanished(
     # A few groups can all agree by chance (4 groups of a TRL test run); the gradient says
     # whether anything trained, else enough groups must have agreed.
     groups = (at["groups/trained"] or 0.0) + (at["groups/rejected"] or 0.0)
-    if not zero_grad and (logged or groups < ctx.thresholds.rejected_min_groups):
+    if not zero_grad and (logged or groups < ctx.thresholds.of(GroupsLines).rejected_min_groups):
         return []
     _, words, ev = _which(ctx, all_s, none_s, step, step)
     return [
@@ -267,7 +319,9 @@ def check(ctx: Context) -> list[Finding]:
     share, all_s, none_s, metric = got
     # The start is read over its first five updates; before five exist, a share over many
     # groups is judged at once if every update read is past the line (short_level).
-    if len(share) < MIN_WINDOW and not short_level(share.values, ctx.thresholds.rejected_warn):
+    if len(share) < MIN_WINDOW and not short_level(
+        share.values, ctx.thresholds.of(GroupsLines).rejected_warn
+    ):
         return _vanished(ctx, share, all_s, none_s, metric)
     start = _from_start(ctx, share, all_s, none_s, metric)
     if start is not None:
@@ -287,7 +341,7 @@ def _from_start(
 ) -> Finding | None:
     """Most groups rejected over the first five updates (or every update of a shorter log):
     the tasks are too easy or too hard for the starting model."""
-    th = ctx.thresholds
+    th = ctx.thresholds.of(GroupsLines)
     n, v = len(share), share.values
     short = n < MIN_WINDOW
     head_n = min(MIN_WINDOW, n)
@@ -348,7 +402,7 @@ def _spell(
 ) -> Spell | None:
     """The first sustained spell of the share above the line after a healthy start."""
     v = share.values
-    idx = crossing(v, ctx.thresholds.rejected_warn)
+    idx = crossing(v, ctx.thresholds.of(GroupsLines).rejected_warn)
     if idx is None:
         return None
     roll = rolling_mean(v)
@@ -385,11 +439,11 @@ def _beyond_pass_rate(ctx: Context, sp: Spell) -> Finding | None:
     solved, some never) raise the share above what the mean pass rate gives, and that
     breakdown tells them apart (mastered / too hard below)."""
     p = sp.pass_rate
-    g = _group_size(ctx) or 4.0
+    g = _group_size(ctx) or ctx.thresholds.of(GroupsLines).default_group_size
     if p is None or not 0 <= p <= 1 or not _rate_is_a_pass_rate(ctx):
         return None
     expected = float(p**g + (1 - p) ** g)
-    excess = ctx.thresholds.rejected_excess
+    excess = ctx.thresholds.of(GroupsLines).rejected_excess
     breakdown = (
         sp.ev.get("all_solved_share") is not None or sp.ev.get("none_solved_share") is not None
     )
@@ -439,10 +493,11 @@ def _solved_by_another_part(ctx: Context, sp: Spell) -> Finding | None:
 
 
 def _mastered(ctx: Context, sp: Spell) -> Finding | None:
-    """Good news, and still a warning: the tasks are used up. Each all-solved group costs its
+    """Good news, said as information: the tasks are used up. Each all-solved group costs its
     sampling and teaches nothing, and the fewer groups left carry a noisier gradient (DAPO;
-    science.md 3: a rising all-solved share means the curriculum is exhausted, warn when
-    under half the groups carry signal). The run is done, or needs harder tasks."""
+    science.md 3: a rising all-solved share means the curriculum is exhausted). The run is
+    done, or needs harder tasks; a run that learned its tasks is no failure (DESIGN.md:
+    every healthy run stays quiet)."""
     if sp.verdict != "too_easy" or sp.improved is False:
         return None
     # Read off the reward alone (no all-solved breakdown, no pass rate), a rise smaller than
@@ -450,13 +505,13 @@ def _mastered(ctx: Context, sp: Spell) -> Finding | None:
     # policy pinned at 0 after slightly negative rewards): said, not warned.
     sure = not sp.promoted or _rose_past_spread(ctx)
     # Groups that agree while most replies are cut at the token limit agree at the score the
-    # limit allows (a TRL run paid by reply length, capped at 12 tokens: every reply
-    # truncated, every attempt 0.75): the limit is the cause, said by the episodes check.
+    # limit allows (every reply truncated, every attempt one score): the limit is the cause,
+    # said by the episodes check.
     cut = _mean_at(ctx.finite("response/truncated_rate"), sp.step, sp.end)
-    capped = cut is not None and cut >= ctx.thresholds.room_level
+    capped = cut is not None and cut >= ctx.thresholds.of(EpisodesLines).room_level
     return finding(
         NAME,
-        "warn" if sure and not capped else "info",
+        "info",
         "mastered",
         f"mastered: from step {sp.step}, {sp.level:.0%} of groups solved by every attempt"
         + (
@@ -470,7 +525,7 @@ def _mastered(ctx: Context, sp: Spell) -> Finding | None:
         metric=sp.metric,
         first_step=sp.step,
         share=round_sig(sp.level),
-        threshold=ctx.thresholds.rejected_warn,
+        threshold=ctx.thresholds.of(GroupsLines).rejected_warn,
         truncated_share=None if cut is None else round_sig(cut),
         action="Stop here (the checkpoint from this step on has learned these tasks), "
         "or go on with harder tasks: filter out solved prompts (Skywork-OR1) or sample "
@@ -522,8 +577,7 @@ def _collapse(ctx: Context, sp: Spell) -> Finding | None:
 def _tasks_split(ctx: Context, sp: Spell) -> Finding | None:
     """Groups agreeing while the policy's entropy holds: the attempts still disagree token by
     token, and the tasks split by kind instead. Still, most groups teach nothing while the
-    reward stands still (a real TRL run: 72% of its records with half the groups or more at
-    one reward): no signal from them, a warning, and a symptom that yields the run's verdict
+    reward stands still: no signal from them, a warning, and a symptom that yields the run's verdict
     to its cause (the episodes check's budget, a component)."""
     held = _entropy_held(ctx, sp.step)
     if held is None:
@@ -541,10 +595,10 @@ def _tasks_split(ctx: Context, sp: Spell) -> Finding | None:
         symptom=True,
         first_step=sp.step,
         share=round_sig(sp.level),
-        threshold=ctx.thresholds.rejected_warn,
+        threshold=ctx.thresholds.of(GroupsLines).rejected_warn,
         entropy_metric=ename,
         entropy_ratio=round_sig(ratio),
-        entropy_held_line=ctx.thresholds.rejected_entropy_held,
+        entropy_held_line=ctx.thresholds.of(GroupsLines).rejected_entropy_held,
         action="Look at which tasks no attempt solves (a budget too short for them, a "
         "tool or a format they fail on) and at the episodes findings.",
         **sp.ev,
@@ -565,7 +619,7 @@ def _exploration_stopped(ctx: Context, sp: Spell) -> Finding | None:
         metric=sp.metric,
         first_step=sp.step,
         share=round_sig(sp.level),
-        threshold=ctx.thresholds.rejected_warn,
+        threshold=ctx.thresholds.of(GroupsLines).rejected_warn,
         action="The attempts at a task stopped disagreeing before the tasks were "
         "mastered: the policy became deterministic. Raise the temperature or the group "
         "size, add an entropy bonus or clip-higher, or restart from before this step.",
@@ -591,8 +645,8 @@ _LATER: tuple[Callable[[Context, Spell], Finding | None], ...] = (
 def _identical(ctx: Context) -> list[Finding]:
     """Without group counts: updates whose reward spread is exactly 0 (``reward/group_std_mean``,
     else the batch ``reward/std``: every attempt of every group scored the same), on 3 of 5
-    updates and on most updates from there: no learning signal (a TRL run whose reward_std is
-    0 on 62% of its steps, its gradient norm ~0.004 on them)."""
+    updates and on most updates from there: no learning signal, a warning once ten such
+    updates came (two windows; science.md 3: no signal is f = 0), said at info before."""
     name, z = ctx.series("reward/group_std_mean", "reward/std")
     if z is None or name is None or len(z) < MIN_WINDOW:
         return []
@@ -604,6 +658,9 @@ def _identical(ctx: Context) -> list[Finding]:
     if share < 0.5:
         return []
     step = int(z.steps[idx])
+    # Two five-update windows of updates without spread before it warns: a young spell of a
+    # few (a sparse reward's start, every attempt scoring 0) is said, not warned.
+    sure = int(dead[idx:].sum()) >= 2 * MIN_WINDOW
     g = ctx.finite("train/grad_norm")
     norm = None
     if g is not None:
@@ -612,7 +669,7 @@ def _identical(ctx: Context) -> list[Finding]:
     return [
         finding(
             NAME,
-            "warn",
+            "warn" if sure else "info",
             "no_signal",
             f"no learning signal: from step {step}, every attempt scored the same ({name} 0) "
             f"on {share:.0%} of updates"
@@ -643,4 +700,4 @@ def _entropy_held(ctx: Context, step: int) -> tuple[str, float] | None:
     if not h0 > 0 or len(since) < MIN_WINDOW:
         return None
     ratio = float(since.values.mean()) / h0
-    return (name, ratio) if ratio >= ctx.thresholds.rejected_entropy_held else None
+    return (name, ratio) if ratio >= ctx.thresholds.of(GroupsLines).rejected_entropy_held else None

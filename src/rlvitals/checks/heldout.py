@@ -3,18 +3,20 @@
 Train reward rising while the held-out score is flat or falling is the exploit signature: the
 policy learned what the grader checks, not the job. The held-out change is judged against its
 own sampling error (binomial, from each evaluation's ``n``) and the train change against the
-reward's step noise, over the same span of steps. Flat means within its error of no change
-and, below the train gain (as a share of the reward's range), by more than twice that error:
-a small honest gain that the held-out tasks cannot resolve is not an exploit, nor is a train
-pass rate that rose towards the held-out score without passing it (sharpening: the skill
-held-out shows explains it).
+reward's step noise, over the same span of steps. Held-out falling beyond its error fails;
+held-out evidently flat (its change, twice its error included, under ``heldout_min_gain``)
+warns; a held-out score that rises less than the train reward, or whose few or noisy
+evaluations cannot show it flat, is said at info: the train reward can hold parts held-out
+does not score (a format term, a truncation penalty learned away), and absence of evidence of
+a rise is no evidence of flatness. A train pass rate that rose towards the held-out score
+without passing it is not an exploit (sharpening: the skill held-out shows explains it).
 
 The divergence can start late: held-out may rise with train reward for a while (real
 learning) and then fall while train reward keeps climbing (the exploit taking over). So every
 evaluation is tried as the start of the span, earliest first: over the whole run, held-out flat
 or falling while train reward rises is the signature; from a later evaluation on, held-out must
-fall beyond its error (a late plateau is common in healthy runs, and trying many starts would
-find a flat stretch in noise). The first evaluation of the first such span is the divergence
+fall beyond three errors (a late plateau is common in healthy runs, and trying many starts
+would find a flat stretch, or a two-error fall, in noise). The first evaluation of the first such span is the divergence
 step. Train reward is ``reward/mean_with_unusable`` where the run logs it: rejected groups
 (all solved) hide the rise an exploit makes from ``reward/mean``.
 """
@@ -31,12 +33,53 @@ import numpy as np
 from ..model import Series
 from .base import Finding
 from .context import Context, finding, round_sig
-from .stats import MIN_WINDOW, noise_sigma, trend
+from .episodes import EpisodesLines
+from .jump import reward_jump
+from .stats import MIN_WINDOW, TREND_Z, noise_sigma, trend
+from .thresholds import line, lines
 
 NAME = "heldout"
 
-# Spans tried as divergence candidates (the earliest evaluations), to stay linear in time.
-MAX_CANDIDATES = 64
+
+@lines
+@dataclass(frozen=True)
+class HeldoutLines:
+    """Where the held-out check draws its lines."""
+
+    heldout_min_evals: int = line(
+        3,
+        "held-out evaluations needed to judge divergence",
+        "science.md 4 (train rising while held-out slope <= 0 over >= 3 evals)",
+    )
+    heldout_min_gain: float = line(
+        0.05,
+        "a train rise under this share of the reward's range is not held against held-out; "
+        "held-out bounded under this change (twice its error included) is flat",
+        "science.md 4 (the signature is held-out slope <= 0; Gao et al.: the gold reward "
+        "follows the proxy at small distances); the error of a 100-task suite",
+    )
+    heldout_lag_gain: float = line(
+        0.3,
+        "a train gain of this share of the range or more beside a flat held-out warns; with "
+        "held-out far behind it, said (info) ...",
+        "rl-doctor's length-hacking test (a big train gain that eval follows by under 25%)",
+    )
+    heldout_lag_share: float = line(
+        0.25,
+        "... that held-out follows by under this share of it is divergence too",
+        "rl-doctor's length-hacking test (eval gain under 25% of the train gain)",
+    )
+    heldout_max_candidates: int = line(
+        64,
+        "evaluations tried as the start of a divergence, earliest first",
+        "DESIGN.md: every check runs in time linear in the run's length",
+    )
+
+
+# The standard error of an evaluation whose size is unknown, with too few evaluations to read
+# their scatter: a binomial score of 100 tasks at p = 0.5.
+# source: numerical guard (sqrt(0.25 / 100) = 0.05, the largest error of a 100-task suite)
+UNKNOWN_SE = 0.05
 
 
 def _eval_se(ctx: Context, suite: str, e: Series) -> np.ndarray:
@@ -51,8 +94,12 @@ def _eval_se(ctx: Context, suite: str, e: Series) -> np.ndarray:
         if n and 0 <= p <= 1:
             se[i] = math.sqrt(max(p * (1 - p), 1.0 / n) / n)
     if np.isnan(se).all():
-        # Unknown n: the scores' own scatter around their trend.
-        sigma = noise_sigma(e.values) if len(e) >= 3 else 0.05
+        # Unknown n: the scores' own scatter around their trend; under ten evaluations that
+        # scatter is itself too noisy to trust (four points' MAD can read a tenth of the
+        # truth), so the error is at least a 100-task suite's.
+        sigma = noise_sigma(e.values) if len(e) >= 3 else UNKNOWN_SE
+        if len(e) < 2 * MIN_WINDOW:
+            sigma = max(sigma, UNKNOWN_SE)
         se[:] = sigma
     else:
         se = np.where(np.isnan(se), np.nanmean(se), se)
@@ -110,8 +157,8 @@ def heldout_change(ctx: Context, since: int) -> dict[str, Any] | None:
             continue
         suite = suite_name(metric)
         i = int(np.searchsorted(e.steps, since))
-        i = max(0, min(i, len(e) - ctx.thresholds.heldout_min_evals))
-        if len(e) - i < ctx.thresholds.heldout_min_evals:
+        i = max(0, min(i, len(e) - ctx.thresholds.of(HeldoutLines).heldout_min_evals))
+        if len(e) - i < ctx.thresholds.of(HeldoutLines).heldout_min_evals:
             continue
         se = _eval_se(ctx, suite, e)
         first, last, change, err = _span_change(e, se, i)
@@ -139,7 +186,7 @@ def check(ctx: Context) -> list[Finding]:
         e = ctx.finite(metric)
         if e is None:
             continue
-        if len(e) < ctx.thresholds.heldout_min_evals:
+        if len(e) < ctx.thresholds.of(HeldoutLines).heldout_min_evals:
             out.append(_too_few(ctx, metric, e))
         elif r is not None and rname is not None:
             out += _suite(ctx, metric, e, rname, r)
@@ -147,7 +194,7 @@ def check(ctx: Context) -> list[Finding]:
 
 
 def _too_few(ctx: Context, metric: str, e: Series) -> Finding:
-    need = ctx.thresholds.heldout_min_evals
+    need = ctx.thresholds.of(HeldoutLines).heldout_min_evals
     return finding(
         NAME,
         "info",
@@ -209,16 +256,14 @@ def _divergence(ctx: Context, e: Series, se: np.ndarray, r: Series) -> Divergenc
     """The first span, earliest evaluation first, over which train reward rose beyond noise
     by at least ``heldout_min_gain`` of the reward's range while held-out did not follow
     (``_diverges``)."""
-    lo, hi = ctx.reward_bounds
-    span = hi - lo if hi > lo else 1.0
-    last_i = len(e) - ctx.thresholds.heldout_min_evals
-    for i in range(min(last_i + 1, MAX_CANDIDATES)):
+    last_i = len(e) - ctx.thresholds.of(HeldoutLines).heldout_min_evals
+    for i in range(min(last_i + 1, ctx.thresholds.of(HeldoutLines).heldout_max_candidates)):
         train = _train_span(r, int(e.steps[i]), int(e.steps[-1]))
         if train is None or not train["rising"]:
             continue
         first, last, change, err = _span_change(e, se, i)
-        gain = (train["last"] - train["first"]) / span
-        if gain < ctx.thresholds.heldout_min_gain:
+        gain = _gain(ctx, train)
+        if gain < ctx.thresholds.of(HeldoutLines).heldout_min_gain:
             continue  # a rise too small to call the train reward rising
         if _diverges(ctx, e, i, train, gain, change, err):
             return Divergence(i, train, first, last, change, err)
@@ -231,12 +276,12 @@ def _diverges(
     """Over the whole run, flat is enough, if flat is told apart from keeping up: the held-out
     change must sit 2 errors below the train gain (as a share of the reward's range), else a
     slow healthy run whose small gain held-out cannot resolve reads as an exploit. From a
-    later evaluation, held-out must fall: a held-out score that stops rising late in a
-    healthy run is common (it saturates), and trying every start would find a flat stretch in
-    noise."""
+    later evaluation, held-out must fall beyond three errors: a held-out score that stops
+    rising late in a healthy run is common (it saturates), and trying every start would find
+    a flat stretch, or a two-error fall, in noise."""
     if i:
-        return change < -2 * err
-    th = ctx.thresholds
+        return change < -TREND_Z * err
+    th = ctx.thresholds.of(HeldoutLines)
     # Or, over the whole run, a big train gain (a third of the reward's range or more) that
     # held-out follows by under a quarter (rl-doctor's length-hacking test: eval gain under
     # 25% of the gain): the rise is mostly not skill.
@@ -255,6 +300,31 @@ def _diverges(
     return ((change <= err and change + 2 * err < gain) or lagging) and not explained
 
 
+def _severity(ctx: Context, e: Series, d: Divergence, falling: bool, cut: bool) -> str:
+    """Held-out falling beyond its error while the train reward rises: the exploit signature
+    (science.md 4), a failure (a warning where most replies are cut: the budget explains it).
+    Held-out evidently flat, its change bounded under ``heldout_min_gain`` (twice its error
+    included): a warning (science.md 4: held-out slope <= 0). A held-out score that rises less
+    than the train reward, or whose flatness its few or noisy evaluations cannot show, is a
+    hypothesis (info): the train reward can hold parts held-out does not score (a format
+    component, a truncation penalty learned away); unless the reward also climbed faster than
+    the task allows within the span (``jump.reward_jump``): two numbers that back each other,
+    a warning."""
+    th = ctx.thresholds.of(HeldoutLines)
+    if falling:
+        return "warn" if cut else "fail"
+    flat = d.change + 2 * d.se <= th.heldout_min_gain
+    jump = reward_jump(ctx)
+    jumped = jump is not None and jump["step"] >= int(e.steps[d.i])
+    return "warn" if flat or jumped else "info"
+
+
+def _gain(ctx: Context, train: dict[str, Any]) -> float:
+    """The train reward's rise as a share of its range."""
+    lo, hi = ctx.reward_bounds
+    return (train["last"] - train["first"]) / (hi - lo if hi > lo else 1.0)
+
+
 def _exploit(
     ctx: Context, metric: str, e: Series, rname: str, d: Divergence, ev: dict[str, Any]
 ) -> Finding:
@@ -262,7 +332,7 @@ def _exploit(
     within the span, when that comes after the span's start (it rose with train first, then
     fell)."""
     train = d.train
-    falling = d.change < -2 * d.se
+    falling = d.change < -(TREND_Z if d.i else 2) * d.se
     v = e.values[d.i :]
     smooth = [float(v[max(0, j - 1) : j + 2].mean()) for j in range(len(v))]
     peak = d.i + int(np.argmax(smooth[: max(1, len(v) - 2)]))
@@ -274,12 +344,12 @@ def _exploit(
     cut = (
         t is not None
         and len(t.since(divergence))
-        and float(t.since(divergence).values.mean()) >= ctx.thresholds.room_level
+        and float(t.since(divergence).values.mean()) >= ctx.thresholds.of(EpisodesLines).room_level
     )
     how = "falling" if falling else "flat" if d.change <= d.se else "far behind"
     return finding(
         NAME,
-        "fail" if falling and not cut else "warn",
+        _severity(ctx, e, d, falling, bool(cut)),
         "exploit_suspected",
         f"exploit suspected: train {rname} rose {train['first']:.3g} -> "
         f"{train['last']:.3g} while held-out {ev['suite']} went {d.first:.3g} -> "

@@ -22,8 +22,72 @@ from ..jsonio import to_float
 from . import groups
 from .base import Finding
 from .context import Context, finding, round_sig
+from .thresholds import line, lines
 
 NAME = "liveness"
+
+
+@lines
+@dataclass(frozen=True)
+class LivenessLines:
+    """Where the liveness check draws its lines."""
+
+    stall_intervals: float = line(
+        10.0,
+        "a running run with no step record for this many typical (p90) step intervals is stalled",
+        "the Loops seed (a slow phase looks the same as a stall without heartbeats): ten "
+        "typical intervals, past the spread of a run's own slow updates; `--stall-after` "
+        "sets seconds",
+    )
+    stall_min_seconds: float = line(
+        10.0,
+        "... and at least this many seconds",
+        "numerical guard: timer and scheduler jitter of a fast loop",
+    )
+    start_timeout_seconds: float = line(
+        600.0,
+        "no step record this long after the run's files last changed (or in the minutes a "
+        "console log covers): it did not start",
+        "the Miles seed: no step lines after ten minutes means the engine or the trainer did "
+        "not start",
+    )
+    stuck_intervals: float = line(
+        5.0,
+        "heartbeats reporting the same phase and attempts done for this many typical steps: "
+        "stalled without waiting for the clock",
+        "the Loops seed (progress_every_seconds tells a slow phase from a stall): a heartbeat "
+        "that stopped moving is direct evidence, so half the stall line",
+    )
+    stuck_min_seconds: float = line(
+        2.0,
+        "... and at least this many seconds",
+        "numerical guard: timer and scheduler jitter of a fast loop",
+    )
+    engine_dead_seconds: float = line(
+        120.0,
+        "5xx / refused-connection lines going on this long mean the rollout engine died",
+        "the Miles seed: 503 lines that do not stop for minutes; bursts of a minute or less "
+        "come from a healthy engine",
+    )
+    engine_gap_seconds: float = line(
+        60.0,
+        "a gap longer than this between such lines ends a spell",
+        "the Miles seed: a healthy engine's bursts last a minute or less",
+    )
+    old_silence_seconds: float = line(
+        3600.0,
+        "a log with no end state silent this long (and old_silence_steps typical steps): read "
+        "after its run ended, said as information",
+        "an hour: longer than the checkpointing and evaluation pauses the frameworks document "
+        "(verl save_freq, TRL eval_steps)",
+    )
+    old_silence_steps: float = line(
+        1000.0,
+        "... and this many typical step intervals",
+        "DESIGN.md (a file read after its run ended is no stall): three orders of magnitude "
+        "past the run's own cadence",
+    )
+
 
 _GUARD_VERDICTS = {
     "max_consecutive_unusable_groups": ("no_signal", "rejected groups came in a row"),
@@ -145,7 +209,7 @@ def _engine_down(ctx: Context, events: list[Any]) -> list[Finding]:
     """5xx / refused connections in spells (gaps of at most ``engine_gap_seconds``) that go on
     for ``engine_dead_seconds`` or more: the rollout engine was down (updates resumed after
     it) or died."""
-    th = ctx.thresholds
+    th = ctx.thresholds.of(LivenessLines)
     eng = sorted(
         (e for e in events if e.kind in ENGINE_KINDS and e.time is not None),
         key=lambda e: e.time,
@@ -196,7 +260,7 @@ def _log_without_steps(ctx: Context, events: list[Any]) -> list[Finding]:
     if not timed:
         return []
     span = max(timed) - min(timed)
-    if span < ctx.thresholds.start_timeout_seconds:
+    if span < ctx.thresholds.of(LivenessLines).start_timeout_seconds:
         return []
     return [
         finding(
@@ -206,7 +270,7 @@ def _log_without_steps(ctx: Context, events: list[Any]) -> list[Finding]:
             f"no step line in the {span / 60:.0f} minutes the log covers: the engine or "
             "the trainer did not start",
             log_seconds=round_sig(span),
-            line=ctx.thresholds.start_timeout_seconds,
+            line=ctx.thresholds.of(LivenessLines).start_timeout_seconds,
             events=len(events),
             action="Check that the engine and trainer processes started (their logs, "
             "GPU use); a run with no step lines after ten minutes is not starting.",
@@ -281,7 +345,7 @@ def _not_started(ctx: Context) -> list[Finding]:
     now = ctx.current_time()
     last_write = ctx.last_write_time()
     age = None if last_write is None else now - last_write
-    if age is None or not age > ctx.thresholds.start_timeout_seconds:
+    if age is None or not age > ctx.thresholds.of(LivenessLines).start_timeout_seconds:
         return []
     return [
         finding(
@@ -313,7 +377,7 @@ def _clock(ctx: Context) -> Clock | None:
     times = _step_times(ctx)
     if times is None:
         return None
-    th = ctx.thresholds
+    th = ctx.thresholds.of(LivenessLines)
     steps, t = times
     intervals = np.diff(t)
     intervals = intervals[np.isfinite(intervals) & (intervals >= 0)]
@@ -351,6 +415,7 @@ def _pauses(c: Clock) -> list[Finding]:
 
 
 # 2000-01-01 in unix seconds: a step time before it is an elapsed time, not a date.
+# source: numerical guard (no run logged before 2000; elapsed seconds stay far under it)
 WALL_CLOCK_FLOOR = 946_684_800.0
 
 
@@ -410,7 +475,7 @@ def _silence(ctx: Context, c: Clock) -> list[Finding]:
 def _stuck(ctx: Context, c: Clock, s: Silence) -> Finding | None:
     """Heartbeats reporting the same phase and attempts done for ``stuck_intervals`` typical
     steps (and ``stuck_min_seconds``): stalled, without waiting for the clock."""
-    th = ctx.thresholds
+    th = ctx.thresholds.of(LivenessLines)
     stuck = _stuck_span(s.after)
     stuck_limit = max(th.stuck_intervals * c.typical, th.stuck_min_seconds)
     if not math.isfinite(c.typical) or not stuck >= stuck_limit:
@@ -495,7 +560,10 @@ def _stalled(ctx: Context, c: Clock, s: Silence) -> Finding | None:
         else "and the run writes no heartbeats"
     )
     unknown = ctx.status is None
-    old_file = unknown and s.gap > max(ctx.thresholds.old_silence_seconds, 1000 * c.typical)
+    old_file = unknown and s.gap > max(
+        ctx.thresholds.of(LivenessLines).old_silence_seconds,
+        ctx.thresholds.of(LivenessLines).old_silence_steps * c.typical,
+    )
     return finding(
         NAME,
         "info" if old_file else "warn" if unknown else "fail",

@@ -7,8 +7,9 @@ and what the reward does meanwhile. Length and entropy are read together: entrop
 while the reward rises is sharpening (info) only when the replies keep their length, the task
 component (where the reward's components are logged) rises with the reward, and held-out does
 not fall; otherwise it is a collapse onto a shortcut (warn, fail under a tenth of its start).
-Replies collapsing to a fifth of their starting length while the reward rises are a shortcut on
-their own: the reward pays for stopping early.
+Replies collapsing to ``length_collapse_ratio`` of their starting length while the reward
+rises are a shortcut on their own: the reward pays for stopping early. Gradient-norm
+explosions warn once they recur; a single one is a hypothesis (info).
 """
 
 from __future__ import annotations
@@ -20,10 +21,13 @@ import numpy as np
 
 from ..model import Series
 from .base import Finding
-from .context import ENTROPY, Context, Thresholds, finding, round_sig
+from .context import ENTROPY, Context, finding, round_sig
 from .heldout import heldout_change
 from .reference import METRIC as REF_KL
+from .reference import ReferenceLines
+from .reward import RewardLines, learns
 from .stats import (
+    MAD_SIGMA,
     MIN_WINDOW,
     Trend,
     crossing,
@@ -34,8 +38,108 @@ from .stats import (
     start_level,
     trend,
 )
+from .thresholds import line, lines
 
 NAME = "policy"
+
+
+@lines
+@dataclass(frozen=True)
+class PolicyLines:
+    """Where the policy check draws its lines."""
+
+    entropy_ratio_warn: float = line(
+        0.3,
+        "entropy over its own start that warns (unless the reward pays for it)",
+        "science.md 2 (Cui et al. 2505.22617: most of the entropy drop comes early, with the "
+        "gains; judged against the run's own start)",
+    )
+    entropy_ratio_fail: float = line(
+        0.1,
+        "entropy over its own start that fails",
+        "science.md 2 detector (b): H_t/H_0 < 0.1 triggers the entropy-bound plateau",
+    )
+    entropy_fast_ratio: float = line(
+        0.6,
+        "early warning: entropy over its start under this ...",
+        "science.md 2 (c): early warning before the collapse line",
+    )
+    entropy_fast_slope: float = line(
+        0.02,
+        "... and log-entropy still falling faster than this per step (a significant trend)",
+        "science.md 2 (c): the EWMA slope of log H < -0.02 per step",
+    )
+    entropy_length_ratio: float = line(
+        0.5,
+        "replies at or under this share of their start keep an entropy fall from reading as "
+        "sharpening",
+        "science.md 5 (a length drop over 30% in 10 steps is a collapse sign); half the "
+        "length and the entropy together",
+    )
+    entropy_plateau_steps: int = line(
+        50,
+        "under entropy_ratio_fail, the reward read for a plateau over its last third, at "
+        "least this many updates",
+        "science.md 2 (b): the Mann-Kendall test on reward over the last 50 steps",
+    )
+    length_collapse_ratio: float = line(
+        0.3,
+        "replies at or under this share of their start: collapsed (while the reward rises, "
+        "the reward pays for stopping early)",
+        "families: operating point, precision 1.00 finished and live, recall 0.00 / 1.00 / "
+        "1.00 (replies at 40% / 20% / 5% of their start); science.md 5 (a healthy run's "
+        "replies may shorten by a third; real healthy runs end at 45-135% of their start)",
+    )
+    clip_frac_warn: float = line(
+        0.2,
+        "clipped share of tokens that warns",
+        "rl-doctor's clip-saturation lines (10/20/40%); DAPO 2503.14476 (eps 0.2-0.28)",
+    )
+    clip_structural_zeros: float = line(
+        0.3,
+        "a clip share exact 0 on between this share and its complement of the updates is "
+        "the first pass of several (TRL num_iterations > 1), read as nothing",
+        "trl #3120 (the first pass's ratio is exactly 1); a half give or take sampling",
+    )
+    grad_spike_sigmas: float = line(
+        8.0,
+        "a gradient norm this many robust sigmas over the median (and grad_spike_median "
+        "times it) is a spike",
+        "science.md 6 (Shewhart's 3 sigma at ARL0 370 per step; 8 robust sigmas is far "
+        "beyond a heavy tail's noise)",
+    )
+    grad_spike_median: float = line(
+        3.0,
+        "... and this many times the median",
+        "science.md 1 (collapses arrive as gradient-norm explosions, not a noisy norm)",
+    )
+    grad_spike_min: int = line(
+        3,
+        "spikes before they are said at all",
+        "science.md 6 takeaway 2 (3 of 5 points): three, never one",
+    )
+    grad_spike_rate: float = line(
+        0.01,
+        "share of updates with gradient-norm spikes (or explosions) that makes them a pattern",
+        "science.md 6 (a false-alarm rate of 1 in ~500 steps is the detectors' design: at "
+        "1% a spike is five times rarer luck)",
+    )
+    grad_explosion: float = line(
+        10.0,
+        "a gradient norm this many times the median of the updates before it: an explosion",
+        "science.md 1 (Liu, Li et al.: collapses arrive as gradient-norm explosions); "
+        "rl-doctor dates its spike scenario's onset at 10x",
+    )
+    grad_explosion_window: int = line(
+        50,
+        "updates before one whose median it is held against",
+        "science.md 2b and 6 (a 50-step window for a level that moves as training settles)",
+    )
+    grad_explosion_recurring: int = line(
+        3,
+        "explosions that are unstable updates even on a run that learns",
+        "science.md 6 takeaway 2 (3 points, never one: a single spike is a hypothesis, DESIGN.md); families: precision 1.00, recall 0.00 / 1.00 / 1.00 (2 spikes of 8x / 4 of 20x / 8 of 100x; at 2: 0.20 / 1.00 / 1.00)",
+    )
 
 
 def _entropy(ctx: Context) -> list[Finding]:
@@ -43,7 +147,7 @@ def _entropy(ctx: Context) -> list[Finding]:
     what the reward did meanwhile: sharpening where the reward paid for it and the rest
     agrees, a collapse onto a shortcut where it paid but the replies, the task component or
     held-out disagree, else a collapse."""
-    th = ctx.thresholds
+    th = ctx.thresholds.of(PolicyLines)
     name, s = ctx.series(*ENTROPY)
     # The start is the median of the first five updates; three points past the line after
     # them are enough (the line is far from noise): a live run is judged from its eighth.
@@ -54,7 +158,7 @@ def _entropy(ctx: Context) -> list[Finding]:
         return []
     idx = _entropy_onset(s.steps, s.values / h0, th)
     if idx is None:
-        return _entropy_floor(ctx, name, s)
+        return []
     step = int(s.steps[idx])
     low = float(np.nanmin(rolling_mean(s.values / h0)))
     severe = low < th.entropy_ratio_fail
@@ -128,7 +232,7 @@ COLLAPSE_ACTION = (
 )
 
 
-def _entropy_onset(steps: np.ndarray, rel: np.ndarray, th: Thresholds) -> int | None:
+def _entropy_onset(steps: np.ndarray, rel: np.ndarray, th: PolicyLines) -> int | None:
     """Where entropy (over its start) went under its warn ratio (3 of 5), or earlier where it
     was already falling fast towards it (``_falling_fast``)."""
     idx = crossing(rel, th.entropy_ratio_warn, above=False, points=True)
@@ -170,8 +274,6 @@ def _paid(ctx: Context, s: Series, idx: int, severe: bool) -> _Paid:
     0.84, entropy at 53% of its start from update 31 of 40) is not "not improving"; past two
     windows what the reward did since decides, so a live run whose entropy falls after a
     healthy rise is told a collapse as it goes."""
-    from .reward import learns
-
     step = int(s.steps[idx])
     rname, r = ctx.series("reward/mean_with_unusable", "reward/mean")
     since = r.since(step) if r is not None else None
@@ -181,7 +283,8 @@ def _paid(ctx: Context, s: Series, idx: int, severe: bool) -> _Paid:
         since = r.since(int(s.steps[max(0, idx - MIN_WINDOW)]))
     rtr = trend(since) if since is not None and len(since) >= MIN_WINDOW else None
     lo, hi = ctx.reward_bounds
-    high = since is not None and len(since) and float(since.values.mean()) >= lo + 0.8 * (hi - lo)
+    edge = ctx.thresholds.of(RewardLines).plateau_level_edge
+    high = since is not None and len(since) and float(since.values.mean()) >= hi - edge * (hi - lo)
     # Held-out where evaluated: falling, the entropy bought nothing real.
     held = heldout_change(ctx, step)
     held_falling = held is not None and held["change"] < -2 * held["se"]
@@ -202,7 +305,7 @@ def _plateau(ctx: Context, r: Series, since: Series) -> float | None:
     entropy-bound plateau): what counts then is whether the reward still rises now, over the
     last third of the run (at least ``entropy_plateau_steps``), not since the fall began.
     Stopped below the top of its range, exploration is spent: the reward's level there."""
-    late_n = max(ctx.thresholds.entropy_plateau_steps, len(r) // 3)
+    late_n = max(ctx.thresholds.of(PolicyLines).entropy_plateau_steps, len(r) // 3)
     if len(since) < late_n:
         return None
     late = r.since(int(r.steps[len(r) - late_n]))
@@ -219,7 +322,7 @@ def _disagreements(
     read."""
     task = ctx.components.task
     task_flat = task is not None and task.flat
-    short = shrink is not None and shrink <= ctx.thresholds.entropy_length_ratio
+    short = shrink is not None and shrink <= ctx.thresholds.of(PolicyLines).entropy_length_ratio
     evidence.update(
         task_component=task.name if task is not None else None,
         task_flat=task_flat,
@@ -236,61 +339,9 @@ def _disagreements(
     ]
 
 
-# A token entropy under ``entropy_floor`` nats on most updates is a near-deterministic policy
-# (its top token takes some 99.9% of the mass nearly everywhere), whatever the model: judged
-# absolutely only where the log starts mid-run, so its start is unknown (a pasted excerpt of
-# TinyZero at 0.003-0.008). A healthy instruct model on GSM8K sits at 0.02-0.04 (a real verl
-# run, steps 101-435): the line is half its lowest.
-
-
-def _starts_mid_run(steps: np.ndarray) -> bool:
-    """Whether a log's first step lies well past the start at its own logging interval (a
-    resumed run, an excerpt): its first values are not the run's start."""
-    if len(steps) < 2:
-        return False
-    every = float(np.median(np.diff(steps)))
-    return every > 0 and float(steps[0]) > 2 * every + 1
-
-
-def _entropy_floor(ctx: Context, name: str, s: Series) -> list[Finding]:
-    """Entropy under ``entropy_floor`` on 3 of 5 updates (every one in a short log) of a log that
-    starts mid-run: collapse (warn; info while the reward rises beyond noise)."""
-    from .reward import learns
-
-    if not _starts_mid_run(s.steps):
-        return []
-    v = s.values
-    floor = ctx.thresholds.entropy_floor
-    idx = crossing(v, floor, above=False, points=True)
-    if idx is None:
-        return []
-    last = float(v[-MIN_WINDOW:].mean())
-    fine = learns(ctx)
-    return [
-        finding(
-            NAME,
-            "info" if fine else "warn",
-            "collapse",
-            f"entropy collapse: {name} {last:.2g} nats over the last {MIN_WINDOW} updates, "
-            f"under {floor} from step {int(s.steps[idx])}: a near-deterministic policy"
-            + (" sharpening while its reward rises" if fine else "")
-            + f" (the log starts at step {int(s.steps[0])}: no start to hold it against)",
-            metric=name,
-            first_step=int(s.steps[idx]),
-            level=round_sig(last),
-            line=floor,
-            log_starts_at=int(s.steps[0]),
-            action="The policy gives one reply per prompt: read the transcripts for "
-            "repetition; a higher sampling temperature, an entropy bonus or clip-higher, or a "
-            "checkpoint from before the collapse.",
-        )
-    ]
-
-
-# Replies at or under ``length_collapse_ratio`` of their starting length (a fifth: from ten
-# tokens to two) while the reward rises: a shortcut (science.md: a length drop over 30% within
-# 10 steps is a collapse sign; a healthy run's replies may shorten by a third as it learns to
-# stop).
+# Replies at or under ``length_collapse_ratio`` of their starting length while the reward
+# rises: a shortcut (science.md 5: a length drop over 30% within 10 steps is a collapse sign;
+# a healthy run's replies may shorten by a third as it learns to stop).
 
 
 def _length_collapse(ctx: Context) -> list[Finding]:
@@ -302,7 +353,7 @@ def _length_collapse(ctx: Context) -> list[Finding]:
         return []
     l0 = start_level(length.values)
     l1 = float(length.values[-MIN_WINDOW:].mean())
-    if not l0 > 0 or l1 / l0 > ctx.thresholds.length_collapse_ratio:
+    if not l0 > 0 or l1 / l0 > ctx.thresholds.of(PolicyLines).length_collapse_ratio:
         return []
     task = ctx.components.task
     if task is not None and task.rose:
@@ -330,7 +381,7 @@ def _length_collapse(ctx: Context) -> list[Finding]:
             length_start=round_sig(l0),
             length_last=round_sig(l1),
             length_ratio=round_sig(l1 / l0),
-            line=ctx.thresholds.length_collapse_ratio,
+            line=ctx.thresholds.of(PolicyLines).length_collapse_ratio,
             reward_metric=rname,
             reward_first=round_sig(head),
             reward_last=round_sig(tail),
@@ -343,25 +394,23 @@ def _length_collapse(ctx: Context) -> list[Finding]:
     ]
 
 
-# Replies at or under ``reply_collapse_ratio`` of their start on most updates, while the reward
-# does not rise: a collapse (the wild corpus's length-collapse rule; a TRL run whose replies
-# fell from 39-96 tokens to 9 with every group scoring alike).
+# Replies at or under ``length_collapse_ratio`` of their start on most updates, while the
+# reward does not rise: a collapse, corroborated where every attempt scored alike.
 
 
 def _reply_collapse(ctx: Context) -> list[Finding]:
-    """Replies falling under ``reply_collapse_ratio`` of their start (median of the first five updates)
+    """Replies falling under ``length_collapse_ratio`` of their start (median of the first five
+    updates)
     on 3 of 5 updates and on most updates since, while the reward does not rise beyond noise
     (a rise is the shortcut rule's): collapse, warn where the rewards had no spread on most of
     those updates (every attempt scoring alike: nothing left to learn from), else info."""
-    from .reward import learns
-
     lname, length = ctx.series("response/length_mean")
     if length is None or len(length) < 2 * MIN_WINDOW or learns(ctx):
         return []
     l0 = start_level(length.values, MIN_WINDOW)
     if not l0 > 0:
         return []
-    ratio = ctx.thresholds.reply_collapse_ratio
+    ratio = ctx.thresholds.of(PolicyLines).length_collapse_ratio
     line = ratio * l0
     idx = crossing(length.values, line, above=False, points=True)
     if idx is None:
@@ -407,7 +456,7 @@ def _reply_collapse(ctx: Context) -> list[Finding]:
     ]
 
 
-def _falling_fast(steps: np.ndarray, rel: np.ndarray, th: Thresholds) -> int | None:
+def _falling_fast(steps: np.ndarray, rel: np.ndarray, th: PolicyLines) -> int | None:
     """Where entropy (``rel``: over its start) went under ``entropy_fast_ratio`` (3 points of
     5) while log-entropy, from the five updates before that to now, falls faster than
     ``entropy_fast_slope`` per step with a significant trend: a collapse under way, before it
@@ -437,11 +486,13 @@ CLIP_ACTION = (
 def _clip(ctx: Context) -> list[Finding]:
     """The trust region saturated: the clipped share of tokens past ``clip_frac_warn`` (3 of 5
     updates; every update of a short log), a warning while it still is over the last five
-    updates, else an early saturation (info)."""
+    updates, else an early saturation (info). Saturated from the run's first updates and
+    falling since (a significant falling trend): a transient start, as a new policy's replies
+    cut at the token limit are (info), while it falls."""
     s = ctx.finite(CLIP)
     if s is None:
         return []
-    line = ctx.thresholds.clip_frac_warn
+    line = ctx.thresholds.of(PolicyLines).clip_frac_warn
     if short_level(s.values, line):
         level = float(s.values.mean())
         return [
@@ -460,14 +511,18 @@ def _clip(ctx: Context) -> list[Finding]:
         ]
     if len(s) < MIN_WINDOW:
         return []
-    s = _clipping_passes(s)
+    s = _clipping_passes(s, ctx.thresholds.of(PolicyLines).clip_structural_zeros)
     idx = crossing(s.values, line)
     if idx is None:
         return []
     peak = float(np.nanmax(rolling_mean(s.values)))
     last = float(s.values[-MIN_WINDOW:].mean())
     step = int(s.steps[idx])
-    early = last < line  # judged by its course: saturated early, within the region now
+    tr = trend(s)
+    falling = idx < MIN_WINDOW and tr is not None and tr.falling
+    # Judged by its course: saturated early and within the region now, or saturated from the
+    # start and falling since.
+    early = last < line or falling
     return [
         finding(
             NAME,
@@ -488,12 +543,12 @@ def _clip(ctx: Context) -> list[Finding]:
     ]
 
 
-def _clipping_passes(s: Series) -> Series:
+def _clipping_passes(s: Series, share: float) -> Series:
     """With several optimiser passes per batch (TRL num_iterations > 1) the first pass has a
     ratio of exactly 1, so every other value is an exact 0 that measures nothing: only the
-    passes that can clip are read."""
+    passes that can clip are read (exact zeros on ``share`` to ``1 - share`` of the updates)."""
     zero = s.values == 0
-    if 0.3 <= zero.mean() <= 0.7 and (~zero).sum() >= MIN_WINDOW:
+    if share <= zero.mean() <= 1 - share and (~zero).sum() >= MIN_WINDOW:
         return Series(s.steps[~zero], s.values[~zero])
     return s
 
@@ -514,9 +569,8 @@ def _no_spread(ctx: Context, steps: np.ndarray) -> np.ndarray:
 
 def _grad_norm(ctx: Context) -> Series | None:
     """The gradient norm of the updates that had something to learn from: an update whose
-    rewards had no spread moves the policy by its KL term alone, at a norm near 0 (a
-    collapsed TRL run: 0.003 on such updates, 0.4 on the others) that is no reference for
-    the updates that learn."""
+    rewards had no spread moves the policy by its KL term alone, at a norm near 0 (a hundred
+    times under the others') that is no reference for the updates that learn."""
     s = ctx.finite("train/grad_norm")
     if s is None:
         return None
@@ -528,9 +582,7 @@ def _otherwise(ctx: Context) -> tuple[bool, str]:
     """Whether gradient spikes are only a note (the run learns otherwise: its reward rises
     beyond noise and its KL to the reference stays under the reference check's line), with
     the words why."""
-    from .reward import learns
-
-    line = ctx.thresholds.ref_kl_warn
+    line = ctx.thresholds.of(ReferenceLines).ref_kl_warn
     kl = ctx.finite(REF_KL)
     if kl is not None and len(kl) >= MIN_WINDOW and crossing(kl.values, line) is not None:
         return False, f"with the KL to the reference over {line}"
@@ -544,24 +596,28 @@ def _grad_spikes(ctx: Context) -> list[Finding]:
     if s is None or len(s) < 4 * MIN_WINDOW:
         return []
     v = s.values
+    th = ctx.thresholds.of(PolicyLines)
     med = float(np.median(v))
-    mad = float(np.median(np.abs(v - med))) * 1.4826
+    mad = float(np.median(np.abs(v - med))) * MAD_SIGMA
     if mad <= 0 or med <= 0:
         return []
-    spikes = np.flatnonzero((v > med + 8 * mad) & (v > 3 * med))
-    if len(spikes) < 3:
+    spikes = np.flatnonzero(
+        (v > med + th.grad_spike_sigmas * mad) & (v > th.grad_spike_median * med)
+    )
+    if len(spikes) < th.grad_spike_min:
         return []
-    # Three or more such spikes are worth a look; at 1% of updates or more they are a
-    # pattern, not bad luck (8 robust sigmas never happen in a healthy run that often).
-    frequent = len(v) >= 100 and len(spikes) >= ctx.thresholds.grad_spike_rate * len(v)
+    # Three or more such spikes are worth a look; at grad_spike_rate of the updates or more
+    # (over at least as many updates as make one spike that rate) they are a pattern.
+    rate = th.grad_spike_rate
+    frequent = len(v) >= 1 / rate and len(spikes) >= rate * len(v)
     fine, why = _otherwise(ctx)
     return [
         finding(
             NAME,
             "warn" if frequent and not fine else "info",
             "unstable",
-            f"unstable updates: {len(spikes)} gradient-norm spikes (over 8 robust σ and 3x the "
-            f"median), first at step {int(s.steps[spikes[0]])}, {why}",
+            f"unstable updates: {len(spikes)} gradient-norm spikes (over "
+            f"{th.grad_spike_sigmas:g} robust σ and {th.grad_spike_median:g}x the median), first at step {int(s.steps[spikes[0]])}, {why}",
             metric="train/grad_norm",
             first_step=int(s.steps[spikes[0]]),
             median=round_sig(med),
@@ -574,13 +630,10 @@ def _grad_spikes(ctx: Context) -> list[Finding]:
     ]
 
 
-# A gradient norm ``grad_explosion`` times the median of the updates before it is an
-# explosion, not noise: one is enough (the collapses of science.md 1 arrive as gradient-norm
-# explosions; the peers' own spike scenario dates its onset at 10x). Healthy runs of the corpus
-# and the reference trainer's 40-update runs peak at 2.6x and 4.4x their running median; a long
-# run on a sharpened policy goes past it now and then (see the rate below). The median is of
-# the (up to) EXPLOSION_WINDOW updates before: a window of the measure, not a line.
-EXPLOSION_WINDOW = 50
+# A gradient norm ``grad_explosion`` times the median of the (up to) ``grad_explosion_window``
+# updates before it is an explosion, not noise: the collapses of science.md 1 arrive as
+# gradient-norm explosions; a long run on a sharpened policy goes past it now and then (see
+# the rate below).
 
 
 def _median_before(v: np.ndarray, w: int) -> np.ndarray:
@@ -596,17 +649,18 @@ def _median_before(v: np.ndarray, w: int) -> np.ndarray:
 
 
 def _grad_explosion(ctx: Context) -> list[Finding]:
-    """One gradient norm ``grad_explosion`` times the median of the updates before it, where
-    explosions come at ``grad_spike_rate`` of the updates so far or more: unstable updates
-    (warn; info on a run that learns otherwise, unless they recur); rarer, the tail of a long
+    """Gradient norms ``grad_explosion`` times the median of the updates before them, where
+    explosions come at ``grad_spike_rate`` of the updates so far or more: unstable updates,
+    a warning once ``grad_explosion_recurring`` of them came (a single spike is a hypothesis
+    until the numbers corroborate it: DESIGN.md), else information; rarer, the tail of a long
     run's noise (info)."""
     s = _grad_norm(ctx)
     if s is None or len(s) <= 2 * MIN_WINDOW:
         return []
     v = s.values
-    w = EXPLOSION_WINDOW
+    w = ctx.thresholds.of(PolicyLines).grad_explosion_window
     ref = _median_before(v, w)
-    th = ctx.thresholds
+    th = ctx.thresholds.of(PolicyLines)
     hits = np.flatnonzero((ref > 0) & (v >= th.grad_explosion * ref))
     if not len(hits):
         return []
@@ -620,23 +674,20 @@ def _grad_explosion(ctx: Context) -> list[Finding]:
     j = int(alarm[0]) if len(alarm) else 0
     i, later, first = int(hits[j]), len(hits), int(s.steps[hits[0]])
     med = float(ref[i])
-    # Spikes on a run that learns otherwise are a note (a real Unsloth GRPO run: two spikes of
-    # 10x while its reward climbs 0.27 -> 1.59); on one that does not, or whose KL to the
-    # reference is past its line, they are unstable updates.
+    # Whether the run learns otherwise is said beside them; what warns is their recurring.
     fine, why = _otherwise(ctx)
-    # On a run that learns, isolated explosions are a note; recurring ones
-    # (``grad_explosion_recurring``) are unstable updates all the same (rl-doctor's grad_spikes
-    # scenario: 7 of 24-160x in 300 updates while its reward climbs as a healthy run's does).
     recurring = later >= th.grad_explosion_recurring
-    if fine and recurring:
-        why = f"{later} explosions: recurring, although the run learns"
+    if recurring:
+        why = f"{later} explosions: recurring" + (", although the run learns" if fine else "")
+    else:
+        why += f"; a hypothesis until they recur ({th.grad_explosion_recurring} warn)"
     also = ""
     if later > 1:
         also = f" ({later} such updates in all" + (f", the first at step {first})" if j else ")")
     return [
         finding(
             NAME,
-            "warn" if len(alarm) and (recurring or not fine) else "info",
+            "warn" if len(alarm) and recurring else "info",
             "unstable",
             f"unstable updates: gradient norm exploded to {round_sig(float(v[i]))} at step "
             f"{int(s.steps[i])}, {float(v[i]) / med:.0f}x the median of the {min(i, w)} updates "

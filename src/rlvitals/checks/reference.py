@@ -5,15 +5,16 @@ never the old-vs-new KL within an update (``train/ppo_kl``) nor the sampler/trai
 which measure other things at other scales. It is judged against absolute lines, the peers'
 0.5 and 2 (token-mean nats: a policy that far from its reference has left the region where the
 reward model or grader was trustworthy, Gao et al.), from the first update read, and against
-its own course: past a line it is a step more severe while still climbing (its last third
-rising significantly: 0.5 info, or warn while climbing; 2 warn, or fail while climbing); below
+its own course: past 0.5 it is worth a look (info), a warning while its last third still
+climbs significantly past ``ref_kl_climb_warn`` (1.0: healthy runs reach 0.66-1.1); past 2
+a warning, a failure while climbing; below
 the lines a significant rising trend is named, with the update where it would cross 0.5. A
 short log (under five updates) every one of them past 0.5 warns: the policy got that far in a
 few updates. The KL coefficient, where the run's config gives it, is shown beside it:
 at β the penalty costs β·KL of reward per token.
 
 Between the lines, a KL no larger than the entropy's fall since the start is sharpening, not
-drift, and is reported a step lower: KL(π‖ref) = H(π, ref) − H(π), so with the run's first
+drift, and is said at info: KL(π‖ref) = H(π, ref) − H(π), so with the run's first
 entropy standing for the reference's (the policy starts as the reference), KL ≤ H(ref) − H(π)
 says H(π, ref) ≤ H(ref): the policy's tokens are on average at least as likely under the
 reference as the reference's own samples. It narrowed onto what the reference already
@@ -24,15 +25,43 @@ a policy that left for tokens the reference finds unlikely has a KL above the en
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
 from ..model import Series
 from .base import Finding
 from .context import ENTROPY, Context, finding, round_sig
+from .reward import learns
 from .stats import MIN_WINDOW, Trend, crossing, read_words, rolling_mean, short_level, trend
+from .thresholds import line, lines
 
 NAME = "reference"
+
+
+@lines
+@dataclass(frozen=True)
+class ReferenceLines:
+    """Where the reference check draws its lines."""
+
+    ref_kl_warn: float = line(
+        0.5,
+        "KL to the reference worth a look (info; warn while still climbing)",
+        "rl-doctor kl_drift (0.5 worth a look); Gao et al. 2210.10760 (the proxy reward "
+        "leaves the gold one as sqrt(KL) grows)",
+    )
+    ref_kl_climb_warn: float = line(
+        1.0,
+        "a KL to the reference still climbing (its last third) past this warns",
+        "families: operating point, precision 1.00, recall 0.15 / 1.00 / 1.00 (at 0.5: 0.65 / 1.00 / 1.00); real healthy runs reach 0.66-1.1 (benchmarks/families.md): the line sits at their range, rl-doctor's 0.5 is 'worth a look' (info)",
+    )
+    ref_kl_fail: float = line(
+        2.0,
+        "KL to the reference that is far (warn; fail while still climbing)",
+        "rl-doctor kl_drift (2.0 is far)",
+    )
+
+
 METRIC = "train/ref_kl"
 # Config keys of the KL coefficient, by framework (TRL beta, verl kl_loss_coef / kl_coef,
 # OpenRLHF init_kl_coef, Miles kl_loss_coef).
@@ -68,19 +97,15 @@ def _sharpening(ctx: Context, kl_now: float) -> tuple[float, float] | None:
 
 def _collapsed(ctx: Context) -> bool:
     """The policy near-deterministic (its entropy over the last updates under the policy
-    check's floor ``entropy_floor``, or under its collapse ratio of the run's own start) while the reward does
-    not rise beyond noise."""
-    from .reward import learns
+    check's collapse ratio ``entropy_ratio_fail`` of the run's own start: never an absolute
+    entropy, DESIGN.md) while the reward does not rise beyond noise."""
 
     _name, e = ctx.series(*ENTROPY)
-    if e is None or len(e) < MIN_WINDOW or learns(ctx):
+    if e is None or len(e) < 2 * MIN_WINDOW or learns(ctx):
         return False
     last = float(e.values[-MIN_WINDOW:].mean())
-    if last < ctx.thresholds.entropy_floor:
-        return True
-    if len(e) < 2 * MIN_WINDOW:
-        return False
     h0 = float(np.median(e.values[:MIN_WINDOW]))
+    # The policy check's line, read by name (that module imports this one).
     return h0 > 0 and last < ctx.thresholds.entropy_ratio_fail * h0
 
 
@@ -103,7 +128,7 @@ def _coef_words(coef: float | None) -> str:
 
 def _short_log(ctx: Context, s: Series, coef: float | None) -> list[Finding]:
     """Under five updates, every one past the warn line: the policy got that far in a few."""
-    th = ctx.thresholds
+    th = ctx.thresholds.of(ReferenceLines)
     v = s.values
     if not short_level(v, th.ref_kl_warn):
         return []
@@ -145,26 +170,26 @@ def _climbing(s: Series) -> Trend | None:
 def _severity(
     ctx: Context, now: float, climbing: bool, over_fail: bool
 ) -> tuple[str, tuple[float, float] | None, bool]:
-    """Past a line: (severity, sharpening, collapsed). Still climbing a step more severe (2:
-    fail, else warn; 0.5: warn, else info); between the lines a KL within the entropy's fall
-    is sharpening (info); a KL settled past 0.5 with the policy collapsed without learning is
-    a warning (the two corroborate each other; a pasted excerpt has no start to tell a climb
-    by)."""
+    """Past a line: (severity, sharpening, collapsed). Past ``ref_kl_fail`` (far): warn, fail
+    while still climbing. Between the lines a KL within the entropy's fall is sharpening
+    (info); one still climbing past ``ref_kl_climb_warn`` warns; else it is worth a look
+    (info), with the policy's collapse named where its entropy fell under its collapse ratio
+    while the reward does not rise (the policy check warns of that)."""
+    th = ctx.thresholds.of(ReferenceLines)
     if over_fail:
         return ("fail" if climbing else "warn"), None, False
     sharpening = _sharpening(ctx, now)
     if sharpening is not None:
         return "info", sharpening, False
-    if climbing:
+    if climbing and now >= th.ref_kl_climb_warn:
         return "warn", None, False
-    collapsed = _collapsed(ctx)
-    return ("warn" if collapsed else "info"), None, collapsed
+    return "info", None, _collapsed(ctx)
 
 
 def _past_line(ctx: Context, s: Series, coef: float | None) -> list[Finding]:
     """Dated where it first passed the warn line; as severe as the highest line it passed and
     its course (``_severity``)."""
-    th = ctx.thresholds
+    th = ctx.thresholds.of(ReferenceLines)
     first = crossing(s.values, th.ref_kl_warn)
     if first is None:
         return []
@@ -217,7 +242,7 @@ def _rising(ctx: Context, s: Series, coef: float | None) -> list[Finding]:
     """Below the lines: a significant rise over the second half of the run, at least double
     its start, named with the update where it would reach the warn line (if within as long
     again as the run so far)."""
-    line = ctx.thresholds.ref_kl_warn
+    line = ctx.thresholds.of(ReferenceLines).ref_kl_warn
     n = len(s)
     start, _peak, now = _course(s)
     half = s.since(int(s.steps[n // 2])) if n >= 2 * MIN_WINDOW else None

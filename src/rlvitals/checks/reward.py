@@ -20,9 +20,93 @@ from .base import Finding
 from .context import Context, fact, finding, round_sig
 from .groups import group_shares
 from .heldout import heldout_change
-from .stats import MIN_WINDOW, crossing, noise_sigma, rolling_mean, start_level, trend
+from .stats import MARGIN_RANGE, MIN_WINDOW, crossing, noise_sigma, rolling_mean, start_level, trend
+from .thresholds import line, lines
 
 NAME = "reward"
+
+
+@lines
+@dataclass(frozen=True)
+class RewardLines:
+    """Where the reward check draws its lines."""
+
+    not_learning_min_steps: int = line(
+        30,
+        "updates before a reward flat with no hint of a rise, while groups carry signal, is "
+        "called not learning",
+        "science.md 6 (MK and Theil-Sen need a window of 30 or more to see a drift of 1-2 sigma)",
+    )
+    plateau_share: float = line(
+        0.35,
+        "a reward that rose, then stayed flat over this last share of the run ...",
+        "rl-doctor's plateau rule (Mann-Kendall flat over the last 35% of the run)",
+    )
+    plateau_min_steps: int = line(
+        50,
+        "... and at least this many updates, while groups carry signal: stopped improving",
+        "science.md 2b (the entropy-bound plateau reads the Mann-Kendall trend over the last "
+        "50 steps)",
+    )
+    flat_min_steps: int = line(
+        20,
+        "updates over which a reward flat within its noise is a plateau whatever the groups say",
+        "DESIGN.md: past twenty updates every run gets a verdict",
+    )
+    flat_warn_updates: int = line(
+        120,
+        "a reward evidently flat from the start over this many updates (or over a run that "
+        "has ended) is a stuck run (warn); flat over fewer, a young or slow-starting one (info)",
+        "families: operating point, precision 1.00 finished and 0.998 on prefixes past 20 "
+        "(every rule), plateau recall 0.40 / 0.40 / 0.65 (mild / moderate / gross, finished; "
+        "at 100: 0.995 on prefixes, recall 0.55 / 0.55 / 0.65); healthy slow starts stay "
+        "flat 30-100 updates",
+    )
+    flat_z: float = line(
+        2.0,
+        "... its last quarter under this many standard errors above its first",
+        "science.md 6 (a two-sample z test of the quarters' means at 5%); families: precision "
+        "1.00 finished and 0.998 on prefixes from 1.5 to 3.0, plateau recall 0.40 / 0.40 / "
+        "0.65 at 2 (mild 0.30 at 1.5)",
+    )
+    plateau_level_edge: float = line(
+        0.2,
+        "a flat reward within this share of the top of its range is saturated, of the "
+        "bottom too hard; a reward in the top share is high",
+        "science.md 3 (a pass rate of 0.8 makes 17% of groups of 8 agree by chance: past it "
+        "the groups, not the reward, say more)",
+    )
+    plateau_groups_edge: float = line(
+        0.5,
+        "... or, from group statistics, this share of groups all solved (none solved)",
+        "science.md 3 (most groups: the effective fraction f under 0.5 warns)",
+    )
+    group_std_floor: float = line(
+        0.25,
+        "group spread below this share of its start while the reward is in the bottom half "
+        "of its range: exploration stopped",
+        "the Loops seed (group_std_mean falling toward zero while reward/mean is low); a "
+        "quarter of its start",
+    )
+    signal_share: float = line(
+        0.3,
+        "groups carry signal when at least this share of them disagree",
+        "science.md 3 (warn when the effective fraction f < 0.5, page when f < 0.2)",
+    )
+    signal_group_std: float = line(
+        0.05,
+        "without group counts, a mean group spread over this share of the reward's range "
+        "carries signal",
+        "science.md 3 (one disagreeing attempt in a group of 8 on a [0, 1] score gives a "
+        "spread of 0.33; 0.05 is well under any group that disagrees)",
+    )
+    plateau_trend_z: float = line(
+        2.0,
+        "a reward that rose is flat over its last share when that share's trend is under "
+        "this many standard errors",
+        "science.md 6 (a trend verdict from an autocorrelation-corrected test; 2 standard "
+        "errors, a 5% two-sided test)",
+    )
 
 
 def _learning_signal(ctx: Context) -> float | None:
@@ -33,17 +117,62 @@ def _learning_signal(ctx: Context) -> float | None:
     g = ctx.finite("reward/group_std_mean")
     if g is not None:
         lo, hi = ctx.reward_bounds
-        return 1.0 if float(g.values.mean()) > 0.05 * (hi - lo) else 0.0
+        line = ctx.thresholds.of(RewardLines).signal_group_std
+        return 1.0 if float(g.values.mean()) > line * (hi - lo) else 0.0
+    return None
+
+
+# Statuses of a run that has ended: its reward will not move any more.
+ENDED = ("finished", "stopped", "crashed")
+
+
+def stuck_for(ctx: Context, first: int, last: int) -> bool:
+    """Whether a stretch from update ``first`` to ``last`` is long enough for a flat reward
+    (or task component) over it to be evidence of a stuck run (warn) rather than of a young
+    or slow-starting one (info): ``flat_warn_updates`` updates or more, longer than a healthy
+    slow start stays flat, or a run that has ended."""
+    th = ctx.thresholds.of(RewardLines)
+    return last - first + 1 >= th.flat_warn_updates or ctx.status in ENDED
+
+
+def evidently_flat(s: Series, margin: float) -> bool:
+    """Whether ``s`` is evidently flat: its fitted change, twice its error added, within
+    ``margin`` (an equivalence test: a slow rise its noise hides is not flat, and a
+    stretch too short or too noisy to bound its change is not either)."""
+    tr = trend(s) if len(s) >= 2 * MIN_WINDOW else None
+    if tr is None:
+        return False
+    err = abs(tr.change / tr.z) if tr.z else 0.0
+    return abs(tr.change) + 2 * err <= margin
+
+
+def _young(ctx: Context, at_end: bool = True) -> str:
+    """What an info finding on a flat reward adds: why it is not a warning yet."""
+    n = ctx.thresholds.of(RewardLines).flat_warn_updates
+    return (
+        f"; not yet a stuck run: a healthy run's slow start stays flat this long (a warning "
+        f"from {n} flat updates" + (", or when the run ends flat)" if at_end else ")")
+    )
+
+
+def _evidently_flat_since(s: Series, k: int, margin: float) -> int | None:
+    """The first step of the longest tail of ``s`` (its last half, else its last ``k``
+    updates) that is evidently flat: its fitted change, twice its error added, within
+    ``margin`` (an equivalence test: a slow rise its noise hides is not flat). None if
+    neither is."""
+    for size in sorted({k, len(s) // 2}, reverse=True):
+        if size <= len(s) and evidently_flat(Series(s.steps[-size:], s.values[-size:]), margin):
+            return int(s.steps[-size])
     return None
 
 
 def _plateau(ctx: Context, name: str, s: Any) -> Finding | None:
     """Reward that rose, then stopped improving for the last third of a long run although
     groups still disagree: not learning any more (not a mastered run: its reward is at the
-    top of its range, and its groups stop disagreeing). ``name``, ``s``: the reward the check
-    reads (``_reward_series``)."""
+    top of its range, and its groups stop disagreeing), said at info: a healthy run's rise
+    saturates too. ``name``, ``s``: the reward the check reads (``_reward_series``)."""
     n = len(s)
-    th = ctx.thresholds
+    th = ctx.thresholds.of(RewardLines)
     k = max(th.plateau_min_steps, int(th.plateau_share * n))
     if n < 2 * k:
         return None
@@ -60,16 +189,19 @@ def _plateau(ctx: Context, name: str, s: Any) -> Finding | None:
     margin = ctx.reward_margin(noise_sigma(s.values))
     if (
         tr is not None
-        and abs(tr.z) < 2.0
+        and abs(tr.z) < th.plateau_trend_z
         and now <= best + margin / 2
-        and level < lo + 0.8 * (hi - lo)
+        and level < hi - th.plateau_level_edge * (hi - lo)
         and signal is not None
-        and signal >= 0.3
+        and signal >= th.signal_share
     ):
         since = int(tail.steps[0])
+        # A run that learned and levelled off converged: the healthy families do (their
+        # reward's rise saturates), so this is said, never warned.
+        flat_from = _evidently_flat_since(s, k, margin)
         out = finding(
             NAME,
-            "warn",
+            "info",
             "not_learning",
             f"stopped improving: {name} flat at {now:.3g} over the last {k} updates (from "
             f"step {since}; best {best:.3g} before), although {signal:.0%} of groups carry "
@@ -77,6 +209,7 @@ def _plateau(ctx: Context, name: str, s: Any) -> Finding | None:
             metric=name,
             first_step=since,
             plateau_mean=round_sig(now),
+            flat_from=flat_from,
             best_before=round_sig(best),
             trend_z=round_sig(tr.z),
             signal_fraction=round_sig(signal),
@@ -115,7 +248,7 @@ def _reward_series(ctx: Context) -> tuple[str, Series] | tuple[None, None]:
 
 def quarters(v: np.ndarray) -> dict[str, float]:
     """First- and last-quarter means (at least five points each) and their difference in
-    standard errors (each quarter's own spread over its length: the wild corpus's rule)."""
+    standard errors (each quarter's own spread over its length: a two-sample z test)."""
     q = max(MIN_WINDOW, len(v) // 4)
     a, b = v[:q], v[-q:]
     se = math.sqrt(float(a.var()) / len(a) + float(b.var()) / len(b))
@@ -135,9 +268,9 @@ def _plateau_level(ctx: Context, s: Series, since: int) -> tuple[str, str, dict[
         a = float(all_s.since(since).values.mean()) if all_s is not None else 0.0
         z = float(none_s.since(since).values.mean()) if none_s is not None else 0.0
         ev: dict[str, Any] = {"all_solved_share": round_sig(a), "none_solved_share": round_sig(z)}
-        if a >= ctx.thresholds.plateau_groups_edge:
+        if a >= ctx.thresholds.of(RewardLines).plateau_groups_edge:
             return "ceiling", f"{a:.0%} of groups solved by every attempt", ev
-        if z >= ctx.thresholds.plateau_groups_edge:
+        if z >= ctx.thresholds.of(RewardLines).plateau_groups_edge:
             return "floor", f"{z:.0%} of groups solved by no attempt", ev
         return "middle", f"{a:.0%} of groups all solved, {z:.0%} none solved", ev
     rr = ctx.config_value("rollout", "reward_range")
@@ -149,7 +282,7 @@ def _plateau_level(ctx: Context, s: Series, since: int) -> tuple[str, str, dict[
         return "unknown", "its range is unknown", {}
     pos = (float(s.since(since).values.mean()) - lo) / (hi - lo) if hi > lo else math.nan
     ev = {"range": [lo, hi], "position_in_range": round_sig(pos)}
-    edge = ctx.thresholds.plateau_level_edge
+    edge = ctx.thresholds.of(RewardLines).plateau_level_edge
     if pos >= 1 - edge:
         return "ceiling", f"{pos:.0%} of {how}", ev
     if pos <= edge:
@@ -197,10 +330,10 @@ def _flat(ctx: Context, c: Course) -> Finding | None:
     beyond twice its error (held-out is the better witness)."""
     name, s = c.name, c.s
     n = len(s)
-    if n < ctx.thresholds.flat_min_steps:
+    if n < ctx.thresholds.of(RewardLines).flat_min_steps:
         return None
     q = quarters(s.values)
-    if not q["z"] < ctx.thresholds.flat_z:
+    if not q["z"] < ctx.thresholds.of(RewardLines).flat_z:
         return None  # rising, not yet beyond noise: said as such
     held = heldout_change(ctx, int(s.steps[0]))
     if held is not None and held["change"] > 2 * held["se"]:
@@ -209,13 +342,16 @@ def _flat(ctx: Context, c: Course) -> Finding | None:
     verdict, words, action = _PLATEAU_READS[level]
     noise = noise_sigma(s.values)
     zq = q["z"]
+    stuck = stuck_for(ctx, int(s.steps[0]), int(s.steps[-1])) and (
+        ctx.status in ENDED or evidently_flat(s, ctx.reward_margin(noise))
+    )
     return finding(
         NAME,
-        "warn",
+        "warn" if stuck else "info",
         verdict,
         f"reward flat (plateau) over {n} updates: {name} {q['first']:.3g} (first {q['n']}) -> "
         f"{q['last']:.3g} (last {q['n']}), {zq:+.1f} standard errors, noise {noise:.2g} per "
-        f"update; level {how}, {words}",
+        f"update; level {how}, {words}" + ("" if stuck else _young(ctx)),
         metric=name,
         first_step=int(s.steps[0]),
         plateau_level=level,
@@ -224,7 +360,7 @@ def _flat(ctx: Context, c: Course) -> Finding | None:
         last_mean=round_sig(q["last"]),
         quarter=q["n"],
         z=round_sig(zq) if math.isfinite(zq) else zq,
-        z_line=ctx.thresholds.flat_z,
+        z_line=ctx.thresholds.of(RewardLines).flat_z,
         noise_per_step=round_sig(noise),
         updates=n,
         window=[int(s.steps[0]), int(s.steps[-1])],
@@ -269,6 +405,9 @@ def check(ctx: Context) -> list[Finding]:
         if found is not None:
             out.append(found)
             break
+    if out and out[0].verdict == "learning":
+        stopped = _plateau(ctx, c.name, c.s)
+        out += [stopped] if stopped is not None else []
     lo, hi = ctx.reward_bounds
     return out + _exploration(ctx, lo, hi)
 
@@ -362,11 +501,6 @@ def _rose_without_the_task(ctx: Context, c: Course) -> Finding | None:
     )
 
 
-def _rose_then_stopped(ctx: Context, c: Course) -> Finding | None:
-    """Rose, then stopped improving well below the top (``_plateau``)."""
-    return _plateau(ctx, c.name, c.s) if c.learning else None
-
-
 def _rose(ctx: Context, c: Course) -> Finding | None:
     """Rose beyond noise: learning (to confirm on held-out tasks and transcripts)."""
     if not c.learning:
@@ -397,17 +531,21 @@ def _rose(ctx: Context, c: Course) -> Finding | None:
 def _flat_with_signal(ctx: Context, c: Course) -> Finding | None:
     """Flat over ``not_learning_min_steps`` or more, without any hint of a rise (a slow,
     noisy climb is not flat), while groups carry signal: not learning."""
+    th = ctx.thresholds.of(RewardLines)
     signal = _learning_signal(ctx)
-    enough = len(c.s) >= ctx.thresholds.not_learning_min_steps
+    enough = len(c.s) >= th.not_learning_min_steps
     no_hint = (c.tr is None or c.tr.z < 1.0) and c.tail <= c.head + c.margin / 2
-    if not (enough and no_hint and signal is not None and signal >= 0.3):
+    if not (enough and no_hint and signal is not None and signal >= th.signal_share):
         return None
+    stuck = stuck_for(ctx, int(c.s.steps[0]), int(c.s.steps[-1])) and (
+        ctx.status in ENDED or evidently_flat(c.s, c.margin)
+    )
     return finding(
         NAME,
-        "warn",
+        "warn" if stuck else "info",
         "not_learning",
         f"{c.name} flat over {_window(c.s)} ({c.head:.3g} -> {c.tail:.3g}) although "
-        f"{signal:.0%} of groups carry signal",
+        f"{signal:.0%} of groups carry signal" + ("" if stuck else _young(ctx)),
         metric=c.name,
         first_step=int(c.s.steps[0]),
         signal_fraction=round_sig(signal),
@@ -435,11 +573,11 @@ def _not_yet(ctx: Context, c: Course) -> Finding | None:
 
 
 # The reward's course, the first reading that holds: falling, rising (through another
-# component, then stopped, or learning), flat while groups carry signal, a plateau, too early.
+# component, or learning: then whether it stopped improving is said beside it), flat while
+# groups carry signal, a plateau, too early.
 _COURSE: tuple[Callable[[Context, Course], Finding | None], ...] = (
     _fell,
     _rose_without_the_task,
-    _rose_then_stopped,
     _rose,
     _flat_with_signal,
     _flat,
@@ -466,10 +604,10 @@ def _exploration(ctx: Context, lo: float, hi: float) -> list[Finding]:
     if g is None or r is None or len(g) < 2 * MIN_WINDOW:
         return []
     start = start_level(g.values)
-    if not start > 0.02 * (hi - lo):
+    if not start > MARGIN_RANGE * (hi - lo):
         return []
     roll = rolling_mean(g.values)
-    idx = crossing(g.values, ctx.thresholds.group_std_floor * start, above=False)
+    idx = crossing(g.values, ctx.thresholds.of(RewardLines).group_std_floor * start, above=False)
     if idx is None:
         return []
     step = int(g.steps[idx])
@@ -489,7 +627,7 @@ def _exploration(ctx: Context, lo: float, hi: float) -> list[Finding]:
             first_step=step,
             start_level=round_sig(start),
             level=round_sig(float(roll[idx])),
-            floor=round_sig(ctx.thresholds.group_std_floor * start),
+            floor=round_sig(ctx.thresholds.of(RewardLines).group_std_floor * start),
             reward_level=round_sig(r_level),
             action="Every attempt at a task now does the same thing: raise the sampling "
             "temperature or the group size, add an entropy bonus or clip-higher, or restart "
@@ -503,3 +641,10 @@ def learns(ctx: Context) -> bool:
     """Whether this check reads the run as learning (its reward rising beyond noise), computed
     once per judging: for checks that judge a symptom less harshly on a run that learns."""
     return any(f.verdict == "learning" for f in check(ctx))
+
+
+@fact
+def falls(ctx: Context) -> bool:
+    """Whether this check reads the run's reward as falling beyond noise (its collapse
+    reading), computed once per judging."""
+    return any(f.verdict == "collapse" for f in check(ctx))

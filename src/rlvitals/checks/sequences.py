@@ -19,14 +19,30 @@ import numpy as np
 
 from ..model import Series
 from .context import Context, fact, round_sig
+from .thresholds import line, lines
 
 __all__ = ["LOGGED_SEQ_LINE", "SEQ_OVER", "SeqShares", "cite", "seq_shares"]
 
 # The line the writer counts ``train/mismatch_seq_over`` past (the metrics' SEQ_TME_LINE,
 # NeMo-RL's plotting line); ``mismatch_seq_line`` at another value recounts the share.
+# source: NeMo-RL's token_mult_prob_error plotting line (its code plots a sample past 1.05)
 LOGGED_SEQ_LINE = 1.05
 # The per-sequence tail (metrics._seq_tail): share of sequences past that line, their ratios.
 SEQ_OVER = "train/mismatch_seq_over"
+
+
+@lines
+@dataclass(frozen=True)
+class SequencesLines:
+    """Where the per-sequence mismatch is counted."""
+
+    mismatch_seq_line: float = line(
+        LOGGED_SEQ_LINE,
+        "a sequence's ratio (token mean of exp(|Δ|)) past which it counts in the tail share; "
+        "at 1.05 the logged train/mismatch_seq_over is read, at another line the share is "
+        "recounted from the attempts' own ratios",
+        "NeMo-RL's plotting line for token_mult_prob_error (its code plots a sample past 1.05)",
+    )
 
 
 @dataclass
@@ -53,7 +69,7 @@ def seq_shares(ctx: Context) -> SeqShares:
     ``mismatch_seq_line``. At the writer's own line (1.05) the logged share; at another line
     recounted from the attempts' own ratios (their records' ``mismatch.tme``) where the run
     keeps them, else the logged share, marked ``unavailable``."""
-    line = ctx.thresholds.mismatch_seq_line
+    line = ctx.thresholds.of(SequencesLines).mismatch_seq_line
     logged = ctx.finite(SEQ_OVER)
     if line == LOGGED_SEQ_LINE:
         return SeqShares(logged, line)

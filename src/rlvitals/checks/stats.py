@@ -17,6 +17,9 @@ import numpy as np
 from ..model import Series
 
 __all__ = [
+    "MAD_SIGMA",
+    "MARGIN_RANGE",
+    "MARGIN_SIGMAS",
     "MIN_WINDOW",
     "Trend",
     "crossing",
@@ -30,7 +33,34 @@ __all__ = [
     "trend",
 ]
 
+# The window a level or a trend is read over, never one step.
+# source: DESIGN.md ("a trend is judged over five or more steps, never one"); the Miles seed
+# ("read the mean over five or more steps, not one step")
 MIN_WINDOW = 5
+# Points of a window past a line that make an alarm.
+# source: science.md 6 takeaway 2 ("require 3 of 5 consecutive points"; RL-Insight: 3 of 5)
+SUSTAINED = 3
+# A trend's significance: its slope this many (autocorrelation-corrected) standard errors.
+# source: science.md 6 (a 3-sigma limit; MK at |Z| > 3.09 is p < 0.001 two-sided)
+TREND_Z = 3.0
+# The run's own start: the median of its first this many points (at least MIN_WINDOW).
+# source: science.md 2 (H_0 = median of the first 10 steps)
+START_STEPS = 10
+# The residuals' lag-1 autocorrelation is capped here, so a near-unit root cannot drive the
+# effective sample size to nothing; and the effective sample size is at least 3.
+# source: numerical guards of the AR(1) correction (science.md 6 takeaway 2)
+RHO_CAP = 0.95
+MIN_N_EFF = 3.0
+# A change of a level (the reward, a component) beyond noise: this many step-noise sigmas of the difference of two
+# five-update means ...
+# source: science.md 6 (a 3-sigma limit: Shewhart's, and CUSUM/EWMA alarm near it)
+MARGIN_SIGMAS = 3.0
+# ... and at least this share of the its range (a change no grader can resolve is none).
+# source: resolution: one attempt in fifty changes an update's mean reward by 2% of its range
+MARGIN_RANGE = 0.02
+# The median absolute deviation of a normal sample times this is its standard deviation.
+# source: the normal distribution (1 / the 75th percentile of the standard normal)
+MAD_SIGMA = 1.4826
 
 
 def rolling_mean(values: np.ndarray, window: int = MIN_WINDOW) -> np.ndarray:
@@ -44,7 +74,7 @@ def rolling_mean(values: np.ndarray, window: int = MIN_WINDOW) -> np.ndarray:
     return out
 
 
-def first_sustained(mask: np.ndarray, k: int = 3, window: int = MIN_WINDOW) -> int | None:
+def first_sustained(mask: np.ndarray, k: int = SUSTAINED, window: int = MIN_WINDOW) -> int | None:
     """Index of the first point where ``k`` of the last ``window`` points are True (the first
     True point of that window), or None."""
     n = len(mask)
@@ -112,7 +142,7 @@ def read_words(n: int) -> str:
 
 
 def episodes(
-    mask: np.ndarray, k: int = 3, window: int = MIN_WINDOW, gap: int = 10
+    mask: np.ndarray, k: int = SUSTAINED, window: int = MIN_WINDOW, gap: int = 10
 ) -> list[tuple[int, int]]:
     """Separate spells where ``mask`` is sustained (``k`` of ``window``), as (start, end)
     index pairs; spells closer than ``gap`` points merge. Linear time."""
@@ -149,13 +179,13 @@ def noise_sigma(values: np.ndarray) -> float:
         return float(np.std(values)) if len(values) else math.nan
     d = np.diff(values)
     mad = float(np.median(np.abs(d - np.median(d))))
-    sigma = 1.4826 * mad / math.sqrt(2)
+    sigma = MAD_SIGMA * mad / math.sqrt(2)
     if sigma == 0:
         sigma = float(np.std(d)) / math.sqrt(2)
     return sigma
 
 
-def start_level(values: np.ndarray, n: int = 10) -> float:
+def start_level(values: np.ndarray, n: int = START_STEPS) -> float:
     """The run's own starting level: median of its first ``n`` points (at least 5)."""
     head = values[: max(MIN_WINDOW, min(n, len(values)))]
     return float(np.median(head)) if len(head) else math.nan
@@ -175,11 +205,11 @@ class Trend:
 
     @property
     def rising(self) -> bool:
-        return self.z > 3.0
+        return self.z > TREND_Z
 
     @property
     def falling(self) -> bool:
-        return self.z < -3.0
+        return self.z < -TREND_Z
 
 
 def trend(s: Series) -> Trend | None:
@@ -201,8 +231,8 @@ def trend(s: Series) -> Trend | None:
     rho = 0.0
     if n > 3 and var > 0:
         rho = float((resid[1:] * resid[:-1]).sum() / (resid**2).sum())
-        rho = min(max(rho, 0.0), 0.95)
-    n_eff = max(3.0, n * (1 - rho) / (1 + rho))
+        rho = min(max(rho, 0.0), RHO_CAP)
+    n_eff = max(MIN_N_EFF, n * (1 - rho) / (1 + rho))
     se = math.sqrt(var / sxx * (n - 2) / max(n_eff - 2, 1)) if var > 0 else 0.0
     if se == 0:
         z = 0.0 if slope == 0 else math.copysign(math.inf, slope)

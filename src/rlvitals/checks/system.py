@@ -14,13 +14,44 @@ halve whenever the machine is busy.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from .base import Finding
 from .context import Context, finding, round_sig
 from .stats import MIN_WINDOW, crossing, start_level, trend
+from .thresholds import line, lines
 
 NAME = "system"
+
+
+@lines
+@dataclass(frozen=True)
+class SystemLines:
+    """Where the system check draws its lines."""
+
+    system_slower_info: float = line(
+        1.5,
+        "the last five updates this many times slower than the first five, with a "
+        "significant trend: said (info)",
+        "science.md 7 (RL-Insight charts step timing by phase so system regressions are not "
+        "mistaken for learning problems); half again as slow is worth a note, no alarm",
+    )
+    system_slower_warn: float = line(
+        2.0,
+        "... this many times, held (3 of 5 five-update means) and still slowing over the "
+        "second half: warns",
+        "science.md 7 (RL-Insight's degradation association: 3 of 5 points above range); a "
+        "doubling is a slowdown no scheduler noise gives",
+    )
+    system_min_seconds: float = line(
+        0.05,
+        "updates starting under this many seconds: timer noise, not judged",
+        "numerical guard: timer and scheduler jitter (a busy machine halves the rate of a "
+        "few-millisecond update)",
+    )
+
 
 # (metric, words, True when a higher value is slower)
 SIGNALS = (
@@ -37,11 +68,13 @@ def _millisecond_updates(ctx: Context) -> bool:
     s = ctx.finite("perf/step_seconds")
     if s is None or len(s) < MIN_WINDOW:
         return False
-    return bool(start_level(s.values, MIN_WINDOW) < ctx.thresholds.system_min_seconds)
+    return bool(
+        start_level(s.values, MIN_WINDOW) < ctx.thresholds.of(SystemLines).system_min_seconds
+    )
 
 
 def check(ctx: Context) -> list[Finding]:
-    th = ctx.thresholds
+    th = ctx.thresholds.of(SystemLines)
     out: list[Finding] = []
     # Updates of a few milliseconds (a synthetic or replayed run): their timings, and the
     # throughputs divided by them, are timer and scheduler noise, not a system. One busy

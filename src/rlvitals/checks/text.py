@@ -5,22 +5,52 @@ framework, or measured by rlvitals on every sample with token ids, ``transcripts
 A rate past ``degenerate_share_warn`` in 3 of 5 updates is said (info) with the samples that
 raised it where they are known. It warns only with a number that says the same from the
 policy's side: repetition or duplication with the reply length growing or the entropy falling
-to under 60% of its start; gibberish with the entropy rising past 1.5x its start or the
+to under ``text_entropy_fall`` of its start; gibberish with the entropy rising past
+``text_entropy_rise`` times its start or the
 sequences' mismatch tail past its line (a sampler far from the trainer writes gibberish).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from .agreement import AgreementLines
 from .base import Finding
 from .context import ENTROPY, Context, finding, round_sig
 from .sequences import seq_shares
 from .stats import MIN_WINDOW, crossing, start_level, trend
+from .thresholds import line, lines
 
 NAME = "text"
+
+
+@lines
+@dataclass(frozen=True)
+class TextLines:
+    """Where the text check draws its lines."""
+
+    degenerate_share_warn: float = line(
+        0.05,
+        "share of an update's samples raising a degenerate-text measure (gibberish, "
+        "repetition, 4-gram duplication) said when it holds (3 of 5 updates)",
+        "prime-rl's and Trinity-RFT's detectors flag single samples; a twentieth of an "
+        "update, as mismatch_seq_share_warn",
+    )
+    text_entropy_fall: float = line(
+        0.6,
+        "repetition or duplication warns with the entropy under this share of its start",
+        "science.md 2 (c): the early-warning ratio (entropy_fast_ratio)",
+    )
+    text_entropy_rise: float = line(
+        1.5,
+        "gibberish warns with the entropy past this many times its start",
+        "a sampler far from the trainer writes near-uniform tokens: entropy rising by half, "
+        "where RL only lowers it (science.md 2)",
+    )
+
 
 RATES = {
     "text/gibberish_rate": "gibberish (a rare token far below a uniform guess)",
@@ -53,17 +83,18 @@ def _length_growing(ctx: Context, step: int) -> bool:
 def _corroboration(ctx: Context, name: str, step: int) -> dict[str, Any]:
     """The numbers that say the same thing, by name (empty: none)."""
     out: dict[str, Any] = {}
+    th = ctx.thresholds.of(TextLines)
     ratio = _entropy_ratio(ctx, step)
     if name == "text/gibberish_rate":
-        if ratio is not None and ratio >= 1.5:
+        if ratio is not None and ratio >= th.text_entropy_rise:
             out["entropy_ratio"] = round_sig(ratio)
         tail = seq_shares(ctx).series  # the tail past ``mismatch_seq_line``
         if tail is not None and len(tail.since(step)):
             share = float(tail.since(step).values.max())
-            if share >= ctx.thresholds.mismatch_seq_share_warn:
+            if share >= ctx.thresholds.of(AgreementLines).mismatch_seq_share_warn:
                 out["mismatch_seq_over"] = round_sig(share)
     else:
-        if ratio is not None and ratio < 0.6:
+        if ratio is not None and ratio < th.text_entropy_fall:
             out["entropy_ratio"] = round_sig(ratio)
         if _length_growing(ctx, step):
             out["length_growing"] = True
@@ -83,7 +114,7 @@ def _cited(ctx: Context, name: str, steps: list[int]) -> list[str]:
 
 
 def check(ctx: Context) -> list[Finding]:
-    line = ctx.thresholds.degenerate_share_warn
+    line = ctx.thresholds.of(TextLines).degenerate_share_warn
     out: list[Finding] = []
     for name, what in RATES.items():
         s = ctx.finite(name)

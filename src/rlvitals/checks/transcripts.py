@@ -25,6 +25,7 @@ run read is never written to.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -40,14 +41,15 @@ from .context import (
     RULES_ENV,
     RULES_FILES,
     Context,
-    Thresholds,
-    fact,
     finding,
     round_sig,
 )
 from .heldout import heldout_change
-from .reward import learns
-from .stats import MIN_WINDOW, first_sustained, noise_sigma, rolling_mean, start_level, trend
+from .jump import reward_jump
+from .policy import PolicyLines
+from .reward import falls, learns
+from .stats import MIN_WINDOW, first_sustained, rolling_mean, start_level, trend
+from .thresholds import line, lines
 
 __all__ = [
     "NAME",
@@ -63,6 +65,44 @@ __all__ = [
 ]
 
 NAME = "transcripts"
+
+
+@lines
+@dataclass(frozen=True)
+class TranscriptsLines:
+    """Where the transcripts check draws its lines (a flag's own lines are the rules
+    file's: docs/transcripts.md)."""
+
+    collapse_share: float = line(
+        0.25,
+        "share of episodes with repeated replies a collapse finding needs to warn (with the "
+        "entropy under its collapse line or the reward falling)",
+        "families: healthy runs repeat up to 10% of their replies (repeated_replies); "
+        "precision 1.00 from 0.10 to 0.40 (the entropy decides), recall on entropy_collapse "
+        "runs with transcripts 8 at 0.25 (7 at 0.40); the rules' fail_rate, 25%",
+    )
+    length_rho: float = line(
+        0.3,
+        "within-step |Spearman(reward, length)| that says the reward tracks length ...",
+        "science.md 4 (length exploitation: trigger when rho > 0.3 and rising)",
+    )
+    length_move: float = line(
+        0.2,
+        "... moved at least this far from its early value",
+        "science.md 4 (rho rising, not a level a task's answers hold from the start)",
+    )
+    flag_cusum_h: float = line(
+        5.0,
+        "the Bernoulli CUSUM limit (log-likelihood units) on a transcript flag's counts",
+        "science.md 6 (h = 4-5 for a 1-sigma shift, Montgomery & Runger)",
+    )
+    flag_entropy_drop: float = line(
+        0.85,
+        "entropy after a repetition flag's onset under this share of before it: falling with it",
+        "the Loops seed (entropy falling sharply alongside repetitive transcripts)",
+    )
+
+
 REWARD_LENGTH = "transcripts/reward_length_spearman"
 
 
@@ -95,48 +135,6 @@ def flag_rates(sc: RunScan) -> dict[str, Series]:
 
 
 # -- reward climbing faster than the task allows --------------------------------------------
-
-
-@fact
-def reward_jump(ctx: Context) -> dict[str, Any] | None:
-    """The first step where the reward rose over MIN_WINDOW steps faster than the run's early
-    noise and early rate of rise allow, with the figures; None if it never did."""
-    out = None
-    name, r = ctx.series("reward/mean_with_unusable", "reward/mean")
-    w = MIN_WINDOW
-    if r is not None and len(r) >= 4 * w:
-        v = r.values
-        early_n = max(2 * w, len(v) // 5)
-        sigma = noise_sigma(v[:early_n])
-        tr = trend(Series(r.steps[:early_n], v[:early_n]))
-        rate = max(0.0, tr.slope) if tr is not None else 0.0
-        lo, hi = ctx.reward_bounds
-        th = ctx.thresholds
-        c = np.cumsum(np.concatenate(([0.0], v)))
-        t = np.arange(w, len(v) - w + 1)
-        before = (c[t] - c[t - w]) / w
-        after = (c[t + w] - c[t]) / w
-        steps_span = (r.steps[np.minimum(t + w - 1, len(v) - 1)] - r.steps[t - w]).astype(float)
-        allowed = rate * steps_span / 2 + th.jump_sigmas * sigma * math.sqrt(2 / w)
-        jump = after - before
-        hot = (jump > allowed) & (jump >= th.jump_range * (hi - lo))
-        if sigma > 0 and hot.any():
-            # The step of the biggest jump in the first spell over the line: where the rise is.
-            lo = int(np.flatnonzero(hot)[0])
-            cold = np.flatnonzero(~hot[lo:])
-            hi = lo + (int(cold[0]) if len(cold) else len(hot) - lo)
-            i = lo + int(np.argmax((jump - allowed)[lo:hi]))
-            out = dict(
-                step=int(r.steps[t[i]]),
-                metric=name,
-                before=round_sig(float(before[i])),
-                after=round_sig(float(after[i])),
-                jump=round_sig(float(jump[i])),
-                allowed=round_sig(float(allowed[i])),
-                early_noise=round_sig(sigma),
-                early_rate_per_step=round_sig(rate),
-            )
-    return out
 
 
 def _reward_jump_finding(ctx: Context, jump: dict[str, Any]) -> Finding:
@@ -264,7 +262,7 @@ def _length(ctx: Context) -> list[Finding]:
     roll = np.nan_to_num(rolling_mean(s.values), nan=early)
     late = float(s.values[-MIN_WINDOW:].mean())
     d = 1.0 if late >= early else -1.0
-    th = ctx.thresholds
+    th = ctx.thresholds.of(TranscriptsLines)
     hot = (d * (s.values - early) >= th.length_move) & (np.abs(s.values) >= th.length_rho)
     idx = first_sustained(hot)
     if idx is None or abs(float(roll[-1]) - early) < th.length_move:
@@ -308,8 +306,16 @@ def _length(ctx: Context) -> list[Finding]:
 # -- flag families ---------------------------------------------------------------------------
 
 
+# The Bernoulli CUSUM's rates kept inside (0, 1): a base rate of at least one flag in 500
+# episodes, and rates short of certainty (the log-likelihood ratios stay finite).
+# source: numerical guards of the Bernoulli CUSUM (science.md 4: a per-step flagged rate)
+CUSUM_P_MIN = 0.002
+CUSUM_P_MAX = 0.9
+CUSUM_P1_MAX = 0.99
+
+
 def _cusum(
-    x: np.ndarray, n: np.ndarray, p0: float, p1: float, h: float = Thresholds.flag_cusum_h
+    x: np.ndarray, n: np.ndarray, p0: float, p1: float, h: float = TranscriptsLines.flag_cusum_h
 ) -> tuple[int, int, float] | None:
     """Bernoulli CUSUM of counts ``x`` of ``n`` for a rise from p0 to p1: (index where the
     statistic last left zero, index where it first crossed ``h``, its value there), or None
@@ -328,7 +334,7 @@ def _cusum(
 
 
 def _flag_alarm(
-    sc: RunScan, flag: str, rules: Rules, cusum_h: float = Thresholds.flag_cusum_h
+    sc: RunScan, flag: str, rules: Rules, cusum_h: float = TranscriptsLines.flag_cusum_h
 ) -> dict[str, Any] | None:
     ok = sc.with_text > 0
     steps = sc.steps[ok]
@@ -347,8 +353,8 @@ def _flag_alarm(
     # and alarms on its own only when the flags it adds up come from 3 or more steps and make
     # more than the line over the steps from its start (at least five): one burst is not a
     # trend.
-    p0 = min(max(early, 0.002), 0.9)
-    p1 = min(max(line, 2 * p0), 0.99)
+    p0 = min(max(early, CUSUM_P_MIN), CUSUM_P_MAX)
+    p1 = min(max(line, 2 * p0), CUSUM_P1_MAX)
     cus = _cusum(x, n, p0, p1, cusum_h) if p1 > p0 else None
     cus_start = None
     if cus is not None:
@@ -439,7 +445,7 @@ def _entropy_falling(ctx: Context, onset: int) -> dict[str, Any] | None:
         if start_level(s.values) > 0
         else None,
         falling=bool(
-            (math.isfinite(ratio) and ratio < ctx.thresholds.flag_entropy_drop)
+            (math.isfinite(ratio) and ratio < ctx.thresholds.of(TranscriptsLines).flag_entropy_drop)
             or (tr is not None and tr.falling)
         ),
     )
@@ -463,7 +469,7 @@ def _corroboration(ctx: Context, alarms: list[dict[str, Any]]) -> list[str]:
     if length is not None and len(length) >= 2 * MIN_WINDOW and learns(ctx):
         l0 = start_level(length.values)
         l1 = float(length.values[-MIN_WINDOW:].mean())
-        if l0 > 0 and l1 / l0 <= ctx.thresholds.flag_length_collapse:
+        if l0 > 0 and l1 / l0 <= ctx.thresholds.of(PolicyLines).length_collapse_ratio:
             out.append(f"replies collapsed to {l1 / l0:.0%} of their start while the reward rose")
     climbing = [a["flag"] for a in alarms if a.get("climbing")]
     if climbing:
@@ -475,7 +481,7 @@ def _family(ctx: Context, sc: RunScan, family: str, rules: Rules) -> list[Findin
     """The flags of one family that rose (``_flag_alarm``), earliest first, as one finding:
     an exploit (``_exploit``) or a collapse (``_collapse``), citing the attempts that show it."""
     names = [f for f in flag_names(rules) if spec(f, rules).family == family]
-    cusum_h = ctx.thresholds.flag_cusum_h
+    cusum_h = ctx.thresholds.of(TranscriptsLines).flag_cusum_h
     alarms = [a for a in (_flag_alarm(sc, f, rules, cusum_h) for f in names) if a is not None]
     if not alarms:
         return []
@@ -553,27 +559,48 @@ def _collapse(
     rules: Rules,
     common: dict[str, Any],
 ) -> Finding:
-    """Collapse flags (repetition): information while the entropy is not falling with them;
-    else a warning, failing when a flag reaches twice the fail rate or the entropy is under
-    its collapse ratio."""
+    """Collapse flags (repetition or one reply given to many tasks): a hypothesis (info)
+    until the share of repeated replies reaches ``collapse_share`` (more than a healthy run
+    repeats) and the numbers say the same: the policy's entropy under its collapse line
+    (``entropy_ratio_warn`` of its start) or the reward falling. A warning then, failing at
+    twice the rules' fail rate or with the entropy under ``entropy_ratio_fail``. A few
+    repeated replies while the entropy sharpens and the reward climbs are a policy learning
+    its answers (a healthy TRL run: 8% of episodes one reply, entropy 3.56 -> 2.83, reward
+    0.43 -> 1.06)."""
     ent = _entropy_falling(ctx, alarms[0]["onset"])
     _ln, length = ctx.series("response/length_mean")
     shrink = None
     if length is not None and len(length) >= 2 * MIN_WINDOW:
         l0 = start_level(length.values)
         shrink = round_sig(float(length.values[-MIN_WINDOW:].mean()) / l0) if l0 > 0 else None
-    if ent is not None and not ent["falling"]:
-        sev = "info"
-        why = f"; {ent['metric']} is not falling ({ent['before']:.3g} -> {ent['after']:.3g})"
+    pol = ctx.thresholds.of(PolicyLines)
+    peak = max(a["peak_rate"] for a in alarms)
+    # The entropy's fall, from before the flags' onset to since, or from the run's start to
+    # its last updates, whichever fell further.
+    lows = [
+        float(ent[k])
+        for k in ("ratio", "start_ratio")
+        if ent is not None and ent[k] is not None and math.isfinite(ent[k])
+    ]
+    low = min(lows) if lows else None
+    entropy_low = low is not None and low < pol.entropy_ratio_warn
+    backing = []
+    if entropy_low and ent is not None and low is not None:
+        backing.append(f"{ent['metric']} at {low:.0%} of its start")
+    if falls(ctx):
+        backing.append("the reward falling")
+    sure = peak >= ctx.thresholds.of(TranscriptsLines).collapse_share and bool(backing)
+    if sure:
+        severe = low is not None and low < pol.entropy_ratio_fail
+        sev = "fail" if peak >= 2 * rules.limit("fail_rate") or severe else "warn"
+        why = f", with {' and '.join(backing)}"
     else:
-        big = any(a["peak_rate"] >= 2 * rules.limit("fail_rate") for a in alarms)
-        low = ent["start_ratio"] if ent is not None else None
-        severe = low is not None and low < ctx.thresholds.entropy_ratio_fail
-        sev = "fail" if big or severe else "warn"
+        sev = "info"
         why = (
-            f" with {ent['metric']} falling {ent['before']:.3g} -> {ent['after']:.3g}"
-            if ent is not None
-            else " (no entropy logged to confirm)"
+            f"; a hypothesis: {peak:.0%} of episodes at most"
+            + (f", {ent['metric']} {ent['before']:.3g} -> {ent['after']:.3g}" if ent else "")
+            + (", the reward not falling" if not falls(ctx) else "")
+            + " (a policy learning its answers repeats some)"
         )
     return finding(
         NAME,
@@ -582,6 +609,8 @@ def _collapse(
         f"collapsing replies in transcripts: {said}{why}{cite}",
         entropy=ent,
         length_ratio=shrink,
+        corroborated_by=backing,
+        share_line=ctx.thresholds.of(TranscriptsLines).collapse_share,
         action="The policy is collapsing onto one reply: read the cited attempts; raise the "
         "sampling temperature, add an entropy bonus or clip-higher, or restart from a "
         "checkpoint before the onset.",

@@ -1,6 +1,7 @@
 """The checks in the seeds' order, and the verdict their findings add up to.
 
-``check_functions()`` imports each check module named in ``CHECK_ORDER``; ``overall_verdict`` picks the
+``check_functions()`` imports each check module named in ``CHECK_ORDER`` (one that fails to
+import raises); ``overall_verdict`` picks the
 run's verdict from the findings, ``order_findings`` puts the evidence for it first, and
 ``doubted`` marks reassuring findings of a run whose reward the exploit findings doubt.
 ``rlvitals.judge.Judge`` runs them.
@@ -39,14 +40,17 @@ CHECK_ORDER = [
 
 
 def check_functions() -> list[tuple[str, Callable[[Context], list[Finding]]]]:
+    """Each check of ``CHECK_ORDER`` with its ``check`` function. A check module that fails to
+    import is an error, never a silent absence: a run judged without one of its checks would
+    read as healthy where that check would have spoken."""
     out = []
     for name in CHECK_ORDER:
         try:
             module = importlib.import_module(f".{name}", __package__)
-        except ModuleNotFoundError as exc:
-            if exc.name != f"{__package__}.{name}":
-                raise
-            continue  # a check family not shipped in this version
+        except ImportError as exc:
+            raise ImportError(
+                f"check {name!r} (rlvitals.checks.{name}) failed to import: {exc}"
+            ) from exc
         out.append((name, module.check))
     return out
 
@@ -56,6 +60,8 @@ def check_functions() -> list[tuple[str, Callable[[Context], list[Finding]]]]:
 # reward's level, marked by a "plateau_level" key, and findings marked "symptom" are symptoms
 # whatever they are called.)
 GENERIC_VERDICTS = {"not_learning", "plateau"}
+# A flat reward's verdicts, by its level.
+FLAT_VERDICTS = ("plateau", "not_learning", "too_hard")
 
 
 def _symptom(f: Finding) -> bool:
@@ -67,7 +73,8 @@ def _symptom(f: Finding) -> bool:
 
 def overall_verdict(findings: list[Finding], steps: int) -> str:
     """The run's verdict: the first of its worst warn-or-fail findings in the seeds' order;
-    otherwise what the reward and held-out checks say (learning, mastered), else too early.
+    otherwise what the reward and held-out checks say (learning, mastered, a flat reward's
+    verdict said at info), else too early.
 
     Held-out scores rising beyond twice their error are learning even while the train reward
     is not yet beyond its own noise: held-out tasks are the better witness (reward/mean, the
@@ -87,7 +94,10 @@ def overall_verdict(findings: list[Finding], steps: int) -> str:
         return "mastered"
     if "learning" in {f.verdict for f in findings if f.check in ("reward", "heldout")}:
         return "learning"
-    return "too_early"
+    # Past twenty updates a reward flat within its noise is a plateau, never "too early",
+    # even where it is said at info (a young run, a slow start: DESIGN.md).
+    flat = [f.verdict for f in findings if f.check == "reward" and f.verdict in FLAT_VERDICTS]
+    return flat[0] if flat else "too_early"
 
 
 def order_findings(findings: list[Finding], verdict: str) -> list[Finding]:

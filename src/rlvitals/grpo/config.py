@@ -17,6 +17,8 @@ from ..config import option
 __all__ = [
     "SECTIONS",
     "UNUSABLE_UPDATES",
+    "CorrectionConfig",
+    "EngineConfig",
     "ModelConfig",
     "OptimConfig",
     "TaskConfig",
@@ -106,7 +108,57 @@ class OptimConfig:
     warm_max_steps: int = option(3000, "give up the warm start after this many steps", minimum=1)
 
 
-SECTIONS: dict[str, type] = {"model": ModelConfig, "task": TaskConfig, "optim": OptimConfig}
+@dataclass
+class EngineConfig:
+    """How the sampler (the inference engine) samples, beyond the temperature: its truncation
+    and its precision. Its log-probs are those of the distribution it samples from (after
+    top-p/top-k, renormalised: an engine's processed log-probs), so truncation shows as a
+    ratio below 1 to the trainer's full-vocabulary log-probs. Not part of the warm start."""
+
+    top_p: float = option(1.0, "nucleus sampling of the training rollouts (1: off)", minimum=0.01)
+    top_k: int = option(0, "top-k sampling of the training rollouts (0: off)", minimum=0)
+    dtype: Literal["", "bfloat16", "float32", "float8"] = option(
+        "",
+        "precision of the sampler's weight copy from the run's start (\"\": [model] "
+        "sampler_dtype); float8 rounds weights and activations to float8 e4m3",
+    )
+
+
+@dataclass
+class CorrectionConfig:
+    """Importance-sampling correction of the sampler/trainer mismatch (off by default): each
+    token's loss is weighted by pi_trainer / pi_sampler, per token or one weight per sequence,
+    truncated or masked outside [clip_min, clip_max]. With it on, the PPO ratio is taken
+    against the trainer's own recomputation (decoupled PPO), also in async mode."""
+
+    mode: Literal["none", "token_truncate", "token_mask", "sequence_truncate", "sequence_mask"] = (
+        option(
+            "none",
+            "where the weight is taken (token or sequence) and what happens past "
+            "its bounds (truncated to them, or masked to 0)",
+        )
+    )
+    aggregation: Literal["mean", "sum"] = option(
+        "mean",
+        "a sequence weight from its tokens' log-ratios: exp(mean), length-normalised as GSPO; "
+        "or exp(sum), the product of the token ratios",
+    )
+    clip_max: float = option(2.0, "upper bound of the weight", minimum=0.0)
+    clip_min: float = option(0.0, "lower bound of the weight (0: none)", minimum=0.0)
+    log: Literal["raw", "corrected"] = option(
+        "raw",
+        "train/is_weight_* logged before the truncation or masking, or after it (what the "
+        "loss used)",
+    )
+
+
+SECTIONS: dict[str, type] = {
+    "model": ModelConfig,
+    "task": TaskConfig,
+    "optim": OptimConfig,
+    "engine": EngineConfig,
+    "correction": CorrectionConfig,
+}
 
 # Rejected groups in a row that stop a trainer run whose config does not say, in updates' worth
 # of groups (the writer's own default, 100 groups, is under one update of 160).

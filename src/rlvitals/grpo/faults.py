@@ -89,6 +89,40 @@ bad_replica
     from the onset. Reward barely moves. The shape of NVIDIA-NeMo/RL #2100, where a mean
     hides the outlier sequences.
 
+Where the sampler and the trainer disagree for a reason the run's own settings name (the
+mismatch's cause, ``checks/mismatch_cause.py``); each writes what it changes into run.json's
+config, as a run records its settings:
+
+truncated_sampling
+    The engine samples the training rollouts with top_p 0.8 (``[engine] top_p``) and reports
+    the log-probs of what it sampled from, renormalised over the kept tokens, while the trainer
+    scores every token over the whole vocabulary: each token's ratio pi_trainer / pi_sampler
+    is the kept mass, at most 1. From update 0 ``train/is_ratio_mean`` sits near 0.96 (trl
+    #6789: top_p 0.8 gives the kept mass, 0.896 on Qwen2.5-1.5B) and ``train/is_ratio_max``
+    near 1; nothing corrects for it.
+dtype_pair
+    From the onset the engine computes in float8 (e4m3: weights and activations rounded to it,
+    ``[engine] dtype``) while the trainer stays float32. Most sampled tokens are near certain
+    and agree (the median token ratio stays 1.0000); the uncertain ones disagree, so the mean
+    |Δ| rises about fifteen-fold (0.003 to 0.05) and a third of the sequences pass 1.05.
+sum_aggregation
+    Async training (the sampler one update ahead) with a sequence-level correction masked past
+    2 (TRL's sequence_mask), each sequence's weight the product of its tokens' ratios,
+    exp(sum) (``[correction] aggregation = "sum"``), logged after the mask: the weights of long
+    sequences leave [0, 2] and are zeroed, so ``train/is_weight_min`` is 0 and the mean falls
+    while the per-token mismatch stays that of the designed lag (trl PR #5815, NeMo-RL PR
+    #2269).
+post_clip_logging
+    Async training with a token-level correction masked outside [0.5, 2] (IcePop-like),
+    logged after the mask (``[correction] log = "corrected"``, as TRL logs its ratios: trl
+    #5231): ``train/is_weight_min`` reads 0 and the max at most 2 on every update, whatever
+    the mismatch beyond.
+stale_replica
+    From the onset one engine replica of ten stops receiving new weights (a failed refit on
+    one node) and reports the version it holds: a tenth of the groups sample from weights one
+    more update behind each step, ``freshness/lag_max`` and the mismatch tail rise together,
+    and once past ``max_steps_off_policy`` its attempts are dropped as stale.
+
 This module imports no torch: ``--list-faults`` stays cheap.
 """
 
@@ -193,7 +227,58 @@ FAULTS: dict[str, Fault] = {
             "the trainer's logits overflow to infinity",
             "train/loss, train/grad_norm and the mismatch metrics NaN from the onset",
         ),
+        Fault(
+            "truncated_sampling",
+            0,
+            "the engine samples with top_p 0.8 and reports renormalised log-probs",
+            "train/is_ratio_mean near the kept mass (~0.96), no token's ratio above 1",
+        ),
+        Fault(
+            "dtype_pair",
+            5,
+            "the engine switches to float8 while the trainer stays float32",
+            "mean |Δ| up ~15x with the median token ratio at 1; a third of sequences past 1.05",
+        ),
+        Fault(
+            "sum_aggregation",
+            0,
+            "async; sequence weights exp(sum of log-ratios), masked past 2, logged after",
+            "train/is_weight_min 0 and its mean below 1 while the per-token mismatch is that "
+            "of the designed lag",
+        ),
+        Fault(
+            "post_clip_logging",
+            0,
+            "async; token weights masked outside [0.5, 2], logged after the mask",
+            "train/is_weight_min at 0 and max at most 2 on every update",
+        ),
+        Fault(
+            "stale_replica",
+            5,
+            "one engine replica of ten stops receiving new weights",
+            "freshness/lag_max and the mismatch tail rise together; then stale attempts dropped",
+        ),
     ]
+}
+
+# The settings each cause fault runs with, written into run.json's config (section -> key ->
+# value; ``training`` is the writer's section).
+FAULT_SETTINGS: dict[str, dict[str, dict[str, Any]]] = {
+    "truncated_sampling": {"engine": {"top_p": 0.8}},
+    "dtype_pair": {"engine": {"dtype": "float8"}},
+    "sum_aggregation": {
+        "training": {"mode": "async"},
+        "correction": {
+            "mode": "sequence_mask",
+            "aggregation": "sum",
+            "clip_max": 2.0,
+            "log": "corrected",
+        },
+    },
+    "post_clip_logging": {
+        "training": {"mode": "async"},
+        "correction": {"mode": "token_mask", "clip_min": 0.5, "clip_max": 2.0, "log": "corrected"},
+    },
 }
 
 # Per-try failure probability of the crash faults (with 2 retries, 0.7 leaves about a third
@@ -365,6 +450,24 @@ class ActiveFault:
     def syncs_weights(self, step: int) -> bool:
         """Whether the sampler receives the weights of update ``step``."""
         return not self.on("stale_sampler", step)
+
+    def settings(self) -> dict[str, dict[str, Any]]:
+        """The config sections and keys this fault sets (``FAULT_SETTINGS``)."""
+        return FAULT_SETTINGS.get(self.name or "", {})
+
+    def engine_switch(self, step: int) -> str | None:
+        """The engine dtype to switch to before sampling update ``step`` (``dtype_pair`` at its
+        onset), else None."""
+        if self.name == "dtype_pair" and step == self.step:
+            return "float8"
+        return None
+
+    def stale_rows(self, step: int, n_rows: int, group_size: int) -> list[int]:
+        """With ``stale_replica`` on: the batch rows the stale replica samples (whole groups,
+        every ``REPLICAS``-th), else none."""
+        if not self.on("stale_replica", step):
+            return []
+        return [i for i in range(n_rows) if (i // group_size) % REPLICAS == 0]
 
 
 def describe() -> list[dict[str, Any]]:

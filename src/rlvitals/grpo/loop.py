@@ -43,13 +43,13 @@ from ..config import Config, load_config
 from ..errors import ConfigError, RunStopped
 from ..writer import Run
 from .agent import read_attempts
-from .config import SECTIONS, ModelConfig, OptimConfig, TaskConfig
+from .config import SECTIONS, CorrectionConfig, EngineConfig, ModelConfig, OptimConfig, TaskConfig
 from .faults import ActiveFault
 from .grader import grade
 from .model import GPT
 from .sampler import Episodes, Sampler, episode_length
 from .tasks import VOCAB, Task, TaskPool
-from .trainer import Trainer, group_advantages
+from .trainer import Correction, Trainer, group_advantages
 from .warmstart import WarmStart, WarmStartWarning, cache_dir, warm_source, warm_start
 
 __all__ = ["train"]
@@ -130,8 +130,9 @@ def train(
     model = GPT(len(VOCAB), mcfg.n_layer, mcfg.n_head, mcfg.d_model, max_len=MAX_LEN)
     ws = _warm_start(model, pool, cfg, Path(cache) if cache is not None else None, emit)
 
-    dtype = torch.bfloat16 if mcfg.sampler_dtype == "bfloat16" else torch.float32
-    sampler = Sampler(model, dtype)
+    ecfg: EngineConfig = cfg.section("engine")
+    first = mcfg.sampler_dtype if not ecfg.dtype or active.name == "dtype_pair" else ecfg.dtype
+    sampler = Sampler(model, torch_dtype(first))
     trainer = _trainer(model, cfg)
     task_rng = np.random.default_rng([ocfg.seed, 10])
     fail_rng = np.random.default_rng([ocfg.seed, 11])
@@ -172,6 +173,13 @@ def train(
 def _checked(cfg: Config, active: ActiveFault) -> Config:
     """The config the run trains with: ``cfg``, or a copy with the fault's own warm-start
     target; ConfigError for a model shape the trainer cannot build."""
+    for name, values in active.settings().items():
+        # A fault that is a setting (top_p, a dtype, a correction): run.json records it.
+        if name == "training":
+            cfg = dataclasses.replace(cfg, training=dataclasses.replace(cfg.training, **values))
+        else:
+            section = dataclasses.replace(cfg.section(name), **values)
+            cfg = dataclasses.replace(cfg, extra={**cfg.extra, name: section})
     mcfg: ModelConfig = cfg.section("model")
     ocfg: OptimConfig = cfg.section("optim")
     target = active.warm_target(ocfg.warm_target_pass_rate)
@@ -235,6 +243,14 @@ def _trainer(model: GPT, cfg: Config) -> Trainer:
     """The trainer of ``model`` as the config's ``[optim]`` and ``[task]`` say."""
     tcfg: TaskConfig = cfg.section("task")
     ocfg: OptimConfig = cfg.section("optim")
+    ccfg: CorrectionConfig = cfg.section("correction")
+    correction = Correction.of(
+        ccfg.mode,
+        aggregation=ccfg.aggregation,
+        clip_max=ccfg.clip_max,
+        clip_min=ccfg.clip_min,
+        log=ccfg.log,
+    )
     return Trainer(
         model,
         lr=ocfg.lr,
@@ -245,8 +261,10 @@ def _trainer(model: GPT, cfg: Config) -> Trainer:
         temperature=tcfg.temperature,
         seed=ocfg.seed,
         warmup=ocfg.lr_warmup,
-        # Async batches are updates old: clip to the policy that sampled them (trainer.py).
+        # Async batches are updates old: clip to the policy that sampled them (trainer.py),
+        # unless a correction weighs them (decoupled PPO).
         clip_to_sampler=cfg.training.mode == "async",
+        correction=correction,
     )
 
 
@@ -281,11 +299,17 @@ def _loop(
     lead = ocfg.async_lead if cfg.training.mode == "async" else 0
     queue: deque[Batch] = deque()
     next_to_sample = 0
+    replica: Sampler | None = None
     walls: list[float] = [time.monotonic()]  # when each update ended, on this machine's clock
     for step in range(ocfg.steps):
         # -- sample: fill the pipeline up to `lead` updates ahead -------------------------
         while next_to_sample <= step + lead:
             stall = active.stall(next_to_sample)
+            switch = active.engine_switch(next_to_sample)
+            if switch is not None:
+                sampler.set_dtype(torch_dtype(switch))
+            if replica is None and active.on("stale_replica", next_to_sample):
+                replica = sampler.clone()  # this replica keeps the weights it holds now
             batch = _sample(
                 run,
                 next_to_sample,
@@ -298,6 +322,7 @@ def _loop(
                 fail_rng,
                 sample_gen,
                 stop_after=(0.5 if stall else None),
+                replica=replica,
             )
             if stall:
                 _hang(run, batch, stall, walls, emit)
@@ -421,21 +446,16 @@ def _sample(
     fail_rng: np.random.Generator,
     generator: torch.Generator,
     stop_after: float | None = None,
+    replica: Sampler | None = None,
 ) -> Batch:
-    """Sample, grade and log the attempts of update ``step``."""
+    """Sample, grade and log the attempts of update ``step`` (``replica``: the engine replica
+    the ``stale_replica`` fault left on old weights)."""
     G = tcfg.group_size
     with run.phase("sampling", attempts_needed=tcfg.tasks_per_step * G):
         tasks = active.tasks(step, pool, tcfg.tasks_per_step, task_rng)
         rows = [t for t in tasks for _ in range(G)]  # each task G times: its group
-        max_new_tokens, max_turns = active.budget(step, tcfg)
         t0 = time.perf_counter()
-        ep = sampler.rollout(
-            rows,
-            max_new_tokens=max_new_tokens,
-            max_turns=max_turns,
-            temperature=active.temperature(step, tcfg.temperature, len(rows), G),
-            generator=generator,
-        )
+        ep = _rollout(sampler, replica, active, step, rows, cfg, generator)
         ep.seconds = time.perf_counter() - t0
         attempts = read_attempts(ep)
 
@@ -487,7 +507,7 @@ def _sample(
                 gid,
                 task.task_id,
                 reward,
-                policy_version=ep.version,
+                policy_version=ep.version_of(i),
                 response_tokens=att.response_tokens,
                 truncated=att.truncated,
                 metadata=metadata,
@@ -502,6 +522,47 @@ def _sample(
             group_ids.append(gid)
             rewards.append(reward)
     return Batch(step, ep, ids, group_ids, rewards, ep.seconds, grading_seconds)
+
+
+def _rollout(
+    sampler: Sampler,
+    replica: Sampler | None,
+    active: ActiveFault,
+    step: int,
+    rows: list[Task],
+    cfg: Config,
+    generator: torch.Generator,
+) -> Episodes:
+    """The episodes of update ``step``'s rows, sampled as the engine config says; the rows of
+    a stale replica (``stale_replica``) by that replica, on its own weights."""
+    tcfg: TaskConfig = cfg.section("task")
+    ecfg: EngineConfig = cfg.section("engine")
+    max_new_tokens, max_turns = active.budget(step, tcfg)
+    G = tcfg.group_size
+    temperature = active.temperature(step, tcfg.temperature, len(rows), G)
+    kw: dict[str, Any] = dict(
+        max_new_tokens=max_new_tokens,
+        max_turns=max_turns,
+        generator=generator,
+        top_p=ecfg.top_p,
+        top_k=ecfg.top_k,
+    )
+    stale = active.stale_rows(step, len(rows), G) if replica is not None else []
+    if not stale:
+        return sampler.rollout(rows, temperature=temperature, **kw)
+    fresh = [i for i in range(len(rows)) if i not in set(stale)]
+    parts = []
+    for engine, idx in ((sampler, fresh), (replica, stale)):
+        assert engine is not None
+        t = temperature[idx] if isinstance(temperature, torch.Tensor) else temperature
+        ep = engine.rollout([rows[i] for i in idx], temperature=t, **kw)
+        parts.append((torch.tensor(idx, dtype=torch.long), ep))
+    return Episodes.merge(parts, rows)
+
+
+def torch_dtype(name: str) -> torch.dtype:
+    """A sampler precision by its config name."""
+    return {"bfloat16": torch.bfloat16, "float32": torch.float32}.get(name, torch.float8_e4m3fn)
 
 
 def stall_wait(seconds: float, walls: list[float]) -> float:

@@ -29,13 +29,29 @@ import torch
 from .model import GPT
 from .tasks import CALL_ID, END_ID, PAD_ID, Task, encode
 
-__all__ = ["TERMINATIONS", "Episodes", "Sampler", "episode_length"]
+__all__ = ["TERMINATIONS", "Episodes", "Sampler", "episode_length", "truncate"]
 
 # termination code -> termination_reason label in the agent's episode metadata.
 TERMINATIONS = ("running", "answer", "max_turns", "max_tokens")
 RUNNING, ANSWER, MAX_TURNS, MAX_TOKENS = range(4)
 # Finished rows leave the KV cache once this share of it is still running (see rollout).
 COMPACT_AT = 0.75
+
+
+def truncate(logp: torch.Tensor, top_p: float, top_k: int) -> torch.Tensor:
+    """``logp`` (rows, V) over the tokens top-k and top-p keep, renormalised (the others
+    -inf), as an engine samples and reports them (its processed log-probs). Each row keeps its
+    most likely token; top-p keeps the fewest tokens whose mass reaches ``top_p``."""
+    keep = torch.ones_like(logp, dtype=torch.bool)
+    if top_k > 0 and top_k < logp.shape[-1]:
+        kth = logp.topk(top_k, dim=-1).values[:, -1:]  # (rows, 1)
+        keep &= logp >= kth
+    if top_p < 1.0:
+        srt, idx = logp.sort(dim=-1, descending=True)
+        p = srt.exp()
+        before = p.cumsum(-1) - p  # mass of the tokens ranked above each one
+        keep &= torch.zeros_like(keep).scatter(-1, idx, before < top_p)
+    return torch.log_softmax(logp.masked_fill(~keep, -torch.inf), dim=-1)
 
 
 def episode_length(prompt_len: int, tool_len: int, max_new_tokens: int, max_turns: int) -> int:
@@ -58,6 +74,43 @@ class Episodes:
     prompt_len: int
     version: int  # sampler weight version that produced every reply
     seconds: float = 0.0
+    # Per row, where rows came from engines on different versions (``merge``); else None.
+    versions: torch.Tensor | None = None
+
+    def version_of(self, row: int) -> int:
+        """The weight version that produced row ``row``'s replies."""
+        return self.version if self.versions is None else int(self.versions[row])
+
+    @classmethod
+    def merge(cls, parts: list[tuple[torch.Tensor, Episodes]], tasks: list[Task]) -> Episodes:
+        """One batch from episodes sampled by several engines: ``parts`` pairs the batch rows
+        each part holds (ascending indices into ``tasks``) with its episodes."""
+        B = len(tasks)
+        T = max(ep.tokens.shape[1] for _, ep in parts)
+        out = cls(
+            tasks=tasks,
+            tokens=torch.full((B, T), PAD_ID, dtype=torch.long),
+            generated=torch.zeros((B, T), dtype=torch.bool),
+            logprobs=torch.zeros((B, T), dtype=torch.float32),
+            termination=torch.zeros(B, dtype=torch.long),
+            turns=torch.zeros(B, dtype=torch.long),
+            tool_calls=torch.zeros(B, dtype=torch.long),
+            n_generated=torch.zeros(B, dtype=torch.long),
+            prompt_len=parts[0][1].prompt_len,
+            version=max(ep.version for _, ep in parts),
+            seconds=sum(ep.seconds for _, ep in parts),
+            versions=torch.zeros(B, dtype=torch.long),
+        )
+        for rows, ep in parts:
+            t = ep.tokens.shape[1]
+            out.tokens[rows, :t] = ep.tokens
+            out.generated[rows, :t] = ep.generated
+            out.logprobs[rows, :t] = ep.logprobs
+            for name in ("termination", "turns", "tool_calls", "n_generated"):
+                getattr(out, name)[rows] = getattr(ep, name)
+            assert out.versions is not None
+            out.versions[rows] = ep.version
+        return out
 
     @property
     def truncated(self) -> torch.Tensor:
@@ -86,6 +139,16 @@ class Sampler:
             p.requires_grad_(False)
         self.version = 0
 
+    def clone(self) -> Sampler:
+        """Another engine replica holding the same weights and version, updated separately."""
+        return copy.deepcopy(self)
+
+    def set_dtype(self, dtype: torch.dtype) -> None:
+        """Compute in ``dtype`` from now on: the weights held rounded to it now, each later
+        ``load`` too (an engine switched to another precision)."""
+        self.dtype = dtype
+        self.model.round_to(None if dtype == torch.float32 else dtype)
+
     @torch.no_grad()
     def load(self, model: GPT, version: int) -> None:
         """Receive the trainer's weights (rounded to the sampler's dtype) as ``version``."""
@@ -107,9 +170,11 @@ class Sampler:
         temperature: float | torch.Tensor = 1.0,
         greedy: bool = False,
         generator: torch.Generator | None = None,
+        top_p: float = 1.0,
+        top_k: int = 0,
     ) -> Episodes:
         """Run one episode per task (repeat a task in ``tasks`` for a group). ``temperature``:
-        one number, or a (rows, 1) tensor of one per row."""
+        a number or a (rows, 1) tensor; ``top_p``/``top_k``: the truncation (``truncate``)."""
         B = len(tasks)
         prompts = torch.tensor([encode(t.prompt) for t in tasks])  # (B, P)
         replies = torch.tensor([encode(t.tool_reply) for t in tasks])  # (B, L)
@@ -142,6 +207,7 @@ class Sampler:
         for t in range(P, T):
             # Sampling distribution in float32, whatever the weights' dtype (as engines do).
             logp = torch.log_softmax(logits.float() / temperature, dim=-1)  # (B, V)
+            logp = truncate(logp, top_p, top_k) if top_p < 1.0 or top_k > 0 else logp
             if greedy:
                 sampled = logp.argmax(dim=-1)
             else:

@@ -33,6 +33,12 @@ Where this departs from the GRPO paper (Shao et al., 2024), as nanochat's chat_r
   between checkpoints and seeds 0-2 rose 0.04-0.15 in 40 updates, against 0.19-0.22 anchored
   on the sampler (held-out steady, as in sync mode). ``logp_old`` is still the trainer's,
   returned for the mismatch metrics.
+- With ``[correction]`` on, each token's clipped surrogate is also weighted by the sampler
+  correction w = pi_trainer / pi_sampler (``logp_old`` against the sampler's logprobs): per
+  token, or one weight per sequence, exp(mean) or exp(sum) of its tokens' log-ratios,
+  truncated to or masked outside [clip_min, clip_max] (TRL's vllm_importance_sampling_mode,
+  verl's rollout_is). The PPO ratio is then taken against ``logp_old`` (decoupled PPO), and
+  the weights are logged as ``train/is_weight_{mean,min,max}``, before or after the bounds.
 - A non-finite loss or gradient skips the optimizer step (as a mixed-precision grad scaler
   does); the update is still counted and its metrics are logged as they are (NaN).
 - Tool replies are inputs, never trained on: only tokens the model sampled carry a loss.
@@ -83,6 +89,50 @@ def group_advantages(rewards: Sequence[float], groups: Sequence[str]) -> list[fl
     return [(r - stats[g][0]) / (stats[g][1] + 1e-4) for r, g in zip(rewards, groups)]
 
 
+@dataclass(frozen=True)
+class Correction:
+    """The sampler correction (``[correction]``): level, bound mode, aggregation, bounds, and
+    whether the weights are logged before (raw) or after (corrected) the bounds."""
+
+    level: str  # "token" | "sequence"
+    bound: str  # "truncate" | "mask"
+    aggregation: str = "mean"  # a sequence weight: exp(mean) or exp(sum) of log-ratios
+    clip_max: float = 2.0
+    clip_min: float = 0.0
+    log: str = "raw"
+
+    @classmethod
+    def of(cls, mode: str, **kw: object) -> Correction | None:
+        """From ``[correction] mode`` ("none": None) and its other keys."""
+        if mode == "none":
+            return None
+        level, _, bound = mode.partition("_")
+        return cls(level, bound, **kw)  # type: ignore[arg-type]
+
+    def weights(self, log_ratio: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """(weights applied, weights as logged, one entry per weight: its mask) for a bucket:
+        ``log_ratio`` (b, L-1) = logp_old - logp_sampler, ``mask`` (b, L-1) of sampled
+        tokens."""
+        if self.level == "sequence":
+            n = mask.sum(1).clamp(min=1.0)  # (b,)
+            total = (log_ratio * mask).sum(1)
+            agg = total if self.aggregation == "sum" else total / n
+            raw = agg.clamp(-20.0, 20.0).exp()[:, None].expand_as(log_ratio)  # (b, L-1)
+            counted = mask.sum(1) > 0  # (b,) one weight per sequence
+        else:
+            raw = log_ratio.clamp(-20.0, 20.0).exp()
+            counted = mask > 0
+        lo = self.clip_min if self.clip_min > 0 else 0.0
+        if self.bound == "mask":
+            out = (raw >= lo) & (raw <= self.clip_max)
+            applied = torch.where(out, raw, torch.zeros_like(raw))
+        else:
+            applied = raw.clamp(min=lo, max=self.clip_max)
+        logged_full = raw if self.log == "raw" else applied
+        logged = logged_full[:, 0] if self.level == "sequence" else logged_full
+        return applied * mask, logged, counted
+
+
 @dataclass
 class UpdateStats:
     """What one update measured, under canonical metric names (docs/metrics.md)."""
@@ -108,8 +158,11 @@ class Trainer:
         seed: int,
         warmup: int = 0,
         clip_to_sampler: bool = False,
+        correction: Correction | None = None,
     ) -> None:
         self.model = model
+        # The sampler correction (None: off); with it on, the ratio is against logp_old.
+        self.correction = correction
         # Clip the ratio to the sampler's logprobs (the policy that sampled the batch) rather
         # than the trainer's own recomputation: async mode, where a batch is updates old.
         self.clip_to_sampler = clip_to_sampler
@@ -182,6 +235,7 @@ class Trainer:
         self.model.train()
 
         sums = dict.fromkeys(("loss", "grad_norm", "clipped", "tokens", "entropy", "ppo_kl"), 0.0)
+        self._weights: list[torch.Tensor] = []  # the logged correction weights
         stepped = 0
         for k, chunk in enumerate(chunks):
             stepped += self._minibatch(ep, idx[chunk], adv[chunk], logp_old, k == 0, sums)
@@ -189,8 +243,17 @@ class Trainer:
             return UpdateStats(metrics={}, stepped=0, logp_old=logp_old)
         n = sums["tokens"] or math.nan
         adv_std = float(adv.std(unbiased=False)) if len(adv) else math.nan
+        weights = torch.cat(self._weights) if self._weights else None
+        is_metrics = {}
+        if weights is not None and len(weights):
+            is_metrics = {
+                "train/is_weight_mean": float(weights.mean()),
+                "train/is_weight_min": float(weights.min()),
+                "train/is_weight_max": float(weights.max()),
+            }
         return UpdateStats(
             metrics={
+                **is_metrics,
                 "train/loss": sums["loss"] / n,
                 "train/grad_norm": sums["grad_norm"] / n,
                 "train/lr": self.opt.lr,
@@ -283,17 +346,25 @@ class Trainer:
         logp = logp_all.gather(2, tokens[:, 1:, None]).squeeze(2)  # (b, L-1)
         if on_policy:  # the first minibatch: its own logprobs are logp_old
             logp_old[r, : L - 1] = logp.detach()
-        if self.clip_to_sampler:  # the behaviour policy's own logprobs
+        if self.clip_to_sampler and self.correction is None:  # the behaviour policy's own
             old = ep.logprobs[r, 1:L]  # (b, L-1); 0 where not sampled (masked)
         else:
             old = logp_old[r, : L - 1]  # (b, L-1)
+        weight = mask
+        if self.correction is not None:
+            # pi_trainer / pi_sampler of each sampled token (b, L-1), before the update.
+            applied, logged, counted = self.correction.weights(
+                (logp_old[r, : L - 1] - ep.logprobs[r, 1:L]) * mask, mask
+            )
+            weight = applied
+            self._weights.append(logged[counted].detach())
 
         # The clipped surrogate, per token.
         log_ratio = logp - old  # (b, L-1)
         ratio = log_ratio.exp()
         surr1 = ratio * a
         surr2 = ratio.clamp(1.0 - eps, 1.0 + eps) * a
-        surrogate = (torch.minimum(surr1, surr2) * mask).sum()
+        surrogate = (torch.minimum(surr1, surr2) * weight).sum()
         # Token entropy of the trainer's distribution, H = -Σ p log p over the vocab.
         entropy = -(logp_all.exp() * logp_all).sum(-1)  # (b, L-1)
         with torch.no_grad():

@@ -133,7 +133,26 @@ def _mismatch(
         "train/mismatch_ess_seq": ess_seq,
     }
     out.update(_seq_tail(tme_sum, tme_a[nonempty], total))
+    out.update(_token_ratio(w, absd))
     return out, per
+
+
+def _token_ratio(w: np.ndarray, absd: np.ndarray) -> dict[str, float]:
+    """The token ratio w = pi_trainer / pi_sampler as a distribution, raw: its mean (the kept
+    probability mass when the sampler truncates: trl #6789), median, extremes, and the median
+    |Δ| (a mean far above it is a tail of a few tokens, not every token moved)."""
+    ok = np.isfinite(w)
+    if not ok.all():
+        w, absd = w[ok], absd[ok]
+    if not len(w):
+        return {}
+    return {
+        "train/is_ratio_mean": float(w.mean()),
+        "train/is_ratio_median": float(np.median(w)),
+        "train/is_ratio_min": float(w.min()),
+        "train/is_ratio_max": float(w.max()),
+        "train/logprob_abs_diff_p50": float(np.median(absd)),
+    }
 
 
 def _seq_tail(tme_sum: np.ndarray, seq: np.ndarray, total: int) -> dict[str, float]:

@@ -54,15 +54,19 @@ TRL = MappingTable(
             "sampling/sampling_logp_difference/mean", "|old - vLLM logp|, vLLM IS correction on"
         ),
         synonym("clip_ratio/region_mean"),
+        Rule("clip_ratio/low_mean", "train/clip_frac_low", "ratio under 1 - eps with A < 0"),
+        Rule("clip_ratio/high_mean", "train/clip_frac_high", "ratio over 1 + eps with A > 0"),
+        Rule(
+            r"^sampling/importance_sampling_ratio/(min|mean|max)$",
+            r"train/is_weight_\1",
+            "logged after the correction's truncation or masking (trl #5231)",
+        ),
         synonym("loss"),
         synonym("grad_norm"),
         synonym("learning_rate"),
         synonym("step_time"),
     ),
-    (
-        ("sampling/importance_sampling_ratio/*", "logged after truncation: the corrected ratio"),
-        ("clip_ratio/low_mean, high_mean", "one side each; region_mean is the union"),
-    ),
+    (("clip_ratio/low_min, high_max", "the extremes over ranks of each side's share"),),
     (
         "TRL logs no group std: reward/group_std_mean is absent.",
         "Console dicts carry no step: they are numbered 1, 2, ... in order (exact with "

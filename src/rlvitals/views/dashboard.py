@@ -183,6 +183,16 @@ PLOTS: tuple[Plot, ...] = (
         refs=((1.02, "1.02"), (1.05, "1.05")),
     ),
     Plot(
+        "ratio",
+        "Importance ratio (sampler correction)",
+        plot_members("ratio"),
+        "pi_trainer / pi_sampler per token (raw: mean, median, extremes) and the correction "
+        "weight as the trainer logs it. Near 1 when the two agree; the kept mass (below 1, "
+        "max 1) when the sampler truncates; a weight pinned at its cap or at 0 was logged "
+        "after the correction's bounds.",
+        refs=((1.0, "1"),),
+    ),
+    Plot(
         "ess",
         "Importance weights (ESS)",
         plot_members("ess"),

@@ -97,6 +97,78 @@ METRICS = specs(
             plot="mismatch_tail",
         ),
         metric(
+            "train/logprob_abs_diff_p50",
+            "median over sampled tokens of |Δ|: a mean |Δ| far above it is a tail of a few "
+            "tokens, not every token moved",
+            label="|Δ logp| p50",
+            plot="mismatch",
+        ),
+        metric(
+            "train/is_ratio_mean",
+            "token mean of w = pi_trainer / pi_sampler, raw (before any correction's bounds): 1 "
+            "when the two agree; the kept probability mass when the sampler truncates (top-p, "
+            "top-k, min-p)",
+            Alias(
+                "sampling/raw_importance_sampling_ratio/mean",
+                note="TRL PR #5243: the ratio before truncation or masking",
+            ),
+            label="ratio mean",
+            plot="ratio",
+        ),
+        metric(
+            "train/is_ratio_median",
+            "token median of w, raw",
+            label="ratio median",
+            plot="ratio",
+        ),
+        metric(
+            "train/is_ratio_min",
+            "smallest token w of the update, raw",
+            Alias("sampling/raw_importance_sampling_ratio/min", note="TRL PR #5243"),
+            label="ratio min",
+            plot="ratio",
+        ),
+        metric(
+            "train/is_ratio_max",
+            "largest token w of the update, raw",
+            Alias("sampling/raw_importance_sampling_ratio/max", note="TRL PR #5243"),
+            label="ratio max",
+            plot="ratio",
+        ),
+        metric(
+            "train/is_weight_mean",
+            "the sampler-correction weight (pi_trainer / pi_sampler) as the trainer logs it: per "
+            "token or per sequence, before or after its truncation or masking as the framework "
+            "does (the reliability table says which)",
+            Alias(
+                "sampling/importance_sampling_ratio/mean",
+                note="TRL: after truncation or masking (trl #5231)",
+            ),
+            Alias("rollout_corr/rollout_is_mean", note="verl: the truncated weights"),
+            Alias("policy/loss_metrics/is_ratio_mean", note="SkyRL: exp(old - rollout)"),
+            Alias("sampling_importance_ratio", note="NeMo-RL: the correction weight"),
+            label="IS weight mean",
+            plot="ratio",
+        ),
+        metric(
+            "train/is_weight_min",
+            "smallest correction weight of the update, as logged",
+            Alias("sampling/importance_sampling_ratio/min", note="TRL: 0 where masked"),
+            Alias("rollout_corr/rollout_is_min", note="verl"),
+            Alias("policy/loss_metrics/is_ratio_min", note="SkyRL"),
+            label="IS weight min",
+            plot="ratio",
+        ),
+        metric(
+            "train/is_weight_max",
+            "largest correction weight of the update, as logged",
+            Alias("sampling/importance_sampling_ratio/max", note="TRL: at most the cap"),
+            Alias("rollout_corr/rollout_is_max", note="verl"),
+            Alias("policy/loss_metrics/is_ratio_max", note="SkyRL"),
+            label="IS weight max",
+            plot="ratio",
+        ),
+        metric(
             "train/mismatch_ess",
             "token-level (Σw)² / (n·Σw²), in (0, 1], 1 = identical",
             "mismatch_ess",

@@ -92,6 +92,29 @@ METRICS = specs(
             plot="trust",
         ),
         metric(
+            "train/clip_frac_low",
+            "share of tokens clipped on the lower side (ratio under 1 - eps with A < 0)",
+            Alias("actor/pg_clipfrac_low", note="verl-omni"),
+            label="clip low",
+            plot="trust",
+        ),
+        metric(
+            "train/clip_frac_high",
+            "share of tokens clipped on the upper side (ratio over 1 + eps with A > 0)",
+            Alias("actor/pg_clipfrac_higher", note="verl-omni: 0 with all clipping below"),
+            label="clip high",
+            plot="trust",
+        ),
+        metric(
+            "train/ppo_ratio_mean",
+            "mean PPO ratio pi_theta / pi_old over the update's tokens: exactly 1 at the "
+            "first minibatch of the first update",
+            Alias(r"^actor/ratio_mean$", "train/ppo_ratio_mean", note="verl-omni"),
+            Alias("ppo_actor/update/importance_weight/avg", note="AReaL: exp(theta - prox)"),
+            label="PPO ratio",
+            plot="trust",
+        ),
+        metric(
             "train/ppo_kl",
             "old-vs-new policy KL within the update",
             "ppo_kl",
