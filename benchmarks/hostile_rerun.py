@@ -1,15 +1,20 @@
-"""Re-run the reproductions of the 2026-12-03 attack report (../shared/research/
-adversarial-2026-12-03.md) and the newcomer report's first-hour list, and say which still hold.
+"""Re-run the reproductions of the attack reports (../shared/research/adversarial-2026-12-03.md
+and adversarial-2026-12-07.md, round 4) and the newcomer report's first-hour list, and say which
+still hold.
 
 Each finding's reproduction is written as a test that follows the report's steps (the same
 inputs, the same command, the behaviour the report measured asserted away); this script runs
-them all in one pytest session and prints, per finding, its tests and whether it holds:
+them all in one pytest session and prints, per finding, its tests and what became of each:
 
-    python benchmarks/hostile_rerun.py            # the table, exit 1 if any finding holds
+    python benchmarks/hostile_rerun.py            # the table
     python benchmarks/hostile_rerun.py --json     # the same as JSON
 
-A finding holds when any of its tests fails. Findings whose fix lives elsewhere (the live
-server's parts, rewritten on another branch) are listed with where they are handled.
+A finding is fixed only when every one of its tests ran and passed; it holds when one failed.
+A named test that did not run (skipped, its module skipped for want of an extra, not found,
+broken at collection) proves nothing either way: it is listed as NOT RUN, the script says so
+on stderr and exits 2. Exit 1: some finding holds; 0: every finding is fixed. What each test
+did comes from pytest itself (a plugin in the session records every collection and test
+report), not from guessing at its output.
 """
 
 from __future__ import annotations
@@ -20,12 +25,14 @@ import os
 import subprocess
 import sys
 import tempfile
-import xml.etree.ElementTree as ET
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 HF = "tests/test_hostile_fleet.py::"
 HR = "tests/test_hostile_runs.py::"
+R4 = "tests/test_hostile_round4.py::"
+SL = "tests/test_server_limits.py::"
 
 # finding -> (severity, what, [test node ids])
 FINDINGS: dict[str, tuple[str, str, list[str]]] = {
@@ -91,8 +98,12 @@ FINDINGS: dict[str, tuple[str, str, list[str]]] = {
     ),
     "N10": (
         "security",
-        "Parquet bomb expanded whole",
-        [HR + "test_a_parquet_bomb_is_read_within_a_bound"],
+        "Parquet bomb expanded whole; 571 KB cost 1.5 GB (bound by the file's size)",
+        [
+            HR + "test_a_parquet_bomb_is_read_within_a_bound",
+            R4 + "test_a_small_parquet_file_is_read_within_a_bound_tied_to_its_size",
+            R4 + "test_rlprobe_rows_read_by_column_keep_nulls_ranks_and_order",
+        ],
     ),
     "N11": (
         "security",
@@ -199,8 +210,91 @@ FINDINGS: dict[str, tuple[str, str, list[str]]] = {
         "cosmetic",
         "a kill leaves .tmp files / an empty run.json",
         [
-            "tests/test_writer.py::test_a_run_killed_while_claiming_its_name_leaves_no_empty_run_json"
+            "tests/test_writer.py::test_a_run_killed_while_claiming_its_name_leaves_no_empty_run_json",
+            R4 + "test_temporaries_a_killed_writer_left_are_ignored_and_said_once",
         ],
+    ),
+    "F16": (
+        "security",
+        "one address's idle streams take every descriptor (a 4,096 open-file limit)",
+        [
+            SL + "test_idle_event_streams_never_lock_out_healthz_or_the_page",
+            SL + "test_one_client_address_cannot_take_every_connection",
+            SL + "test_one_address_cannot_spend_the_processs_descriptors",
+        ],
+    ),
+    # round 4 (adversarial 2026-12-07)
+    "R4-01": (
+        "crash",
+        "a damaged sealed prime-rl chunk: traceback everywhere, serve never starts",
+        [
+            R4 + "test_a_damaged_sealed_chunk_is_a_warning_and_the_run_is_read",
+            R4 + "test_every_command_judges_a_folder_with_a_damaged_chunk",
+            R4 + "test_serve_starts_on_a_folder_with_a_damaged_chunk",
+        ],
+    ),
+    "R4-02": (
+        "security",
+        "a sealed chunk decompressed whole (32 KB cost 2.2 GB)",
+        [
+            R4 + "test_a_zstd_bomb_is_read_within_a_bound_in_bounded_memory",
+            R4 + "test_a_sealed_chunk_is_read_in_blocks_not_whole",
+            R4 + "test_blank_runs_and_blocks_give_the_same_lines_as_one_at_a_time",
+        ],
+    ),
+    "R4-03": (
+        "crash",
+        "a NeMo-RL dump named past int64: OverflowError, the folder lost",
+        [
+            R4 + "test_a_dump_named_past_int64_is_skipped_with_a_warning",
+            R4 + "test_a_dump_named_past_int64_loses_no_other_run",
+            R4 + "test_serve_reads_a_run_past_a_dump_named_past_int64",
+        ],
+    ),
+    "R4-04": (
+        "wrong answer",
+        "NeMo-RL discovery: a looping link, an unreadable dump, loop -> .",
+        [
+            R4 + "test_a_self_looping_link_named_like_a_dump_is_one_warning",
+            R4 + "test_one_unreadable_dump_loses_only_itself",
+            R4 + "test_a_link_back_to_its_folder_is_not_followed",
+            R4 + "test_every_odd_entry_at_once_leaves_the_run_judged",
+        ],
+    ),
+    "R4-05": (
+        "crash",
+        "check DIR on a run folder it cannot enter: traceback",
+        [R4 + "test_a_run_folder_that_cannot_be_entered_is_one_error_line"],
+    ),
+    "R4-06": (
+        "security",
+        "reader warnings and the run chooser print raw terminal controls",
+        [
+            R4 + "test_reader_warnings_never_print_a_paths_terminal_controls",
+            R4 + "test_the_run_chooser_never_prints_a_run_names_terminal_controls",
+        ],
+    ),
+    "R4-07": (
+        "crash",
+        "an output plugin's describe() kills watch/serve; a hung update() freezes /metrics",
+        [
+            R4 + "test_an_output_whose_describe_raises_never_stops_watch",
+            R4 + "test_an_output_whose_describe_raises_never_stops_serve",
+            R4 + "test_an_output_that_blocks_never_freezes_metrics_and_healthz_names_it",
+        ],
+    ),
+    "R4-08": (
+        "wrong answer",
+        "a console log whose first line is over 256 KB is 'not a run'",
+        [
+            R4 + "test_a_console_log_with_a_long_first_line_is_read",
+            R4 + "test_text_without_steps_past_its_first_64_kib_is_not_called_one_line",
+        ],
+    ),
+    "R4-09": (
+        "wrong answer",
+        "only the first bad line of a shard journal is warned",
+        [R4 + "test_every_bad_journal_line_is_counted_per_shard"],
     ),
     # the first hour (newcomer 2026-12-03)
     "H01": (
@@ -255,60 +349,113 @@ FINDINGS: dict[str, tuple[str, str, list[str]]] = {
 }
 
 ELSEWHERE = {
-    "F16": "the connection cap and /healthz: the live server's rewrite (branch i32-serve)",
-    "N02 (serve)": "serve with a name that is not UTF-8: the live server's rewrite (i32-serve)",
-    "N03 (serve)": "serve with a FIFO: the live server's rewrite (i32-serve)",
+    "N02 (serve)": "serve with a name that is not UTF-8: "
+    + SL
+    + "test_a_file_name_that_is_not_utf8_is_served_escaped",
+    "N03 (serve)": "serve with a FIFO: " + SL + "test_a_fifo_named_like_a_log_is_never_opened",
 }
 
+# Loaded into the pytest session (-p): every collection and test report, by node id, to JSON.
+PLUGIN = """
+import json, os
 
-def run(nodes: list[str]) -> dict[str, str]:
-    """pytest's outcome per node id (parametrized cases folded: any failure fails)."""
+WANT = set(json.loads(os.environ["HOSTILE_RERUN_NODES"]))
+GOT = {"tests": {}, "modules": {}}
+
+
+def _base(nodeid):
+    return nodeid.split("[", 1)[0]
+
+
+def pytest_collection_modifyitems(config, items):
+    keep = [i for i in items if _base(i.nodeid) in WANT]
+    drop = [i for i in items if _base(i.nodeid) not in WANT]
+    items[:] = keep
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+
+
+def pytest_collectreport(report):
+    if report.outcome != "passed":
+        why = report.longrepr
+        if isinstance(why, tuple):  # a skip: (file, line, reason)
+            why = why[-1]
+        text = str(why).strip().splitlines()
+        GOT["modules"][report.nodeid] = [report.outcome, text[-1][:300] if text else ""]
+
+
+def pytest_runtest_logreport(report):
+    if report.when != "call" and report.outcome == "passed":
+        return
+    case = GOT["tests"].setdefault(report.nodeid, "passed")
+    if report.outcome == "failed" or case == "failed":
+        GOT["tests"][report.nodeid] = "failed"
+    elif report.outcome == "skipped":
+        GOT["tests"][report.nodeid] = "skipped"
+
+
+def pytest_sessionfinish(session):
+    with open(os.environ["HOSTILE_RERUN_REPORT"], "w") as f:
+        json.dump(GOT, f)
+"""
+
+
+def run(nodes: list[str], root: Path | None = None) -> dict[str, str]:
+    """What became of each named test (node id, parametrized cases folded): ``passed``,
+    ``failed`` (any case), ``skipped`` (any case), ``not run (...)`` with pytest's reason
+    (its module skipped or broken at collection) or ``not collected`` (no such test). Their
+    files are given to one pytest session whole, the other tests of those files deselected,
+    so one module that cannot be collected never stops the others."""
+    root = ROOT if root is None else root
+    files = sorted({n.split("::", 1)[0] for n in nodes})
     with tempfile.TemporaryDirectory() as tmp:
-        xml = Path(tmp) / "junit.xml"
+        (Path(tmp) / "_hostile_rerun_plugin.py").write_text(PLUGIN)
+        report = Path(tmp) / "report.json"
         env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), env.get("PYTHONPATH", "")])
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pytest",
-                "-q",
-                "-p",
-                "no:cacheprovider",
-                f"--junitxml={xml}",
-                *nodes,
-            ],
-            cwd=ROOT,
+        env["PYTHONPATH"] = os.pathsep.join(
+            [str(root / "src"), tmp, *filter(None, [env.get("PYTHONPATH")])]
+        )
+        env["HOSTILE_RERUN_NODES"] = json.dumps(nodes)
+        env["HOSTILE_RERUN_REPORT"] = str(report)
+        cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+        cmd.append("--continue-on-collection-errors")  # one broken module stops no other
+        done = subprocess.run(
+            [*cmd, "-p", "_hostile_rerun_plugin", *files],
+            cwd=root,
             env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
             check=False,
         )
-        out: dict[str, str] = {}
-        if not xml.exists():
-            return out
-        for case in ET.parse(xml).getroot().iter("testcase"):
-            name = case.get("name", "").split("[", 1)[0]
-            path = case.get("classname", "").replace(".", "/") + ".py"
-            key = f"{path}::{name}"
-            bad = case.find("failure") is not None or case.find("error") is not None
-            skipped = case.find("skipped") is not None
-            now = "failed" if bad else "skipped" if skipped else "passed"
-            if key not in out or now == "failed":
-                out[key] = now
-        return out
+        if not report.exists():
+            tail = (done.stdout + done.stderr).strip().splitlines()[-5:]
+            return {n: "not run (pytest wrote no report: " + " / ".join(tail) + ")" for n in nodes}
+        got: dict[str, Any] = json.loads(report.read_text())
+    out: dict[str, str] = {}
+    for node in nodes:
+        cases = [v for k, v in got["tests"].items() if k.split("[", 1)[0] == node]
+        module = got["modules"].get(node.split("::", 1)[0])
+        if cases:
+            out[node] = next((s for s in ("failed", "skipped") if s in cases), "passed")
+        elif module is not None:
+            out[node] = f"not run (module {module[0]}: {module[1]})"
+        else:
+            out[node] = "not collected"
+    return out
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--json", action="store_true")
-    args = ap.parse_args()
-    nodes = sorted({n for _, _, ns in FINDINGS.values() for n in ns})
-    got = run(nodes)
+def verdicts(findings: dict[str, tuple[str, str, list[str]]], got: dict[str, str]) -> list[dict]:
+    """Per finding: ``fixed`` when every test of it ran and passed, ``holds`` when one
+    failed, ``not run`` otherwise (a test skipped or never collected proves nothing)."""
     rows = []
-    for fid, (sev, what, ns) in FINDINGS.items():
-        states = [got.get(n, "not run") for n in ns]
-        holds = any(s in ("failed", "not run") for s in states)
+    for fid, (sev, what, ns) in findings.items():
+        states = [got.get(n, "not collected") for n in ns]
+        if "failed" in states:
+            verdict = "holds"
+        elif all(s == "passed" for s in states):
+            verdict = "fixed"
+        else:
+            verdict = "not run"
         rows.append(
             {
                 "finding": fid,
@@ -316,26 +463,58 @@ def main() -> int:
                 "what": what,
                 "tests": ns,
                 "results": states,
-                "holds": holds,
+                "verdict": verdict,
+                "holds": verdict == "holds",
             }
         )
-    held = [r for r in rows if r["holds"]]
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args(argv)
+    nodes = sorted({n for _, _, ns in FINDINGS.values() for n in ns})
+    rows = verdicts(FINDINGS, run(nodes))
+    held = [r for r in rows if r["verdict"] == "holds"]
+    unrun = [r for r in rows if r["verdict"] == "not run"]
     if args.json:
-        print(json.dumps({"rows": rows, "elsewhere": ELSEWHERE, "hold": len(held)}, indent=2))
-    else:
-        for r in rows:
-            mark = "HOLDS" if r["holds"] else "fixed"
-            print(f"{r['finding']:4} {mark:5}  {r['severity']:12} {r['what']}")
-            for n, s in zip(r["tests"], r["results"]):
-                print(f"           {s:8} {n}")
-        for k, v in ELSEWHERE.items():
-            print(f"{k:4} -----  handled elsewhere: {v}")
-        report = [r for r in rows if not r["finding"].startswith("H")]
         print(
-            f"\n{sum(r['holds'] for r in report)} of {len(report)} report findings hold; "
-            f"{sum(r['holds'] for r in rows if r['finding'].startswith('H'))} of "
-            f"{sum(r['finding'].startswith('H') for r in rows)} first-hour items"
+            json.dumps(
+                {"rows": rows, "elsewhere": ELSEWHERE, "hold": len(held), "not_run": len(unrun)},
+                indent=2,
+            )
         )
+    else:
+        mark = {"holds": "HOLDS", "fixed": "fixed", "not run": "NOT RUN"}
+        for r in rows:
+            print(f"{r['finding']:5} {mark[r['verdict']]:7}  {r['severity']:12} {r['what']}")
+            for n, s in zip(r["tests"], r["results"]):
+                print(f"              {s[:60]:13} {n}")
+        for k, v in ELSEWHERE.items():
+            print(f"{k:5} -------  handled elsewhere: {v}")
+        report = [r for r in rows if not r["finding"].startswith("H")]
+        first = [r for r in rows if r["finding"].startswith("H")]
+        print(
+            f"\n{sum(r['holds'] for r in report)} of {len(report)} report findings hold, "
+            f"{sum(r['verdict'] == 'not run' for r in report)} not run; "
+            f"{sum(r['holds'] for r in first)} of {len(first)} first-hour items hold"
+        )
+    if unrun:
+        tests = sorted(
+            {n for r in unrun for n, s in zip(r["tests"], r["results"]) if s != "passed"}
+        )
+        print(
+            f"error: {len(tests)} named test(s) did not run, so {len(unrun)} finding(s) are "
+            f"neither fixed nor holding ({', '.join(r['finding'] for r in unrun)}); a test "
+            "that did not run is not a pass:",
+            file=sys.stderr,
+        )
+        for r in unrun:
+            for n, s in zip(r["tests"], r["results"]):
+                if s != "passed":
+                    print(f"  {r['finding']}: {n}: {s}", file=sys.stderr)
+        return 2
     return 1 if held else 0
 
 

@@ -21,7 +21,7 @@ from contextlib import redirect_stderr, redirect_stdout, suppress
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, Phase, example, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from rlvitals.errors import RlvitalsError, UnknownFormatError
@@ -48,12 +48,7 @@ def _cases() -> list[tuple[str, str]]:
     return out
 
 
-# Readers that still let a damaged file's own exception out (found by this test; the reader
-# belongs to the trackers' part): run below as an expected failure until fixed.
-KNOWN: dict[str, str] = {}  # format -> a known failure (none left: trackio fixed)
-ALL_CASES = _cases()
-CASES = [c for c in ALL_CASES if c[1] not in KNOWN]
-KNOWN_CASES = [c for c in ALL_CASES if c[1] in KNOWN]
+CASES = _cases()
 
 
 @pytest.fixture(scope="module")
@@ -174,25 +169,6 @@ def test_damaged_framework_logs_never_traceback_and_keep_intact_records(
     _check(root, fmt, rel, *d)
 
 
-@pytest.mark.skipif(not KNOWN_CASES, reason="no known failure left")
-@pytest.mark.xfail(reason="; ".join(KNOWN.values()), strict=False)
-@settings(
-    max_examples=10,
-    phases=[Phase.generate],  # an expected failure: no time spent shrinking it
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
-@given(case=st.sampled_from(KNOWN_CASES or [("", "")]), d=damage)
-def test_damaged_tracker_stores_never_traceback(
-    case: tuple[str, str], d: tuple[str, float, int, bytes]
-) -> None:
-    path, fmt = case
-    root = Path(path)
-    target = _target(root)
-    rel = target.relative_to(root) if root.is_dir() else Path(target.name)
-    _check(root, fmt, rel, *d)
-
-
 @settings(
     max_examples=60,
     deadline=None,
@@ -207,7 +183,7 @@ def test_damaged_native_runs_never_traceback_and_keep_intact_records(
 
 
 def test_every_line_format_has_a_fuzzed_fixture() -> None:
-    fuzzed = {fmt for _, fmt in ALL_CASES}
+    fuzzed = {fmt for _, fmt in CASES}
     missing = {f.name for f in formats() if f.scored} - fuzzed
     assert not missing, f"formats with no fixture under tests/data/ to fuzz: {sorted(missing)}"
 

@@ -8,6 +8,7 @@ import json
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from rlvitals.cli import build_parser, main
@@ -400,25 +401,42 @@ def test_metrics_keeps_its_format_spelling_of_from() -> None:
 # -- missing is a signal --------------------------------------------------------------------
 
 
-def test_null_none_and_nonfinite_strings_read_as_their_floats(tmp_path: Path) -> None:
+def test_nonfinite_strings_read_as_their_floats_and_null_as_no_value(tmp_path: Path) -> None:
     rows = [{"step": 0, "loss": 1.0, "grad_norm": 1.0, "entropy": 0.5, "lr": 1e-6}]
     rows.append({"step": 1, "loss": None, "grad_norm": "NaN", "entropy": "nan", "lr": "Infinity"})
     run = read(_jsonl(tmp_path / "n.jsonl", rows))
-    assert math.isnan(run.series("train/loss").at(1))
+    assert run.series("train/loss").at(1) is None  # null: no value at step 1, not a NaN
     assert math.isnan(run.series("train/grad_norm").at(1))
     assert math.isnan(run.series("train/entropy").at(1))
     assert run.series("train/lr").at(1) == math.inf
-    assert run.missing == {"loss": 1, "train/loss": 1}  # null after a number: missing from 1
+    assert run.nulls == {}
 
 
-def test_a_key_that_turns_null_is_missing_from_that_step(tmp_path: Path) -> None:
-    # verl's file logger writes NaN as null (orjson); TRL logs None for an all-NaN window.
+def test_a_key_that_turns_null_for_good_is_missing_from_that_step(tmp_path: Path) -> None:
+    # pandas and json.dumps(None) write null; a loss that stays null from step 7 on is missing
+    # from there, as one whose key vanished is (a sink that drops NaN drops the key).
     rows = [{"step": s, "reward": 0.5, "loss": None if s >= 7 else 0.1} for s in range(10)]
     run = read(_jsonl(tmp_path / "null.jsonl", rows))
     assert run.missing == {"loss": 7, "train/loss": 7}
-    assert run.nulls["train/loss"] == 7
     s = run.series("train/loss")
-    assert len(s) == 10 and all(math.isnan(v) for v in s.values[7:])
+    assert s.steps.tolist() == list(range(7)) and not any(math.isnan(v) for v in s.values)
+
+
+def test_a_periodic_evaluation_null_between_evaluations_is_not_missing(tmp_path: Path) -> None:
+    # Issue 37, first hour, item 3: an evaluation every 5th record, null between (what pandas
+    # and json.dumps(None) write), the log ending 4 records after the last one.
+    rows = [
+        {
+            "iteration": s,
+            "score": 0.2 + s / 1000,
+            "eval_acc": 0.3 + s / 2000 if s % 50 == 0 else None,
+        }
+        for s in range(0, 600, 10)
+    ]
+    run = read(_jsonl(tmp_path / "evals.jsonl", rows))
+    assert run.missing == {} and run.nulls == {}
+    ev = run.series("eval_acc")
+    assert ev.steps.tolist() == list(range(0, 600, 50)) and np.isfinite(ev.values).all()
 
 
 def test_a_key_that_comes_back_is_not_missing(tmp_path: Path) -> None:

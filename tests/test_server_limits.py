@@ -3,6 +3,7 @@ hundreds of idle event streams, one greedy client address, and no `serve` extra.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import resource
@@ -271,6 +272,66 @@ def test_one_client_address_cannot_take_every_connection(tmp_path: Path) -> None
         hub.stop()
         server.stop()
         t.join(5)
+
+
+_UNDER_LIMIT = """
+import resource, sys, time
+resource.setrlimit(resource.RLIMIT_NOFILE, (int(sys.argv[2]), int(sys.argv[2])))
+from rlvitals.follow.hub import serve_in_background
+url, stop = serve_in_background([sys.argv[1]], poll_interval=0.1)
+print(url, flush=True)
+sys.stdin.read()  # until the test closes it
+stop()
+"""
+
+
+def test_one_address_cannot_spend_the_processs_descriptors(
+    tmp_path: Path, more_files: None
+) -> None:
+    """F16: under a 1,024 open-file limit (4,096 on many shared login nodes) the per-address
+    cap was 4,096 all the same: one address's idle streams took every descriptor, /healthz
+    failed for everyone and asyncio printed "Too many open files" tracebacks. The caps now
+    come from the process's limit, with a reserve: the server runs in a child under it, the
+    flood comes from this process."""
+    limit = 1024
+    make_run(tmp_path, "r", 10, status="running")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    child = subprocess.Popen(
+        [sys.executable, "-c", _UNDER_LIMIT, str(tmp_path / "r"), str(limit)],
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    streams: list[socket.socket] = []
+    try:
+        assert child.stdout is not None
+        url = child.stdout.readline().strip()
+        assert url.startswith("http://"), child.stderr.read() if child.stderr else ""
+        port = urlsplit(url).port or 0
+        for _ in range(limit + 100):  # more than the process could ever hold
+            try:
+                streams.append(_open_stream("127.0.0.1", port, source="127.0.0.2"))
+            except OSError:
+                break
+        held = 0
+        deadline = time.monotonic() + 30
+        for s in streams[: limit // 2 + 50]:
+            s.settimeout(max(0.1, min(2.0, deadline - time.monotonic())))
+            with contextlib.suppress(OSError):
+                held += _first_event(s)
+        assert held < limit // 2, held  # at most half the descriptors for one address
+        for _ in range(3):
+            assert _get(url, "/healthz") == (200, b"ok\n")  # another address: served
+            assert _get(url, "/api/runs")[0] == 200
+    finally:
+        for s in streams:
+            s.close()
+        _out, err = child.communicate(input="", timeout=30)
+    assert "Traceback" not in err and "Too many open files" not in err, err[-2000:]
+    refused = [x for x in err.splitlines() if "refused" in x]
+    assert len(refused) == 1 and "127.0.0.2" in refused[0], err[-2000:]
 
 
 # -- without the extra -------------------------------------------------------------------

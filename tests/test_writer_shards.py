@@ -257,7 +257,8 @@ def test_a_journal_line_with_wrong_types_is_skipped_and_later_updates_go_on(tmp_
             first = run.log_step(0)
             second = run.log_step(1)
     shown = [str(x.message) for x in got if "w.attempts.jsonl" in str(x.message)]
-    assert len(shown) == 1 and "not an attempt" in shown[0]
+    assert len(shown) == 2 and "not an attempt" in shown[0]  # the first, then the count
+    assert "3 more bad lines skipped (lines 2..4); 4 in all" in shown[1]
     assert first["groups/trained"] == 1.0 and second["step"] == 1
     assert json.loads((run.dir / "run.json").read_text())["status"] == "finished"
 

@@ -15,9 +15,11 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import msgspec
 
@@ -31,6 +33,7 @@ __all__ = [
     "dumps",
     "encode",
     "encode_line",
+    "left_temporaries",
     "read_complete_lines",
     "read_json_objects",
     "scrub",
@@ -274,49 +277,93 @@ def to_float(value: Any) -> float | None:
 
 MAX_LINE_BYTES = 64 << 20
 
+EXPANSION_RATIO = 100
+"""A compressed file (a gzip'd event file, a sealed zstd chunk) is decompressed up to this many
+times its size (text and records compress 3-20 times; a file of one repeated byte, a
+decompression bomb, 30,000 times: 32 KB of zstd holding 1 GiB) ..."""
+EXPANSION_MIN_BYTES = 64 << 20
+"""... or this many bytes, whichever is more (one line may hold ``MAX_LINE_BYTES``)."""
+
+_BLOCK = 1 << 20
+_TEXT = re.compile(rb"\S")
+
+
+class Readable(Protocol):
+    """What the line reader needs of an open file (a file, a zstd stream, a bounded view)."""
+
+    def seek(self, offset: int, /) -> int: ...
+
+    def read(self, size: int = -1, /) -> bytes: ...
+
 
 def read_complete_lines(
-    path: str | os.PathLike[str],
+    source: str | os.PathLike[str] | Readable,
     offset: int = 0,
     *,
     first_line: int = 1,
     max_line: int = MAX_LINE_BYTES,
+    blank_runs: bool = False,
 ) -> Iterator[tuple[int, int, bytes | None]]:
     """Yield ``(line_number, end_offset, line)`` for each complete line from ``offset``.
 
-    A last line without its ``\\n`` is still being written: it is not yielded, and the caller
-    resumes from the last ``end_offset`` on its next pass. Lines come without ``\\n``. A line
-    longer than ``max_line`` bytes is skipped without being held in memory and yielded as
-    ``None``, so the caller can warn about it by line number.
+    ``source`` is a path or a binary file open for reading (read in blocks of 1 MiB: never
+    whole). A last line without its ``\\n`` is still being written: it is not yielded, and the
+    caller resumes from the last ``end_offset`` on its next pass. Lines come without ``\\n``.
+    A line longer than ``max_line`` bytes is skipped without being held in memory and yielded
+    as ``None``, so the caller can warn about it by line number. With ``blank_runs``, a run of
+    blank lines is yielded once, as its last line (``b""``): a stretch of newlines costs a
+    search, not a loop turn each.
     """
-    with open(path, "rb") as f:
-        f.seek(offset)
-        pos = offset
-        lineno = first_line
-        tail = b""
-        skipping = False  # inside an oversized line: discard bytes until its newline
+    if isinstance(source, (str, os.PathLike)):
+        with open(source, "rb") as f:
+            yield from _complete_lines(f, offset, first_line, max_line, blank_runs)
+    else:
+        yield from _complete_lines(source, offset, first_line, max_line, blank_runs)
+
+
+def _complete_lines(
+    f: Readable, offset: int, lineno: int, max_line: int, blank_runs: bool
+) -> Iterator[tuple[int, int, bytes | None]]:
+    f.seek(offset)
+    pos = offset  # where the line being read starts
+    held: list[bytes] = []  # its bytes from earlier blocks
+    size = 0  # their length (counted on while an oversized line is skipped)
+    skipping = False  # inside an oversized line: discard bytes until its newline
+    while True:
+        block = f.read(_BLOCK)
+        if not block:
+            return
+        start = 0
         while True:
-            chunk = f.read(1 << 20)
-            if not chunk:
-                return
-            buf = tail + chunk if tail else chunk
-            start = 0
-            while True:
-                nl = buf.find(b"\n", start)
-                if nl < 0:
-                    break
-                line = None if skipping or nl - start > max_line else buf[start:nl]
-                skipping = False
-                pos += nl + 1 - start
-                yield lineno, pos, line
-                lineno += 1
-                start = nl + 1
-            tail = buf[start:]
-            if len(tail) > max_line:
-                # Count the discarded bytes into pos only once the line ends.
-                pos += len(tail)
-                tail = b""
-                skipping = True
+            if blank_runs and not size:
+                m = _TEXT.search(block, start)
+                last = block.rfind(b"\n", start, m.start() if m else len(block))
+                if last >= 0:
+                    n = block.count(b"\n", start, last + 1)
+                    pos += last + 1 - start
+                    yield lineno + n - 1, pos, b""
+                    lineno += n
+                    start = last + 1
+            nl = block.find(b"\n", start)
+            if nl < 0:
+                break
+            line = None
+            if not skipping and size + nl - start <= max_line:
+                line = b"".join((*held, block[start:nl])) if held else block[start:nl]
+            pos += size + nl + 1 - start
+            held.clear()
+            size = 0
+            skipping = False
+            yield lineno, pos, line
+            lineno += 1
+            start = nl + 1
+        if start < len(block):
+            size += len(block) - start
+            if not skipping:
+                held.append(block[start:] if start else block)
+                if size > max_line:
+                    held.clear()
+                    skipping = True
 
 
 def read_json_objects(
@@ -387,6 +434,29 @@ def write_bytes_atomic(path: str | os.PathLike[str], data: bytes, *, fsync: bool
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+_TEMPORARY = re.compile(r"\.\d+(?:\.claim)?\.tmp$")
+LEFT_AFTER_S = 60.0  # a temporary this old was left (a live writer renames its own at once)
+
+
+def left_temporaries(folder: str | os.PathLike[str]) -> list[Path]:
+    """The temporary files ``write_bytes_atomic`` and ``create_exclusive`` name
+    (``NAME.PID.tmp``) in ``folder``, unchanged for ``LEFT_AFTER_S``: left by a writer killed
+    between writing and renaming (where the system has no unnamed files, or in the moment
+    between naming and renaming one). Readers pass them over; they are safe to delete."""
+    now = time.time()
+    out = []
+    try:
+        with os.scandir(folder) as it:
+            for e in it:
+                if _TEMPORARY.search(e.name) and e.is_file(follow_symlinks=False):
+                    with contextlib.suppress(OSError):
+                        if now - e.stat(follow_symlinks=False).st_mtime >= LEFT_AFTER_S:
+                            out.append(Path(e.path))
+    except OSError:
+        return []
+    return sorted(out)
 
 
 def _write_all(fd: int, data: bytes, fsync: bool) -> None:

@@ -494,8 +494,10 @@ class RunData:
         TRL logs None (TensorBoard then drops it), trackio and W&B JSON write "NaN". A metric
         (a source key or the canonical name it maps to) counts as missing from step N when
         it had values and then either
-          - turned null from step N on (``nulls``; its series holds NaN there), or
-          - vanished: absent from the records after its last value (N is the first of them),
+          - turned null from step N on in a store that keeps nulls itself (``nulls``; the
+            rlwatch and rlprobe stores), or
+          - vanished (a table's ``null`` is no value, so a key null for good vanished too):
+            absent from the records after its last value (N is the first of them),
             at least two of them, while it was in half or more of the records over its own
             span and at least three times (a metric logged every k-th step or once is not
             judged missing by its gaps). Records are those of the key's own stream where the

@@ -165,10 +165,11 @@ def metrics_markdown() -> str:
         "unmapped too, and `formats --explain` says why.",
         "",
         "Sinks store NaN differently (verl's file logger writes `null`, prime-rl drops the key,",
-        'TRL logs `None`, trackio and W&B JSON write `"NaN"`): `null`, `None`, `"NaN"`,',
-        '`nan` and `"Infinity"` read as the floats they stand for, and a metric that was a',
-        "number and then turns null or vanishes from later records is kept as missing from",
-        "that step (`RunData.missing`).",
+        'TRL logs `None`, trackio and W&B JSON write `"NaN"`): `"NaN"`, `nan` and',
+        '`"Infinity"` read as the floats they stand for; `null` and `None` are no value there',
+        "(a periodic evaluation null between evaluations is not a NaN), and a metric that was",
+        "logged on most records and then stays null or vanishes from the later ones is kept",
+        "as missing from that step (`RunData.missing`).",
     ]
     for fam, (title, intro) in FAMILIES.items():
         fixed = [m for m in METRICS.values() if m.family == fam]

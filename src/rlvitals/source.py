@@ -131,13 +131,15 @@ class Discovery:
 
 
 def _recognised(p: Path) -> bool:
-    from .readers import sniff
+    """Whether a file found loose in a folder is a run: a format reads it, and that format
+    takes such a file for a run of its own (``Format.loose``)."""
+    from .readers import FORMATS, sniff
 
     try:
-        sniff(p)
-    except (UnknownFormatError, ReadError, OSError):
+        fmt = FORMATS[sniff(p)]
+        return fmt.loose is None or bool(fmt.loose(p))
+    except (UnknownFormatError, ReadError, OSError, ValueError):
         return False
-    return True
 
 
 def _unreadable(p: Path) -> bool:
@@ -242,9 +244,13 @@ class Finder:
                 continue
             if link and (not self.links or self._outside(p)):
                 continue  # a link out of the served folder: not served (serve --follow-links)
-            if is_dir:
-                if link and Path(os.path.realpath(p)).parent == Path(os.path.realpath(d)):
+            if is_dir and link:
+                real, here = Path(os.path.realpath(p)), Path(os.path.realpath(d))
+                if real.parent == here:
                     continue  # an alias of a sibling (W&B's latest-run): the run once, by name
+                if real == here or real in here.parents:
+                    continue  # a link back into a folder being searched: a loop, not a run
+            if is_dir:
                 subdirs.append(p)
             elif e.name in never:
                 continue

@@ -50,7 +50,7 @@ def show_read_warnings(data: RunData, shown: int = 20) -> None:
     from ..safe import line
 
     for n in data.notes:
-        print(f"note: {n}", file=sys.stderr)
+        print(f"note: {line(n)}", file=sys.stderr)
     for w in data.warnings[:shown]:
         print(f"warning: {line(w)}", file=sys.stderr)
     if len(data.warnings) > shown:

@@ -91,6 +91,7 @@ def _expand(paths: list[str]) -> tuple[list[str], list[str], list[Outcome]]:
 def run(args: argparse.Namespace) -> int:
     from ..checks import severity_rank
     from ..fleet import judge
+    from ..safe import line
     from ..views.check import render_markdown, render_text
     from ..views.fleet import fleet_json, render_outcome_line, render_summary
 
@@ -110,18 +111,18 @@ def run(args: argparse.Namespace) -> int:
             sys.stdout.flush()
             if o.warning_count:
                 print(
-                    f"warning: {o.path}: {o.warning_count} reader warnings, the first: "
-                    f"{o.warnings[0] if o.warnings else ''}",
+                    f"warning: {line(o.path)}: {o.warning_count} reader warnings, the first: "
+                    f"{line(o.warnings[0]) if o.warnings else ''}",
                     file=sys.stderr,
                 )
             return
         if o.error is not None:
             if fmt != "json":
-                print(f"rlvitals check: error: {o.error}", file=sys.stderr)
+                print(f"rlvitals check: error: {line(o.error)}", file=sys.stderr)
             return
         if fmt != "json":
             for w in o.warnings:
-                print(f"warning: {w}", file=sys.stderr)
+                print(f"warning: {line(w)}", file=sys.stderr)
             if o.warning_count > len(o.warnings):
                 print(f"warning: ... and {o.warning_count - len(o.warnings)} more", file=sys.stderr)
 
@@ -144,8 +145,8 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     if args.fail_on:
-        line = severity_rank(args.fail_on)
-        if any(o.report is not None and severity_rank(o.worst) >= line for o in outcomes):
+        bar = severity_rank(args.fail_on)
+        if any(o.report is not None and severity_rank(o.worst) >= bar for o in outcomes):
             return 1
     if any(o.report is None for o in outcomes):
         return 2  # a run that could not be read: its error line was printed

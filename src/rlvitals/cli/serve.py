@@ -74,6 +74,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..follow.hub import Hub, serve
+    from ..outputs import describe
     from ..views.dashboard import baseline_ranges
     from ..views.server import _is_loopback  # the serve extra, or one error line now
 
@@ -93,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
         for out in outputs:
-            print(f"  new findings to: {out.describe()}")
+            print(f"  new findings to: {describe(out)}")
         print("  Ctrl-C to stop", flush=True)
 
     try:

@@ -94,9 +94,10 @@ def _read_and_check(path: str, options: dict[str, Any]) -> tuple[Any, Any, str |
     from ..readers.keys import require_metrics
 
     source, judge = plan(options)
-    pre = _prescan(path, options, judge)
+    pre = None
     alone = options.get("prescan") and (os.cpu_count() or 1) > 1
     try:
+        pre = _prescan(path, options, judge)
         with side_by_side() if alone else contextlib.nullcontext():
             data = source.at(path).read()  # a big rollouts file read in pieces side by side
         require_metrics(data, path)  # keys but no canonical metric: an error, not "too early"
@@ -105,7 +106,7 @@ def _read_and_check(path: str, options: dict[str, Any]) -> tuple[Any, Any, str |
         report = judged(data, judge)
     except RlvitalsError as exc:
         return None, None, str(exc)
-    except (OSError, MemoryError, RecursionError, ValueError) as exc:
+    except Exception as exc:  # one run's failure (a reader's bug too) never loses the others
         return None, None, f"{path}: could not be read: {type(exc).__name__}: {exc}"
     finally:
         _take(pre)  # a failed read: its worker is waited for (it ends with its scan)

@@ -22,7 +22,8 @@ from ..checks.base import Report
 from ..errors import ReadError, UnknownFormatError
 from ..judge import judging
 from ..model import RunData
-from ..outputs import Output
+from ..outputs import Output, describe
+from ..safe import line
 from ..source import Finder, Source, find_runs
 from .follower import Follower, Throttle, run_id_for
 
@@ -211,5 +212,5 @@ class Fleet:
             try:
                 lost += out.close(timeout)
             except Exception as exc:  # one output's failure must not hide the others'
-                log.warning("rlvitals: closing %s failed: %s", out.describe(), exc)
+                log.warning("rlvitals: closing %s failed: %s", describe(out), line(exc))
         return lost

@@ -38,8 +38,9 @@ from ..checks.base import Report, severity_rank
 from ..errors import RlvitalsError, UnknownFormatError
 from ..judge import judging
 from ..model import RunData
-from ..outputs import AlertTracker, Output, Update
+from ..outputs import AlertTracker, Output, Update, describe
 from ..readers.base import open_binary
+from ..safe import line
 from ..source import Source
 
 __all__ = ["Follower", "Throttle", "ended", "report_key", "run_id_for", "run_status"]
@@ -445,7 +446,9 @@ class Follower:
             if id(out) not in self._failed_outputs:
                 self._failed_outputs.add(id(out))
                 log.warning(
-                    "rlvitals: output %s failed: %s: %s", out.describe(), type(exc).__name__, exc
+                    "rlvitals: output %s failed: %s",
+                    describe(out),
+                    line(f"{type(exc).__name__}: {exc}"),
                 )
             return None
 

@@ -29,6 +29,7 @@ from ..model import RunData
 from ..outputs import Output
 from ..outputs.page import Publisher, Subscriber
 from ..outputs.prometheus import Prometheus
+from ..safe import line
 from ..source import Source
 from ..views.dashboard import flagged_ids, load_transcripts
 from .fleet import Fleet
@@ -142,7 +143,7 @@ class Hub(Fleet):
 
 def _poll_failed(exc: Exception) -> None:
     # the dashboard must outlive one bad pass
-    print(f"rlvitals serve: poll failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+    print(f"rlvitals serve: poll failed: {line(f'{type(exc).__name__}: {exc}')}", file=sys.stderr)
 
 
 def serve_in_background(

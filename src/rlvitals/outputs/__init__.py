@@ -24,14 +24,22 @@ Other packages add outputs through the ``rlvitals.outputs`` entry-point group::
     myout = "my_package.module:MyOutput"
 
 ``load_output("myout=ARG")`` (the CLI's ``--to myout=ARG``) calls ``MyOutput("ARG")``, or
-``MyOutput()`` without ``=ARG``. ``AlertTracker`` (which findings are news) and ``Update``
-live here too, so the follow stage and its outputs share one vocabulary.
+``MyOutput()`` without ``=ARG``, and runs it apart from the follow loop (``Isolated``: its
+calls on a thread of its own, its failures reported once), so one bad output never stops
+the others, the page or ``/metrics``. ``AlertTracker`` (which findings are news) and
+``Update`` live here too, so the follow stage and its outputs share one vocabulary.
 """
 
 from __future__ import annotations
 
+import logging
+import queue
+import threading
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,14 +49,20 @@ from ..errors import RlvitalsError, UsageError
 __all__ = [
     "ENTRY_POINT_GROUP",
     "AlertTracker",
+    "Isolated",
     "Output",
     "Update",
     "available_outputs",
+    "describe",
     "finding_key",
     "load_output",
 ]
 
 ENTRY_POINT_GROUP = "rlvitals.outputs"
+QUEUE = 1024  # updates waiting for a slow output of another package before new ones are dropped
+BUSY_SAID_S = 5.0  # an output of another package in one call this long: its status says so
+
+log = logging.getLogger("rlvitals.outputs")
 
 Key = tuple[str, str, str | None]
 
@@ -142,6 +156,22 @@ class Output(ABC):
         """(title, reason) of each thing given up on so far, oldest first."""
         return []
 
+    def busy_for(self) -> float:
+        """Seconds the call it is in has run, for an output run apart (``Isolated``: another
+        package's); 0 otherwise. ``/healthz`` names one stuck past its limit."""
+        return 0.0
+
+
+def describe(out: Output) -> str:
+    """``out.describe()`` for display: escaped, and the class's name when it raises (an
+    output of another package must not end the command that shows where alerts go)."""
+    from ..safe import line
+
+    try:
+        return line(out.describe())
+    except Exception as exc:
+        return line(f"{type(out).__name__} (describe() failed: {type(exc).__name__})")
+
 
 # rlvitals' own outputs, declared as a package declares its entry points.
 BUILTIN = {
@@ -191,4 +221,127 @@ def load_output(spec: str) -> Output:
         raise UsageError(f"output {name}: {type(exc).__name__}: {exc}") from None
     if not isinstance(out, Output):
         raise UsageError(f"output {name}: {type(out).__name__} is not an rlvitals.outputs.Output")
-    return out
+    if name in BUILTIN:
+        return out
+    return Isolated(out)  # another package's: a bad one never stops the others
+
+
+class Isolated(Output):
+    """An output of another package, run apart from the follow loop (``load_output`` wraps
+    each in one).
+
+    A plugin's ``update`` ran on the loop that reads every run, judges it and answers the page
+    and ``/metrics`` (under the hub's lock): one that blocked (a webhook with no timeout) froze
+    all of it; one whose ``describe`` raised ended ``watch`` and ``serve`` at start. Here its
+    ``open``, ``update`` and ``close`` run in order on a thread of its own behind a bounded
+    queue (the loop never waits; when the queue is full, updates are dropped and counted),
+    every exception is reported once, escaped, and its name is asked once and never raises.
+    ``busy_for`` says how long its current call has run, so ``/healthz`` can name an output
+    stuck while the page goes on. It sees the ``Follower`` a moment later than the update was
+    made (the ``Update`` itself is the moment's).
+    """
+
+    def __init__(self, inner: Output, *, queue_size: int = QUEUE) -> None:
+        self.inner = inner
+        self.name = describe(inner)
+        self.dropped = 0  # updates not handed on: the queue was full
+        self.failures = 0  # calls that raised
+        self._q: queue.Queue[tuple[str, tuple[Any, ...], Future[Any] | None]] = queue.Queue(
+            queue_size
+        )
+        self._since: float | None = None  # when the call now running began
+        self._calling = ""
+        self._said: set[str] = set()
+        self._thread = threading.Thread(
+            target=self._work, name=f"rlvitals-output-{type(inner).__name__}", daemon=True
+        )
+        self._thread.start()
+
+    # -- what the follow loop calls: never waits, never raises ------------------------------
+
+    def open(self, run: Any) -> None:
+        self._put("open", (run,))
+
+    def update(self, run: Any, update: Update) -> None:
+        self._put("update", (run, update))
+
+    def describe(self) -> str:
+        return self.name
+
+    def status_line(self) -> str | None:
+        busy = self.busy_for()
+        if busy >= BUSY_SAID_S:  # its own line would wait on the same stuck code: say so instead
+            return f"{self.name}: {self._calling}() has not returned for {busy:.0f} s"
+        got = self._ask(self.inner.status_line)
+        return None if got is None else str(got)
+
+    def undelivered(self) -> list[tuple[str, str]]:
+        got = [] if self.busy_for() >= BUSY_SAID_S else self._ask(self.inner.undelivered)
+        lost = [(str(a), str(b)) for a, b in got or []]
+        if self.dropped:
+            lost.append(("updates", f"{self.dropped} dropped while {self.name} was busy"))
+        return lost
+
+    def close(self, timeout: float = 10.0) -> int:
+        """Close the output after what is queued, within ``timeout`` seconds; what it could
+        not deliver (an output still busy at the end counts its queued updates)."""
+        done: Future[Any] = Future()
+        deadline = time.monotonic() + timeout
+        try:
+            self._q.put(("close", (timeout,), done), timeout=max(0.0, timeout))
+            got = done.result(max(0.0, deadline - time.monotonic()))
+        except (queue.Full, FutureTimeout):
+            self._once("close", f"did not finish within {timeout:g} s; given up")
+            return self._q.qsize() + self.dropped + 1
+        except Exception:  # the output's close raised: reported by the worker
+            return self.dropped + 1
+        return (got if isinstance(got, int) else 0) + self.dropped
+
+    def busy_for(self) -> float:
+        """Seconds the output's current call has run (0 when it is idle)."""
+        since = self._since
+        return 0.0 if since is None else time.monotonic() - since
+
+    # -- the output's own thread ------------------------------------------------------------
+
+    def _put(self, name: str, args: tuple[Any, ...]) -> None:
+        try:
+            self._q.put_nowait((name, args, None))
+        except queue.Full:
+            self.dropped += 1
+            self._once("full", f"busy for {self.busy_for():.0f} s; updates are dropped")
+
+    def _work(self) -> None:
+        while True:
+            name, args, done = self._q.get()
+            self._calling = name
+            self._since = time.monotonic()
+            try:
+                got = getattr(self.inner, name)(*args)
+            except BaseException as exc:  # SystemExit too: this thread is not the follow's
+                self.failures += 1
+                self._once(name, f"{name}() failed: {type(exc).__name__}: {exc}")
+                if done is not None:
+                    done.set_exception(exc if isinstance(exc, Exception) else RuntimeError())
+            else:
+                if done is not None:
+                    done.set_result(got)
+            finally:
+                self._since = None
+            if name == "close":
+                return
+
+    def _ask(self, fn: Any) -> Any:
+        try:
+            return fn()
+        except Exception as exc:
+            self._once(fn.__name__, f"{fn.__name__}() failed: {type(exc).__name__}: {exc}")
+            return None
+
+    def _once(self, key: str, message: str) -> None:
+        if key in self._said:
+            return
+        self._said.add(key)
+        from ..safe import line
+
+        log.warning("rlvitals: output %s: %s", self.name, line(message))

@@ -24,7 +24,7 @@ from ..jsonio import dumps
 from ..model import RunData
 from ..schema import key_metrics
 from ..views.series import fmt_value
-from . import Output, Update
+from . import Output, Update, describe
 
 __all__ = ["KEY_METRICS", "Event", "TerminalOutput", "sanitize"]
 
@@ -109,7 +109,7 @@ class TerminalOutput(Output):
             if len(got) <= told:
                 continue
             self._failures_told[id(out)] = len(got)
-            target = out.describe()
+            target = describe(out)
             events += [
                 Event("alert_failed", {"target": target, "title": title, "reason": why})
                 for title, why in got[told:]

@@ -52,7 +52,10 @@ class Format:
       or checkpoints, never runs of their own;
     - ``suffixes``: file suffixes (lower case) discovery sniffs for it (``.jsonl``, ``.log``);
     - ``passes_over(names)``: the names among a folder's entries that are never runs (W&B's
-      own service logs beside its run folders).
+      own service logs beside its run folders);
+    - ``loose(path)``: whether a file it reads, found loose in a folder, is a run of its own
+      (default: every one): a table without a step column is read when a user names it, and
+      passed over beside runs (a stray ``summary.csv``).
     """
 
     def __init__(
@@ -72,6 +75,7 @@ class Format:
         sample_dirs: tuple[str, ...] = (),
         suffixes: tuple[str, ...] = (),
         passes_over: Callable[[list[str]], Iterable[str]] | None = None,
+        loose: Callable[[Path], Any] | None = None,
     ) -> None:
         self.name = name
         self.description = description
@@ -87,6 +91,7 @@ class Format:
         self.sample_dirs = sample_dirs
         self.suffixes = suffixes
         self.passes_over = passes_over
+        self.loose = loose
 
     @property
     def scored(self) -> bool:

@@ -407,6 +407,10 @@ def describe_path(p: Path) -> str:
         shown = ", ".join(names[:6]) + (", ..." if len(names) > 6 else "")
         return f"a folder of {len(names)} entries, none a run or a log this version knows ({shown})"
     data = head_bytes(p, 64 << 10)
+    try:
+        cut = os.path.getsize(p) > len(data)  # then the last line read is only begun
+    except OSError:
+        cut = False
     if not data:
         return "an empty file"
     if len(data) > 8 and (data[1:8:2] == b"\0\0\0\0" or data[0:8:2] == b"\0\0\0\0"):
@@ -431,6 +435,8 @@ def describe_path(p: Path) -> str:
             return f"JSON lines with no step field (first keys: {keys})"
     shown = first[:60].encode("unicode_escape").decode("ascii")
     where = "its one line" if len(lines) == 1 else f"its first {len(lines)} lines"
+    if cut:
+        where = "its first 64 KiB"
     return f"text with no step record in {where} (first: {shown!r})"
 
 

@@ -24,10 +24,18 @@ from typing import Any
 
 from . import keys as _keys
 from ._format import FORMATS, Format, register
-from .base import FileState
+from .base import FileState, decode_text
 from .mapping import Mapper, MappingTable, Rule, synonym
 from .shapes import Record, ShapeParser, add_events
-from .textlog import TextLogReader, clean_line, file_date, head, sniff_files
+from .textlog import (
+    TextLogReader,
+    bar_under,
+    clean_line,
+    deep_lines,
+    file_date,
+    head,
+    sniff_files,
+)
 
 __all__ = ["CONSOLE", "ConsoleReader", "looks_like_records"]
 
@@ -210,11 +218,23 @@ class ConsoleReader(TextLogReader):
     def accept(self, p: Path) -> bool:
         return looks_like_records(p)
 
-    def feed(self, st: FileState, text: str, p: Path, lineno: int) -> None:
+    def line(self, st: FileState, raw: bytes, lineno: int) -> None:
+        if b"\r" in raw and b"%|" in raw and not st.extra.get("ipynb"):
+            # A record drawn over a progress bar: the bar's position, read first.
+            bar = bar_under(decode_text(raw))
+            if bar is not None:
+                self._parser(st, st.path).feed(bar, lineno)
+        super().line(st, raw, lineno)
+
+    def _parser(self, st: FileState, p: Path) -> ShapeParser:
         parser = st.extra.get("shapes")
         if parser is None:
             parser = st.extra["shapes"] = ShapeParser(str(p), file_date(p))
             st.extra["ipynb"] = p.suffix == ".ipynb"
+        return parser
+
+    def feed(self, st: FileState, text: str, p: Path, lineno: int) -> None:
+        parser = self._parser(st, p)
         if st.extra["ipynb"]:
             # A notebook is JSON written whole: its outputs are read once it closes.
             buf = st.extra.setdefault("notebook", [])
@@ -271,7 +291,14 @@ class ConsoleReader(TextLogReader):
                 self.run.info["log_last_time"] = parser.last_time
 
     def derive(self) -> None:
-        """After each poll: records held to choose the key table are mapped now."""
+        """After each poll: records held to choose the key table are mapped now (and, when
+        a sample is read to recognise the file, the stepless records its parsers hold)."""
+        if self.sample_bytes is not None:
+            for st in self._states.values():
+                parser = st.extra.get("shapes")
+                if parser is not None:
+                    parser.settle()
+                    self._take(parser)
         if self._held:
             self._release()
 
@@ -372,10 +399,16 @@ def console_table_of(p: Path) -> str | None:
 def _head_keys_cached(path: str, size: int, mtime: float) -> frozenset[str] | None:
     p = Path(path)
     if p.suffix == ".ipynb":
-        lines = [clean_line(t) for t in notebook_output_lines(_load_notebook(p))]
-    else:
-        lines = head(p).split("\n")
-    parser = ShapeParser(path, file_date(p))
+        return _keys_in([clean_line(t) for t in notebook_output_lines(_load_notebook(p))], p)
+    keys = _keys_in(head(p).split("\n"), p)
+    if keys is None and (deep := deep_lines(p)) is not None:
+        keys = _keys_in(deep, p)  # none in the head: further on, as search_deep looks
+    return keys
+
+
+def _keys_in(lines: list[str], p: Path) -> frozenset[str] | None:
+    """The metric keys of the first records (three steps) among ``lines``, if any."""
+    parser = ShapeParser(str(p), file_date(p))
     keys: set[str] = set()
     steps: set[int] = set()
     for i, line in enumerate(lines[:4000], 1):

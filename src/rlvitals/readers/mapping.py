@@ -17,17 +17,16 @@ When two source keys map to one canonical name, the earlier rule wins for the wh
 A key no table rule maps goes on down one chain (``readers/keys.py``): synonyms declared in
 ``schema.py``, then normalised tokens; a key the table lists as not mapped stops at the table.
 The Mapper records which step mapped each key (``RunData.resolved``) and why the others stayed
-under their own names (``RunData.unmapped``). A ``None`` value (JSON ``null``) reads as NaN; a
-key that had a value and turns null is marked in ``RunData.nulls`` (see ``RunData.missing``).
-A key that is null before it ever had a value was not measured there: it is left out of those
-records, and one null on every record is no metric at all (``info["never_measured"]``), not
-a measurement that went non-finite.
+under their own names (``RunData.unmapped``). A ``None`` value (JSON ``null``) is no value: the
+key is left out of that record (a periodic evaluation null between evaluations is not a NaN);
+one that turns null for good is missing from there on, as one that vanished is
+(``RunData.missing``); one null on every record is no metric at all
+(``info["never_measured"]``).
 """
 
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 import tomllib
@@ -152,71 +151,69 @@ class Mapper:
     def add(self, step: int, record: Mapping[str, float | None]) -> None:
         """Record a step's source values under their own names and their canonical names.
 
-        ``None`` (a JSON ``null``: how verl and TRL write NaN) reads as NaN; where the key had
-        a value before, ``RunData.nulls`` keeps the step it turned null from.
+        ``None`` (a JSON ``null``, an empty cell) is no value: the key is absent from this
+        record, as if it were not written (a periodic evaluation null between evaluations is
+        not a NaN; a key that turns null for good is missing, like one that vanished:
+        ``RunData.missing``). A key null on every record so far is listed in
+        ``info["never_measured"]``, not made a metric.
         """
         run = self.run
         add = run.metrics.add
-        nulls = run.nulls
         if record:
+            # The stream is named by the record's first key, written or not, so a record
+            # whose first key is null this time stays in its stream.
+            stream = next(iter(record))
+            if None in record.values():
+                record = self._present(record)
             if run.presence is None:
                 run.presence = Presence()
-            run.presence.record(step, record, next(iter(record)))
+            run.presence.record(step, record, stream)
+        never = run.info.get("never_measured")
+        if never:
+            for key in [k for k in never if k in record]:
+                never.remove(key)
+            if not never:
+                del run.info["never_measured"]
         chosen: dict[str, tuple[int, float, str]] = {}
-        # Fast path (no null in the record and none pending): the record is the values.
-        slow = bool(nulls) or None in record.values() or bool(run.info.get("never_measured"))
-        values: Mapping[str, float] = record if not slow else {}  # type: ignore[assignment]
         best_of = self._best.get
-        for key, raw in record.items():
-            if slow:
-                if raw is None:
-                    if key not in run.metrics:
-                        # Declared and not filled (yet): not measured, not a NaN. A key null
-                        # on every record never becomes a metric (info["never_measured"]).
-                        never = run.info.setdefault("never_measured", [])
-                        if key not in never:
-                            never.append(key)
-                        continue
-                    value = math.nan
-                    if key not in nulls:
-                        nulls[key] = step
-                else:
-                    value = raw
-                    if key in nulls and value == value:
-                        del nulls[key]
-                    never = run.info.get("never_measured")
-                    if never and key in never:
-                        never.remove(key)
-                values[key] = value  # type: ignore[index]
-            else:
-                value = raw  # type: ignore[assignment]
+        for key, value in record.items():
             for target, prio, rule in self._resolve(key):
                 best = best_of(target)
                 if best is not None and prio > best:
                     continue
                 cur = chosen.get(target)
                 if cur is None or prio < cur[0]:
-                    chosen[target] = (prio, value * rule.scale + rule.offset, key)
-        for key, value in values.items():
+                    chosen[target] = (prio, value * rule.scale + rule.offset, key)  # type: ignore[operator]
+        original = run.original
+        for key, value in record.items():
             name = key
-            if key in chosen and chosen[key][2] != key:
-                # The source key spells a canonical name that another key fills here: keep
-                # the source value apart so the two never mix.
+            if (key in chosen and chosen[key][2] != key) or original.get(key, key) != key:
+                # The source key spells a canonical name that another key fills (here, or
+                # for the run: a record where the other is absent too): keep the source
+                # value apart so the two never mix.
                 name = f"{run.format}:{key}"
             run.source_keys.add(name)
-            add(step, name, value)
+            add(step, name, value)  # type: ignore[arg-type]
         for target, (prio, value, key) in chosen.items():
             best = best_of(target)
             if best is None or prio < best:
                 self._best[target] = prio
                 run.original[target] = key
-            if slow:
-                if record.get(key, 0.0) is None:
-                    if target not in nulls and target in run.metrics:
-                        nulls[target] = step
-                elif target in nulls and value == value:
-                    del nulls[target]
             add(step, target, value)
+
+    def _present(self, record: Mapping[str, float | None]) -> dict[str, float]:
+        """The keys of ``record`` that hold a value; a key null before it ever had one is
+        noted in ``info["never_measured"]``."""
+        run = self.run
+        out: dict[str, float] = {}
+        for key, value in record.items():
+            if value is not None:
+                out[key] = value
+            elif key not in run.metrics and key not in run.source_keys:
+                never = run.info.setdefault("never_measured", [])
+                if key not in never:
+                    never.append(key)
+        return out
 
 
 def resolve_key(

@@ -25,9 +25,17 @@ import msgspec
 import numpy as np
 
 from ..errors import ReadError, UsageError
-from ..jsonio import MAX_LINE_BYTES, to_float
+from ..jsonio import MAX_LINE_BYTES, left_temporaries, to_float
 from ..model import ATTEMPT_COLUMNS, AttemptTable, AttemptTableBuilder, RunData
-from ..schema import EVALS, PROGRESS, RESERVED_STEP_KEYS, ROLLOUTS, RUN_JSON, STEPS
+from ..schema import (
+    EVALS,
+    PROGRESS,
+    RESERVED_STEP_KEYS,
+    ROLLOUTS,
+    RUN_JSON,
+    STEPS,
+    TRANSCRIPTS,
+)
 from . import _split
 from ._columns import STEP, attempt_columns
 from ._format import Format, register
@@ -121,6 +129,7 @@ class NativeReader:
         self._attempts = AttemptTableBuilder()
         self._shard_index: dict[Path, int] = {}
         self._odd: set[Path] = set()  # run files that are not files (said once)
+        self._said_left = False  # temporaries a killed writer left (said once)
         self._from_attempts = False  # the reward per update computed from the attempts
         self._reward_steps: set[int] = set()  # the updates it was computed for
         self._record_steps: set[int] = set()  # the updates with a step record
@@ -142,6 +151,15 @@ class NativeReader:
         run says it is still running: then that line is being written)."""
         status = self.run.info.get("status")
         self._pass(final=status != "running")
+        left = [*left_temporaries(self.dir), *left_temporaries(self.dir / TRANSCRIPTS)]
+        if left and not self._said_left:
+            self._said_left = True
+            shown = ", ".join(str(p.relative_to(self.dir)) for p in left[:4])
+            more = f" and {len(left) - 4} more" if len(left) > 4 else ""
+            self.run.warnings.append(
+                f"{self.dir}: {len(left)} temporary file{'s' if len(left) > 1 else ''} a killed "
+                f"writer left ({shown}{more}); not read, safe to delete"
+            )
 
     def _pass(self, *, final: bool) -> bool:
         files = self.files()

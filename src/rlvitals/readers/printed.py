@@ -12,7 +12,18 @@ import math
 import re
 from typing import Any
 
-__all__ = ["brace_balance", "parse_number", "parse_pairs"]
+__all__ = [
+    "NUM",
+    "PAIR",
+    "SEG_WORDS",
+    "UNIT",
+    "VALUE",
+    "brace_balance",
+    "clean_key",
+    "number",
+    "parse_number",
+    "parse_pairs",
+]
 
 _WRAPPER = re.compile(
     r"^(?:np|numpy|torch|jnp)\.\w+\((.*)\)$|^(?:tensor|array|float|int|Decimal)\((.*)\)$", re.S
@@ -184,3 +195,42 @@ def brace_balance(text: str) -> int:
             depth -= 1
         prev = c
     return depth
+
+
+# -- numbers and pairs as printed (every reading of printed text shares these) ----------------
+
+NUM = r"[-+]?(?:\d[\d_]*\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?|nan|inf(?:inity)?)"
+UNIT = r"(?:\s?(?:%|s|ms|us|min|h|GB|GiB|MB|MiB|KB|tokens?/s|tok/s|it/s|s/it|samples/s|toks?))?"
+_WRAPPED = rf"(?:(?:np|numpy|torch|jnp)\.\w+|tensor|array|float)\((?:{NUM})[^()]*\)"
+VALUE = rf"(?:{_WRAPPED}|'{NUM}'|\"{NUM}\"|{NUM})"
+# One ``key: value`` / ``key=value`` with a key of one token (for runs of pairs on a line).
+PAIR = re.compile(
+    rf"(?<![\w./@-])([A-Za-z_@][\w./@\[\]-]*)\s*[:=]\s*({VALUE}){UNIT}(?![\w.])", re.I
+)
+# ``Train loss 0.000`` / ``Peak mem 32.940 GB``: words then a number (after a step marker).
+SEG_WORDS = re.compile(rf"^([A-Za-z][\w./ -]*?[A-Za-z)\]])\s+({VALUE}){UNIT}\.?$", re.I)
+_WITH_UNIT = re.compile(rf"^\s*({NUM}){UNIT}\s*(?:\([^)]*\))?\s*$", re.I)
+
+
+def number(text: str) -> float | None:
+    """A printed number: ``0.25``, ``'0.25'``, ``np.float64(0.25)``, ``nan``, ``85%``,
+    ``12.3s``, ``4.1 GB``; None for anything else."""
+    try:
+        return float(text)  # the common case, fast
+    except ValueError:
+        pass
+    v = parse_number(text)
+    if v is not None:
+        return v
+    m = _WITH_UNIT.match(text)
+    return parse_number(m.group(1)) if m else None
+
+
+def clean_key(key: str) -> str:
+    """A printed key as the framework named it: quotes, bullets and extra spaces removed."""
+    k = key.strip().strip("'\"`*").strip()
+    if " " not in k and "\t" not in k:
+        return k
+    if "/" in k:
+        k = re.sub(r"\s*/\s*", "/", k)
+    return " ".join(k.split())

@@ -28,6 +28,13 @@ from .mapping import MappingTable, Rule, apply_table, synonym
 
 __all__ = ["RLPROBE", "RlprobeReader"]
 
+
+def _numeric(t: Any) -> bool:
+    import pyarrow as pa
+
+    return bool(pa.types.is_integer(t) or pa.types.is_floating(t))
+
+
 MANIFEST = "manifest.json"
 STEPS = "steps.parquet"
 PARTS = "steps"
@@ -153,7 +160,7 @@ class RlprobeReader:
                 self.run.warnings.append(f"{p}: not a readable parquet file ({exc}); skipped")
                 continue
             self._read[p] = key
-            changed |= self._rows(p, table.to_pydict())
+            changed |= self._rows(p, table)
         changed |= self._events()
         # RunWriter.close() compacts the parts into steps.parquet: the run ended (a crash
         # event says how).
@@ -166,45 +173,65 @@ class RlprobeReader:
             apply_table(self.run, RLPROBE, extra=self.extra_rules)
         return changed
 
-    def _rows(self, p: Path, cols: dict[str, list[Any]]) -> bool:
-        steps = cols.get("step")
-        if not steps:
-            if steps is None:
-                self.run.warnings.append(f"{p}: no step column; skipped")
+    def _rows(self, p: Path, table: Any) -> bool:
+        """The rows of ``table`` (one file's), column by column: a numeric column is handed
+        to the run whole (no Python value per cell), text, flags and lists are not metrics.
+        Kept: rank 0's rows (or rows without a rank), each step once and in order (a row at
+        or before a step already read is passed over); a null after a column has had values
+        is a NaN the sink dropped (noted in ``run.nulls``), before its first value nothing."""
+        import numpy as np
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        names = table.column_names
+        if "step" not in names:
+            self.run.warnings.append(f"{p}: no step column; skipped")
             return False
+        step = table.column("step")
+        if table.num_rows == 0 or not pa.types.is_integer(step.type):
+            return False
+        ok = step.is_valid().to_numpy(zero_copy_only=False)
+        if "rank" in names:
+            rank = table.column("rank")
+            mine = rank.is_null()
+            if _numeric(rank.type):
+                mine = pc.or_(mine, pc.fill_null(pc.equal(rank, 0), False))
+            ok &= mine.to_numpy(zero_copy_only=False)
+        steps = pc.fill_null(step, 0).to_numpy(zero_copy_only=False).astype(np.int64)
+        rows = np.flatnonzero(ok)
+        at = steps[rows]
+        floor = self._last_step if self._last_step is not None else np.iinfo(np.int64).min
+        before = np.maximum.accumulate(np.concatenate(([floor], at)))[:-1]
+        rows, at = rows[at > before], at[at > before]  # each step once, in order
+        if not len(rows):
+            return False
+        self._last_step = int(at[-1])
         run = self.run
-        add = run.metrics.add
-        keys = run.source_keys
-        seen: set[str] = set(run.metrics.names())
-        changed = False
-        ranks = cols.get("rank")
-        for i, step in enumerate(steps):
-            if not isinstance(step, int) or (ranks is not None and ranks[i] not in (0, None)):
+        every = len(rows) == table.num_rows  # the usual case: no row passed over
+        taken = None if every else pa.array(rows)
+        del ok, steps, before
+        for k in names:
+            col = table.column(k)
+            if k in ("step", "rank") or not _numeric(col.type):
+                continue  # lists (kl_positional), text and flags are not metrics
+            cells = col if taken is None else col.take(taken)
+            valid = cells.is_valid().to_numpy(zero_copy_only=False)
+            values = pc.fill_null(cells.cast(pa.float64()), math.nan).to_numpy(zero_copy_only=False)
+            if k == "timestamp":
+                run.metrics.extend("time", at[valid], values[valid])
                 continue
-            if self._last_step is not None and step <= self._last_step:
-                continue
-            self._last_step = step
-            changed = True
-            for k, col in cols.items():
-                if k in ("step", "rank"):
+            if k not in run.metrics:
+                first = np.flatnonzero(valid)
+                if not len(first):
                     continue
-                v = col[i]
-                if k == "timestamp":
-                    if isinstance(v, (int, float)):
-                        add(step, "time", float(v))
-                    continue
-                if isinstance(v, bool) or not isinstance(v, (int, float, type(None))):
-                    continue  # lists (kl_positional) and text are not metrics
-                if v is None:
-                    if k in seen and k not in run.nulls:
-                        run.nulls[k] = step  # had values, now null: a NaN the sink dropped
-                    if k not in seen:
-                        continue
-                    v = math.nan
-                add(step, k, float(v))
-                keys.add(k)
-                seen.add(k)
-        return changed
+                valid, values, k_at = valid[first[0] :], values[first[0] :], at[first[0] :]
+            else:
+                k_at = at
+            if not valid.all() and k not in run.nulls:
+                run.nulls[k] = int(k_at[np.argmin(valid)])  # had values, now null
+            run.metrics.extend(k, k_at, values)
+            run.source_keys.add(k)
+        return True
 
     def _events(self) -> bool:
         p = self.path / EVENTS

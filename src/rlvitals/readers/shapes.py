@@ -31,12 +31,12 @@ prefixes and the kinds of event are in ``logevents.py``.
 from __future__ import annotations
 
 import datetime as _dt
-import html
 import json
 import re
 from typing import Any, NamedTuple
 
 from ..model import Event
+from ._tablelines import TableLines
 from .base import flatten
 from .logevents import (
     MAX_EVENTS,
@@ -47,40 +47,36 @@ from .logevents import (
     parse_timestamp,
     strip_prefix,
 )
-from .printed import brace_balance, parse_number, parse_pairs
+from .printed import (
+    NUM,
+    PAIR,
+    SEG_WORDS,
+    UNIT,
+    VALUE,
+    brace_balance,
+    clean_key,
+    number,
+    parse_pairs,
+)
+from .tables import STEP_NAMES, step_rank
 
 __all__ = ["MAX_EVENTS", "STEP_KEYS", "Record", "ShapeParser", "parse_timestamp"]
 
-STEP_KEYS = frozenset(
-    {
-        "step",
-        "global_step",
-        "_step",
-        "iteration",
-        "iter",
-        "train/global_step",
-        "current_steps",
-        "global_step/max_steps",  # ms-swift: '12/100'
-    }
-)
+# The names of a step key or column: the table layer's (``tables.step_rank``).
+STEP_KEYS = frozenset(STEP_NAMES)
 _STEP_OF = re.compile(r"^\s*(\d+)\s*/\s*\d+\s*$")
 
-_NUM = r"[-+]?(?:\d[\d_]*\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?|nan|inf(?:inity)?)"
-_WRAPPED = rf"(?:(?:np|numpy|torch|jnp)\.\w+|tensor|array|float)\((?:{_NUM})[^()]*\)"
-_VALUE = rf"(?:{_WRAPPED}|'{_NUM}'|\"{_NUM}\"|{_NUM})"
-_UNIT = r"(?:\s?(?:%|s|ms|us|min|h|GB|GiB|MB|MiB|KB|tokens?/s|tok/s|it/s|s/it|samples/s|toks?))?"
-# One ``key: value`` / ``key=value`` with a key of one token (for runs of pairs on a line).
-_PAIR = re.compile(
-    rf"(?<![\w./@-])([A-Za-z_@][\w./@\[\]-]*)\s*[:=]\s*({_VALUE}){_UNIT}(?![\w.])", re.I
-)
+_NUM = NUM
+_VALUE = VALUE
+_UNIT = UNIT
+_PAIR = PAIR
 # A whole segment that is one pair whose key may have spaces: ``Avg Reward: 0.41``.
 _SEG_PAIR = re.compile(
     rf"^([A-Za-z_@][\w./@ ()\[\]-]*?)\s*[:=]\s*({_VALUE})(?:\s?[A-Za-z%][\w/%]*)?"
     r"\s*(?:\([^)]*\))?\.?$",
     re.I,
 )
-# ``Train loss 0.000`` / ``Peak mem 32.940 GB``: words then a number (after a step marker).
-_SEG_WORDS = re.compile(rf"^([A-Za-z][\w./ -]*?[A-Za-z)\]])\s+({_VALUE}){_UNIT}\.?$", re.I)
+_SEG_WORDS = SEG_WORDS
 # A segment of two or more ``key number`` pairs separated by single spaces (keys of one token).
 _WORD_PAIR = re.compile(rf"([A-Za-z_][\w./-]*)\s+({_VALUE}){_UNIT}(?=\s|$)", re.I)
 _WORD_RUN = re.compile(rf"(?:[A-Za-z_][\w./-]*\s+{_VALUE}{_UNIT}(?:\s+|$)){{2,}}", re.I)
@@ -97,6 +93,18 @@ _MARKER = re.compile(
     r"(?:\s*/\s*(\d+))?(?![\w.]|:\d)",
     re.I,
 )
+# A line that is a step's header (``===== Step 3/10 =====``, ``Training step 3``,
+# ``=== METRICS STEP 2 ===``) has few words besides its marker; a warning or a printed sample
+# that mentions a step (``UserWarning: ... step 3 of the generation config is ignored``) is a
+# sentence, and starts no step's block.
+_WORDS = re.compile(r"[A-Za-z]{2,}")
+# A printed object's repr: ``GRPOConfig(output_dir='out', learning_rate=1e-06, ...)``,
+# ``Namespace(lr=1e-06, batch_size=8)``; without a step in it, settings rather than a record.
+_REPR = re.compile(r"^[A-Za-z_][\w.]*\([A-Za-z_]\w*=.*\)\s*$")
+# Records without a printed step held before the file's way of numbering is known: enough to
+# tell the kind of record that recurs from a one-off before it (a printed config).
+UNSURE = 4
+_HEADER_WORDS = 4
 _MARKER_HINT = re.compile(r"step|iter|perf|rollout|epoch|update|episode|\bit\b", re.I)
 # Counters that number something other than updates when an update counter is printed too:
 # ``epoch 1 iter 20`` is update 20, ``[GRU] epoch=10 | ...`` alone is update 10.
@@ -129,11 +137,6 @@ _BAR = re.compile(
     r"(?:^|\s)(?P<desc>[^|\r]*?):?\s*(?P<pct>\d{1,3})%\|[^|]*\|\s*(?P<n>\d+)/(?P<total>\d+)"
     r"\s*\[(?P<inside>[^\]]*)\]"
 )
-_BORDER = re.compile(r"^\s*[-=+:|│┃║┆╎─━═┌┐└┘├┤┬┴┼┏┓┗┛┣┫┳┻╋┡┩╇╞╡╪╒╕╘╛╤╧╔╗╚╝╠╣╦╩╬\s]+$")
-_CELL_SEP = re.compile(r"\s*[|│┃║]\s*")
-_HTML_ROW = re.compile(r"<tr[^>]*>(.*?)</tr>", re.S | re.I)
-_HTML_CELL = re.compile(r"<t[hd][^>]*>(.*?)</t[hd]>", re.S | re.I)
-_TAGS = re.compile(r"<[^>]+>")
 # A line that can be inside a dict printed across lines (pprint, json.dumps(indent=...)): a
 # quoted key, a closing bracket, a value or list item, or nothing.
 _DICT_CONT = re.compile(
@@ -153,26 +156,7 @@ class Record(NamedTuple):
     how: str  # "marker", "column", "bar", "block", "order"
 
 
-def clean_key(key: str) -> str:
-    """A printed key as the framework named it: quotes, bullets and extra spaces removed."""
-    k = key.strip().strip("'\"`*").strip()
-    if " " not in k and "\t" not in k:
-        return k
-    if "/" in k:
-        k = re.sub(r"\s*/\s*", "/", k)
-    return " ".join(k.split())
-
-
-def _number(raw: str) -> float | None:
-    try:
-        return float(raw)  # the common case, fast
-    except ValueError:
-        pass
-    v = parse_number(raw)
-    if v is not None:
-        return v
-    m = re.match(rf"^\s*({_NUM}){_UNIT}\s*(?:\([^)]*\))?\s*$", raw.strip(), re.I)
-    return parse_number(m.group(1)) if m else None
+_number = number
 
 
 def _dict_values(text: str, *, complete: bool = True) -> dict[str, float]:
@@ -190,7 +174,7 @@ def _dict_values(text: str, *, complete: bool = True) -> dict[str, float]:
             if isinstance(v, bool) or v is None:
                 continue
             f = float(v) if isinstance(v, int | float) else _number(str(v))
-            if f is None and k in STEP_KEYS:
+            if f is None and step_rank(k) is not None:
                 m = _STEP_OF.match(str(v))
                 f = float(m.group(1)) if m else None
             if f is not None:
@@ -198,7 +182,7 @@ def _dict_values(text: str, *, complete: bool = True) -> dict[str, float]:
         return out
     for k, v in parse_pairs(body, complete=complete).items():
         f = v if isinstance(v, float) else _number(str(v))
-        if f is None and k in STEP_KEYS:
+        if f is None and step_rank(k) is not None:
             m = _STEP_OF.match(str(v))  # "step N of M"
             f = float(m.group(1)) if m else None
         if f is not None:
@@ -260,16 +244,6 @@ def line_pairs(text: str) -> tuple[dict[str, float], int]:
     return out, loose
 
 
-class _Table:
-    __slots__ = ("header", "kind", "rows", "step_col")
-
-    def __init__(self, kind: str) -> None:
-        self.kind = kind  # "md", "box"
-        self.header: list[str] | None = None
-        self.rows = 0  # content rows seen
-        self.step_col: int | None = None
-
-
 def add_events(run: Any, events: list[Event]) -> None:
     """Append ``events`` to ``run.events``, at most ``MAX_EVENTS`` in all (the rest counted in
     ``run.info["events_dropped"]``)."""
@@ -282,7 +256,22 @@ def add_events(run: Any, events: list[Event]) -> None:
     run.events.extend(events)
 
 
-class ShapeParser:
+_FIRST_KEY = re.compile(r"""\{\s*(['"])(.*?)\1\s*:""")
+
+
+def _dict_family(body: str, values: dict[str, float]) -> str:
+    """The kind of a printed dict: its first key as printed, a value or not (a dict whose
+    first value is None this time is still the same kind of record)."""
+    m = _FIRST_KEY.match(body.lstrip())
+    return "{" + (m.group(2) if m else next(iter(values)))
+
+
+def _beside_bar(family: str, how: str) -> bool:
+    """A record placed at a bar's position (not a finished bar's own postfix record)."""
+    return how == "bar" and not family.startswith("bar:")
+
+
+class ShapeParser(TableLines):
     """Reads one file's lines (cleaned by ``textlog.clean_line``), in order, into records and
     events. ``feed`` each line, then ``drain`` what is ready; ``finish`` at the end of a
     complete file. Keeps what a record split across lines needs until the record is whole.
@@ -309,18 +298,27 @@ class ShapeParser:
         self._dict_depth = 0
         self._html: list[str] | None = None
         self._html_line = 0
-        self._table: _Table | None = None
+        self._table = None
         self._prev_cells: list[str] | None = None
         self._tb: list[str] | None = None
         self._tb_line = 0
         self._tb_time: float | None = None
         self._bar_total = 0
         self._bar_pos: int | None = None
+        self._bar_main: tuple[str, int] | None = None  # (description, total) of the main bar
+        self._bar_live = False  # the main bar is in progress
         self._bar_done: dict[str, int] = {}
         self._bar_open: dict[str, Record] = {}
         self._order_family: str | None = None
         self._order_n = 0
         self._warned_order = False
+        self._unsure: list[tuple[dict[str, float], int, float | None, str, int | None, str]] = []
+        self._settled = False  # the records the file gives no step are numbered as they come
+        self._printed: set[int] = set()  # steps the file printed (markers, columns, headers)
+        self._bar_last: dict[str, int] = {}  # record kind -> the bar position it last took
+        self._bar_off = False  # a bar's position does not number this file's records
+        self._bar_floor = 0  # the last position a record beside a bar took
+        self._bar_records = False  # finished bars' postfixes are this file's records (ART)
         self.marked = 0  # records whose step the file printed (a marker, a step column)
         self._block = False  # the step was set by a line of its own (a block's header)
         self._marked_line = 0  # the line of the last record whose step the file printed
@@ -409,8 +407,16 @@ class ShapeParser:
         self._lead_flush()
         for desc, rec in list(self._bar_open.items()):
             self._bar_done[desc] = self._bar_done.get(desc, 0) + 1
-            self._emit(rec.values, rec.line, rec.time, step=self._bar_done[desc], how="bar")
+            step = self._bar_done[desc]
+            self._hold(rec.values, rec.line, rec.time, "bar:" + desc, step, "bar")
         self._bar_open.clear()
+        self.settle()
+
+    def settle(self) -> None:
+        """Number the stepless records held now: what was read is all there is (the end of
+        a file, or of a sample read to recognise it)."""
+        if self._unsure:
+            self._settle()
 
     # -- steps -----------------------------------------------------------------------------
 
@@ -424,7 +430,8 @@ class ShapeParser:
         how: str = "marker",
         family: str = "",
     ) -> None:
-        for k in [k for k in values if k.lower() in STEP_KEYS or k == "Step"]:
+        named = sorted((r, k) for k in values if (r := step_rank(k)) is not None)
+        for _, k in named:  # a step key of the record (the best-named first) is its step
             v = values.pop(k)
             if step is None and v == v and float(v).is_integer() and v >= 0:
                 step, how = int(v), "marker"
@@ -450,24 +457,13 @@ class ShapeParser:
                 return
             if self.step is not None:
                 step, how = self.step, "block"
-            elif self._bar_pos is not None:
-                step, how = self._bar_pos, "bar"
-            else:
+            elif self._bar_pos is not None and not self._bar_off:
                 fam = family or next(iter(values))
-                if self._order_family is None:
-                    self._order_family = fam
-                if fam == self._order_family or self.last_step is None:
-                    self._order_n += 1
-                    step = self._order_n
-                else:
-                    step = self.last_step
-                how = "order"
-                if not self._warned_order:
-                    self._warned_order = True
-                    self.warnings.append(
-                        f"{self.source}:{lineno}: records without a step number; numbered in "
-                        "order of appearance from 1"
-                    )
+                self._hold(values, lineno, t, fam, self._bar_pos, "bar")  # the bar's position
+                return
+            else:
+                self._hold(values, lineno, t, family or next(iter(values)))
+                return
         else:
             self.step = step
             self._block = False  # a record with its own step: the lines after are not its block
@@ -477,6 +473,20 @@ class ShapeParser:
                     self._emit(lead[0], lead[1], lead[2], step=step, how="block")
                 else:  # far before this step, prose between: not its record
                     self.stray += 1
+        self._append(values, lineno, t, step, how)
+
+    def _append(
+        self, values: dict[str, float], lineno: int, t: float | None, step: int, how: str
+    ) -> None:
+        if how in ("marker", "column") or (how == "block" and self._block):
+            self._printed.add(step)
+            if len(self._printed) >= 2 and self._unsure:
+                # The file prints its steps: the stepless records before were not records
+                # (a printed config, a finished bar's postfix, a sample's ``x = 3``).
+                self.stray += len(self._unsure)
+                self._unsure.clear()
+        elif self._unsure and how == "bar" and not self._printed:
+            self._settle()  # numbered by a bar: the records held come first
         self.last_step = step
         self._prose = 0
         if how in ("marker", "column"):
@@ -487,6 +497,108 @@ class ShapeParser:
         if t is not None and step not in self.first_time:
             self.first_time[step] = t
         self.records.append(Record(step, values, lineno, t, how))
+
+    # -- records the file gives no step ----------------------------------------------------
+
+    def _hold(
+        self,
+        values: dict[str, float],
+        lineno: int,
+        t: float | None,
+        family: str,
+        step: int | None = None,
+        how: str = "order",
+    ) -> None:
+        """A record without a printed step (numbered in order, or by a finished tqdm bar):
+        held until the file shows how it numbers its records (``_settle``)."""
+        if self.marked >= 2:
+            self.stray += 1
+            return
+        if self._settled and family.startswith("bar:") and not self._bar_records:
+            self.stray += 1  # a finished bar beside records of another kind: not a record
+            return
+        if _beside_bar(family, how) and self._settled:
+            if self._bar_last.get(family) == step:
+                self._bar_off = True  # two records of a kind at one position: not this bar's
+                step, how = None, "order"
+            else:
+                self._bar_last[family] = step  # type: ignore[assignment]
+        if not self._settled:
+            self._unsure.append((values, lineno, t, family, step, how))
+            if len(self._unsure) >= UNSURE:
+                self._settle()
+            return
+        self._place(values, lineno, t, family, step, how)
+
+    def _place(
+        self,
+        values: dict[str, float],
+        lineno: int,
+        t: float | None,
+        family: str,
+        step: int | None,
+        how: str,
+    ) -> None:
+        if step is None:
+            self._number(values, lineno, t, family)
+            return
+        if _beside_bar(family, how):
+            self._bar_floor = max(self._bar_floor, step)
+        # a finished bar's postfix (its count), or a record beside a bar in progress
+        self._append(values, lineno, t, step, "bar")
+
+    def _settle(self) -> None:
+        """Number the records held: in order of the kind of record that recurs (the most
+        common family of the first ones); one of another kind before the first of those is
+        a one-off printed before the records start (a config dump), not a record."""
+        held, self._unsure = self._unsure, []
+        self._settled = True
+        fams: dict[str, int] = {}
+        seen: set[tuple[str, int | None]] = set()
+        for _, _, _, fam, step, how in held:
+            fams[fam] = fams.get(fam, 0) + 1
+            if _beside_bar(fam, how):
+                # Records of a kind sharing a position: the bar does not number them.
+                self._bar_off |= (fam, step) in seen
+                seen.add((fam, step))
+        # The kind that recurs most is the file's records (ties: the first seen). A finished
+        # bar's postfix is a record only where bars are (ART); beside records of another kind
+        # it is a progress report (vLLM's "Processed prompts").
+        main = max(fams, key=lambda f: fams[f]) if fams else None
+        self._bar_records = main is not None and main.startswith("bar:")
+        kinds = [f for f in fams if not f.startswith("bar:")]
+        if kinds and self._order_family is None:
+            self._order_family = max(kinds, key=lambda f: fams[f])
+        started = False
+        for values, lineno, t, fam, step, how in held:
+            if fam == main:
+                started = True
+            elif not started or (fam.startswith("bar:") and not self._bar_records):
+                self.stray += 1
+                continue
+            if _beside_bar(fam, how):
+                if self._bar_off:
+                    step, how = None, "order"
+                else:
+                    self._bar_last[fam] = step  # type: ignore[assignment]
+            self._place(values, lineno, t, fam, step, how)
+        # Records numbered in order: a bar drawn later does not renumber the ones after it.
+        self._bar_off |= self._order_n > 0
+
+    def _number(self, values: dict[str, float], lineno: int, t: float | None, fam: str) -> None:
+        if fam == self._order_family or self.last_step is None:
+            # in order from 1, on after a record a bar placed (steps never go back)
+            self._order_n = max(self._order_n, self._bar_floor) + 1
+            step = self._order_n
+        else:
+            step = self.last_step  # another kind of line of the same record
+        if not self._warned_order:
+            self._warned_order = True
+            self.warnings.append(
+                f"{self.source}:{lineno}: records without a step number; numbered in "
+                "order of appearance from 1"
+            )
+        self._append(values, lineno, t, step, "order")
 
     def _lead_flush(self) -> None:
         """A stepless record held to see whether a step marker follows: none did."""
@@ -517,6 +629,8 @@ class ShapeParser:
 
     def _record_line(self, s: str, lineno: int, t: float | None, level: str) -> bool:
         step = self._marker(s)
+        if step is None and _REPR.match(s):
+            return False  # a printed object (GRPOConfig(lr=1e-06, ...)): settings, not a record
         brace = s.find("{")
         if brace >= 0 and re.search(r"\{\s*(?:['\"]|$)", s[brace:]):
             if step is not None:
@@ -529,7 +643,7 @@ class ShapeParser:
                 return True
             values = _dict_values(body)
             if values:
-                self._emit(values, lineno, t, step=step, family="{" + next(iter(values)))
+                self._emit(values, lineno, t, step=step, family=_dict_family(body, values))
                 return True
             return step is not None
         if level.upper() in ("ERROR", "CRITICAL", "FATAL", "E", "F"):
@@ -547,6 +661,8 @@ class ShapeParser:
                 )
             }
             if not values:
+                if len(_WORDS.findall(_MARKER.sub(" ", s))) > _HEADER_WORDS:
+                    return False  # a sentence that mentions a step, not a step's header
                 self.step = step
                 self._bar_pos = None
                 self._block, self._prose = True, 0
@@ -566,7 +682,8 @@ class ShapeParser:
         self._dict = None
         values = _dict_values("\n".join(lines), complete=complete)
         if values:
-            self._emit(values, line, self.last_time, step=step, family="{" + next(iter(values)))
+            body = "\n".join(lines)
+            self._emit(values, line, self.last_time, step=step, family=_dict_family(body, values))
 
     def _bar(self, s: str, lineno: int, t: float | None) -> bool:
         if "%|" not in s:
@@ -588,128 +705,26 @@ class ShapeParser:
             if n >= total:
                 self._bar_open.pop(desc, None)
                 self._bar_done[desc] = self._bar_done.get(desc, 0) + 1
-                self._emit(values, lineno, t, step=self._bar_done[desc], how="bar")
+                step = self._bar_done[desc]
+                self._hold(values, lineno, t, "bar:" + desc, step, "bar")
             else:
                 self._bar_open[desc] = rec
-        elif total >= self._bar_total and self.step is None:
-            self._bar_total = total
-            self._bar_pos = n
+        elif self.step is None:
+            self._bar_position(desc, n, total)
         return True
 
-    # -- tables ----------------------------------------------------------------------------
-
-    def _cells(self, s: str) -> list[str] | None:
-        if not any(c in s for c in "|│┃║"):
-            return None
-        cells = _CELL_SEP.split(s.strip())
-        if cells and cells[0] == "":
-            cells = cells[1:]
-        if cells and cells[-1] == "":
-            cells = cells[:-1]
-        return cells if len(cells) >= 2 else None
-
-    def _table_line(self, s: str, lineno: int, t: float | None) -> bool:
-        tab = self._table
-        if _BORDER.match(s) and len(s.strip()) >= 3:
-            header_sep = any(c in s for c in "=═━") or bool(re.search(r"-{2,}", s) and "|" in s)
-            if tab is None:
-                if self._prev_cells is not None and header_sep and "|" in s:
-                    tab = self._table = _Table("md")  # markdown: the line before is the header
-                    self._set_header(tab, self._prev_cells)
-                    tab.rows = 1
-                elif any(c in s for c in "┏┌╒╔+"):
-                    self._table = _Table("box")
-                else:
-                    return False
-            elif header_sep and tab.rows == 1 and tab.header is None and self._prev_cells:
-                self._set_header(tab, self._prev_cells)
-            self._prev_cells = None
-            return True
-        cells = self._cells(s)
-        if cells is None:
-            self._table = None
-            self._prev_cells = None
-            return False
-        if any(_PAIR.search(c) or _SEG_WORDS.match(c) for c in cells) or (
-            tab is None and self._marker(s) is not None
-        ):
-            self._table = None  # "k: v | k: v": pairs, not a table
-            self._prev_cells = None
-            return False
-        if tab is None and not s.lstrip().startswith(("│", "┃", "║")):
-            # A markdown row is known only from the separator line after the header.
-            self._prev_cells = cells
-            nums = [_number(c) for c in cells]
-            if self._step_cell(cells) is None and sum(v is not None for v in nums) == 0:
-                return bool(len(cells) >= 3)  # a header-looking line: held, not an event
-            return False
-        if tab is None:
-            tab = self._table = _Table("box")
-        tab.rows += 1
-        self._prev_cells = cells
-        self._table_row(tab, cells, lineno, t)
-        return True
-
-    def _step_cell(self, cells: list[str]) -> int | None:
-        for i, c in enumerate(cells):
-            if clean_key(c).lower() in STEP_KEYS or clean_key(c).lower() == "global step":
-                return i
-        return None
-
-    def _set_header(self, tab: _Table, cells: list[str]) -> None:
-        tab.header = [clean_key(c) for c in cells]
-        tab.step_col = self._step_cell(cells)
-
-    def _table_row(self, tab: _Table, cells: list[str], lineno: int, t: float | None) -> None:
-        nums = [_number(c) for c in cells]
-        if tab.header is None:
-            keys, vals, raw = cells[0::2], nums[1::2], cells[1::2]
-            alternating = (
-                len(cells) % 2 == 0
-                and all((k and _number(k) is None) or not (k or r) for k, r in zip(keys, raw))
-                and any(v is not None for v in vals)
-            )
-            if alternating:
-                values = {clean_key(k): v for k, v in zip(keys, vals) if k and v is not None}
-                self._emit(values, lineno, t)
-            return
-        if len(cells) != len(tab.header):
-            return
-        values = {}
-        step = None
-        for i, (name, v) in enumerate(zip(tab.header, nums)):
-            if i == tab.step_col:
-                if v is not None and v == v and v >= 0:
-                    step = int(v)
-                continue
-            if v is not None and name:
-                values[name] = v
-        if values:
-            if step is not None:
-                self._emit(values, lineno, t, step=step, how="column")
-            else:
-                self._emit(values, lineno, t, family="table:" + tab.header[0])
-
-    def _html_line_in(self, text: str, lineno: int) -> None:
-        if self._html is None:
-            self._html, self._html_line = [], lineno
-        self._html.append(text)
-        if "</table>" in text.lower() or len(self._html) > 100000:
-            self._end_html()
-
-    def _end_html(self) -> None:
-        lines, line = self._html or [], self._html_line
-        self._html = None
-        body = "\n".join(lines)
-        tab = _Table("html")
-        for row in _HTML_ROW.findall(body):
-            cells = [html.unescape(_TAGS.sub("", c)).strip() for c in _HTML_CELL.findall(row)]
-            if not cells:
-                continue
-            if tab.header is None and "<th" in row.lower():
-                self._set_header(tab, cells)
-                continue
-            self._table_row(tab, cells, line, self.last_time)
+    def _bar_position(self, desc: str, n: int, total: int) -> None:
+        """Follow the main bar, whose position numbers the records printed beside it: a bar
+        in progress (the one with the most to do, where two are), never one that had ended
+        before (a dataset's ``Map: 7473/7473``, a shard loader's ``2/2``): the records after
+        such a bar are not its, and are numbered in order."""
+        key = (desc, total)
+        if key == self._bar_main:
+            self._bar_pos, self._bar_live = n, n < total
+        elif n < total and (not self._bar_live or total >= self._bar_total):
+            self._bar_main, self._bar_total, self._bar_pos, self._bar_live = key, total, n, True
+        elif not self._bar_live:
+            self._bar_pos = None
 
     # -- events ----------------------------------------------------------------------------
 

@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from ..jsonio import EXPANSION_MIN_BYTES, EXPANSION_RATIO
 from ..model import RunData
 from ._format import Format, register
 from ._trackers import map_by_keys
@@ -231,8 +232,8 @@ def _event_files(path: Path) -> list[Path]:
     return sorted(p for p in path.rglob("*tfevents*") if p.is_file())
 
 
-GZIP_RATIO = 100  # a gzip'd event file is decompressed up to this many times its size
-GZIP_MIN_BYTES = 64 << 20  # ... or this many bytes, whichever is more
+GZIP_RATIO = EXPANSION_RATIO  # a gzip'd event file is decompressed up to this many times its size
+GZIP_MIN_BYTES = EXPANSION_MIN_BYTES  # ... or this many bytes, whichever is more
 
 
 class TensorBoardReader:

@@ -19,7 +19,16 @@ from .mapping import Mapper, MappingTable
 from .printed import brace_balance, parse_pairs
 from .shapes import ShapeParser, add_events
 
-__all__ = ["TextLogReader", "clean_line", "file_date", "head", "search_deep", "sniff_files"]
+__all__ = [
+    "TextLogReader",
+    "bar_under",
+    "clean_line",
+    "deep_lines",
+    "file_date",
+    "head",
+    "search_deep",
+    "sniff_files",
+]
 
 ANSI = re.compile(
     r"\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"  # OSC (hyperlinks, titles)
@@ -62,6 +71,19 @@ def clean_line(text: str) -> str:
     if text.endswith("]") and "repeated" in text:
         text = RAY_REPEATED.sub("", text)
     return RAY_PREFIX.sub("", text, count=1)
+
+
+def bar_under(text: str) -> str | None:
+    """Of a line rewritten with carriage returns, the progress bar a record was drawn over
+    (``  5%|#  | 10/200 [...]\r{'loss': ...}``: the bar's position when the record was
+    printed), cleaned; None when the line has no such bar."""
+    if "\r" not in text or "%|" not in text:
+        return None
+    parts = [t for t in text.split("\r") if t.strip()]
+    if len(parts) < 2 or _BAR.search(parts[-1]):
+        return None
+    bars = [t for t in parts[:-1] if _BAR.search(t)]
+    return clean_line(bars[-1]) if bars else None
 
 
 def file_date(p: Path) -> Any:
@@ -204,9 +226,10 @@ class TextLogReader(FileReader):
 
 
 _HEADS: dict[tuple[str, int, int, int], str] = {}
+HEAD_BYTES = 256 << 10  # what ``head`` gives the sniffers by default
 
 
-def head(p: Path, size: int = 256 << 10) -> str:
+def head(p: Path, size: int = HEAD_BYTES) -> str:
     """The first ``size`` bytes of a file as cleaned text lines joined (for sniffing).
 
     A BOM is skipped, NULs are dropped and bytes that are not UTF-8 replaced: one odd byte
@@ -239,7 +262,7 @@ def search_deep(p: Path, rx: re.Pattern[str], size: int = DEEP_BYTES) -> re.Matc
     if m is not None:
         return m
     try:
-        if os.path.getsize(p) <= 256 << 10:
+        if os.path.getsize(p) <= HEAD_BYTES:
             return None
     except OSError:
         return None
@@ -247,6 +270,20 @@ def search_deep(p: Path, rx: re.Pattern[str], size: int = DEEP_BYTES) -> re.Matc
     if "\x1b" in text:
         text = ANSI.sub("", text)
     return rx.search(text)
+
+
+def deep_lines(p: Path, size: int = DEEP_BYTES) -> list[str] | None:
+    """The cleaned lines of the first ``size`` bytes of ``p``, where it is larger than the head
+    (else None): what a sniffer parses when the head held no record of its shape. A line
+    longer than the head itself (a resolved config or a tokenizer dump printed on one line,
+    which alone filled the head) is passed over as blank, so the lines after it count."""
+    try:
+        if os.path.getsize(p) <= HEAD_BYTES:
+            return None
+    except OSError:
+        return None
+    lines = decode_text(head_bytes(p, size)).splitlines()
+    return [clean_line(t) if len(t) <= HEAD_BYTES else "" for t in lines]
 
 
 def sniff_files(path: Path, patterns: tuple[str, ...], test: Any) -> bool:

@@ -6,8 +6,8 @@ directory the root file (written at the end) is preferred, else the newest
 ``checkpoint-N/trainer_state.json``. A file is a trainer state by its content, whatever it is
 called: a JSON object with a ``log_history`` list, or the bare list (``training_logs.json``,
 ``history.json``). A JSON list of step records that are not HF Trainer's (no ``epoch``,
-``learning_rate`` or ``loss``) is the ``json`` format: the same reader with no framework table
-(keys by meaning only). Fields that are text (a loop's own ``phase_task_id``) are kept as the
+``learning_rate`` or ``loss``) is the ``json`` format (``jsontables``: any JSON table). Each
+entry goes through the one table layer (``tables``). Fields that are text (a loop's own ``phase_task_id``) are kept as the
 run's labels (``info["labels"]``), never as metrics.
 
 The console prints each logging event as a dict without a step: the dicts are numbered in
@@ -22,13 +22,12 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ..jsonio import to_float
 from ..model import RunData
 from ._format import Format, register
-from .base import FileState, decode_json, flatten, open_binary, valid_step
-from .generic import GENERIC, STEP_KEYS, CanonicalOnlyMapper, as_number, step_of
+from .base import FileState, decode_json, open_binary, valid_step
 from .mapping import Mapper, MappingTable, Rule, synonym
 from .printed import brace_balance, parse_pairs
+from .tables import Rows, Steps, step_rank, step_value
 from .textlog import TextLogReader, head, sniff_files
 
 __all__ = ["TRL", "TrlConsoleReader", "TrlStateReader"]
@@ -75,17 +74,6 @@ TRL = MappingTable(
 )
 
 _SUMMARY_KEYS = ("train_runtime", "train_samples_per_second", "total_flos")
-
-
-def _entry_values(entry: dict[str, Any]) -> dict[str, float]:
-    values = {}
-    for k, v in entry.items():
-        if k == "step":
-            continue
-        f = to_float(v)
-        if f is not None:
-            values[str(k)] = f
-    return values
 
 
 class TrlStateReader:
@@ -181,6 +169,10 @@ class TrlStateReader:
         return state
 
     def _take(self, p: Path, state: dict[str, Any]) -> None:
+        """Each entry of ``log_history`` through the table layer (``tables.Rows``): its
+        ``step``, its numbers as values, its text as the run's labels; the end-of-training
+        summary (``train_runtime``) kept in ``info``."""
+        rows = Rows(self.run, self.mapper.add, str(p), steps=_STATE_STEPS)
         for i, entry in enumerate(state["log_history"]):
             step = entry.get("step") if isinstance(entry, dict) else None
             if isinstance(step, bool) or not isinstance(step, int) or valid_step(step) is None:
@@ -191,13 +183,13 @@ class TrlStateReader:
             if any(k in entry for k in _SUMMARY_KEYS):
                 self.run.info.setdefault("summary", {}).update(entry)
                 continue
-            for k, v in entry.items():
-                if isinstance(v, str) and k != "step":
-                    self.run.info.setdefault("labels", {})[str(k)] = v
-            self.mapper.add(step, _entry_values(entry))
+            rows.row(entry, f"{p}: log_history[{i}]")
         for k in ("global_step", "max_steps", "logging_steps", "best_model_checkpoint"):
             if k in state:
                 self.run.info[k] = state[k]
+
+
+_STATE_STEPS = Steps("name", "step", why="step column 'step' (each log_history entry's)")
 
 
 DICT_START = re.compile(r"\{\s*['\"](?:loss|reward|grad_norm|learning_rate|train_runtime)['\"]")
@@ -216,6 +208,8 @@ class TrlConsoleReader(TextLogReader):
 
     def feed(self, st: FileState, text: str, p: Path, lineno: int) -> None:
         m = DICT_START.search(text)
+        if m and brace_balance(text[: m.start()]) > 0:
+            m = None  # a dict inside another ({"config": {"learning_rate": ...}}): not a record
         if m:
             self.start_dict(st, -1, text[m.start() :], p, lineno)
         else:
@@ -241,13 +235,13 @@ class TrlConsoleReader(TextLogReader):
         if any(k in values for k in _SUMMARY_KEYS):
             self.run.info.setdefault("summary", {}).update(values)
             return
-        gs = values.pop("global_step/max_steps", None)
+        # A step key of the dict (the table layer's names: ms-swift's global_step/max_steps
+        # '12/100', a loop's own 'step'), the best-named first; never a metric.
         step = None
-        if isinstance(gs, str) and "/" in gs:
-            try:
-                step = int(gs.split("/")[0])
-            except ValueError:
-                step = None
+        for _, k in sorted((r, k) for k in values if (r := step_rank(k)) is not None):
+            s = step_value(values.pop(k))
+            if step is None and s is not None and s >= 0:
+                step = s
         if step is None:
             step = self._count + 1
             # numbered by the reader (records in order), not printed by the file
@@ -308,51 +302,6 @@ def _sniff_state(path: Path) -> bool:
     return any(True for _ in path.glob("checkpoint-*/trainer_state.json"))
 
 
-class JsonStepsReader(TrlStateReader):
-    """A JSON list of step records a loop of its own wrote: keys by meaning only (no table)."""
-
-    name = "json"
-
-    table = GENERIC
-
-    def _mapper(self) -> Mapper:
-        return CanonicalOnlyMapper(GENERIC, self.run, extra=self.extra_rules)
-
-    def candidates(self) -> list[Path]:
-        if self.path.is_file():
-            return [self.path]
-        return [p for p in sorted(self.path.glob("*.json"))[:20] if json_kind(p) == "list"][:1]
-
-    def _take(self, p: Path, state: dict[str, Any]) -> None:
-        """Each record as a JSONL row would be read: any step key, nested objects flattened
-        with ``/``, text kept as labels, ``null`` as not measured (or NaN after values)."""
-        for i, entry in enumerate(state["log_history"]):
-            step = step_of(entry) if isinstance(entry, dict) else None
-            if step is None or valid_step(step) is None:
-                self.run.warnings.append(
-                    f"{p}: [{i}]: expected a record with an integer step ({', '.join(STEP_KEYS)}) "
-                    "in 0..2**63-1; skipped"
-                )
-                continue
-            values: dict[str, float | None] = {}
-            for k, v in flatten(entry):
-                if k in STEP_KEYS:
-                    continue
-                if isinstance(v, str) and as_number(v) is None:
-                    self.run.info.setdefault("labels", {})[k] = v
-                    continue
-                f = as_number(v)
-                if f is not None or v is None:
-                    values[k] = f
-            self.mapper.add(step, values)
-
-
-def _sniff_list(path: Path) -> bool:
-    if path.is_file():
-        return json_kind(path) == "list"
-    return path.is_dir() and any(json_kind(p) == "list" for p in sorted(path.glob("*.json"))[:20])
-
-
 register(
     Format(
         "trl",
@@ -368,19 +317,6 @@ register(
         marks=lambda d, names: any(
             (d / n / "trainer_state.json").is_file() for n in names if n.startswith("checkpoint-")
         ),
-    )
-)
-register(
-    Format(
-        "json",
-        'a JSON list of step records ([{"step": 1, ...}, ...]) a loop wrote, whatever its '
-        "name (--mapping FILE)",
-        _sniff_list,
-        JsonStepsReader,
-        priority=89,
-        table=GENERIC,
-        kind="JSON",
-        suffixes=(".json",),
     )
 )
 register(

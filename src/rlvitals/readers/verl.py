@@ -11,12 +11,12 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ..jsonio import to_float
 from ._format import Format, register
 from .base import FileState
 from .generic import JsonlMetricsReader
 from .mapping import MappingTable, Rule, synonym
 from .printed import parse_number
+from .tables import Rows, Steps
 from .textlog import TextLogReader, head, search_deep, sniff_files
 
 __all__ = ["VERL", "VerlConsoleReader", "VerlJsonlReader"]
@@ -145,14 +145,16 @@ class VerlJsonlReader(JsonlMetricsReader):
                 f'{p}:{lineno}: expected {{"step": int, "data": {{...}}}}; skipped'
             )
             return
-        values = {}
-        for k, v in data.items():
-            f = to_float(v)
-            if f is None and isinstance(v, str):
-                f = parse_number(v)
-            if f is not None:
-                values[str(k)] = f
-        self.add(step, values, p, lineno)
+        self.rows(p).row({**data, "step": step}, f"{p}:{lineno}")
+
+    def rows(self, p: Path) -> Rows:
+        t = self._tables.get(p)
+        if t is None:
+            t = self._tables[p] = Rows(self.run, self._add, str(p), steps=_STEPS)
+        return t
+
+
+_STEPS = Steps("name", "step", why="step column 'step' (verl's file logger)")
 
 
 def _is_verl_jsonl(p: Path) -> bool:

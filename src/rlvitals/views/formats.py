@@ -100,8 +100,8 @@ _MD_INTRO = [
     "",
     "By its content, never by its name alone. A JSON object with a `log_history` list,",
     "or the bare list of HF Trainer step records, is a TRL trainer state whatever the",
-    "file is called (`training_logs.json`, `history.json`); a JSON list of another",
-    "loop's step records is the `json` format. Every format whose sniffer accepts a file",
+    "file is called (`training_logs.json`, `history.json`); another JSON table is the",
+    "`json` format. Every format whose sniffer accepts a file",
     "reads a sample of it (256 kB; 8 MB where no reading finds a printed step in the",
     "first sample: a console whose first `step:N` line comes after long sample",
     "printouts), and the reading with the most steps whose numbers the file prints wins",
@@ -123,6 +123,21 @@ _MD_INTRO = [
     "away from any record (an `x = 3` of a sample, a `{'A': 'true'}` ground truth) is",
     "passed over, and `--explain` counts it.",
     "",
+    "Every table, whatever holds it (JSON: a list of records, an object of per-step lists",
+    "with or without a `step` list, either nested under sections, pandas' orients; JSON",
+    "Lines; CSV, TSV, aligned columns; Parquet; a log's markdown and ASCII tables), goes",
+    "through one table layer (`readers/tables.py`). Its step column is found by name",
+    "(`step`, `global_step`, `_step`, `iteration`, `iter`, `it`, `update`, `training_step`,",
+    "`train_step`, `num_updates`, ..., or `epoch` with `batch`, the batches counted on), else",
+    "by content (the first column, or one named like a row index, of integers that never",
+    "decrease), else the records are numbered in order from 1 and a warning says so;",
+    "`--explain` says which column was the step and why. A step-named column is never a",
+    "metric, nor a pandas row index. Cells read as values: numbers, quoted numbers",
+    "(`'0.9513'`), percents (`85%` is 0.85), `NaN`, `Infinity`; `null`, `None`, an empty",
+    "cell or `N/A` is no value there (a periodic evaluation null between evaluations is",
+    "absent, not non-finite; a key null for good is missing from there on, as one that",
+    "vanished is); other text is kept as a label.",
+    "",
     "Keys by meaning reach short names too: abbreviations and spellings (`rew`, `rwd`,",
     "`KL_ref`, `ent`, `gn`, `grad`, `len`, `resp_len`, `Avg Response Len`, `Adv Std`,",
     "`acc`, `success_rate`, `GrpStd`, `R`) normalise to the synonyms of docs/metrics.md;",
@@ -137,7 +152,7 @@ _MD_INTRO = [
     "metrics. A percent of a fraction metric (`truncated_pct`, `clip %`, or a",
     "`clip_ratio` whose values reach past 1 within 0..100) is divided by 100, and",
     "`--explain` says so. A field that is null on every record was never measured: it is",
-    "left out, not read as a value gone non-finite (a null after values still is). A file",
+    "left out, and `--explain` names it. A file",
     "from which nothing at all could be read is an input error (exit 2). `rlvitals check`",
     "lists under the verdict each numeric key that maps to nothing, with the `--mapping`",
     "line that would map it (`info.unmapped` in `--json`).",
@@ -328,6 +343,10 @@ def reading_notes(run: RunData) -> list[str]:
     if isinstance(by, dict) and by:
         parts = ", ".join(f"{n} by {how}" for how, n in sorted(by.items()))
         out.append(f"records by where their step came from: {parts}")
+    steps_from = info.get("steps_from")
+    if isinstance(steps_from, dict):
+        for where, why in sorted(steps_from.items()):
+            out.append(f"steps of {where}: {why}")
     if info.get("steps_numbered"):
         out.append(
             f"{info['steps_numbered']} step(s) numbered by the reader (in order of appearance): "

@@ -20,7 +20,8 @@ with ``allowed_hosts`` (``"*"``: any).
 Limits: a request's line and headers must arrive within ``header_timeout`` (uvicorn has no
 such deadline, hence ``_protocol``); an idle kept-alive connection is closed after 5 s
 (uvicorn's); a client that stops reading its answer for ``write_timeout`` is cut off; one
-client address holds at most ``MAX_PER_CLIENT`` connections (beyond, new ones are closed at
+client address holds at most ``MAX_PER_CLIENT`` connections and half of those the process's
+open-file limit leaves after a reserve (``connection_caps``; beyond, new ones are closed at
 once), so one client can fill neither the thread pool nor the file descriptors for the others.
 """
 
@@ -31,13 +32,16 @@ import contextlib
 import contextvars
 import ipaddress
 import logging
+import os
 import re
+import resource
 import socket
 import sys
 from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any
 
 from ..errors import MissingExtraError, RlvitalsError
+from ..outputs import describe
 
 try:
     import uvicorn
@@ -57,6 +61,7 @@ __all__ = ["Server", "make_server"]
 
 THREADS_PER_CLIENT = 8  # requests of one client address in the thread pool at once
 MAX_PER_CLIENT = 4096  # open connections of one client address (idle event streams included)
+FD_RESERVE = 256  # descriptors never given to connections (connection_caps)
 KEEPALIVE = 15.0  # seconds between comments on an idle event stream
 _ID_OK = re.compile(r"^[A-Za-z0-9._-]{1,80}$")  # a run id the hub made (``run_id_for``)
 _STEP_OK = re.compile(r"^\d{1,9}$")
@@ -244,6 +249,10 @@ def create_app(
         if stuck > stuck_after:  # the poller is blocked: the page would silently stop updating
             where = f" (reading {unsurrogate(hub.reading)})" if hub.reading else ""
             return text(f"poller stuck: no pass finished for {stuck:.0f} s{where}\n", 503)
+        for out in hub.outputs:  # an output run apart: the page goes on, its alerts do not
+            busy = out.busy_for()
+            if busy > stuck_after:
+                return text(f"output stuck: {describe(out)} busy for {busy:.0f} s\n", 503)
         return text("ok\n")
 
     async def metrics(request: Request) -> Response:
@@ -331,23 +340,59 @@ async def _stream(
 # -- the server --------------------------------------------------------------------------
 
 
-def _protocol(header_timeout: float, max_per_client: int) -> type[H11Protocol]:
+def connection_caps(max_per_client: int = MAX_PER_CLIENT) -> tuple[int, int, int]:
+    """(per client address, in all, listen backlog): what this process's descriptor limit
+    leaves room for. The backlog is an eighth of the limit (at most 1,024): asyncio accepts
+    that many at once before a refused one is closed. ``FD_RESERVE`` (or an eighth, if more),
+    that burst and the descriptors open now stay out of the connections (the runs' files,
+    the poller, logs), so the server never meets "Too many open files"; one address gets at
+    most half of the rest, so a page from another (or ``/healthz``) is still served."""
+    soft = 1 << 20
+    with contextlib.suppress(ValueError, OSError):
+        got, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if got != resource.RLIM_INFINITY:
+            soft = min(soft, got)
+    try:
+        now = len(os.listdir("/proc/self/fd"))
+    except OSError:
+        now = 64
+    backlog = max(16, min(1024, soft // 8))
+    total = max(8, soft - max(FD_RESERVE, soft // 8) - backlog - now)
+    return max(1, min(max_per_client, total // 2)), total, backlog
+
+
+def _protocol(header_timeout: float, per_client: int, total: int) -> type[H11Protocol]:
     """uvicorn's h11 protocol with a deadline for a request's line and headers (a client that
-    sends a byte now and then, slowloris, is closed at it) and a bound on the connections of
-    one client address (beyond it, a new connection is closed at once)."""
+    sends a byte now and then, slowloris, is closed at it) and bounds on the connections of
+    one client address and of all (``connection_caps``; beyond, a new connection is closed at
+    once, and the first refusal of each address is one log line)."""
     open_by: dict[str, int] = {}
+    refused: set[str] = set()
+    log = logging.getLogger("uvicorn.error")
 
     class Protocol(H11Protocol):
         _timer: asyncio.TimerHandle | None = None
         _addr: str | None = None
+        opened = 0  # connections held now, all addresses
 
         def connection_made(self, transport: Any) -> None:
             super().connection_made(transport)
             addr = self.client[0] if self.client else ""
-            if open_by.get(addr, 0) >= max_per_client:
+            held = open_by.get(addr, 0)
+            if held >= per_client or Protocol.opened >= total:
                 transport.close()
+                if addr not in refused:
+                    refused.add(addr)
+                    log.error(
+                        "connections from %s refused past %d (%d from all; the open-file "
+                        "limit's share)",
+                        addr,
+                        per_client if held >= per_client else held,
+                        total,
+                    )
                 return
-            open_by[addr] = open_by.get(addr, 0) + 1
+            open_by[addr] = held + 1
+            Protocol.opened += 1
             self._addr = addr
             self._arm()
 
@@ -357,6 +402,7 @@ def _protocol(header_timeout: float, max_per_client: int) -> type[H11Protocol]:
                 left = open_by.pop(self._addr) - 1
                 if left:
                     open_by[self._addr] = left
+                Protocol.opened -= 1
                 self._addr = None
             super().connection_lost(exc)
 
@@ -440,12 +486,13 @@ class Server:
         if not loopback_only:
             names |= _machine_names()
         self.allowed_hosts = frozenset(names)
+        per_client, total, backlog = connection_caps(max_per_client)
         try:
             family = socket.AF_INET6 if ":" in host else socket.AF_INET
             self.sock = socket.socket(family, socket.SOCK_STREAM)
             self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             self.sock.bind((host, port))
-            self.sock.listen(1024)  # connections wait in the backlog until uvicorn runs
+            self.sock.listen(backlog)  # connections wait in the backlog until uvicorn runs
         except OSError as exc:
             self.sock.close()
             raise RlvitalsError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
@@ -461,14 +508,14 @@ class Server:
         )
         config = uvicorn.Config(
             app,
-            http=_protocol(header_timeout, max_per_client),
+            http=_protocol(header_timeout, per_client, total),
             loop="asyncio",
             ws="none",
             lifespan="off",
             log_config=None,
             access_log=verbose,
             server_header=False,
-            backlog=1024,
+            backlog=backlog,
             timeout_graceful_shutdown=2,
         )
         self.uvicorn = uvicorn.Server(config)

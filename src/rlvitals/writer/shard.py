@@ -259,10 +259,12 @@ class ShardIntake:
     def __init__(self, run_dir: Path) -> None:
         self.dir = run_dir / SHARDS
         self._offsets: dict[str, tuple[int, int]] = {}  # file -> (offset, next line number)
+        self._bad: dict[str, int] = {}  # file -> bad lines skipped so far
 
     def take(self, on_problem: Any) -> list[Attempt]:
-        """New attempts from every shard, in file order; a bad line is told through
-        ``on_problem(key, message)`` and skipped."""
+        """New attempts from every shard, in file order; a bad line is skipped, the first of
+        each kind told through ``on_problem(key, message)`` (which tells a key once), and
+        the lines skipped since then counted in one more message per call (a new key)."""
         try:
             names = sorted(n for n in os.listdir(self.dir) if n.endswith(_JOURNAL))
         except FileNotFoundError:
@@ -274,19 +276,32 @@ class ShardIntake:
         for name in names:
             path = self.dir / name
             offset, line = self._offsets.get(name, (0, 1))
+            told = self._bad.get(name, 0)
+            bad: list[int] = []
             try:
                 for lineno, end, raw in read_complete_lines(path, offset, first_line=line):
                     offset, line = end, lineno + 1
                     if raw is None:
+                        bad.append(lineno)
                         on_problem(f"shard-long-{name}", f"{path}:{lineno}: line too long; skipped")
                         continue
                     try:
                         out.append(_to_attempt(_DECODER.decode(raw)))
                     except (ValueError, KeyError, TypeError, msgspec.DecodeError) as exc:
+                        bad.append(lineno)
                         on_problem(
                             f"shard-bad-{name}", f"{path}:{lineno}: not an attempt ({exc}); skipped"
                         )
             except OSError as exc:
                 on_problem(f"shard-read-{name}", f"{path}: not read: {exc}")
             self._offsets[name] = (offset, line)
+            total = self._bad[name] = told + len(bad)
+            more = bad[1:] if not told else bad  # the first was told on its own
+            if more:
+                s = "s" if len(more) > 1 else ""
+                on_problem(
+                    f"shard-more-{name}-{total}",
+                    f"{path}: {len(more)} more bad line{s} skipped (lines {more[0]}..{more[-1]}); "
+                    f"{total} in all",
+                )
         return out

@@ -34,11 +34,13 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from ...errors import MissingExtraError
 from ...jsonio import read_json_objects
 from ...metrics import Attempt, RunState, decide, step_metrics
 from ...model import AttemptTableBuilder, RunData
 from ...transcripts.degenerate import DegenerateCounts
 from ...transcripts.store import Generation, TranscriptAttempt, TranscriptStore
+from ..base import MAX_STEP
 
 __all__ = [
     "DUMP_FORMATS",
@@ -120,6 +122,13 @@ def digest(value: Any) -> str:
     else:
         data = repr(value).encode("utf-8", "surrogatepass")
     return hashlib.blake2b(data, digest_size=8).hexdigest()
+
+
+def _is_dir(e: os.DirEntry[str]) -> bool:
+    try:
+        return e.is_dir()
+    except OSError:  # a link looping on itself
+        return False
 
 
 def number(value: Any) -> float | None:
@@ -226,9 +235,13 @@ class DumpFormat:
                     if not m:
                         continue
                     if self.file_pattern is not None:
-                        if e.is_file():
+                        try:
+                            kept = e.is_file()
+                        except OSError:  # a link looping on itself: reading it says why
+                            kept = True
+                        if kept:
                             out[int(m.group(1))] = [Path(e.path)]
-                    elif e.is_dir():
+                    elif _is_dir(e):
                         files = self.files_in(Path(e.path))
                         if files:
                             out[int(m.group(1))] = files
@@ -324,6 +337,7 @@ class SampleSource:
         self._mine: set[str] = set()  # metric names this source added
         self._state = RunState()
         self._listing: dict[int, list[Path]] = {}
+        self.unread: str | None = None  # why the dump cannot be read here (an extra missing)
         self.transcripts = SampleTranscripts(self)
         run.transcripts = self.transcripts
         run.info.setdefault(
@@ -341,13 +355,22 @@ class SampleSource:
         return i
 
     def poll(self, final: bool = False) -> bool:
-        """Read the steps that settled since the last call; True if any was read."""
+        """Read the steps that settled since the last call; True if any was read. A dump
+        that needs an extra not installed is not read, with one warning saying which extra
+        reads it: the run is judged from its step records (it never costs the verdict)."""
+        if self.unread is not None:
+            return False
         self.format.bind(self.run)
         try:
             listing = self.format.step_files(self.dir)
         except OSError as exc:
             self._warn(f"{self.dir}: cannot list the sample dump ({exc.strerror or exc})")
             return False
+        for step in [s for s in listing if not 0 <= s <= MAX_STEP]:
+            files = listing.pop(step)
+            if step not in self._done:
+                self._done.add(step)
+                self._warn(f"{files[0]}: step {step} out of range (0..2**63-1); skipped")
         self._listing = listing
         todo = sorted(s for s in listing if s not in self._done)
         if not todo:
@@ -360,11 +383,28 @@ class SampleSource:
             if not final and step == last and not self._settled(files, now):
                 continue  # the newest step may still be being written
             self._done.add(step)
-            self._ingest(step, files)
+            try:
+                self._ingest(step, files)
+            except MissingExtraError as exc:
+                self._done.discard(step)
+                self._not_read(str(exc))
+                break
+            except OSError as exc:
+                self._warn(f"{files[0]}: cannot read ({exc.strerror or exc}); step {step} skipped")
+                continue
             changed = True
         if changed and len(self._builder):
             self.run.attempts = self._builder.table()
         return changed
+
+    def _not_read(self, why: str) -> None:
+        """The dump cannot be read here (``why``: the extra that reads it): said once, in
+        ``info["samples"]["unread"]`` and a warning; the run keeps its step records."""
+        self.unread = why
+        info = self.run.info.get("samples")
+        if isinstance(info, dict):
+            info["unread"] = why
+        self._warn(f"{self.dir}: sample dump not read: {why}; judged from the step records alone")
 
     @staticmethod
     def _settled(files: list[Path], now: float) -> bool:
@@ -580,10 +620,14 @@ def jsonl_records(
     benchmarks/samples.py.)"""
     for p in files:
         start = 0
-        for _lineno, end, rec in read_json_objects(p, 0, 1, warn):
-            if rec is not None:
-                yield p, start, rec
-            start = end
+        try:
+            for _lineno, end, rec in read_json_objects(p, 0, 1, warn):
+                if rec is not None:
+                    yield p, start, rec
+                start = end
+        except OSError as exc:  # unreadable, a link looping on itself: the other files count
+            warn(f"{p}: cannot read ({exc.strerror or exc}); skipped")
+            continue
         try:
             size = p.stat().st_size
         except OSError:

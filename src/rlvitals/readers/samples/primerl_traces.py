@@ -34,7 +34,6 @@ trainer updates are in when it is read.
 
 from __future__ import annotations
 
-import io
 import math
 import time
 from collections.abc import Callable, Iterator
@@ -43,7 +42,12 @@ from typing import IO, Any
 
 import msgspec
 
-from ...jsonio import MAX_LINE_BYTES
+from ...jsonio import (
+    EXPANSION_MIN_BYTES,
+    EXPANSION_RATIO,
+    MAX_LINE_BYTES,
+    read_complete_lines,
+)
 from ...model import RunData
 from ...transcripts.store import TranscriptAttempt
 from ._primerl_schema import (
@@ -160,6 +164,74 @@ def _open(path: Path) -> IO[bytes]:
         return pyzstd.SeekableZstdFile(path, "rb")  # type: ignore[return-value]
     except pyzstd.SeekableFormatError:
         return pyzstd.ZstdFile(path, "rb")  # type: ignore[return-value]
+    except pyzstd.ZstdError as exc:
+        raise OSError(str(exc)) from exc
+
+
+class _Chunk:
+    """A chunk open for reading, a sealed one no further than it may expand to
+    (``EXPANSION_RATIO`` times its size): whatever a damaged chunk raises (pyzstd's
+    ``ZstdError``, ``EOFError`` for a cut frame) comes out as ``OSError``, so every reader of a
+    chunk (the scan, a step's episodes, the trainer's updates) skips it the same way."""
+
+    def __init__(self, path: Path) -> None:
+        self.f = _open(path)
+        self._damaged: tuple[type[Exception], ...] = (EOFError, ValueError)
+        self.limit: int | None = None
+        self.cut = False  # the sealed chunk holds more than its limit
+        self._at = 0
+        if path.suffix == ".zst":
+            try:
+                size = path.stat().st_size
+            except OSError:
+                size = 0
+            self.limit = max(EXPANSION_MIN_BYTES, EXPANSION_RATIO * size)
+            import pyzstd  # _open imported it
+
+            self._damaged += (pyzstd.ZstdError,)
+
+    def __enter__(self) -> _Chunk:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _room(self, size: int) -> int:
+        if self.limit is None:
+            return size
+        room = self.limit - self._at
+        if size < 0 or size > room:
+            size = room
+        if size <= 0 and not self.cut:
+            self.cut = bool(self._call(self.f.read, 1))
+        return max(size, 0)
+
+    def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
+        try:
+            return fn(*args)
+        except self._damaged as exc:
+            raise OSError(str(exc) or type(exc).__name__) from exc
+
+    def seek(self, offset: int) -> int:
+        if self.limit is not None:
+            offset = min(offset, self.limit)
+        self._at = self._call(self.f.seek, offset)
+        return self._at
+
+    def read(self, size: int = -1) -> bytes:
+        size = self._room(size)
+        data: bytes = self._call(self.f.read, size) if size else b""
+        self._at += len(data)
+        return data
+
+    def readline(self, size: int = -1) -> bytes:
+        size = self._room(size)
+        data: bytes = self._call(self.f.readline, size) if size else b""
+        self._at += len(data)
+        return data
+
+    def close(self) -> None:
+        self.f.close()
 
 
 class _Lines:
@@ -167,7 +239,7 @@ class _Lines:
     addresses ascend within a chunk, so a sealed chunk decompresses each frame once)."""
 
     def __init__(self) -> None:
-        self.files: dict[tuple[Path, int], IO[bytes]] = {}
+        self.files: dict[tuple[Path, int], _Chunk] = {}
         self.listed: dict[Path, dict[int, Path]] = {}
 
     def path(self, directory: Path, chunk: int) -> Path | None:
@@ -181,7 +253,7 @@ class _Lines:
             path = self.path(directory, chunk)
             if path is None:
                 return None
-            f = self.files[(directory, chunk)] = _open(path)
+            f = self.files[(directory, chunk)] = _Chunk(path)
         f.seek(offset)
         line = f.readline(MAX_LINE_BYTES + 1)
         return line if line.endswith(b"\n") else None
@@ -202,30 +274,37 @@ class _Scan:
         self.sealed: set[int] = set()
 
     def lines(self, warn: Callable[[str], None]) -> Iterator[tuple[int, int, bytes]]:
-        """(chunk, offset, line) of each complete line not read before."""
+        """(chunk, offset, line) of each complete line not read before, read in blocks; a
+        chunk that cannot be read, or is damaged part way, is one warning (the lines before
+        the damage are kept)."""
         for n, path in sorted(_chunks(self.dir).items()):
             if n in self.sealed:
                 continue
-            start = self.pos.get(n, 0)
             try:
-                with _open(path) as f:
-                    f.seek(start)
-                    data = f.read()
-            except (OSError, EOFError, ValueError) as exc:
+                with _Chunk(path) as f:
+                    yield from self._lines(n, path, f, warn)
+                    if f.cut:
+                        warn(
+                            f"{path}: expands to more than {EXPANSION_RATIO} times its size "
+                            f"(a decompression bomb?); read the first {f.limit} bytes only"
+                        )
+            except OSError as exc:
                 warn(f"{path}: cannot read ({exc}); skipped")
                 self.sealed.add(n)
                 continue
-            end = data.rfind(b"\n") + 1
-            offset = start
-            for line in io.BytesIO(data[:end]):
-                if len(line) <= MAX_LINE_BYTES and line.strip():
-                    yield n, offset, line
-                elif line.strip():
-                    warn(f"{path}: line at byte {offset} too long; skipped")
-                offset += len(line)
-            self.pos[n] = start + end
             if path.suffix == ".zst":
                 self.sealed.add(n)  # complete: never grows again
+
+    def _lines(
+        self, n: int, path: Path, f: _Chunk, warn: Callable[[str], None]
+    ) -> Iterator[tuple[int, int, bytes]]:
+        offset = self.pos.get(n, 0)
+        for _lineno, end, line in read_complete_lines(f, offset, blank_runs=True):
+            if line is None:
+                warn(f"{path}: line at byte {offset} too long; skipped")
+            elif line.strip():
+                yield n, offset, line
+            offset = self.pos[n] = end
 
 
 def _episode_step(ep: _Light, current: int | None) -> tuple[str, int | None]:
@@ -294,7 +373,7 @@ class _State:
         self.ship: dict[str, int] = {}  # trace id -> the step its batch shipped at
         self.streamed: dict[str, list[tuple[Path, int, int]]] = {}  # trace id -> its updates
         self.reach: dict[Path, int] = {}  # annotation stream -> the last step it covers
-        self.said: list[str] = []  # found before a run was bound (a sniffer's scan)
+        self.said: list[str] = []  # what the scans found to warn of, for every run bound to it
 
 
 _STATES: dict[Path, _State] = {}
@@ -316,22 +395,26 @@ class PrimeRlStream(DumpFormat):
     def __init__(self) -> None:
         self._sink: Callable[[str], None] | None = None
         self._st: _State | None = None
+        self._told = 0  # how many of the state's warnings went to this run
 
     def bind(self, run: RunData) -> None:
         self._sink = run.warnings.append
         self._flush()
 
     def _flush(self) -> None:
+        """Pass on what the scans warned of and this run was not told yet: a scan is shared
+        (a sniffer's, an earlier read's in this process), its warnings are every run's."""
         if self._sink is not None and self._st is not None:
-            for message in self._st.said:
+            for message in self._st.said[self._told :]:
                 self._sink(message)
-            self._st.said.clear()
+            self._told = len(self._st.said)
 
     def _warn(self, message: str) -> None:
-        if self._sink is not None:
-            self._sink(message)
-        elif self._st is not None:
+        if self._st is not None:
             self._st.said.append(message)
+            self._flush()
+        elif self._sink is not None:
+            self._sink(message)
 
     @staticmethod
     def root(d: Path) -> Path | None:
@@ -348,6 +431,7 @@ class PrimeRlStream(DumpFormat):
     def _scan(self, root: Path, warn: Callable[[str], None]) -> None:
         if self._st is None or self._st.root != root:
             self._st = _STATES.setdefault(root, _State(root))
+            self._told = 0
             self._flush()
         st = self._st
         for n, offset, line in st.stream.lines(warn):
