@@ -9,6 +9,7 @@ Messages say what was expected and what came.
     │   ├── UnknownFormatError no reader recognises the path
     │       └── RunFolderError a folder of several runs was given where one run is read
     ├── UsageError             the library was used wrongly (logging after close, step backwards)
+    │   └── PathRefused        a path outside the folders an agent's server may read
     ├── RunStopped             a guard stopped the run (carries the stop reason)
     └── MissingExtraError      an optional extra is needed (names the pip install command)
 """
@@ -20,6 +21,7 @@ from typing import Any
 __all__ = [
     "ConfigError",
     "MissingExtraError",
+    "PathRefused",
     "ReadError",
     "RlvitalsError",
     "RunFolderError",
@@ -68,6 +70,10 @@ class RunFolderError(UnknownFormatError):
 
 class UsageError(RlvitalsError, RuntimeError):
     """The library was called wrongly, e.g. logging to a closed run or a step going backwards."""
+
+
+class PathRefused(UsageError):
+    """A path outside the folders ``rlvitals mcp`` was started with (its roots): not read."""
 
 
 class RunStopped(RlvitalsError):

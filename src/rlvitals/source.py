@@ -320,12 +320,13 @@ class Finder:
             found.runs.append(str(d))  # a dump's files and no log: the folder is one samples run
 
 
-def find_runs(path: str | os.PathLike[str]) -> Discovery:
+def find_runs(path: str | os.PathLike[str], *, within: list[Path] | None = None) -> Discovery:
     """Every run at or under ``path``.
 
     A file is one run (reading it says whether it is one); a run directory is one run; any
     other folder is searched. Raises ``UnknownFormatError`` when ``path`` does not exist or
-    a folder holds no run at all (naming what was passed over).
+    a folder holds no run at all (naming what was passed over). ``within``: symbolic links
+    that lead outside these folders are passed over (``Finder``).
     """
     from .readers.remote import is_url
 
@@ -343,7 +344,7 @@ def find_runs(path: str | os.PathLike[str]) -> Discovery:
         raise UnknownFormatError(
             "not a regular file (a FIFO, a socket or a device); not read", path=str(p)
         )
-    finder = Finder()
+    finder = Finder(within=within)
     found = finder.find(p)
     if not found.runs:
         if _recognised(p):  # a format whose files sit loose in one folder

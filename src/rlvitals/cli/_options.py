@@ -283,7 +283,8 @@ def add_output_args(p: argparse.ArgumentParser) -> None:
         default=[],
         metavar="NAME[=ARG]",
         help="also hand each update to this output (repeatable): webhook=URL, slack=URL, "
-        "discord=URL, or one an installed package registers (docs/outputs.md)",
+        "discord=URL, wandb (a W&B alert), otel=URL (OpenTelemetry), or one an installed "
+        "package registers (docs/outputs.md)",
     )
     p.add_argument(
         "--alert-on",
