@@ -45,3 +45,21 @@ def trainer_run(tmp_path_factory, trainer_cache):
         return made[key]
 
     return get
+
+
+# Faults whose run need not go on long past its onset (update 5): 14 updates cover the onset,
+# the checks' slack and a live check over updates 5-10. The others run the demo's 40 updates
+# (a guard stops some sooner). The demo's full runs of every fault, over three seeds, are
+# benchmarks/detect.py's.
+FAULT_STEPS = dict.fromkeys(("too_easy", "grader_crash", "rollout_crash", "out_of_room", "nan"), 14)
+
+
+@pytest.fixture(scope="session")
+def fault_run(trainer_run):
+    """``fault_run(fault) -> run dir``: the session's run of ``fault`` at seed 0, the default
+    batch and its length here (``FAULT_STEPS``), one run for every module that asks."""
+
+    def get(fault):
+        return trainer_run(fault, steps=FAULT_STEPS.get(fault, 40))
+
+    return get

@@ -561,7 +561,9 @@ def test_webhook_without_the_extra_names_it_in_one_line(tmp_path: Path) -> None:
     )
     assert out.returncode == 2
     lines = out.stderr.strip().splitlines()
-    assert len(lines) == 1 and "pip install 'rlvitals[alerts]'" in lines[0], out.stderr
+    from rlvitals.errors import install_command
+
+    assert len(lines) == 1 and install_command("alerts") in lines[0], out.stderr
 
 
 def test_an_https_webhook_through_a_tunnelling_proxy_arrives_once(

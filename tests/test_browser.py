@@ -22,6 +22,7 @@ from dashboard_runs import (
     report_with,
     sample_findings,
     step_record,
+    write_run_json,
 )
 from rlvitals.follow.hub import serve_in_background
 from rlvitals.readers import read
@@ -234,3 +235,26 @@ def test_a_plain_headless_screenshot_shows_the_selected_run(tmp_path: Path) -> N
             assert "Select a run above." not in dom
     finally:
         stop()
+
+
+def test_a_narrow_axis_repeats_no_tick_label(browser: Any, tmp_path: Path) -> None:
+    """Newcomer 2026-12-07: the importance-weight (ESS) plot of a healthy run read 0.9999,
+    0.9999, 0.9998, 0.9998 down its axis (ticks 0.00005 apart at four digits)."""
+    d = tmp_path / "narrow"
+    d.mkdir()
+    write_run_json(d, "finished")
+    t0 = time.time() - 120
+    ess = {s: 0.99975 + 0.0000045 * s for s in range(40)}
+    append_steps(d, [step_record(s, t0 + 2 * s, **{"train/mismatch_ess": ess[s]}) for s in ess])
+    out = tmp_path / "report.html"
+    write_report(out, render_report([(read(d), None)]))
+    browser.get(out.as_uri())
+    assert _wait(lambda: browser.find_elements("css selector", ".plot-card[data-plot=ess] svg"))
+    labels = browser.execute_script(
+        "return Array.from(document.querySelectorAll('.plot-card')).map(c => [c.dataset.plot, "
+        "Array.from(c.querySelectorAll('g.rlv-axes text[text-anchor=end]')).map(t => "
+        "t.textContent)])"
+    )
+    assert any(plot == "ess" and len(ys) >= 3 for plot, ys in labels), labels
+    for plot, ys in labels:
+        assert len(set(ys)) == len(ys), (plot, ys)

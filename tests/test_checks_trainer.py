@@ -26,8 +26,8 @@ EXPECTED = {
 
 
 @pytest.mark.parametrize("fault", list(EXPECTED))
-def test_each_fault_is_found_with_its_verdict_near_its_onset(trainer_run, fault):
-    data = read(trainer_run(fault))
+def test_each_fault_is_found_with_its_verdict_near_its_onset(fault_run, fault):
+    data = read(fault_run(fault))
     rep = run_checks(data)
     verdict, slack = EXPECTED[fault]
     assert rep.verdict == verdict, [f.title for f in rep.findings]
@@ -46,8 +46,8 @@ def test_healthy_seeds_raise_nothing_at_warn_or_worse(trainer_run, seed):
     assert rep.verdict == "learning"
 
 
-def test_a_live_check_raises_a_crash_burst_within_a_few_steps(trainer_run):
-    data = read(trainer_run("rollout_crash"))
+def test_a_live_check_raises_a_crash_burst_within_a_few_steps(fault_run):
+    data = read(fault_run("rollout_crash"))
     onset = data.info["fault_step"]
     times = data.series("time")
     for k in range(onset, onset + 6):

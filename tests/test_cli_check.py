@@ -111,6 +111,75 @@ def test_a_baseline_from_one_run_is_refused_and_many_ranges_are_one_card(runs, t
     assert len(early) == 1 and len(early[0]["evidence"]["metrics"]) > 2, early
 
 
+def _reward_log(path, seed, start, rise, steps=60):
+    import random
+
+    rnd = random.Random(seed)
+    with open(path, "w") as f:
+        for s in range(steps):
+            r = start + rise * s / steps + rnd.gauss(0, 0.02)
+            f.write(json.dumps({"step": s, "reward": round(r, 4)}) + "\n")
+    return str(path)
+
+
+def test_a_run_outside_the_baseline_keeps_its_own_reward_verdict(tmp_path, capsys):
+    """Newcomer 2026-12-07 problem 2: a run whose first steps sit below the seeds' range got
+    the verdict "reward flat despite learning signal" while its reward finding said it learns.
+    Starting unlike the seeds says the setup differs (a warning), not whether it learns."""
+    seeds = [_reward_log(tmp_path / f"seed{i}.jsonl", i, 0.5 + 0.02 * i, 0.3) for i in (1, 2)]
+    b = tmp_path / "ranges.json"
+    assert main(["baseline", *seeds, "-o", str(b)]) == 0
+    cases = {  # run: (first mean, rise over the run, steps) and its verdicts without a baseline
+        "learns": ((0.2, 0.3, 60), {"learning"}),
+        "flat": ((0.2, 0.0, 60), {"plateau", "too_hard", "not_learning"}),
+        "short": ((0.2, 0.0, 12), {"too_early"}),
+    }
+    for name, ((start, rise, steps), verdicts) in cases.items():
+        run = _reward_log(tmp_path / f"{name}.jsonl", 3, start, rise, steps)
+        capsys.readouterr()
+        main(["check", run, "--json"])
+        alone = json.loads(capsys.readouterr().out)["runs"][0]["verdict"]
+        assert alone in verdicts, name
+        assert main(["check", run, "--baseline", str(b), "--json", "--fail-on", "warn"]) == 1
+        out = json.loads(capsys.readouterr().out)["runs"][0]
+        assert out["verdict"] == alone, name
+        early = [f for f in out["findings"] if f["check"] == "baseline"]
+        assert [f["metric"] for f in early] == ["reward/mean"], name
+        assert early[0]["severity"] == "warn" and early[0]["verdict"] != "not_learning", name
+    main(["check", seeds[0], "--baseline", str(b), "--json"])
+    out = json.loads(capsys.readouterr().out)["runs"][0]
+    assert out["verdict"] == "learning"
+    assert not [f for f in out["findings"] if f["check"] == "baseline"]
+
+
+@pytest.mark.parametrize("fmt", ["json", "csv", "console", "trl", "tensorboard"])
+def test_a_from_that_reads_nothing_is_an_input_error(runs, fmt, capsys):
+    """Newcomer 2026-12-07 problem 4: `check RUN_DIR --from json` read 0 steps and said TOO
+    EARLY TO TELL, exit 0 (a CI gate passed). A --from that reads nothing where another reader
+    reads the path is one error line, exit 2, naming the format that reads it."""
+    run = str(runs["healthy"])
+    for argv in (["check", run, "--from", fmt], ["metrics", run, "--from", fmt]):
+        assert main(argv) == 2, argv
+        cap = capsys.readouterr()
+        assert cap.out == "" and cap.err.count("\n") == 1 and "Traceback" not in cap.err
+        assert f"--from {fmt} read nothing" in cap.err and "reads as rlvitals" in cap.err
+        assert run in cap.err
+
+
+def test_a_from_on_an_empty_log_is_a_run_just_started(tmp_path, capsys):
+    """What stays quiet: nothing written yet (a live run) with its own format named."""
+    empty = tmp_path / "live.jsonl"
+    empty.write_text("")
+    assert main(["check", str(empty), "--from", "jsonl", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["runs"][0]["verdict"] == "too_early"
+
+
+def test_metrics_format_json_is_the_output(runs, capsys):
+    assert main(["metrics", str(runs["healthy"]), "--format", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert len(out["steps"]) == 40 and "reward/mean" in out["metrics"]
+
+
 def test_bad_baseline_file_is_one_clear_line(runs, tmp_path, capsys):
     bad = tmp_path / "b.json"
     bad.write_text('{"hello": 1}')
@@ -129,3 +198,59 @@ def test_every_threshold_is_documented_with_its_default():
         default = f.default
         shown = f"{default:g}" if isinstance(default, float) else str(default)
         assert f"| `{f.name}` | {shown} |" in doc, f.name
+
+
+def test_a_noiseless_line_says_exact_not_a_z_of_1e15(tmp_path, capsys):
+    """Newcomer 2026-12-07: a noiseless line (values i / 30, residuals at the floats'
+    rounding) printed trend_z=6679000000000000.0. Its z is exact; a noisy line keeps its
+    number."""
+    import math
+    import re
+
+    from rlvitals.checks.stats import trend
+    from rlvitals.readers import read
+
+    exact = tmp_path / "exact.jsonl"
+    exact.write_text("".join(json.dumps({"step": i, "reward": i / 30}) + "\n" for i in range(30)))
+    noisy = _reward_log(tmp_path / "noisy.jsonl", 1, 0.2, 0.3, 30)
+    assert trend(read(exact).series("reward/mean")).z == math.inf
+    assert math.isfinite(trend(read(noisy).series("reward/mean")).z)
+    main(["check", str(exact)])
+    out = capsys.readouterr().out
+    assert "trend_z=exact (no noise)" in out, out
+    main(["check", noisy])
+    z = re.search(r"trend_z=([0-9.e+-]+)", capsys.readouterr().out)
+    assert z is not None and 3 < float(z.group(1)) < 1000
+
+
+def test_a_missing_extra_names_the_one_pip_command_that_works_for_this_install():
+    """Newcomer 2026-12-07 problem 8: the message put `pip install 'rlvitals[serve]'` first,
+    which fails for a user of a checkout (rlvitals is not on an index); `-e '.[serve]'` works
+    only from the checkout's root. The command names the install as it is."""
+    import shlex
+    from pathlib import Path
+
+    from rlvitals.errors import MissingExtraError, install_command
+
+    root = Path(__file__).resolve().parent.parent
+    msg = str(MissingExtraError("serve", "the live dashboard (rlvitals serve)"))
+    assert msg.endswith("pip install -e " + shlex.quote(f"{root}[serve]")), msg
+    assert "'rlvitals[" not in msg
+    cases = {  # PEP 610 direct_url.json as pip writes it -> the command
+        "pip install -e '/home/u/rlvitals[serve]'": {
+            "url": "file:///home/u/rlvitals",
+            "dir_info": {"editable": True},
+        },
+        "pip install '/home/u/rlvitals[serve]'": {"url": "file:///home/u/rlvitals", "dir_info": {}},
+        "pip install '/w/rlvitals-0.4.0-py3-none-any.whl[serve]'": {
+            "url": "file:///w/rlvitals-0.4.0-py3-none-any.whl",
+            "archive_info": {},
+        },
+        "pip install 'rlvitals[serve] @ git+https://example.org/rlvitals.git'": {
+            "url": "https://example.org/rlvitals.git",
+            "vcs_info": {"vcs": "git", "commit_id": "0" * 40},
+        },
+        "pip install 'rlvitals[serve]'": {},  # from an index
+    }
+    for want, direct in cases.items():
+        assert install_command("serve", checkout=False, direct_url=direct) == want

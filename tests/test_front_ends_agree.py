@@ -44,6 +44,10 @@ ROOTS = [
 ]
 
 
+# It reads the wild corpus too where it is beside the checkout (.ci/run runs it there as well).
+pytestmark = pytest.mark.wild
+
+
 def _roots() -> list[Path]:
     return [r for r in ROOTS if r.is_dir()]
 

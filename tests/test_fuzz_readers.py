@@ -272,6 +272,9 @@ STORES = [
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(case=st.sampled_from(STORES), d=damage)
+# A flipped bit in the schema's text: SQLite hands back bytes that are not UTF-8 (Python's
+# UnicodeDecodeError, not a sqlite3.Error, escaped as a traceback; found by this test).
+@example(case=STORES[2], d=("flip", 0.6484375, 7, b"\x00"))
 def test_damaged_tracker_and_peer_stores_never_traceback(
     case: tuple[str, str], d: tuple[str, float, int, bytes]
 ) -> None:

@@ -324,6 +324,18 @@ def test_list_faults_names_every_fault_with_its_onset(capsys: pytest.CaptureFixt
     assert all(name in text for name in FAULTS)
 
 
+def test_list_faults_states_the_codes_exploit_warm_target() -> None:
+    """Newcomer 2026-12-07 problem 7: the list said the exploit's warm start goes "to a pass
+    rate of 0.3" where the code (and README, docs/trainer.md) use 0.25."""
+    from rlvitals.grpo.faults import EXPLOIT_WARM_TARGET, describe
+
+    does = next(r["does"] for r in describe() if r["name"] == "grader_exploit")
+    assert f"pass rate of {EXPLOIT_WARM_TARGET}" in does, does
+    for page in ("README.md", "docs/trainer.md"):
+        text = (Path(__file__).parent.parent / page).read_text()
+        assert f"{EXPLOIT_WARM_TARGET}" in text, page
+
+
 @pytest.mark.parametrize("width", [40, 60, 80, 120, 200])
 def test_list_faults_wraps_every_cell_at_any_width(width: int) -> None:
     # ``demo --list-faults`` on a terminal of any width: no cell is cut (no "…"), and each
@@ -426,7 +438,8 @@ def test_live_view_shows_the_key_numbers_and_the_summary() -> None:
     assert "stopped: [bold]x[/bold]" in text  # markup in event text is shown, not rendered
     assert "runs/r[1]" in text and "0.300 (mean of the first 5 updates)" in text
     # which figure is which (newcomer 2026-12-03: four held-out pairs, two "first" windows)
-    assert "0.550 (one eval, update 2)" in text and "windows of their own" in text
+    # (2026-12-07: one held-out pair on the screen, the check's: the summary counts the evals)
+    assert "1 evaluation(s), the last 0.550 (update 2)" in text and "windows of their own" in text
     # The reward followed is every graded attempt's where the run logs it (the trained
     # groups' stays near the middle as solved groups leave training).
     view = LiveView(2, console=Console(file=io.StringIO(), color_system=None))

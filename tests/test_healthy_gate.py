@@ -66,6 +66,7 @@ def test_healthy_corpus_runs_raise_nothing_live(entry):
     assert not loud, loud[:2]
 
 
+@pytest.mark.wild
 @pytest.mark.skipif(not _wild_healthy(), reason=f"no wild corpus at {WILD}")
 @pytest.mark.parametrize("rel", _wild_healthy() or ["-"])
 def test_healthy_wild_runs_raise_nothing(rel):

@@ -101,6 +101,7 @@ def train(
     eos_bias: float = 0.0,
     rloo: bool = False,
     outputs: tuple[str, ...] = (),
+    report_to: str = "none",
 ) -> dict[str, Any]:
     tok = tokenizer()
     ds = Dataset.from_dict({"prompt": [f"{i}+{i}=?" for i in range(200)]})
@@ -113,7 +114,7 @@ def train(
         logging_steps=1,
         log_completions=True,
         num_completions_to_print=0,
-        report_to="none",
+        report_to=report_to,
         use_cpu=True,
         save_strategy="no",
         learning_rate=lr,

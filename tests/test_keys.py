@@ -393,9 +393,15 @@ def test_every_reading_command_takes_from_and_mapping(argv: list[str]) -> None:
     assert args.source_format == "jsonl" and args.mapping == "m.toml"
 
 
-def test_metrics_keeps_its_format_spelling_of_from() -> None:
-    args = build_parser().parse_args(["metrics", "R", "--format", "csv"])
-    assert args.source_format == "csv"
+@pytest.mark.parametrize("command", ["check", "metrics"])
+def test_format_names_the_output_in_every_command_never_the_source(command: str) -> None:
+    """Newcomer 2026-12-07 problem 4: in metrics, --format was a spelling of --from, so
+    `metrics RUN --format json` read the run as the json format and printed an empty table."""
+    args = build_parser().parse_args([command, "R", "--format", "json"])
+    assert args.format == "json" and args.source_format is None
+    with pytest.raises(SystemExit) as exc:
+        build_parser().parse_args([command, "R", "--format", "csv"])
+    assert exc.value.code == 2
 
 
 # -- missing is a signal --------------------------------------------------------------------
@@ -609,3 +615,64 @@ def test_presence_counts_blocks_of_records_with_the_same_keys() -> None:
     for s in range(10, 13):
         p.record(s, ["x"], "x")
     assert p.vanished() == {"b": 6, "y": 10}
+
+
+# -- bookkeeping is known (newcomer 2026-12-07 problems 5 and 6) ---------------------------
+
+BOOKKEEPING = [
+    "_timestamp",  # W&B, MLflow, trackio
+    "train/epoch",  # HF Trainer (TensorBoard adds the train/ prefix)
+    "train/num_tokens",  # TRL
+    "train/total_flos",
+    "train/train_runtime",
+    "train/train_samples_per_second",
+    "train/completions/min_length",  # TRL's completions/ family
+    "train/completions/max_length",
+    "train/completions/mean_terminated_length",
+    "train/completions/min_terminated_length",
+    "train/completions/max_terminated_length",
+]
+
+
+def test_bookkeeping_keys_are_known_and_not_offered_to_map(tmp_path: Path, capsys) -> None:
+    """A trainer's counters, clocks and length extremes were each offered as "numbers read but
+    not judged" with a --mapping line; a key nobody knows still is."""
+    rows = [
+        {"step": s, "reward": 0.3 + s / 100, "judge_err": 0.0, **{k: float(s) for k in BOOKKEEPING}}
+        for s in range(12)
+    ]
+    path = _jsonl(tmp_path / "loop.jsonl", rows)
+    from rlvitals.readers.keys import unmapped_numeric
+
+    run = read(path)
+    assert [u["key"] for u in unmapped_numeric(run)] == ["judge_err"]
+    for key in BOOKKEEPING:
+        assert "kept as logged" in run.unmapped[key], key  # formats --explain says what it is
+    code, out, _ = cli(capsys, "check", str(path), "--json")
+    assert code == 0
+    assert [u["key"] for u in json.loads(out)["runs"][0]["info"]["unmapped"]] == ["judge_err"]
+
+
+def test_a_trl_tensorboard_run_offers_no_bookkeeping(capsys) -> None:
+    """The TRL GRPOTrainer run in the corpus (report_to tensorboard): 11 keys offered before."""
+    run = ROOT / "benchmarks/corpus/trl/grpo-two-weighted/tensorboard"
+    code, out, _ = cli(capsys, "check", str(run), "--json")
+    assert code == 0
+    assert json.loads(out)["runs"][0]["info"].get("unmapped", []) == []
+
+
+@pytest.mark.parametrize("index", ["", "Unnamed: 0"])
+def test_the_pandas_index_column_is_not_a_metric(tmp_path: Path, capsys, index: str) -> None:
+    """``DataFrame.to_csv()`` writes the index first under an empty name (``Unnamed: 0`` once
+    read back and written again): it was an unmapped key named "" in check, --explain and
+    metrics --all."""
+    lines = [f"{index},step,reward"] + [f"{i},{i},{0.2 + i / 50}" for i in range(30)]
+    path = tmp_path / "p.csv"
+    path.write_text("\n".join(lines) + "\n")
+    run = read(path)
+    assert index not in run.metrics.names() and index not in run.unmapped
+    assert run.series("reward/mean") is not None and len(run.series("reward/mean")) == 30
+    code, out, _ = cli(capsys, "check", str(path), "--json")
+    assert code == 0 and json.loads(out)["runs"][0]["info"].get("unmapped", []) == []
+    code, out, _ = cli(capsys, "metrics", str(path), "--all")
+    assert code == 0 and not [ln for ln in out.splitlines()[2:] if ln.startswith(" ")]

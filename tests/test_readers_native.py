@@ -168,6 +168,7 @@ def test_absurdly_long_rollout_line_is_skipped(
 
     monkeypatch.setattr(native, "MAX_LINE_BYTES", 1000)
     monkeypatch.setattr(native, "CHUNK", 256)
+    monkeypatch.setattr(native, "ROLLOUT_CHUNK", 256)
     long = json.dumps(_attempt(0, 1, metadata={"x": "y" * 5000})).encode() + b"\n"
     (run_dir / "rollouts.jsonl").write_bytes(
         _lines([_attempt(0, 0)]) + long + _lines([_attempt(1, 2)])
@@ -187,6 +188,7 @@ def test_chunk_boundaries_do_not_change_the_table(
     (run_dir / "rollouts.jsonl").write_bytes(_lines(recs))
     whole = read(run_dir).attempts
     monkeypatch.setattr(native, "CHUNK", 97)
+    monkeypatch.setattr(native, "ROLLOUT_CHUNK", 97)
     small = read(run_dir).attempts
     assert np.array_equal(whole.offset, small.offset)
     assert np.array_equal(whole.group_code, small.group_code)

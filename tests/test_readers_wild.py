@@ -24,10 +24,13 @@ from rlvitals.readers import read
 from rlvitals.readers.keys import require_metrics
 
 WILD = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "wild"
-pytestmark = pytest.mark.skipif(
-    not (WILD / "manifest.json").is_file(),
-    reason=f"the wild corpus is not beside the checkout ({WILD}); see shared/corpus/wild/README.md",
-)
+pytestmark = [
+    pytest.mark.wild,
+    pytest.mark.skipif(
+        not (WILD / "manifest.json").is_file(),
+        reason=f"the wild corpus is not beside the checkout ({WILD}); see shared/corpus/wild/README.md",
+    ),
+]
 
 # The reader each kind of file must be read by, by its folder (and, in trl/, its suffix).
 READER = {

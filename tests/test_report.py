@@ -6,6 +6,7 @@ import base64
 import hashlib
 import json
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -268,3 +269,38 @@ def test_transcript_flags_never_raised_are_not_drawn(run_dir: Path) -> None:
         "transcripts/named_rate",
         "transcripts/reward_length_spearman",
     ]
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="no node here to run plot.js")
+def test_axis_tick_labels_read_distinct(tmp_path: Path) -> None:
+    """Newcomer 2026-12-07: the ESS plot repeated its tick labels (0.9999 twice, 0.9998 twice:
+    ticks 0.00005 apart written to four digits). plot.js's labels, run under node (the browser
+    test draws the plot itself: tests/test_browser.py)."""
+    import subprocess
+
+    plot = Path(__file__).parent.parent / "src/rlvitals/views/assets/plot.js"
+    script = tmp_path / "ticks.js"
+    script.write_text(
+        "global.window = {};\n"
+        "eval(require('fs').readFileSync(process.argv[2], 'utf8'));\n"
+        "var P = window.RLVPlot;\n"
+        "var spans = JSON.parse(process.argv[3]);\n"
+        "console.log(JSON.stringify(spans.map(function (s) {\n"
+        "  var t = s[2] ? P.logTicks(s[0], s[1]) : P.linearTicks(s[0], s[1], 5);\n"
+        "  return [t.map(P.fmt), P.tickLabels(t)];\n"
+        "})));\n"
+    )
+    spans = [[0.99965, 0.99999, 0], [0.4999, 0.5001, 0], [0, 1, 0], [1e-6, 3e-6, 0],
+             [123456, 123470, 0], [0.001, 100, 1]]  # fmt: skip
+    out = subprocess.run(
+        ["node", str(script), str(plot), json.dumps(spans)],
+        capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+    got = json.loads(out.stdout)
+    assert len(set(got[0][0])) < len(got[0][0])  # what fmt alone wrote: repeats
+    for (short, labels), span in zip(got, spans):
+        assert len(set(labels)) == len(labels) >= 2, (span, labels)
+        assert labels == short or len(set(short)) < len(short), (
+            span,
+            labels,
+        )  # more digits only when needed

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -20,34 +21,37 @@ pytest.importorskip("wandb")
 
 # As TRL logs it: HF's WandbCallback plots every key against train/global_step (synced into the
 # table's row), the trainer logs its scalars, then GRPOTrainer.log its completions table.
+# One process writes every run the module reads (one spec file each, a run in its folder):
+# wandb and its service start once, not once per run.
 WRITER = r"""
-import json, sys
+import json, os, sys
 import wandb
-spec = json.load(open(sys.argv[1]))
-run = wandb.init(project="rlvitals-test", name="grpo-tables",
-                 config=spec.get("config", {}),
-                 settings=wandb.Settings(console="off", x_disable_stats=True))
-run.define_metric("train/global_step")
-run.define_metric("*", step_metric="train/global_step", step_sync=True)
-tables = {}  # key -> the table a MUTABLE or INCREMENTAL log adds rows to
-for row in spec["logs"]:
-    out = {}
-    for k, v in row.items():
-        if isinstance(v, dict) and "log_mode" in v:  # one table, added to and logged again
-            t = tables.get(k)
-            if t is None or v.get("new"):
-                t = tables[k] = wandb.Table(columns=v["columns"], log_mode=v["log_mode"])
-            for r in v["data"]:
-                t.add_data(*r)
-            out[k] = t
-        elif isinstance(v, dict) and "columns" in v:
-            out[k] = wandb.Table(columns=v["columns"], data=v["data"])
-        elif isinstance(v, dict) and "histogram" in v:
-            out[k] = wandb.Histogram(v["histogram"])
-        else:
-            out[k] = v
-    wandb.log(out)
-run.finish()
+for path in sys.argv[1:]:
+    spec = json.load(open(path))
+    run = wandb.init(project="rlvitals-test", name="grpo-tables", dir=os.path.dirname(path),
+                     config=spec.get("config", {}),
+                     settings=wandb.Settings(console="off", x_disable_stats=True))
+    run.define_metric("train/global_step")
+    run.define_metric("*", step_metric="train/global_step", step_sync=True)
+    tables = {}  # key -> the table a MUTABLE or INCREMENTAL log adds rows to
+    for row in spec["logs"]:
+        out = {}
+        for k, v in row.items():
+            if isinstance(v, dict) and "log_mode" in v:  # one table, added to and logged again
+                t = tables.get(k)
+                if t is None or v.get("new"):
+                    t = tables[k] = wandb.Table(columns=v["columns"], log_mode=v["log_mode"])
+                for r in v["data"]:
+                    t.add_data(*r)
+                out[k] = t
+            elif isinstance(v, dict) and "columns" in v:
+                out[k] = wandb.Table(columns=v["columns"], data=v["data"])
+            elif isinstance(v, dict) and "histogram" in v:
+                out[k] = wandb.Histogram(v["histogram"])
+            else:
+                out[k] = v
+        wandb.log(out)
+    run.finish()
 """
 
 COLUMNS = ["step", "prompt", "completion", "accuracy", "format", "advantage"]
@@ -79,20 +83,25 @@ def trl_rows(step: int, *, hack_from: int | None = None, gens: int = 4) -> list[
     return rows
 
 
-def make_run(tmp: Path, logs: list[dict[str, Any]], config: dict[str, Any] | None = None) -> Path:
-    """A real offline W&B run of ``logs`` (tables as ``{"columns", "data"}``); its run dir."""
-    tmp.mkdir(parents=True, exist_ok=True)
-    (tmp / "train.py").write_text(WRITER)
-    spec = tmp / "spec.json"
-    spec.write_text(json.dumps({"logs": logs, "config": config or {}}))
+def make_runs(root: Path, specs: dict[str, dict[str, Any]]) -> dict[str, Path]:
+    """Real offline W&B runs, one per spec (``{"logs": [...], "config": {...}}``, tables as
+    ``{"columns", "data"}``), each in ``root/<name>/wandb/``, written by one process; each
+    name's run dir."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "train.py").write_text(WRITER)
+    paths = []
+    for name, spec in specs.items():
+        (root / name).mkdir()
+        paths.append(root / name / "spec.json")
+        paths[-1].write_text(json.dumps({"logs": spec["logs"], "config": spec.get("config", {})}))
     subprocess.run(
-        [sys.executable, str(tmp / "train.py"), str(spec)],
-        env=_env(tmp),
+        [sys.executable, str(root / "train.py"), *map(str, paths)],
+        env=_env(root),
         check=True,
-        timeout=120,
+        timeout=300,
         capture_output=True,
     )
-    return (tmp / "wandb" / "latest-run").resolve()
+    return {name: (root / name / "wandb" / "latest-run").resolve() for name in specs}
 
 
 def trl_logs(steps: range, table: dict[str, Any] | None = None, **kw: Any) -> list[dict[str, Any]]:
@@ -110,14 +119,81 @@ def total(row: list[Any]) -> float:
     return sum(v for v in row[3:5] if not math.isnan(v))  # accuracy + format, NaN left out
 
 
-@pytest.fixture(scope="module")
-def trl_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    logs = trl_logs(range(1, 4))
+def exploit_steps() -> range:
+    return range(1, 25)
+
+
+def _specs() -> dict[str, dict[str, Any]]:
+    """Every W&B run this module reads, by name."""
+    trl = trl_logs(range(1, 4))
     # Not samples: a numbers-only table and a histogram, every step.
-    for row in logs[1::2]:
+    for row in trl[1::2]:
         row["lengths"] = {"columns": ["step", "length"], "data": [[1, 10], [1, 12]]}
         row["reward_hist"] = {"histogram": [0.0, 0.5, 1.0]}
-    return make_run(tmp_path_factory.mktemp("wbtables"), logs)
+    big = [[1, f"{i}+{i}?", str(2 * i), 1.0] for i in range(10_050)]
+    return {
+        "trl": {"logs": trl},
+        "no_text": {
+            "logs": [
+                {"train/global_step": 1, "train/reward": 0.5},
+                {"scores": {"columns": ["step", "reward"], "data": [[1, 0.5], [1, 1.0]]}},
+                {"names": {"columns": ["name", "note"], "data": [["a", "b"]]}},
+                {"hist": {"histogram": [1.0, 2.0]}},
+            ]
+        },
+        "other_key": {
+            "logs": [
+                {"train/global_step": 7, "train/reward": 0.5},
+                {
+                    "samples": {
+                        "columns": ["input", "response", "score", "length"],
+                        "data": [
+                            ["2+2?", "4", 1.0, 3],
+                            ["2+2?", "5", 0.0, 3],
+                            ["3+3?", "", 1.0, 1],
+                        ],
+                    }
+                },
+            ]
+        },
+        "four_steps": {"logs": trl_logs(range(1, 5))},
+        "exploit": {"logs": trl_logs(exploit_steps(), hack_from=12)},
+        "three_steps": {"logs": trl_logs(range(1, 4))},
+        "honest": {"logs": trl_logs(exploit_steps())},
+        "unique": {
+            "logs": [
+                {"train/global_step": 1},
+                {"completions": {"columns": COLUMNS, "data": trl_rows(1, gens=1)}},
+            ],
+            "config": {"log_unique_prompts": True},
+        },
+        "MUTABLE": {"logs": trl_logs(range(1, 4), table={"log_mode": "MUTABLE"})},
+        "INCREMENTAL": {"logs": trl_logs(range(1, 4), table={"log_mode": "INCREMENTAL"})},
+        "anew": {"logs": trl_logs(range(1, 4), table={"log_mode": "MUTABLE", "new": True})},
+        "over_limit": {
+            "logs": [
+                {"train/global_step": 1, "train/reward": 0.5},
+                {"samples": {"columns": ["step", "prompt", "completion", "reward"], "data": big}},
+            ]
+        },
+    }
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Every run of the module, written once (``make_runs``)."""
+    return make_runs(tmp_path_factory.mktemp("wbtables"), _specs())
+
+
+def own_copy(made: dict[str, Path], name: str, dest: Path) -> Path:
+    """A copy of run ``name``'s folder at ``dest`` for a test that changes it; its run dir."""
+    shutil.copytree(made[name].parent.parent, dest, symlinks=True)
+    return (dest / "wandb" / "latest-run").resolve()
+
+
+@pytest.fixture(scope="module")
+def trl_run(made: dict[str, Path]) -> Path:
+    return made["trl"]
 
 
 def test_real_tables_are_where_the_history_says(trl_run: Path) -> None:
@@ -161,14 +237,8 @@ def test_transcripts_show_prompt_and_completion(trl_run: Path, capsys) -> None:
     assert "We add 2 to itself" in capsys.readouterr().out
 
 
-def test_tables_without_text_are_ignored(tmp_path: Path) -> None:
-    logs: list[dict[str, Any]] = [
-        {"train/global_step": 1, "train/reward": 0.5},
-        {"scores": {"columns": ["step", "reward"], "data": [[1, 0.5], [1, 1.0]]}},
-        {"names": {"columns": ["name", "note"], "data": [["a", "b"]]}},
-        {"hist": {"histogram": [1.0, 2.0]}},
-    ]
-    run = read(make_run(tmp_path, logs))
+def test_tables_without_text_are_ignored(made: dict[str, Path]) -> None:
+    run = read(made["no_text"])
     assert run.warnings == [] and run.notes == []
     assert run.attempts is None and run.transcripts is None
     assert "samples" not in run.info
@@ -176,13 +246,8 @@ def test_tables_without_text_are_ignored(tmp_path: Path) -> None:
     assert run.series("train/reward") is not None
 
 
-def test_a_table_of_another_key_and_column_names_counts(tmp_path: Path) -> None:
-    data = [["2+2?", "4", 1.0, 3], ["2+2?", "5", 0.0, 3], ["3+3?", "", 1.0, 1]]
-    logs: list[dict[str, Any]] = [
-        {"train/global_step": 7, "train/reward": 0.5},
-        {"samples": {"columns": ["input", "response", "score", "length"], "data": data}},
-    ]
-    run = read(make_run(tmp_path, logs))
+def test_a_table_of_another_key_and_column_names_counts(made: dict[str, Path]) -> None:
+    run = read(made["other_key"])
     a = run.attempts
     assert a is not None and a.step.tolist() == [7, 7, 7]
     assert a.reward.tolist() == [1.0, 0.0, 1.0]  # score alone: length is no reward
@@ -191,8 +256,10 @@ def test_a_table_of_another_key_and_column_names_counts(tmp_path: Path) -> None:
     assert t[0].generations[0].prompt == "2+2?"
 
 
-def test_damaged_tables_are_one_line_each_and_the_rest_is_read(tmp_path: Path, capsys) -> None:
-    good = make_run(tmp_path, trl_logs(range(1, 5)))
+def test_damaged_tables_are_one_line_each_and_the_rest_is_read(
+    made: dict[str, Path], tmp_path: Path, capsys
+) -> None:
+    good = own_copy(made, "four_steps", tmp_path / "run")
     files = sorted(
         (good / "files" / "media" / "table").glob("completions_*.table.json"),
         key=lambda p: int(p.name.split("_")[1]),
@@ -218,20 +285,18 @@ def test_damaged_tables_are_one_line_each_and_the_rest_is_read(tmp_path: Path, c
         assert sum(f.name in line for line in err.splitlines()) == 1, err
 
 
-def exploit_steps() -> range:
-    return range(1, 25)
-
-
 def transcript_findings(path: Path, capsys) -> list[dict[str, Any]]:
     main(["check", str(path), "--json"])
     (report,) = json.loads(capsys.readouterr().out)["runs"]
     return [f for f in report["findings"] if f["check"] == "transcripts"]
 
 
-def test_rewarded_empty_replies_flag_as_they_do_from_trl_parquet(tmp_path: Path, capsys) -> None:
+def test_rewarded_empty_replies_flag_as_they_do_from_trl_parquet(
+    made: dict[str, Path], tmp_path: Path, capsys
+) -> None:
     pd = pytest.importorskip("pandas")
     pytest.importorskip("pyarrow")
-    wb = make_run(tmp_path / "wb", trl_logs(exploit_steps(), hack_from=12))
+    wb = made["exploit"]
     # The same rows as TRL's parquet (grpo_trainer.py: pandas.DataFrame(table).to_parquet).
     out = tmp_path / "trl" / "completions"
     out.mkdir(parents=True)
@@ -257,12 +322,12 @@ def test_rewarded_empty_replies_flag_as_they_do_from_trl_parquet(tmp_path: Path,
 
 
 def test_trl_parquet_beside_the_run_is_read_and_tables_not_counted_twice(
-    tmp_path: Path,
+    made: dict[str, Path], tmp_path: Path
 ) -> None:
     pd = pytest.importorskip("pandas")
     pytest.importorskip("pyarrow")
     out = tmp_path / "output_dir"
-    wb = make_run(out, trl_logs(range(1, 4)))  # output_dir/wandb/latest-run, as TRL's
+    wb = own_copy(made, "three_steps", out)  # output_dir/wandb/latest-run, as TRL's
     (out / "completions").mkdir()
     for s in range(1, 4):
         df = pd.DataFrame(trl_rows(s), columns=COLUMNS)
@@ -273,16 +338,15 @@ def test_trl_parquet_beside_the_run_is_read_and_tables_not_counted_twice(
     assert any("W&B completions tables are not read" in n for n in run.notes)
 
 
-def test_honest_tables_raise_no_transcript_flag(tmp_path: Path, capsys) -> None:
-    wb = make_run(tmp_path, trl_logs(exploit_steps()))
+def test_honest_tables_raise_no_transcript_flag(made: dict[str, Path], capsys) -> None:
+    wb = made["honest"]
     found = [f for f in transcript_findings(wb, capsys) if f["severity"] in ("warn", "fail")]
     assert found == []
 
 
-def test_unique_prompt_tables_are_read_without_group_statistics(tmp_path: Path) -> None:
-    rows = trl_rows(1, gens=1)  # what TRL's log_unique_prompts=True leaves in the table
-    logs = [{"train/global_step": 1}, {"completions": {"columns": COLUMNS, "data": rows}}]
-    run = read(make_run(tmp_path, logs, config={"log_unique_prompts": True}))
+def test_unique_prompt_tables_are_read_without_group_statistics(made: dict[str, Path]) -> None:
+    # (trl_rows(1, gens=1): what TRL's log_unique_prompts=True leaves in the table)
+    run = read(made["unique"])
     assert len(run.attempts) == 4
     (line,) = [w for w in run.warnings if "log_unique_prompts" in w]
     assert "completions_" in line
@@ -293,11 +357,11 @@ def test_unique_prompt_tables_are_read_without_group_statistics(tmp_path: Path) 
 
 @pytest.mark.parametrize("mode", ["MUTABLE", "INCREMENTAL"])
 def test_a_table_added_to_and_logged_each_step_is_read_once_per_row(
-    tmp_path: Path, mode: str
+    made: dict[str, Path], mode: str
 ) -> None:
     """One table that grows (add_data, then log again): W&B writes a MUTABLE table whole at
     each log, an INCREMENTAL one's new rows only. Either way each step gets its own rows."""
-    run_dir = make_run(tmp_path, trl_logs(range(1, 4), table={"log_mode": mode}))
+    run_dir = made[mode]
     files = sorted((run_dir / "files" / "media" / "table").glob("completions_*.table.json"))
     sizes = [len(json.loads(f.read_text())["data"]) for f in files]
     assert sorted(sizes) == ([16, 32, 48] if mode == "MUTABLE" else [16, 16, 16])
@@ -325,12 +389,11 @@ def test_a_table_added_to_and_logged_each_step_is_read_once_per_row(
 
 
 def test_a_mutable_table_made_anew_each_step_is_read_whole_with_one_warning(
-    tmp_path: Path,
+    made: dict[str, Path],
 ) -> None:
     """Each log a new MUTABLE table: no file's rows start with the rows before, so each file
     is read whole (its own step's rows), and one warning says how it was read."""
-    logs = trl_logs(range(1, 4), table={"log_mode": "MUTABLE", "new": True})
-    run = read(make_run(tmp_path, logs))
+    run = read(made["anew"])
     a = run.attempts
     assert a is not None and len(a) == 3 * 16
     for s in (1, 2, 3):
@@ -340,14 +403,9 @@ def test_a_mutable_table_made_anew_each_step_is_read_whole_with_one_warning(
 
 
 def test_a_table_over_wandbs_row_limit_reads_what_the_file_kept_and_says_so(
-    tmp_path: Path,
+    made: dict[str, Path],
 ) -> None:
-    rows = [[1, f"{i}+{i}?", str(2 * i), 1.0] for i in range(10_050)]
-    logs: list[dict[str, Any]] = [
-        {"train/global_step": 1, "train/reward": 0.5},
-        {"samples": {"columns": ["step", "prompt", "completion", "reward"], "data": rows}},
-    ]
-    run = read(make_run(tmp_path, logs))
+    run = read(made["over_limit"])
     a = run.attempts
     kept = [w for w in run.warnings if "rows logged in its file" in w]
     assert a is not None and 0 < len(a) < 10_050

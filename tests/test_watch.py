@@ -305,3 +305,66 @@ def test_the_follower_api_for_hooks(tmp_path: Path) -> None:
     assert up.new_step == 10 and up.new_points["reward/mean"] == (10, 11)
     steps, _values = f.data.metrics.columns("reward/mean")  # type: ignore[misc]
     assert list(steps[10:11]) == [10]
+
+
+def test_the_demo_screen_ends_on_the_checks_verdict_with_one_held_out_pair(
+    tmp_path: Path,
+) -> None:
+    """Newcomer 2026-12-07 problem 9: the demo's first screen showed three held-out pairs (the
+    summary's first and last single evals, the live verdict judged before the last evals, the
+    check's windows). The follow stage judges the ended run once more (``end``, which the
+    trainer's command calls when training returns), and the summary leaves the change to the
+    check: one pair, the check's."""
+    import re
+    import shutil
+    from dataclasses import replace
+
+    from rlvitals.checks import run_checks
+    from rlvitals.follow.train import TrainFollow, shown_by
+    from rlvitals.outputs.console import LiveView
+    from rlvitals.readers import read
+    from rlvitals.views.check import render_text
+    from rlvitals.views.live import summary
+    from synth import synth_run
+
+    src = synth_run(tmp_path / "src", "r", lr=0.04, seed=1, evals_every=5)
+    live = tmp_path / "live" / "r"
+    live.mkdir(parents=True)
+    shutil.copy(src / "rollouts.jsonl", live / "rollouts.jsonl")
+    meta = json.loads((src / "run.json").read_text())
+    (live / "run.json").write_text(json.dumps({**meta, "status": "running"}))
+    steps = (src / "steps.jsonl").read_text().splitlines(keepends=True)
+    evals = [json.loads(x) for x in (src / "evals.jsonl").read_text().splitlines()]
+    out = io.StringIO()
+    console = Console(file=out, width=160, color_system=None)
+    # Judged once as it starts, then not again while it trains (a slow judge on a busy CPU).
+    view = LiveView(len(steps), console=console)
+    follow = TrainFollow(None, [view], replace(TrainFollow.THROTTLE, every_s=1e9))
+    event = shown_by(view, follow)
+    with view:
+        event("run", {"run_dir": str(live)})
+        for line in steps:
+            rec = json.loads(line)
+            with open(live / "steps.jsonl", "a") as f:
+                f.write(line)
+            event("step", rec)
+            for e in [e for e in evals if e["step"] == rec["step"]]:
+                with open(live / "evals.jsonl", "a") as f:
+                    f.write(json.dumps(e) + "\n")
+                event("eval", e)
+        (live / "run.json").write_text(json.dumps({**meta, "status": "finished"}))
+        follow.end()  # as run_trainer does once training returns
+    follow.close()
+    final = run_checks(read(live))
+    assert view.report is not None and view.report.verdict == final.verdict == "learning"
+    left = [f.title for f in view.report.findings if f.check == "heldout"]
+    assert left and left == [f.title for f in final.findings if f.check == "heldout"]
+    console.print(summary(view.tally, str(live)))
+    render_text([final], out)
+    pairs = {
+        m.group(0)
+        for line in out.getvalue().splitlines()
+        if "held-out" in line or "heldout" in line
+        for m in re.finditer(r"\d\.\d+ -> \d\.\d+", line)
+    }
+    assert len(pairs) == 1, pairs

@@ -16,7 +16,7 @@ import pytest
 from rlvitals import Run, read
 from rlvitals.errors import UsageError
 from rlvitals.model import _Codes
-from rlvitals.readers.native import _int_or
+from rlvitals.readers._columns import _int_or
 from rlvitals.writer import attempts as attempts_module
 
 # sha256 of rollouts.jsonl and steps.jsonl that ``_scenario`` writes, as the writer wrote them

@@ -248,10 +248,12 @@ class _Codes:
         index.names = self.names
         self.index: dict[str | None, int] = index
 
-    def encode(self, values: list[Any]) -> np.ndarray:
-        # One C-level pass: known names are looked up, new ones get codes in order of first
-        # appearance (``_Index.__missing__``).
-        return np.fromiter(map(self.index.__getitem__, values), np.int32, len(values))
+    def encode(self, values: Iterable[Any], n: int | None = None) -> np.ndarray:
+        """Codes of ``values`` (``n`` of them; default ``len(values)``). One C-level pass:
+        known names are looked up, new ones get codes in order of first appearance
+        (``_Index.__missing__``)."""
+        count = len(values) if n is None else n  # type: ignore[arg-type]
+        return np.fromiter(map(self.index.__getitem__, values), np.int32, count)
 
 
 class AttemptTableBuilder:

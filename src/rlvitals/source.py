@@ -83,13 +83,57 @@ class Source:
         """The whole run, read once into the canonical model."""
         from .readers import read
 
-        return read(
+        data = read(
             self.path, self.format, mapping=self.mapping, samples=self.samples, run=self.run
         )
+        if self.format is not None:
+            _require_forced(data, self.format)
+        return data
 
     def transcripts(self, data: RunData) -> TranscriptStore | None:
         """The run's transcripts (see ``transcript_store``)."""
         return transcript_store(data)
+
+
+def _require_forced(data: RunData, fmt: str) -> None:
+    """Refuse a ``--from`` that read nothing at all from a path that holds something another
+    reader reads (a run directory read ``--from json``): an input error, not a run "too early
+    to tell". Nothing read where the format itself is what the path sniffs as, or from an
+    empty path, is a run that has just started."""
+    if data.steps().size or data.evals or (data.attempts is not None and len(data.attempts)):
+        return
+    if any("skipped" in w or "not read" in w for w in data.warnings):
+        return  # records it could not read: the reader's own error names them (require_metrics)
+    from .readers.base import describe_path
+    from .readers.registry import detect
+
+    p = local_path(data.source)
+    try:
+        names = sorted(e.name for e in os.scandir(p) if not e.name.startswith("."))
+    except NotADirectoryError:
+        names = None
+    except OSError:
+        return
+    if names == [] or (names is None and not p.stat().st_size):
+        return
+    try:
+        sniffed: str | None = detect(p).format
+    except ReadError:
+        sniffed = None
+    if sniffed == fmt:
+        return
+    held = (
+        describe_path(p)
+        if names is None
+        else f"a folder of {len(names)} entries ({', '.join(names[:6])}"
+        + (", ...)" if len(names) > 6 else ")")
+    )
+    other = f"; without --from it reads as {sniffed}" if sniffed else ""
+    raise ReadError(
+        f"--from {fmt} read nothing from {held}{other} (`rlvitals formats {fmt}` says what "
+        f"the {fmt} reader reads)",
+        path=data.source,
+    )
 
 
 def run_dir(data: RunData) -> Path | None:
@@ -276,12 +320,13 @@ class Finder:
             found.runs.append(str(d))  # a dump's files and no log: the folder is one samples run
 
 
-def find_runs(path: str | os.PathLike[str]) -> Discovery:
+def find_runs(path: str | os.PathLike[str], *, within: list[Path] | None = None) -> Discovery:
     """Every run at or under ``path``.
 
     A file is one run (reading it says whether it is one); a run directory is one run; any
     other folder is searched. Raises ``UnknownFormatError`` when ``path`` does not exist or
-    a folder holds no run at all (naming what was passed over).
+    a folder holds no run at all (naming what was passed over). ``within``: symbolic links
+    that lead outside these folders are passed over (``Finder``).
     """
     from .readers.remote import is_url
 
@@ -299,7 +344,7 @@ def find_runs(path: str | os.PathLike[str]) -> Discovery:
         raise UnknownFormatError(
             "not a regular file (a FIFO, a socket or a device); not read", path=str(p)
         )
-    finder = Finder()
+    finder = Finder(within=within)
     found = finder.find(p)
     if not found.runs:
         if _recognised(p):  # a format whose files sit loose in one folder

@@ -3,12 +3,16 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ..baseline import comparable
 from .base import Finding
-from .context import Context, finding, round_sig
+from .context import Context, fact, finding, round_sig
+from .reward import check as reward_check
 from .stats import MIN_WINDOW, trend
+from .verdict import FLAT_VERDICTS
 
 NAME = "baseline"
 
@@ -30,11 +34,13 @@ def check(ctx: Context) -> list[Finding]:
         mean = float(head.mean())
         lo, hi = float(spec["early_min"]), float(spec["early_max"])
         if not lo <= mean <= hi:
+            cause = _verdict(name)
+            mark: dict[str, Any] = {} if cause else {"symptom": True}
             early.append(
                 finding(
                     NAME,
                     "warn",
-                    _verdict(name),
+                    cause or _unjudged(ctx),
                     f"{name} outside your healthy range: mean {mean:.3g} over the first "
                     f"{len(head)} steps, your seeds {lo:.3g} to {hi:.3g}",
                     metric=name,
@@ -44,6 +50,7 @@ def check(ctx: Context) -> list[Finding]:
                     healthy_max=round_sig(hi),
                     seed_means=[round_sig(x) for x in spec.get("early_means", [])],
                     window=[int(s.steps[0]), int(s.steps[len(head) - 1])],
+                    **mark,
                     action="This run starts differently from your healthy seeds: compare its "
                     "config, data and versions with theirs before trusting the curves.",
                 )
@@ -57,7 +64,7 @@ def check(ctx: Context) -> list[Finding]:
                     finding(
                         NAME,
                         "warn" if name.startswith("reward/") else "info",
-                        _verdict(name),
+                        _verdict(name) or "not_learning",
                         f"{name} trends {'down' if tr.slope < 0 else 'up'} "
                         f"({tr.slope:.3g}/step) where every seed trended the other way",
                         metric=name,
@@ -68,10 +75,23 @@ def check(ctx: Context) -> list[Finding]:
                         "look at when it turned.",
                     )
                 )
-    return _grouped(early) + out
+    return _grouped(ctx, early) + out
 
 
-def _grouped(early: list[Finding]) -> list[Finding]:
+@fact
+def _unjudged(ctx: Context) -> str:
+    """The verdict of a range finding that names no cause: starting unlike your seeds says the
+    setup differs, not whether the run learns, so it carries what the reward check reads, as
+    the run's verdict would without it (learning; else a flat reward's verdict, said at info
+    or worse; else too early to tell) and, marked a symptom, yields to any finding that names
+    a cause."""
+    said = [f.verdict for f in reward_check(ctx)]
+    if "learning" in said:
+        return "learning"
+    return next((v for v in said if v in FLAT_VERDICTS), "too_early")
+
+
+def _grouped(ctx: Context, early: list[Finding]) -> list[Finding]:
     """Metrics that start outside the seeds' ranges: one finding each, or one for all when
     there are more than two (one cause, a different config or data, moves many at once; the
     same advice on eight cards says it eight times)."""
@@ -87,7 +107,7 @@ def _grouped(early: list[Finding]) -> list[Finding]:
         finding(
             NAME,
             "warn",
-            worst.verdict,
+            _unjudged(ctx),
             f"{len(early)} metrics outside your healthy ranges over the first steps: {listed}",
             metric=worst.metric,
             first_step=worst.first_step,
@@ -97,12 +117,15 @@ def _grouped(early: list[Finding]) -> list[Finding]:
                 }
                 for f in early
             },
+            symptom=True,  # one cause, a different config or data: not one metric's verdict
             action=worst.action,
         )
     ]
 
 
-def _verdict(name: str) -> str:
+def _verdict(name: str) -> str | None:
+    """The cause a metric of this family names when it sits outside your seeds' range; None
+    for the rest (the reward among them), whose range says only that the setup differs."""
     if name.startswith(("train/mismatch", "train/logprob_abs_diff")):
         return "drift"
     if name.startswith("freshness/"):
@@ -111,4 +134,4 @@ def _verdict(name: str) -> str:
         return "out_of_room"
     if name.startswith(("sampling/entropy", "train/entropy")):
         return "collapse"
-    return "not_learning"
+    return None

@@ -212,6 +212,12 @@ class Trend:
         return self.z < -TREND_Z
 
 
+# Residuals below this share of the values' size are floating-point rounding, not noise.
+# source: numerical guard: doubles carry about 16 digits (a line computed as i / 30 leaves
+# residuals near 1e-17); 1e-12 leaves four orders of magnitude to any measured noise
+_EXACT = 1e-12
+
+
 def trend(s: Series) -> Trend | None:
     """OLS trend of the finite part of ``s``; the slope's standard error uses an effective
     sample size n·(1−ρ)/(1+ρ) from the residuals' lag-1 autocorrelation ρ."""
@@ -228,6 +234,8 @@ def trend(s: Series) -> Trend | None:
     slope = float(((x - xm) * (y - ym)).sum() / sxx)
     resid = y - (ym + slope * (x - xm))
     var = float((resid**2).sum() / max(n - 2, 1))
+    if var <= (_EXACT * float(np.abs(y).max())) ** 2:
+        var = 0.0  # residuals at the floats' rounding: an exact line, z infinite (not 6.7e15)
     rho = 0.0
     if n > 3 and var > 0:
         rho = float((resid[1:] * resid[:-1]).sum() / (resid**2).sum())

@@ -38,6 +38,7 @@ COMMANDS = [
     "serve",
     "demo",
     "train",
+    "mcp",
 ]
 
 EXIT_OK, EXIT_USAGE = 0, 2

@@ -58,14 +58,12 @@ __all__ = [
 # -- what to read --------------------------------------------------------------------------
 
 
-def add_source_args(
-    p: argparse.ArgumentParser, *, also: tuple[str, ...] = (), samples: bool = True
-) -> None:
-    """Add ``--from FORMAT`` (and the spellings in ``also``), ``--mapping FILE``, ``--run NAME``
-    and (unless ``samples`` is False) ``--samples DIR`` to ``p``."""
+def add_source_args(p: argparse.ArgumentParser, *, samples: bool = True) -> None:
+    """Add ``--from FORMAT``, ``--mapping FILE``, ``--run NAME`` and (unless ``samples`` is
+    False) ``--samples DIR`` to ``p``. (``--format`` is never a source: where a command has
+    it, it names the output, text or json.)"""
     p.add_argument(
         "--from",
-        *also,
         dest="source_format",
         default=None,
         metavar="FORMAT",
@@ -285,7 +283,8 @@ def add_output_args(p: argparse.ArgumentParser) -> None:
         default=[],
         metavar="NAME[=ARG]",
         help="also hand each update to this output (repeatable): webhook=URL, slack=URL, "
-        "discord=URL, or one an installed package registers (docs/outputs.md)",
+        "discord=URL, wandb (a W&B alert), otel=URL (OpenTelemetry), or one an installed "
+        "package registers (docs/outputs.md)",
     )
     p.add_argument(
         "--alert-on",

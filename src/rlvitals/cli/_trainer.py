@@ -113,6 +113,8 @@ def run_trainer(config: Any, args: argparse.Namespace, *, steps: int) -> Path:
 
             try:
                 run_dir = train(config, fault=args.fault, stall_seconds=stall, on_event=on_event)
+                if follow is not None:
+                    follow.end()
             finally:
                 lost = follow.close() if follow is not None else 0
         else:
@@ -122,6 +124,7 @@ def run_trainer(config: Any, args: argparse.Namespace, *, steps: int) -> Path:
                 with view:
                     shows = shown_by(view, shown)
                     run_dir = train(config, fault=args.fault, stall_seconds=stall, on_event=shows)
+                    shown.end()  # the verdict left on the screen is the ended run's
             finally:
                 lost = shown.close(10.0)
             tally = view.tally

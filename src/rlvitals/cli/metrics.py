@@ -27,11 +27,18 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="NAME",
         help="a metric to show (repeatable); a name ending in / selects every metric under it",
     )
-    add_source_args(p, also=("--format",))
+    add_source_args(p)
+    p.add_argument(
+        "--format",
+        choices=["text", "json"],
+        default="text",
+        help="output format, as in `rlvitals check` (default: text; the source's format is --from)",
+    )
     p.add_argument(
         "--json",
         action="store_true",
-        help='print {"steps": [...], "metrics": {name: [values...]}}, null where not measured',
+        help='same as --format json: {"steps": [...], "metrics": {name: [values...]}}, null '
+        "where not measured",
     )
     p.add_argument(
         "--config",
@@ -55,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
     if args.config:
         return _config(args)
     data = read_source(args.path, args, shown=100)
-    if args.json:
+    if args.json or args.format == "json":
         sys.stdout.write(metrics_json(data, args.metric, include_original=args.all))
         sys.stdout.write("\n")
     else:

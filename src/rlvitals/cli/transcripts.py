@@ -35,7 +35,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--attempt", default=None, metavar="ID", help="one attempt, in full")
     p.add_argument("--lowest", action="store_true", help="the lowest-reward attempts instead")
     p.add_argument(
-        "--flag", default=None, metavar="NAME", help="the attempts that raised this flag"
+        "--flag",
+        default=None,
+        metavar="NAME",
+        help="the attempts that raised this flag ('*': any flag)",
     )
     p.add_argument(
         "--rules",

@@ -16,11 +16,12 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..checks.base import severity_rank
+from ..checks.base import Report, severity_rank
 from ..judge import Judge, judging
+from ..model import RunData
 from ..source import Source
 
-__all__ = ["Outcome", "judge", "plan", "run_bytes"]
+__all__ = ["Outcome", "judge", "judged", "plan", "run_bytes"]
 
 
 @dataclass
@@ -73,23 +74,36 @@ def plan(options: dict[str, Any]) -> tuple[Source, Judge]:
     return source, judge
 
 
+def judged(data: RunData, judge: Judge) -> Report:
+    """``data`` judged as ``rlvitals check`` judges it: ``judge``'s report, with the numbers
+    read that mean nothing to the checks (each with its mapping) in ``info["unmapped"]``.
+    Every front end that judges a read run (check, export, the MCP tools) goes through it."""
+    from ..readers.keys import unmapped_numeric
+
+    report = judge(data)
+    unmapped = unmapped_numeric(data)
+    if unmapped:
+        report.info["unmapped"] = unmapped
+    return report
+
+
 def _read_and_check(path: str, options: dict[str, Any]) -> tuple[Any, Any, str | None]:
     """Read and check one run: ``(data, report, None)``, or ``(None, None, error line)``."""
     from ..errors import RlvitalsError
-    from ..readers.keys import require_metrics, unmapped_numeric
+    from ..readers._split import side_by_side
+    from ..readers.keys import require_metrics
 
     source, judge = plan(options)
     pre = None
+    alone = options.get("prescan") and (os.cpu_count() or 1) > 1
     try:
         pre = _prescan(path, options, judge)
-        data = source.at(path).read()
+        with side_by_side() if alone else contextlib.nullcontext():
+            data = source.at(path).read()  # a big rollouts file read in pieces side by side
         require_metrics(data, path)  # keys but no canonical metric: an error, not "too early"
         _take(pre)
         pre = None
-        report = judge(data)
-        unmapped = unmapped_numeric(data)
-        if unmapped:  # numbers read that mean nothing to the checks, each with its mapping
-            report.info["unmapped"] = unmapped
+        report = judged(data, judge)
     except RlvitalsError as exc:
         return None, None, str(exc)
     except Exception as exc:  # one run's failure (a reader's bug too) never loses the others

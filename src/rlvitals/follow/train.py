@@ -57,7 +57,8 @@ class TrainFollow:
         elif kind in ("step", "eval", "stopped"):
             self.poll()
 
-    def poll(self) -> None:
+    def poll(self, *, force: bool = False) -> None:
+        """Read what is new and judge it when due (always with ``force``)."""
         if self.error is not None or self.run_dir is None:
             return
         try:
@@ -69,9 +70,15 @@ class TrainFollow:
                     self.throttle,
                     min_alert=self.min_alert,
                 )
-            self.follower.poll()
+            self.follower.poll(force=force)
         except Exception as exc:  # the follow must never stop the training it judges
             self.error = f"{type(exc).__name__}: {exc}"
+
+    def end(self) -> None:
+        """The trainer returned: judge the ended run whole once more, so what the outputs
+        were told last (the verdict left on the console) is the run's, not one the throttle
+        judged before the last updates and evals."""
+        self.poll(force=True)
 
     def close(self, timeout: float = 10.0) -> int:
         """Close the outputs: how many alerts they could not deliver."""

@@ -157,6 +157,11 @@ class Fault:
     shows: str
 
 
+# grader_exploit's warm-start target (see its entry in the docstring): 0.25 since the demo
+# trains on 160 tasks per update (at 0.3 the shortcut was found 16 and 21 updates after the
+# onset on seeds 0 and 1, the honest answer learnt as fast; at 0.25, 1, 8 and 6 on seeds 0-2).
+EXPLOIT_WARM_TARGET = 0.25
+
 FAULTS: dict[str, Fault] = {
     f.name: f
     for f in [
@@ -182,7 +187,7 @@ FAULTS: dict[str, Fault] = {
             "grader_exploit",
             3,
             "the grader accepts any prefix of the answer (a swapped-argument bug); its own "
-            "warm start, to a pass rate of 0.3",
+            f"warm start, to a pass rate of {EXPLOIT_WARM_TARGET}",
             "reward/mean_with_unusable climbs, held-out falls, answers shrink to '$' or '6$'",
         ),
         Fault(
@@ -284,10 +289,6 @@ FAULT_SETTINGS: dict[str, dict[str, dict[str, Any]]] = {
 # Per-try failure probability of the crash faults (with 2 retries, 0.7 leaves about a third
 # of the attempts failed).
 CRASH_RATE = 0.7
-# grader_exploit's warm-start target (see its entry in the docstring): 0.25 since the demo
-# trains on 160 tasks per update (at 0.3 the shortcut was found 16 and 21 updates after the
-# onset on seeds 0 and 1, the honest answer learnt as fast; at 0.25, 1, 8 and 6 on seeds 0-2).
-EXPLOIT_WARM_TARGET = 0.25
 # Coefficient of the wrongly signed entropy bonus.
 COLLAPSE_COEF = 10.0
 # 4x, not 3x, since the warm start to 0.45: a sharper policy starts at a lower entropy, and at

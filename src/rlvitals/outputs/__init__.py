@@ -11,6 +11,8 @@ notifier, an OpenTelemetry exporter) is one module.
 Every output of rlvitals is a module of this folder, as apprise keeps its notifiers:
 
     webhook.py     ``webhook``, ``slack``, ``discord``: each new finding posted once
+    wandb_alerts.py  ``wandb``: each new finding a W&B alert on the run's W&B run
+    otel.py        ``otel``: the ``/metrics`` gauges to an OpenTelemetry collector (OTLP/HTTP)
     terminal.py    ``watch``'s terminal: the live view, or one line per event
     console.py     the trainer's live console, and the TRL callback's finding lines
     page.py        ``serve``'s live page: server-sent events to the pages that show a run
@@ -176,6 +178,8 @@ BUILTIN = {
     "webhook": "rlvitals.outputs.webhook:webhook_output",
     "slack": "rlvitals.outputs.webhook:slack_output",
     "discord": "rlvitals.outputs.webhook:discord_output",
+    "wandb": "rlvitals.outputs.wandb_alerts:wandb_output",
+    "otel": "rlvitals.outputs.otel:otel_output",
 }
 
 

@@ -29,6 +29,7 @@ from .base import is_regular_file, open_binary
 from .mapping import MappingTable, Rule, apply_table
 
 __all__ = [
+    "SQLITE_ERRORS",
     "choose_run",
     "connect",
     "is_sqlite",
@@ -190,6 +191,11 @@ def _uri(path: Path) -> str:
     return "file:" + urllib.parse.quote(str(p)) + "?" + query
 
 
+# What a damaged SQLite file raises: sqlite3's errors, and a UnicodeDecodeError where SQLite
+# hands back damaged text (its schema, an error message) that Python decodes as UTF-8.
+SQLITE_ERRORS = (sqlite3.Error, UnicodeDecodeError)
+
+
 def connect(path: Path, *, timeout: float = 10.0) -> sqlite3.Connection:
     """A read-only connection (a live writer keeps writing; WAL databases read what is
     committed), which writes nothing beside the file. A file SQLite cannot open is one
@@ -199,7 +205,7 @@ def connect(path: Path, *, timeout: float = 10.0) -> sqlite3.Connection:
     try:
         conn = sqlite3.connect(_uri(path), uri=True, timeout=timeout, check_same_thread=False)
         conn.execute("SELECT 1 FROM sqlite_master LIMIT 1")
-    except sqlite3.Error as exc:
+    except SQLITE_ERRORS as exc:
         raise ReadError(f"cannot open the SQLite database ({exc})", path=str(path)) from None
     return conn
 
@@ -210,7 +216,7 @@ def query(path: Path, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any,
     conn = connect(path)
     try:
         return conn.execute(sql, params).fetchall()
-    except sqlite3.Error as exc:
+    except SQLITE_ERRORS as exc:
         raise ReadError(f"cannot read the SQLite database ({exc})", path=str(path)) from None
     finally:
         conn.close()
@@ -234,7 +240,7 @@ def _schema(key: tuple[str, int, int, int]) -> tuple[dict[str, frozenset[str]], 
             n: frozenset(r[1] for r in conn.execute(f'PRAGMA table_info("{n}")')) for n in names
         }
         return cols, None
-    except sqlite3.Error as exc:
+    except SQLITE_ERRORS as exc:
         return {}, f"cannot read the SQLite database ({exc})"
     finally:
         conn.close()
@@ -299,7 +305,7 @@ def poll_store(
         return False
     try:
         changed = read(conn)
-    except sqlite3.Error as exc:
+    except SQLITE_ERRORS as exc:
         run.warnings.append(f"{db}: cannot read ({exc}); will retry")
         changed = False
     finally:

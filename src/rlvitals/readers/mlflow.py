@@ -21,13 +21,12 @@ from __future__ import annotations
 
 import math
 import os
-import sqlite3
 from pathlib import Path
 
 from ..errors import ReadError
 from ..model import RunData
 from ._format import Format, register
-from ._trackers import choose_run, connect, map_by_keys, query, tables
+from ._trackers import SQLITE_ERRORS, choose_run, connect, map_by_keys, query, tables
 from .base import FileState, check_state, read_lines
 from .mapping import Rule
 
@@ -145,7 +144,7 @@ class MlflowReader:
         """Read the metric points logged since the last call; True if any were."""
         try:
             changed = self._poll_sql() if self.kind == "sql" else self._poll_files()
-        except sqlite3.Error as exc:
+        except SQLITE_ERRORS as exc:
             self.run.warnings.append(f"{self.store}: cannot read ({exc}); will retry")
             return False
         except ReadError as exc:

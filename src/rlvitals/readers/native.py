@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 import mmap
 import re
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,7 @@ import numpy as np
 
 from ..errors import ReadError, UsageError
 from ..jsonio import MAX_LINE_BYTES, left_temporaries, to_float
-from ..model import AttemptTable, AttemptTableBuilder, RunData
+from ..model import ATTEMPT_COLUMNS, AttemptTable, AttemptTableBuilder, RunData
 from ..schema import (
     EVALS,
     PROGRESS,
@@ -35,6 +36,8 @@ from ..schema import (
     STEPS,
     TRANSCRIPTS,
 )
+from . import _split
+from ._columns import STEP, attempt_columns
 from ._format import Format, register
 from .base import (
     MAX_STEP,
@@ -51,7 +54,11 @@ from .base import (
 
 __all__ = ["NativeReader", "find_attempt", "load_attempt_record"]
 
-CHUNK = 8 << 20  # bytes of rollouts decoded at once
+CHUNK = 8 << 20  # bytes of step records decoded at once
+# Bytes of attempt records decoded at once: small enough that a chunk's decoded records (about
+# their bytes again as Python objects) stay in a core's cache while a dozen column passes read
+# them (benchmarks/yardsticks.py: a quarter less CPU than 8 MiB chunks on the ingest run).
+ROLLOUT_CHUNK = 512 << 10
 
 
 class _Attempt(msgspec.Struct, gc=False):
@@ -493,25 +500,84 @@ class NativeReader:
         if shard is None:
             shard = self._shard_index[p] = len(self._attempts.files)
             self._attempts.files.append(str(p))
-        return self._read_chunks(
-            p, lambda chunk, p, line, base: self._decode_chunk(chunk, p, line, base, shard), final
+        changed = False
+        if _split.parts_wanted() > 1 and not self._tail(p).cr:
+            changed = self._read_rollouts_in_pieces(p, shard, final)
+        return changed | self._read_chunks(
+            p,
+            lambda chunk, p, line, base: self._decode_chunk(chunk, p, line, base, shard),
+            final,
+            ROLLOUT_CHUNK,
         )
 
-    def _read_chunks(self, p: Path, decode: Any, final: bool) -> bool:
+    def _read_rollouts_in_pieces(self, p: Path, shard: int, final: bool) -> bool:
+        """A big unread part of ``p`` read in pieces side by side (``readers._split``): the
+        first here, the others in forked workers, joined in file order. Stops where a piece
+        could not be joined; the caller reads on from there."""
+        st = self._tail(p)
+        cuts = _split.cut_points(p, st.offset, _split.parts_wanted(), MAX_LINE_BYTES)
+        if not cuts:
+            return False
+        try:
+            futures = _split.read_pieces(
+                p, cuts, final, partial(_read_piece, str(p), str(self.dir), shard)
+            )
+        except Exception:  # no process could be started (a limit, no memory): one piece
+            return False
+        changed = False
+        for first, start, chunk in read_chunks(
+            st,
+            warn=self.run.warnings.append,
+            chunk=ROLLOUT_CHUNK,
+            max_line=MAX_LINE_BYTES,
+            limit=cuts[0] - st.offset,
+        ):
+            self._decode_chunk(chunk, p, first, start, shard)
+            changed = True
+        for future in futures:
+            try:
+                got = future.result()
+            except Exception:  # a worker that died or failed: read on here
+                break
+            if got["start"] != st.offset:  # a piece before it was not read whole
+                break
+            changed |= self._join_piece(p, st, got)
+        return changed
+
+    def _join_piece(self, p: Path, st: FileState, got: dict[str, Any]) -> bool:
+        """One worker's piece of ``p`` after what ``st`` has read: its rows recoded into this
+        reader's code books, its warnings renumbered, ``st`` moved to its end."""
+        before = st.line - 1
+        self.run.warnings.extend(_split.renumber(got["warnings"], p, before))
+        cols = got["columns"]
+        if cols is not None:
+            b = self._attempts
+            for book, key, col in (
+                (b.discards, "discards", "discard_code"),
+                (b.tasks, "tasks", "task_code"),
+                (b.groups, "groups", "group_code"),
+            ):
+                cols[col] = _split.recode(book, got[key], cols[col])
+            b.append(cols)
+        st.offset, st.line, st.mark = got["offset"], before + got["line"], got["mark"]
+        st.warned = st.warned or got["warned"]
+        return bool(got["changed"])
+
+    def _read_chunks(self, p: Path, decode: Any, final: bool, chunk: int = CHUNK) -> bool:
         """Feed the complete lines of ``p`` from where the last pass stopped to ``decode``, in
         big chunks (``base.read_chunks``); a last line still being written waits for the next
         pass unless ``final``."""
         if not p.is_file():
             return False
         changed = False
-        for first, start, chunk in read_chunks(
+        for first, start, data in read_chunks(
             self._tail(p),
             warn=self.run.warnings.append,
             final=final,
-            chunk=CHUNK,
+            chunk=chunk,
             max_line=MAX_LINE_BYTES,
         ):
-            decode(chunk, p, first, start)
+            decode(data, p, first, start)
             changed = True
         return changed
 
@@ -529,7 +595,7 @@ class NativeReader:
         steps = None
         if recs is not None and len(recs) == int(nonblank.sum()):
             try:  # a step above 2**63-1 overflows; one below 0 is found by the minimum
-                steps = np.array([r.step for r in recs], dtype=np.int64)
+                steps = np.fromiter(map(STEP, recs), np.int64, len(recs))
             except OverflowError:
                 steps = None
             if steps is not None and len(steps) and steps.min() < 0:
@@ -599,50 +665,46 @@ class NativeReader:
         shard: int,
         steps: np.ndarray | None = None,
     ) -> None:
-        b = self._attempts
-        n = len(recs)
-        if steps is None:
-            steps = np.array([r.step for r in recs], dtype=np.int64)
-        reward = [r.reward for r in recs]
-        pv = [r.policy_version for r in recs]
-        lag = [r.lag for r in recs]
-        block = {
-            "step": steps,
-            "reward": np.array(reward, dtype=np.float64),
-            "reward_missing": np.array([x is None for x in reward], dtype=np.bool_),
-            "policy_version": _int_or(pv, -1),
-            "trained": np.array([r.trained for r in recs], dtype=np.bool_),
-            "discard_code": b.discards.encode([r.discard_reason for r in recs]),
-            "task_code": b.tasks.encode([r.task_id for r in recs]),
-            "group_code": b.groups.encode([r.group_id for r in recs]),
-            "response_tokens": _int_or([r.response_tokens for r in recs], 0),
-            "truncated": np.array([r.truncated for r in recs], dtype=np.bool_),
-            "lag": _int_or(lag, -1),
-            "time": np.array([r.time for r in recs], dtype=np.float64),
-            "duration": np.array([r.duration for r in recs], dtype=np.float64),
-            "shard": np.full(n, shard, dtype=np.int16),
-            "offset": offsets,
-        }
-        b.append(block)
+        self._attempts.append(attempt_columns(self._attempts, recs, offsets, shard, steps))
 
 
-_EXACT = 2**53  # integers a float64 holds exactly
-
-
-def _int_or(values: list[int | None], missing: int) -> np.ndarray:
-    # None -> NaN as float, then the missing code; exact for any version or token count < 2**53.
-    try:  # the usual column, every value an integer: straight to int64
-        ints = np.array(values, dtype=np.int64)
-    except (TypeError, OverflowError):  # a None among them (or a huge value)
-        pass
-    else:
-        if not len(ints) or (int(ints.min()) >= -_EXACT and int(ints.max()) <= _EXACT):
-            return ints  # what the float route gives for these values
-    f = np.array(values, dtype=np.float64)
-    bad = np.isnan(f)
-    if bad.any():
-        f[bad] = missing
-    return f.astype(np.int64)
+def _read_piece(
+    path: str, folder: str, shard: int, start: int, end: int | None, final: bool
+) -> Any:
+    """In a worker (``readers._split``): the lines of ``path`` from ``start`` to ``end`` read as
+    one reader reads them, as columns, code books, warnings and the file state at the end."""
+    p = Path(path)
+    reader = NativeReader.__new__(NativeReader)
+    reader.dir = Path(folder)
+    reader.run = RunData(source=folder, format=NativeReader.name)
+    reader._reset()
+    st = reader._tails[p] = _split.piece_state(p, start)
+    changed = False
+    for first, off, chunk in read_chunks(
+        st,
+        warn=reader.run.warnings.append,
+        final=final,
+        chunk=ROLLOUT_CHUNK,
+        max_line=MAX_LINE_BYTES,
+        limit=None if end is None else end - start,
+    ):
+        reader._decode_chunk(chunk, p, first, off, shard)
+        changed = True
+    b = reader._attempts
+    table = b.table() if len(b) else None
+    return {
+        "start": start,
+        "offset": st.offset,
+        "line": st.line,
+        "mark": st.mark,
+        "warned": st.warned,
+        "changed": changed,
+        "warnings": reader.run.warnings,
+        "columns": None if table is None else {c: getattr(table, c) for c in ATTEMPT_COLUMNS},
+        "discards": b.discards.names,
+        "tasks": b.tasks.names,
+        "groups": b.groups.names,
+    }
 
 
 def _attempt_files(run: RunData) -> Any:

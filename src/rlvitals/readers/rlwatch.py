@@ -19,7 +19,7 @@ from ..errors import ReadError
 from ..jsonio import loads as decode_line
 from ..model import RunData
 from ._format import Format, register
-from ._trackers import choose_run, connect, number, poll_store, tables
+from ._trackers import SQLITE_ERRORS, choose_run, connect, number, poll_store, tables
 from .base import flatten
 from .mapping import MappingTable, Rule, apply_table, synonym
 
@@ -85,7 +85,7 @@ class RlwatchReader:
         try:
             ids = [r[0] for r in conn.execute("SELECT run_id FROM metrics GROUP BY run_id")]
             cfg = dict(conn.execute("SELECT run_id, config_json FROM runs").fetchall())
-        except sqlite3.Error as exc:
+        except SQLITE_ERRORS as exc:
             raise ReadError(f"cannot read the SQLite database ({exc})", path=str(db)) from None
         finally:
             conn.close()
@@ -166,7 +166,7 @@ class RlwatchReader:
                 "WHERE run_id = ? AND id > ? ORDER BY id",
                 (self.run_id, self._alert_id),
             ).fetchall()
-        except sqlite3.Error:
+        except SQLITE_ERRORS:
             alerts = []
         for aid, step, stamp, detector, severity, message in alerts:
             self._alert_id = aid

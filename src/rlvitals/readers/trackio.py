@@ -25,7 +25,7 @@ from ..errors import ReadError
 from ..jsonio import loads as decode_line
 from ..model import RunData
 from ._format import Format, register
-from ._trackers import choose_run, connect, map_by_keys, number, poll_store, tables
+from ._trackers import SQLITE_ERRORS, choose_run, connect, map_by_keys, number, poll_store, tables
 from .base import flatten
 from .mapping import Rule
 
@@ -86,7 +86,7 @@ class TrackioReader:
         conn = self._open()
         try:
             names = self._runs(conn)
-        except sqlite3.Error as exc:
+        except SQLITE_ERRORS as exc:
             raise ReadError(f"cannot read the SQLite database ({exc})", path=str(db)) from None
         finally:
             conn.close()
@@ -173,7 +173,7 @@ class TrackioReader:
                 "WHERE run_id = ? AND id > ? ORDER BY id",
                 (self.run_id, self._alert_id),
             ).fetchall()
-        except sqlite3.Error:
+        except SQLITE_ERRORS:
             return False
         for aid, stamp, title, text, level, step in rows:
             self._alert_id = aid

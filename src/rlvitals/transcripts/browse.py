@@ -18,8 +18,9 @@ from .flags import Hit, StepAnalyzer, flag_names, spec
 from .rules import Rules
 from .store import TranscriptAttempt, TranscriptStore
 
-__all__ = ["browse", "pick_steps"]
+__all__ = ["ANY_FLAG", "browse", "pick_steps"]
 
+ANY_FLAG = "*"  # --flag '*': the attempts that raised any flag
 AUTO_STEPS = 8  # steps shown when --every is not given
 SPARE = 4  # candidates kept per attempt shown (to pick them from different groups)
 
@@ -85,6 +86,11 @@ def attempt_view(
     return d
 
 
+def _raised(hits: Iterable[Hit], flag: str) -> bool:
+    """Whether ``hits`` hold ``flag`` (any flag for ``ANY_FLAG``)."""
+    return any(flag in (ANY_FLAG, h.flag) for h in hits)
+
+
 def _step_view(
     store: TranscriptStore,
     data: RunData | None,
@@ -102,7 +108,7 @@ def _step_view(
     for a in store.iter_step(step):
         hits = an.add(a)
         if flag is not None:
-            if any(h.flag == flag for h in hits) and len(with_flag) < top:
+            if _raised(hits, flag) and len(with_flag) < top:
                 with_flag.append(a)
             continue
         # Among equal rewards, attempts with flags first; a few spare candidates so the
@@ -116,9 +122,9 @@ def _step_view(
     if flag is not None:
         shown = with_flag
         if len(shown) < top and any(
-            flag in {h.flag for h in hs} for i, hs in res.hits.items()
+            _raised(hs, flag) for hs in res.hits.values()
         ):  # raised by the cross-attempt pass: read those again
-            want = [i for i, hs in sorted(res.hits.items()) if flag in {h.flag for h in hs}]
+            want = [i for i, hs in sorted(res.hits.items()) if _raised(hs, flag)]
             have = {a.index for a in shown}
             need = set(want[:top]) - have
             for a in store.iter_step(step) if need else ():
@@ -195,7 +201,7 @@ def browse(
     if top < 1:
         raise UsageError(f"--top: expected 1 or more (not {top})")
     known = flag_names(rules)
-    if flag is not None and flag not in known:
+    if flag is not None and flag != ANY_FLAG and flag not in known:
         raise UsageError(f"--flag: unknown flag {flag!r}; expected one of: {', '.join(known)}")
     have = store.steps()
     payload: dict[str, Any] = {
@@ -246,7 +252,9 @@ def browse(
         return payload
     steps = have if flag is not None and step is None else pick_steps(have, every, step)
     payload["mode"] = (
-        f"attempts raising {flag}" if flag else ("lowest reward" if lowest else "highest reward")
+        ("attempts raising any flag" if flag == ANY_FLAG else f"attempts raising {flag}")
+        if flag
+        else ("lowest reward" if lowest else "highest reward")
     )
     shown_steps = 0
     for s in steps:
@@ -259,7 +267,8 @@ def browse(
             payload["notes"].append(f"stopped after {max_steps} steps; use --step to go further")
             break
     if flag is not None and not payload["steps"]:
-        payload["notes"].append(f"no attempt raised {flag} ({spec(flag, rules).title})")
+        what = "any flag" if flag == ANY_FLAG else f"{flag} ({spec(flag, rules).title})"
+        payload["notes"].append(f"no attempt raised {what}")
     payload["flags"] = {name: spec(name, rules).title for name in known}
     payload["warnings"] = list(store.warnings)
     return payload

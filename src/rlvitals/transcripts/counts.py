@@ -35,12 +35,14 @@ KINDS_CHARS = 16 << 20
 ENTRY_CHARS = 100
 
 
-class _Gen(msgspec.Struct):
+# gc=False: decoded JSON never holds a reference cycle, and these are never changed after;
+# left to the cyclic collector, a big step file's thousands of them cost it its passes.
+class _Gen(msgspec.Struct, gc=False):
     prompt: Any = None
     completion: Any = None
 
 
-class _Attempt(msgspec.Struct):
+class _Attempt(msgspec.Struct, gc=False):
     task_id: Any = None
     reward: Any = None
     generations: list[_Gen] | None = None

@@ -4,6 +4,7 @@ text in the terminal (never as rich markup, every control character made visible
 
 from __future__ import annotations
 
+import math
 import re
 import shlex
 from typing import IO, Any
@@ -30,6 +31,10 @@ def action_for(f: Finding, source: str) -> str:
     return _RUN_WORD.sub(lambda _m: shlex.quote(source), action)
 
 
+# An evidence key that holds a z-score (trend_z, late_trend_z, trend_z_since, ...).
+_Z_KEY = re.compile(r"(?:^|_)z(?:_|$)")
+
+
 def _evidence_items(f: Finding, limit: int = 8) -> list[str]:
     """The finding's plain evidence (numbers, words, short lists) as ``key=value``; nested
     detail stays in ``--format json``."""
@@ -41,6 +46,8 @@ def _evidence_items(f: Finding, limit: int = 8) -> list[str]:
             if any(isinstance(x, (dict, list)) for x in v):
                 continue
             v = dumps([*v[:6], "..."] if len(v) > 6 else v)
+        elif _Z_KEY.search(k) and v in (math.inf, -math.inf, "Infinity", "-Infinity"):
+            v = "exact (no noise)"  # a z-score of a noiseless line: no number to print
         items.append(safe.line(f"{k}={v}"))
         if len(items) >= limit:
             break

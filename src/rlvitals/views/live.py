@@ -6,7 +6,8 @@ the live view's parts (the console, ``outputs.console.LiveView``, puts them unde
 bars): the warm start, a small table of the numbers a person watches (reward and its 5-update
 mean, learning signal, held-out score, sampler/trainer mismatch, entropy, truncation,
 failures) and the verdict so far. ``summary`` renders the end: reward over the first and last
-five updates, held-out first and last.
+five updates, how many held-out evaluations and the last (the held-out change is the check's,
+printed below it: one pair on the screen).
 
 Rendering is deterministic for a given Console width, so tests render into a string.
 """
@@ -254,7 +255,7 @@ def numbers(t: RunTally) -> Table:
 
 
 def summary(t: RunTally, run_dir: str, *, fault: str | None = None) -> Table:
-    """The end of a run: where it is, reward first/last 5 updates, held-out first/last."""
+    """The end of a run: where it is, reward first/last 5 updates, held-out evaluations."""
     table = Table(show_header=False, box=None, padding=(0, 2))
     table.add_column(style="bold")
     table.add_column()
@@ -266,12 +267,11 @@ def summary(t: RunTally, run_dir: str, *, fault: str | None = None) -> Table:
         "reward",
         f"{fmt(t.first5())} (mean of the first 5 updates) -> {fmt(t.last5())} (of the last 5)",
     )
-    if t.evals:
-        first, last = t.evals[0], t.evals[-1]
+    if t.evals:  # the change is the held-out check's (below): one pair on the screen
+        last = t.evals[-1]
         table.add_row(
             "held-out",
-            f"{first[1]:.3f} (one eval, update {first[0]}) -> {last[1]:.3f} (one eval, "
-            f"update {last[0]})",
+            f"{len(t.evals)} evaluation(s), the last {last[1]:.3f} (update {last[0]})",
         )
     table.add_row(
         "",

@@ -31,5 +31,25 @@ KEPT: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (r"(?:^|/)chi2_(?:token|seq)$", "ms-swift: chi-square divergence, sampler vs trainer"),
         (r"vllm_vs_local_logprob_diff_(?:max|std)$", "open-instruct: |local - vLLM| max or std"),
         (r"^stats/lag_min$", "PipelineRL: the least lag of a batch"),
+        # Bookkeeping: counters, clocks and end-of-training summaries a trainer or tracker
+        # writes beside the metrics; known, never offered as a metric to map.
+        (
+            r"^_(?:timestamp|runtime)$",
+            "W&B / MLflow / trackio: the tracker's wall clock (read as the step time)",
+        ),
+        (r"(?:^|/)epoch$", "HF Trainer: the epoch counter (bookkeeping)"),
+        (
+            r"(?:^|/)(?:num_tokens|num_input_tokens_seen|total_flos)$",
+            "HF Trainer / TRL: a running total of tokens or FLOPs (bookkeeping)",
+        ),
+        (
+            r"(?:^|/)(?:train|eval)_(?:runtime|samples_per_second|steps_per_second)$",
+            "HF Trainer: the end-of-training speed summary (bookkeeping)",
+        ),
+        (
+            r"(?:^|/)completions/(?:min|max|mean)_(?:terminated_)?length$",
+            "TRL: the completion lengths' extremes and the length of those that ended; the "
+            "checks read the mean length and the clipped ratio",
+        ),
     )
 )

@@ -322,7 +322,9 @@
   function kvRow(tb, k, v) {
     var tr = h("tr", null, tb);
     h("th", null, tr, k);
-    h("td", null, tr, valueText(v));
+    // a z-score of a noiseless line is infinite: no number to print
+    var exact = /(^|_)z(_|$)/.test(k) && (v === "Infinity" || v === "-Infinity");
+    h("td", null, tr, exact ? "exact (no noise)" : valueText(v));
   }
 
   function tsteps(r) { return (r.transcript_steps || []).map(function (t) { return t.step; }); }

@@ -52,6 +52,28 @@
     if (a >= 1e5 || a < 1e-3) return v.toExponential(2);
     return String(Number(v.toPrecision(4)));
   }
+  /* Labels for axis ticks: as fmt writes them, with more digits until distinct ticks read
+     distinct (ticks 0.99975 and 0.9998 both read 0.9998 at fmt's four digits). */
+  function tickLabels(ticks) {
+    var out = ticks.map(fmt);
+    for (var p = 5; p <= 15 && !distinctText(out); p++) {
+      out = ticks.map(function (t) {
+        var a = Math.abs(t);
+        if (t === 0 || !isFinite(t) || (Number.isInteger(t) && a < 1e9)) return fmt(t);
+        if (a >= 1e5 || a < 1e-3) return t.toExponential(p - 2);
+        return String(Number(t.toPrecision(p)));
+      });
+    }
+    return out;
+  }
+  function distinctText(xs) {
+    var seen = {};
+    for (var i = 0; i < xs.length; i++) {
+      if (seen[xs[i]]) return false;
+      seen[xs[i]] = true;
+    }
+    return true;
+  }
   function niceStep(span, n) {
     var raw = span / Math.max(1, n);
     var mag = Math.pow(10, Math.floor(Math.log10(raw)));
@@ -205,10 +227,11 @@
     // grid and axes
     var g = svg("g", {"class": "rlv-axes"}, root);
     var yt = log ? logTicks(y0, y1) : linearTicks(y0, y1, 5);
-    yt.forEach(function (t) {
+    var ylabels = tickLabels(yt);
+    yt.forEach(function (t, i) {
       var y = Y(t);
       svg("line", {x1: m.l, x2: m.l + pw, y1: y, y2: y, "class": "grid"}, g);
-      svg("text", {x: m.l - 5, y: y + 3.5, "text-anchor": "end"}, g).textContent = fmt(t);
+      svg("text", {x: m.l - 5, y: y + 3.5, "text-anchor": "end"}, g).textContent = ylabels[i];
     });
     linearTicks(x0, x1, Math.max(2, Math.floor(pw / 80))).forEach(function (t) {
       if (t !== Math.round(t)) return;
@@ -376,5 +399,6 @@
   };
 
   global.RLVPlot = {Plot: Plot, fmt: fmt, num: num, PALETTE: PALETTE, DASHES: DASHES,
-                    linearTicks: linearTicks, logTicks: logTicks, decimate: decimate};
+                    linearTicks: linearTicks, logTicks: logTicks, tickLabels: tickLabels,
+                    decimate: decimate};
 })(window);
