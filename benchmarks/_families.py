@@ -83,7 +83,14 @@ from _families_curves import (
     loguniform,
     numbers,
 )
-from _families_files import RECORDS, REPEATED, TRANSCRIPTS, traceback_lines, write_files
+from _families_files import (
+    RECORDS,
+    REPEATED,
+    TRANSCRIPTS,
+    traceback_lines,
+    trl_state,
+    write_files,
+)
 from rlvitals.model import Event, RunData
 
 __all__ = [
@@ -124,6 +131,7 @@ BROKEN: dict[str, str] = {
     "grad_spikes": "gradient-norm spikes of 8-100x its median, recurring",
     "clip_saturation": "the trust region saturates: 30-80% of tokens clipped",
     "mismatch": "sampler and trainer disagree: mismatch KL grows 10-1000x",
+    "component_exploit": "a shaping component climbs to its ceiling, the task one does not",
     "plateau": "reward flat within its noise with learning signal present",
     "stall": "records stop arriving while the run says it is running",
     "crash": "the run dies: a traceback after the last update",
@@ -143,6 +151,7 @@ VERDICTS: dict[str, tuple[str, ...]] = {
     "grad_spikes": ("unstable",),
     "clip_saturation": ("drift", "unstable"),
     "mismatch": ("drift", "stale_policy"),
+    "component_exploit": ("exploit_suspected",),
     "plateau": ("plateau", "not_learning", "too_hard", "collapse"),
     "stall": ("stalled",),
     "crash": ("crashed",),
@@ -160,6 +169,7 @@ NEEDS: dict[str, frozenset[str]] = {
     "entropy_collapse": frozenset({"entropy"}),
     "kl_drift": frozenset({"ref_kl"}),
     "exploit": frozenset({"evals"}),
+    "component_exploit": frozenset({"components"}),
     "truncation": frozenset({"truncation"}),
     "length_collapse": frozenset({"length"}),
     "grad_spikes": frozenset({"grad_norm"}),
@@ -468,6 +478,8 @@ def _to_data(raw: _Raw) -> RunData:
             data.evals.append(dict(e))
             data.metrics.add(e["step"], f"eval/{e['suite']}/score", e["score"])
     else:
+        if lab.framework == "trl":  # as the TRL reader keeps its trainer_state.json's
+            data.info.update(trl_state(raw))
         table = {"trl": TRL, "verl": VERL}.get(lab.framework, GENERIC)
         mapper = Mapper(table, data)
         by_step = {e["step"]: e for e in raw.evals}

@@ -323,6 +323,19 @@ def break_run(
         c.mismatch = np.where(after, c.mismatch * (final / prm["m0"]) ** grow, c.mismatch)
         c.grad = c.grad * (1 + 3 * c.mismatch)
         prm["final_mismatch"] = final
+    elif family == "component_exploit":
+        # A shaping (format) component the run had at a low level climbs to its ceiling from
+        # the onset while the task component stops: flat (mild), or falling by 15% / 40% of
+        # its level at the onset (moderate / gross). The total reward rises with the format
+        # (a third of the scale); held-out is the task, so it follows it. The healthy
+        # `shaping` family has the same component rising fast from the start with the task.
+        f0 = float(rng.uniform(0.05, 0.4))
+        tau = failure_tau(rng, 3, 15, T - onset)
+        rise = saturating(t, onset, tau)
+        c.fmt = np.clip(f0 + (1 - f0) * rise + 0.03 * rng.standard_normal(T), 0, 1)
+        drop = (0.0, 0.15, 0.4)[k] * frozen_p
+        c.p = np.where(after, frozen_p - drop * saturating(t, onset, 2 * tau), c.p)
+        prm.update(format_start=f0, format_tau=tau, task_drop=drop)
     elif family == "plateau":
         # No learning: a rise of 1.5 standard errors (inside the noise), flat, or a fall of
         # 3 (last quarter against first, the noise of the run's own records).

@@ -123,6 +123,19 @@ def traceback_lines(severity: str) -> list[str]:
     ]
 
 
+def trl_state(raw: Any) -> dict[str, int]:
+    """The fields of HF Trainer's ``trainer_state.json`` beside its log history: a run that
+    trained to its end saved ``global_step`` = ``max_steps`` (the updates asked for); one
+    that stalled or crashed saved its state last at its last record."""
+    lab = raw.label
+    cut = lab.family in ("stall", "crash")
+    return {
+        "global_step": raw.records[-1][0] if cut else lab.length,
+        "max_steps": lab.length,
+        "logging_steps": lab.cadence,
+    }
+
+
 def write_files(raw: Any, out: Path, transcripts: bool | None) -> Path:
     """Write ``raw`` (a ``_families._Raw``) as its framework writes it, under ``out``; returns
     the path ``rlvitals.read`` takes. A native run also gets its replies (``transcripts/``)
@@ -132,12 +145,7 @@ def write_files(raw: Any, out: Path, transcripts: bool | None) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     if lab.framework == "trl":
         hist = [{**rec, "epoch": round(s / lab.length, 4), "step": s} for s, rec in raw.records]
-        state = {
-            "global_step": raw.records[-1][0],
-            "max_steps": lab.length,
-            "logging_steps": lab.cadence,
-            "log_history": hist,
-        }
+        state = {**trl_state(raw), "log_history": hist}
         path = folder / "trainer_state.json"
         path.write_text(json.dumps(state, indent=2))  # NaN written as NaN, as TRL's json does
         return path

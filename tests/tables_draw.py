@@ -64,10 +64,20 @@ STEPS_FOR = {
     "trl_dicts": ("none", "step", "global_step", "global_step/max_steps"),
     "log_pairs": ("step", "Step", "iter", "iteration", "update", "global_step", "it"),
 }
-ENCODINGS = ("float", "rounded", "quoted", "percent", "scientific", "int", "nonfinite", "null_gaps")
+ENCODINGS = (
+    "float",
+    "rounded",
+    "quoted",
+    "percent",
+    "scientific",
+    "int",
+    "nonfinite",
+    "null_gaps",
+    "placeholders",
+)
 ENCODINGS_FOR = {
     **{k: ENCODINGS for k in ROW_LAYOUTS},
-    "parquet": ("float", "rounded", "int", "nonfinite", "null_gaps", "quoted"),
+    "parquet": ("float", "rounded", "int", "nonfinite", "null_gaps", "quoted", "placeholders"),
     "markdown": ("float", "rounded", "percent", "scientific", "int", "nonfinite", "null_gaps"),
     "ascii_grid": ("float", "rounded", "percent", "scientific", "int", "nonfinite", "null_gaps"),
     "ascii_psql": ("float", "rounded", "percent", "scientific", "int", "nonfinite", "null_gaps"),
@@ -228,14 +238,47 @@ def _steps(shape: Shape, n: int) -> tuple[list[int], list[dict[str, Any]]]:
     return steps, [{shape.step: s} for s in steps]
 
 
+# An evaluation a loop writes on every record: its score every k records, a placeholder
+# between (readers.tables.placeholders reads the placeholder as no value).
+EVAL_KEY = "val/accuracy"
+
+
+def _evaluation(rng: random.Random, n: int) -> list[tuple[float, float | None]] | None:
+    """Per record (written, denotes): scores every k >= 2 records from a drawn phase (at
+    least three of them varying, now and then one scoring the placeholder itself), the
+    placeholder (0.0, or -1.0) between; None where ``n`` holds fewer than three."""
+    if n < 6:
+        return None
+    k = rng.randint(2, n // 3)
+    phase = rng.randrange(0, n - 2 * k)
+    c = rng.choice((0.0, 0.0, -1.0))
+    out: list[tuple[float, float | None]] = []
+    for i in range(n):
+        if i >= phase and (i - phase) % k == 0:
+            v = c if rng.random() < 0.1 and i > phase + 2 * k else round(rng.uniform(0.05, 0.95), 4)
+            out.append((v, v))
+        else:
+            out.append((c, None))
+    return out
+
+
 def draw(rng: random.Random, shape: Shape, names: list[str], n: int, directory: Path) -> Drawn:
     """Write one drawn file of ``shape`` under ``directory``."""
     steps, step_cells = _steps(shape, n)
     rows: list[dict[str, Any]] = []
+    evaluation = _evaluation(rng, n) if shape.encoding == "placeholders" else None
+    if evaluation is not None:
+        names = [*[k for k in names if k != EVAL_KEY], EVAL_KEY]
     values: dict[str, dict[int, float]] = {k: {} for k in names}
     for i, (s, sc) in enumerate(zip(steps, step_cells)):
         row = dict(sc)
+        if evaluation is not None:
+            row[EVAL_KEY], denotes = evaluation[i]
+            if denotes is not None:
+                values[EVAL_KEY][s] = denotes
         for k in names:
+            if evaluation is not None and k == EVAL_KEY:
+                continue
             written, denotes = _value(rng, shape.encoding, i)
             if _nonfinite(written):
                 denotes = written

@@ -601,3 +601,32 @@ def test_entropy_falling_late_while_the_reward_rose_beyond_noise_is_sharpening(t
     flat = run_checks(trl_run(tmp_path, "flat", _late_fall_rows(0.0)))
     f = next(f for f in flat.at_least("warn") if f.check == "policy")
     assert f.verdict == "collapse" and "does not improve" in f.title
+
+
+def _graded_run(explained: bool) -> RunData:
+    # rlvitals' own format: a grader's components logged as rollout/<component> (METRICS.md)
+    # beside episode metadata (rollout/turns). The format term climbs to its ceiling from
+    # step 40 while the task term stops: the reward is their sum, or (not explained) not.
+    d = RunData(source="<memory>", format="rlvitals")
+    d.info = {"status": "finished"}
+    rng = np.random.default_rng(5)
+    for i in range(120):
+        task = 0.3 + 0.2 * min(i, 40) / 40 + 0.01 * rng.standard_normal()
+        fmt = 0.1 + 0.8 * max(0, min(1, (i - 40) / 10)) + 0.01 * rng.standard_normal()
+        d.metrics.add(i, "rollout/correctness", task)
+        d.metrics.add(i, "rollout/format", fmt)
+        d.metrics.add(i, "rollout/turns", 3 + rng.integers(0, 3))
+        total = task + 0.5 * fmt if explained else 0.5 + 0.01 * rng.standard_normal()
+        d.metrics.add(i, "reward/mean", total)
+    return d
+
+
+def test_a_graders_components_in_rollout_keys_are_read_where_they_make_the_reward():
+    rep = run_checks(_graded_run(explained=True))
+    f = next(f for f in rep.findings if f.check == "components" and f.severity != "info")
+    assert f.verdict == "exploit_suspected" and f.evidence["component"] == "format"
+    assert f.evidence["task_component"] == "correctness" and "turns" not in f.evidence["components"]
+    # Keys under rollout/ that do not make up the reward are metadata, not components.
+    assert not [
+        f for f in run_checks(_graded_run(explained=False)).findings if f.check == "components"
+    ]

@@ -130,3 +130,16 @@ def test_heldout_rising_beyond_its_error_makes_a_quiet_run_learning():
     (f,) = [f for f in flat.findings if f.check == "reward"]
     assert flat.verdict == "plateau" and (f.verdict, f.severity) == ("plateau", "info")
     assert f.evidence["plateau_level"] and not flat.at_least("warn")
+
+
+def test_a_reward_that_jumps_to_a_new_level_while_heldout_falls_is_an_exploit():
+    # The train reward jumps from 0.2 to 0.9 at update 20 and stays there (a saturating
+    # course: a line fits it badly, so its trend reads weak), while held-out falls 0.5 ->
+    # 0.25. The quarters' two-sample test says the reward rose: an exploit, not nothing.
+    t = np.arange(120)
+    train = 0.2 + 0.7 * (1 - np.exp(-np.clip(t - 20, 0, None) / 3.0))
+    rng = np.random.default_rng(4)
+    train = train + rng.normal(0, 0.05, len(t))
+    scores = {s: 0.5 - 0.25 * min(1.0, max(0.0, (s - 20) / 20)) for s in range(20, 120, 20)}
+    (f,) = heldout.check(run(train, scores, n=100))
+    assert f.verdict == "exploit_suspected" and f.severity in ("warn", "fail")

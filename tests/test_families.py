@@ -238,6 +238,19 @@ def _signature(family: str, data, lab: fam.Label) -> tuple[bool, bool]:
         lo, hi = lab.params["scale"]
         rv = (r.values - lo) / (hi - lo)
         return rv[-5:].mean() > 0.85 and len(ev) >= 2, True
+    if family == "component_exploit":
+        names = [
+            n
+            for n in data.canonical_names()
+            if n.startswith(("rollout/", "reward/component/")) and not n.endswith("/std")
+        ]
+        fb, fa = _before_after(data, next(n for n in names if "format" in n), on)
+        tb, ta = _before_after(data, next(n for n in names if "correct" in n), on)
+        lo, hi = lab.params["scale"]
+        third = (hi - lo) / 3  # the format component's share of the scale
+        climbs = fa[-5:].mean() - fb[-5:].mean() > 0.3 * third
+        task_stops = ta[-5:].mean() <= tb[-5:].mean() + 0.05 * (hi - lo)
+        return climbs and task_stops, fb.max() - fb.min() < 0.3 * third
     if family == "plateau":
         return abs(rise_z(series(data, *REWARD).values)) < 4 or lab.severity == "gross", True
     raise AssertionError(f"no signature for {family}")

@@ -7,8 +7,10 @@ A rule here is a check and the verdicts it gives (findings carry no rule id). Re
 on the gross severity of the family that shows the rule's failure (at least 3 of 5 seeds
 found at warn or worse, with the label's verdicts, by that check); precision on the healthy
 families (none of 3 seeds a family raising anything at warn or worse, finished, nor at any
-prefix past 20 updates, every 10). Not covered: the components check's exploit rules, which
-no family draws (the development corpus's runs hold them: tests/test_checks_corpus.py).
+prefix past 20 updates, every 10). The components check's exploit rules find the
+``component_exploit`` family (a shaping component climbing while the task one stops); the
+healthy ``shaping`` family (the same component rising fast from the start with the task) is
+among the quiet ones.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ RULES = [
     ("policy", "grad_spikes"),
     ("reference", "kl_drift"),
     ("heldout", "exploit"),
+    ("components", "component_exploit"),
     ("nonfinite", "nan"),
     ("liveness", "stall"),
     ("liveness", "crash"),
@@ -113,3 +116,42 @@ def test_transcript_collapse_needs_more_than_a_few_repeated_replies(tmp_path):
             for f in rep.findings
         )
     assert found >= 3
+
+
+def test_entropy_collapse_is_found_where_the_rewards_top_is_unknown():
+    # TRL logs a reward with no range: where it leaves [0, 1] its observed top is the run's
+    # own best, which a reward that froze as entropy fell sits at. That is not "high" (the
+    # fall did not buy it): a collapse, not sharpening. (A fall in the run's last updates is
+    # read by the reward's rise over the whole run: the family's late onsets may go unfound.)
+    found, runs = 0, 0
+    for seed in range(12):
+        data, label = fam.make("entropy_collapse", seed, severity="moderate", framework="trl")
+        if tuple(label.params["scale"]) == (0.0, 1.0):
+            continue
+        runs += 1
+        rep = JUDGE(data, now=label.now_at(int(data.last_step)))
+        found += any(
+            f.check == "policy" and f.verdict in label.verdicts and f.severity in WARN
+            for f in rep.findings
+        )
+    assert runs >= 6 and found >= runs - 1, (found, runs)
+
+
+@pytest.mark.parametrize("seed", [1, 6, 8])
+def test_a_trl_state_trained_to_its_end_is_a_run_that_ended(tmp_path, seed):
+    # HF Trainer's trainer_state.json records no status, but global_step reaching max_steps
+    # is a run trained to its end: a reward flat over it is a stuck run (warn), not a young
+    # one. The same state saved mid-run (a checkpoint behind max_steps) is said at info.
+    import json
+
+    from rlvitals import read
+
+    path, label = fam.write("plateau", seed, tmp_path, severity="moderate", framework="trl")
+    assert label.length < 120  # shorter than a healthy slow start stays flat
+    flat = [f for f in JUDGE(read(path)).findings if f.check == "reward"]
+    assert flat and flat[0].severity == "warn" and flat[0].verdict in label.verdicts
+    state = json.loads(path.read_text())
+    state["max_steps"] *= 2  # the same records, a checkpoint of a run asked for twice as many
+    path.write_text(json.dumps(state))
+    young = [f for f in JUDGE(read(path)).findings if f.check == "reward"]
+    assert young and young[0].severity == "info"

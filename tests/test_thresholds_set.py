@@ -42,10 +42,14 @@ def test_the_reference_kl_lines_are_settable(tmp_path, capsys):
 
 
 def test_the_system_slowdown_lines_are_settable(tmp_path):
-    rows = [{"perf/step_seconds": 1.0 + (0.0 if i < 10 else 0.2 * (i - 9))} for i in range(30)]
+    # 40 updates: past the 30 a slowdown's baseline takes (system_baseline_updates).
+    rows = [{"perf/step_seconds": 1.0 + (0.0 if i < 10 else 0.13 * (i - 9))} for i in range(40)]
     d = _steps(tmp_path / "slow", rows)
     (f,) = _of(run_checks(read(d)), "system")
     assert f.severity == "warn" and f.evidence["line"] == 2.0
+    th = Thresholds().with_overrides({"system_baseline_updates": "40"})
+    (b,) = _of(run_checks(read(d), thresholds=th), "system")
+    assert b.severity == "info"
     th = Thresholds().with_overrides({"system_slower_warn": "5"})
     (g,) = _of(run_checks(read(d), thresholds=th), "system")
     assert g.severity == "info" and g.evidence["line"] == 5.0

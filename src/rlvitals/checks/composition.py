@@ -183,10 +183,28 @@ def _weights(ctx: Context, items: list[Component]) -> bool:
     return True
 
 
+# rlvitals' own runs log a grader's components as ``rollout/<component>`` (METRICS.md), beside
+# episode metadata under the same prefix (turns, a termination reason).
+GRADER = (re.compile(r"^rollout/(?P<name>[^/]+)$"),)
+
+
 def read_components(ctx: Context) -> Components:
-    """The run's reward components with their levels over the first and last updates."""
-    means = find_metrics(ctx, MEAN)
-    stds = find_metrics(ctx, STD)
+    """The run's reward components with their levels over the first and last updates. Where
+    the run logs none under a reward's name, a grader's ``rollout/<component>`` ones: a
+    ``rollout/<key>`` whose name says a task or an auxiliary term, kept only where together
+    they explain the reward (the weights' fit), since metadata shares the prefix."""
+    items = _items(ctx, find_metrics(ctx, MEAN), find_metrics(ctx, STD))
+    if len(items) >= 2:
+        return Components(items, task_of(items), _weights(ctx, items))
+    graded = {n: m for n, m in find_metrics(ctx, GRADER).items() if TASK.search(n) or AUX.search(n)}
+    items = _items(ctx, graded, {})
+    if len(items) < 2 or not _weights(ctx, items):
+        return Components()
+    return Components(items, task_of(items), True)
+
+
+def _items(ctx: Context, means: dict[str, str], stds: dict[str, str]) -> list[Component]:
+    """A Component per mean metric logged over at least five updates."""
     th = ctx.thresholds.of(CompositionLines)
     items = []
     for name, metric in sorted(means.items()):
@@ -214,7 +232,4 @@ def read_components(ctx: Context) -> Components:
                 ceiling_share=th.component_ceiling,
             )
         )
-    if len(items) < 2:
-        return Components()
-    fitted = _weights(ctx, items)
-    return Components(items, task_of(items), fitted)
+    return items

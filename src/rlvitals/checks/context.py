@@ -89,8 +89,24 @@ class Context:
 
     @property
     def status(self) -> str | None:
+        """The run's end state as recorded (``info["status"]``). An HF Trainer state records
+        none, but its ``global_step`` reaching ``max_steps`` (transformers' TrainerState: the
+        update steps training was asked to run) is a run trained to its end: ``finished``. A
+        checkpoint saved mid-run is behind it; a live replay's prefix is ``running``."""
         st = self.data.info.get("status")
-        return st if isinstance(st, str) else None
+        if isinstance(st, str):
+            return st
+        done, asked = self.data.info.get("global_step"), self.data.info.get("max_steps")
+        if (
+            isinstance(done, int)
+            and isinstance(asked, int)
+            and not isinstance(done, bool)
+            and not isinstance(asked, bool)
+            and asked > 0
+            and done >= asked
+        ):
+            return "finished"
+        return None
 
     @property
     def config(self) -> dict[str, Any]:
@@ -172,6 +188,18 @@ class Context:
                 lo, hi = min(lo, float(r.min())), max(hi, float(r.max()))
         lo, hi = min(lo, 0.0), max(hi, 1.0)
         return lo, hi
+
+    @cached_property
+    def reward_top_known(self) -> bool:
+        """Whether the reward's top is known: a configured range (``rollout.reward_range``),
+        or a score in [0, 1] (every value within it: a pass rate, by convention). A reward
+        that leaves [0, 1] with no configured range (summed components, a shaped reward) has
+        only its observed range, whose top is the run's own best: a reward that stopped
+        rising always sits near it, so "high" is not read off it."""
+        if isinstance(self.config_value("rollout", "reward_range"), list):
+            return True
+        lo, hi = self.reward_bounds
+        return lo >= 0 and hi <= 1
 
     def reward_margin(self, noise: float) -> float:
         """How far a mean of the reward over five updates must move from another such mean to

@@ -185,10 +185,7 @@ def _rate_is_a_pass_rate(ctx: Context) -> bool:
     """Whether the reward's level can be read as a pass rate for p^G + (1-p)^G: a configured
     range, or rewards within [0, 1]. A reward outside it with no configured range (summed
     components, shaped rewards) says from its observed range only which way it leans."""
-    if isinstance(ctx.config_value("rollout", "reward_range"), list):
-        return True
-    lo, hi = ctx.reward_bounds
-    return lo >= 0 and hi <= 1
+    return ctx.reward_top_known
 
 
 def _which(
@@ -513,7 +510,13 @@ def _mastered(ctx: Context, sp: Spell) -> Finding | None:
         NAME,
         "info",
         "mastered",
-        f"mastered: from step {sp.step}, {sp.level:.0%} of groups solved by every attempt"
+        (
+            f"mastered: from step {sp.step}, {sp.level:.0%} of groups solved by every attempt"
+            if not sp.promoted
+            else f"mastered, read off the reward's rise: from step {sp.step}, {sp.level:.0%} "
+            "of groups give every attempt one reward (the log does not say whether they "
+            "passed or failed, nor where the reward's top is)"
+        )
         + (
             f", but {cut:.0%} of replies hit the token limit: they agree at the score "
             "the limit allows (see the episodes finding)"

@@ -134,7 +134,12 @@ def _span_change(e: Series, se: np.ndarray, i: int) -> tuple[float, float, float
 
 
 def _train_span(r: Series, start: int, end: int) -> dict[str, Any] | None:
-    """Whether train reward rose over steps start..end, beyond its noise."""
+    """Whether train reward rose over steps start..end, beyond its noise: its last quarter
+    over its first by three standard errors of the difference (per-step noise from first
+    differences), with a rising trend; or by six, whatever the trend says (a jump to a new
+    level, an exploit's, leaves a saturating course whose residuals a line fits badly, so its
+    trend reads weak: the two-sample test of the quarters is the evidence, at twice the
+    Shewhart line)."""
     sel = (r.steps >= start) & (r.steps <= end)
     span = Series(r.steps[sel], r.values[sel])
     if len(span) < MIN_WINDOW:
@@ -143,7 +148,10 @@ def _train_span(r: Series, start: int, end: int) -> dict[str, Any] | None:
     first, last = float(span.values[:w].mean()), float(span.values[-w:].mean())
     noise = noise_sigma(span.values)
     tr = trend(span)
-    rising = tr is not None and tr.rising and last - first > 3 * noise * math.sqrt(2 / w)
+    se = noise * math.sqrt(2 / w)
+    rising = tr is not None and (
+        (tr.rising and last - first > 3 * se) or (tr.z > 0 and last - first > 6 * se)
+    )
     return dict(first=first, last=last, rising=rising, z=tr.z if tr else None)
 
 
@@ -172,6 +180,16 @@ def heldout_change(ctx: Context, since: int) -> dict[str, Any] | None:
             from_step=int(e.steps[i]),
         )
     return None
+
+
+def heldout_in_unit(ctx: Context, suite: str) -> bool:
+    """Whether every score of ``suite`` lies in [0, 1] (an accuracy, a pass rate): a score
+    whose top is known."""
+    for metric in _suites(ctx):
+        e = ctx.finite(metric)
+        if e is not None and suite_name(metric) == suite and len(e):
+            return bool(float(e.values.min()) >= 0.0 and float(e.values.max()) <= 1.0)
+    return False
 
 
 def check(ctx: Context) -> list[Finding]:

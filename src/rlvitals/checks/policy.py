@@ -22,7 +22,7 @@ import numpy as np
 from ..model import Series
 from .base import Finding
 from .context import ENTROPY, Context, finding, round_sig
-from .heldout import heldout_change
+from .heldout import heldout_change, heldout_in_unit
 from .reference import METRIC as REF_KL
 from .reference import ReferenceLines
 from .reward import RewardLines, learns
@@ -267,7 +267,9 @@ class _Paid:
 def _paid(ctx: Context, s: Series, idx: int, severe: bool) -> _Paid:
     """Entropy bought reward: a policy sharpening while its reward still climbs is learning,
     not collapsing (Cui et al.: most of a healthy run's entropy drop comes with its gains).
-    Paying: the reward rising since the fall, or high; or, while the updates since the fall
+    Paying: the reward rising since the fall, or high (in the top share of a known range; of
+    an observed range only where it was not there before entropy began to fall), or held-out
+    (a score in [0, 1]) in its top share and not falling; or, while the updates since the fall
     are too few for a trend of their own (under two windows), rising beyond noise over the
     whole run (the reward check's learning) with held-out not falling. A fall found late in a
     run (a healthy seed on another CPU: reward 0.53 -> 0.73 at trend z 9, held-out 0.77 ->
@@ -284,20 +286,46 @@ def _paid(ctx: Context, s: Series, idx: int, severe: bool) -> _Paid:
     rtr = trend(since) if since is not None and len(since) >= MIN_WINDOW else None
     lo, hi = ctx.reward_bounds
     edge = ctx.thresholds.of(RewardLines).plateau_level_edge
-    high = since is not None and len(since) and float(since.values.mean()) >= hi - edge * (hi - lo)
+    top = hi - edge * (hi - lo)
+    high = since is not None and len(since) and float(since.values.mean()) >= top
+    if high and not ctx.reward_top_known and r is not None:
+        # Against an observed range only, whose top is the run's own best (which a reward
+        # that froze as entropy fell sits at: Context.reward_top_known), high counts where
+        # the fall bought it: the reward was below that share before entropy began to fall.
+        before = r.values[r.steps < _fall_start(ctx, s, idx)][-MIN_WINDOW:]
+        high = not (len(before) and float(before.mean()) >= top)
     # Held-out where evaluated: falling, the entropy bought nothing real.
     held = heldout_change(ctx, step)
     held_falling = held is not None and held["change"] < -2 * held["se"]
+    # Held-out scored in [0, 1] and in its top share since the fall: the entropy bought
+    # real skill near the top of a known scale (where the train reward's top is unknown).
+    held_high = (
+        held is not None
+        and heldout_in_unit(ctx, str(held["suite"]))
+        and not held_falling
+        and float(held["last"]) >= 1 - edge
+    )
     few_since = since is not None and len(r.since(step)) < 2 * MIN_WINDOW  # type: ignore[union-attr]
     paying = (
         (rtr is not None and rtr.rising)
         or bool(high)
+        or held_high
         or (few_since and learns(ctx) and not held_falling)
     )
     plateau = None
     if paying and severe and r is not None and not high and since is not None:
         plateau = _plateau(ctx, r, since)
     return _Paid(rname, rtr, held, held_falling, paying and plateau is None, plateau)
+
+
+def _fall_start(ctx: Context, s: Series, idx: int) -> int:
+    """The step entropy began to fall: where it first went under ``entropy_fast_ratio`` of
+    its start (3 points of 5), else where it crossed its warn line (``idx``)."""
+    rel = s.values / start_level(s.values, MIN_WINDOW)
+    fast = crossing(
+        rel, ctx.thresholds.of(PolicyLines).entropy_fast_ratio, above=False, points=True
+    )
+    return int(s.steps[min(idx, fast) if fast is not None else idx])
 
 
 def _plateau(ctx: Context, r: Series, since: Series) -> float | None:

@@ -58,16 +58,16 @@ class RewardLines:
         "a reward evidently flat from the start over this many updates (or over a run that "
         "has ended) is a stuck run (warn); flat over fewer, a young or slow-starting one (info)",
         "families: operating point, precision 1.00 finished and 0.998 on prefixes past 20 "
-        "(every rule), plateau recall 0.40 / 0.40 / 0.65 (mild / moderate / gross, finished; "
-        "at 100: 0.995 on prefixes, recall 0.55 / 0.55 / 0.65); healthy slow starts stay "
-        "flat 30-100 updates",
+        "(every rule), plateau recall 0.60 / 0.80 / 0.90 (mild / moderate / gross, finished, "
+        "an HF Trainer state at max_steps read as ended; 0.40 / 0.40 / 0.65 before; at 100: "
+        "0.995 on prefixes); healthy slow starts stay flat 30-100 updates",
     )
     flat_z: float = line(
         2.0,
         "... its last quarter under this many standard errors above its first",
         "science.md 6 (a two-sample z test of the quarters' means at 5%); families: precision "
-        "1.00 finished and 0.998 on prefixes from 1.5 to 3.0, plateau recall 0.40 / 0.40 / "
-        "0.65 at 2 (mild 0.30 at 1.5)",
+        "1.00 finished and 0.998 on prefixes from 1.5 to 3.0, plateau recall 0.60 / 0.80 / "
+        "0.90 at 2",
     )
     plateau_level_edge: float = line(
         0.2,

@@ -6,7 +6,9 @@ sandbox pool running dry, memory fragmentation, a slower node. Judged by a signi
 (autocorrelation-corrected) over the run together with the size of the change: the last five
 updates against the first five, at least 1.5x (info), or 2x with 3 of 5 five-update means past
 it and still worsening over the second half of the run (warn: a level shift, such as another
-job landing on a shared machine, is reported, not alarmed). One slow update is not a trend; a
+job landing on a shared machine, is reported, not alarmed), on a run past its first 30 updates
+(RL-Insight's baseline window: before it, a live run cannot yet tell a level shift from a
+slide, so it is said at info). One slow update is not a trend; a
 slow start (compilation, warm caches) that gets faster is not a finding; nor are the timings of
 updates that take a few milliseconds (a synthetic or replayed run), whose tokens per second
 halve whenever the machine is busy.
@@ -44,6 +46,13 @@ class SystemLines:
         "second half: warns",
         "science.md 7 (RL-Insight's degradation association: 3 of 5 points above range); a "
         "doubling is a slowdown no scheduler noise gives",
+    )
+    system_baseline_updates: int = line(
+        30,
+        "a slowdown warns only on a run past this many updates (before, info): its start "
+        "is still the baseline a degradation is told from",
+        "science.md 7 (RL-Insight's degradation recipe fits its baseline on the first 30 "
+        "steps before it confirms an event); DESIGN.md (a young run: say less)",
     )
     system_min_seconds: float = line(
         0.05,
@@ -103,7 +112,10 @@ def check(ctx: Context) -> list[Finding]:
         # more.
         late = trend(s.since(int(s.steps[len(s) // 2])))
         going = late is not None and (late.rising if up_is_slow else late.falling)
-        severe = factor >= th.system_slower_warn and idx is not None and going
+        # A run still within its baseline window (its first system_baseline_updates) has
+        # not shown a level to tell a degradation from a start-up that settles: info.
+        grown = len(s) > th.system_baseline_updates
+        severe = factor >= th.system_slower_warn and idx is not None and going and grown
         first = idx if idx is not None else crossing(v, th.system_slower_info * start)
         shown = (start, now) if up_is_slow else (1.0 / start, 1.0 / now)
         out.append(

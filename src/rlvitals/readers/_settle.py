@@ -7,6 +7,10 @@
   ``clip_ratio`` printed as ``12.5``): its canonical values are divided by 100, and the
   source key's entry in ``RunData.resolved`` (``formats --explain``) and
   ``info["units"]`` say so. The source key keeps its values as printed.
+- an evaluation (``eval/*``) written on every record with a constant between evaluations that
+  fall at a regular cadence (``tables.placeholders``): the constant there is no value, and
+  its points go, from the canonical series and its source key's; ``info["placeholders"]``
+  and the source key's entry in ``RunData.resolved`` say so.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import numpy as np
 
 from ..model import RunData
 from .keys import FRACTIONS
+from .tables import placeholders
 
 __all__ = ["settle"]
 
@@ -22,6 +27,32 @@ __all__ = ["settle"]
 def settle(run: RunData) -> None:
     """Finish a run read whole (see the module docstring)."""
     _percent_by_value(run)
+    _periodic_placeholders(run)
+
+
+def _periodic_placeholders(run: RunData) -> None:
+    for target in sorted(run.metrics.names()):
+        if not target.startswith("eval/"):
+            continue
+        s = run.metrics.get(target)
+        got = placeholders(s.steps, s.values) if s is not None else None
+        if s is None or got is None:
+            continue
+        keep = ~got.mask
+        run.metrics.replace(target, s.steps[keep], s.values[keep])
+        src = run.original.get(target, target)
+        why = (
+            f"{got.value:g} on the {got.count} records between evaluations every {got.every} "
+            f"steps (from step {got.first}): a placeholder, no value"
+        )
+        for name in {src, f"{run.format}:{src}"} - {target}:
+            own = run.metrics.get(name)
+            if own is not None and np.array_equal(own.steps, s.steps):
+                run.metrics.replace(name, own.steps[keep], own.values[keep])
+        run.info.setdefault("placeholders", {})[target] = f"{src}: {why}"
+        hit = run.resolved.get(src)
+        if hit is not None:
+            run.resolved[src] = (hit[0], hit[1], "; ".join(x for x in (hit[2], why) if x))
 
 
 def _percent_by_value(run: RunData) -> None:

@@ -20,6 +20,11 @@ box-drawing and HTML tables of a console log (``shapes``) all reach a run throug
   of a pass, are looked at), then each row's values handed to the reader's ``Mapper``. Every
   step-named column is bookkeeping, never a metric, and so is a pandas row index (an unnamed
   column of row numbers).
+- **placeholders between evaluations** (``placeholders``): an evaluation written on every
+  record, a constant (``0.0``, or another repeated value) on the records between evaluations
+  and varying values at a regular cadence (every k >= 2 records), is a periodic metric: the
+  constant between its evaluations is no value (``readers._settle`` drops it once the run is
+  read whole). An evaluation on the cadence that scores that constant is a value.
 """
 
 from __future__ import annotations
@@ -37,11 +42,13 @@ from .printed import number, parse_number
 __all__ = [
     "ABSENT",
     "HOLD",
+    "Placeholders",
     "Rows",
     "Steps",
     "cell",
     "find_steps",
     "is_index_name",
+    "placeholders",
     "step_rank",
     "step_value",
 ]
@@ -134,6 +141,63 @@ _COUNTER = re.compile(
 _N_OF_M = re.compile(r"^\s*(\d+)\s*/\s*\d+\s*$")
 HOLD = 3  # rows looked at before a step column is chosen by content
 _FIRST_MAX = 10**9  # a first value this large is a time stamp or a count, not a step
+
+
+# -- placeholders between periodic evaluations ------------------------------------------
+
+MIN_EVALUATIONS = 3  # varying values on a cadence: two equal gaps make it one
+
+
+@dataclass(frozen=True)
+class Placeholders:
+    """A periodic metric written on every record: ``value`` on the records between its
+    evaluations, which fall every ``every`` steps from ``first`` (``mask``: the placeholder
+    points)."""
+
+    value: float
+    every: int
+    first: int
+    mask: Any  # numpy bool array over the series' points
+    count: int
+
+
+def placeholders(steps: Any, values: Any) -> Placeholders | None:
+    """The placeholder points of a series written on every record, or None. The reading:
+    the most common exact value ``c``; the points that differ from it (at least
+    ``MIN_EVALUATIONS``, not all one value) fall on one regular cadence (every ``k`` steps
+    from the first of them, ``k`` at least twice the records' own spacing), the last one
+    allowed off it at the last record (a final evaluation); every point off the cadence
+    equals ``c``. Then those points are placeholders (before the first evaluation too: none
+    had run); a point on the cadence after it that equals ``c`` is an evaluation that scored
+    it. Never for irregular values, nor a constant series."""
+    import numpy as np
+
+    st = np.asarray(steps, dtype=np.int64)
+    v = np.asarray(values, dtype=np.float64)
+    ok = np.isfinite(v)
+    if len(v) < 2 * MIN_EVALUATIONS or not ok.all():
+        return None
+    vals, counts = np.unique(v, return_counts=True)
+    c = float(vals[int(np.argmax(counts))])
+    real = np.flatnonzero(v != c)
+    if len(real) < MIN_EVALUATIONS or len(np.unique(v[real])) < 2:
+        return None
+    at = st[real]
+    if real[-1] == len(v) - 1 and len(real) > MIN_EVALUATIONS:  # a final evaluation
+        gaps = np.diff(at[:-1])
+    else:
+        gaps = np.diff(at)
+    spacing = int(np.median(np.diff(st)))
+    k = int(gaps.min()) if len(gaps) else 0
+    if spacing <= 0 or k < 2 * spacing or np.any(gaps % k):
+        return None
+    # The cadence's steps from its first value; before it, no evaluation had run yet.
+    on = ((st - at[0]) % k == 0) & (st >= at[0])
+    on[real[-1]] = True  # the final evaluation, on the cadence or not
+    off = ~on
+    if not off.any() or np.any(v[off] != c):
+        return None
+    return Placeholders(c, k, int(at[0]), off, int(off.sum()))
 
 
 def _norm(name: str) -> str:
