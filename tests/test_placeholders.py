@@ -92,8 +92,12 @@ def test_irregular_zeros_are_values(n, seed):
     rng = np.random.default_rng(seed)
     v = np.where(rng.random(n) < 0.5, 0.0, rng.uniform(0.1, 0.9, n))
     gaps = np.diff(np.flatnonzero(v != 0.0))
-    if len(gaps) and gaps.min() > 0 and np.all(gaps % gaps.min() == 0):
-        return  # drawn regular by chance: that is the periodic shape
+
+    def regular(g: np.ndarray) -> bool:
+        return bool(len(g)) and g.min() > 0 and bool(np.all(g % g.min() == 0))
+
+    if regular(gaps) or regular(gaps[:-1]):
+        return  # drawn regular by chance (a final evaluation may fall off the cadence)
     assert placeholders(np.arange(n), v) is None
 
 
@@ -115,3 +119,39 @@ def test_the_cadence_is_in_steps_and_a_final_evaluation_may_fall_off_it():
     got = placeholders(steps, v)
     assert got is not None and got.every == 10 and got.first == 10
     assert not got.mask[-1] and not got.mask[9] and got.mask[0] and got.count == 82 - 9
+
+
+def test_a_followed_run_is_judged_as_check_reads_it(tmp_path: Path) -> None:
+    """watch and serve judge what check judges: placeholder evaluations and a percent clip
+    share are read the same way live (the follower's own series keep the values as they came,
+    so records still to come are appended in the same units)."""
+    from rlvitals.follow import Follower
+    from rlvitals.judge import Judge
+
+    n, k = 120, 10
+    rng = np.random.default_rng(7)
+    held = [float(0.3 + 0.4 * j / 12 + 0.02 * rng.standard_normal()) for j in range(12)]
+    path = _write(tmp_path / "run.jsonl", n, k, 10, 0.0, held, "val_mean_reward")
+    lines = path.read_text().splitlines()
+    with open(path, "w") as f:  # a clip share logged as a percent (0-100)
+        for i, line in enumerate(lines):
+            rec = json.loads(line)
+            rec["clip_ratio"] = 12.5 + 2.0 * np.sin(i)
+            f.write(json.dumps(rec) + "\n")
+    whole = read(path)
+    assert whole.info.get("placeholders") and whole.info.get("units")
+    judge = Judge()
+    expected = judge(whole, whole.series("time").values[-1] if whole.series("time") else None)
+    follower = Follower(str(path), judge=judge)
+    follower.read()
+    follower.judge()
+    assert follower.report is not None
+    assert follower.report.verdict == expected.verdict == "learning", [
+        f.title for f in follower.report.findings
+    ]
+    got = {(f.check, f.verdict, f.severity) for f in follower.report.findings}
+    assert got == {(f.check, f.verdict, f.severity) for f in expected.findings}
+    # The follower's own run keeps the values as read: only the judged copy is settled.
+    assert "placeholders" not in follower.data.info
+    raw = follower.data.series(next(x for x in follower.data.names() if x.startswith("eval/")))
+    assert len(raw) == n

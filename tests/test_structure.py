@@ -103,7 +103,6 @@ def import_cycles() -> list[str]:
     stack: list[str] = []
     on: set[str] = set()
     groups: list[list[str]] = []
-    sys.setrecursionlimit(10_000)
 
     def visit(v: str) -> None:
         index[v] = low[v] = len(index)
@@ -126,9 +125,16 @@ def import_cycles() -> list[str]:
             if len(group) > 1:
                 groups.append(sorted(group))
 
-    for v in sorted(graph):
-        if v not in index:
-            visit(v)
+    # ~200 modules deep at most: a deeper recursion than the default, restored after (a raised
+    # limit left behind lets other tests' deeply nested JSON decode instead of being caught).
+    old = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(old, 10_000))
+    try:
+        for v in sorted(graph):
+            if v not in index:
+                visit(v)
+    finally:
+        sys.setrecursionlimit(old)
     return [" <-> ".join(g) for g in groups]
 
 

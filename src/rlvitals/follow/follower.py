@@ -453,7 +453,11 @@ class Follower:
             return None
 
     def _run_checks(self, now: float) -> Report:
-        return self._judge(self.data, now)
+        # Judged as check reads the run whole (units told by the values, placeholders between
+        # periodic evaluations): the follower's own series keep the values as they came.
+        from ..readers._settle import settled
+
+        return self._judge(settled(self.data), now)
 
     def _forget_ended_stalls(self, report: Report) -> None:
         # A stall that ended (the run moved on) may come back: the next one is news again.

@@ -15,19 +15,62 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
-from ..model import RunData
+from ..model import RunData, SeriesBuilder
 from .keys import FRACTIONS
 from .tables import placeholders
 
-__all__ = ["settle"]
+__all__ = ["settle", "settled"]
 
 
 def settle(run: RunData) -> None:
     """Finish a run read whole (see the module docstring)."""
     _percent_by_value(run)
     _periodic_placeholders(run)
+
+
+def settled(run: RunData) -> RunData:
+    """The run as ``settle`` would leave it, for a run still being read (a follower's): the
+    run itself where nothing would change, else a settled copy, so that a run judged live is
+    judged as ``check`` reads it while its own series keep the values as they came (records
+    still to come are appended in the same units)."""
+    if not any(_percent_target(run, t) for t in FRACTIONS) and not any(
+        _placeholder_target(run, t) for t in run.metrics.names()
+    ):
+        return run
+    metrics = SeriesBuilder()
+    for name in run.metrics.names():
+        s = run.metrics.get(name)
+        if s is not None:
+            metrics.extend(name, s.steps, s.values)
+    copy = dataclasses.replace(
+        run, metrics=metrics, info=dict(run.info), resolved=dict(run.resolved)
+    )
+    if "_settings_key" in run.__dict__:
+        copy.__dict__["_settings_key"] = run.__dict__["_settings_key"]
+    settle(copy)
+    return copy
+
+
+def _placeholder_target(run: RunData, target: str) -> bool:
+    if not target.startswith("eval/"):
+        return False
+    s = run.metrics.get(target)
+    return s is not None and placeholders(s.steps, s.values) is not None
+
+
+def _percent_target(run: RunData, target: str) -> bool:
+    src = run.original.get(target)
+    if not src or src == target:
+        return False
+    s = run.metrics.get(target)
+    if s is None or not len(s):
+        return False
+    v = s.values[np.isfinite(s.values)]
+    return bool(len(v)) and float(v.min()) >= 0.0 and 1.0 < float(v.max()) <= 100.0
 
 
 def _periodic_placeholders(run: RunData) -> None:
@@ -57,15 +100,12 @@ def _periodic_placeholders(run: RunData) -> None:
 
 def _percent_by_value(run: RunData) -> None:
     for target in sorted(FRACTIONS):
-        src = run.original.get(target)
-        if not src or src == target:
+        if not _percent_target(run, target):
             continue
+        src = run.original[target]
         s = run.metrics.get(target)
-        if s is None or not len(s):
-            continue
+        assert s is not None
         v = s.values[np.isfinite(s.values)]
-        if not len(v) or float(v.min()) < 0.0 or not 1.0 < float(v.max()) <= 100.0:
-            continue
         run.metrics.replace(target, s.steps, s.values / 100.0)
         why = f"values up to {float(v.max()):g}: a percent (0-100), read as value / 100"
         run.info.setdefault("units", {})[target] = f"{src}: {why}"
