@@ -142,6 +142,17 @@ def _valid_at(data: bytes, pos: int, base: int) -> bool:
     return zlib.crc32(data[pos + _HEADER : pos + _HEADER + length], _TYPE_CRC[kind]) == crc
 
 
+def _resync(data: bytes, pos: int, base: int, space: int) -> int:
+    """How far past ``pos`` the next whole record of the block starts (its header and
+    checksum verified; a random match is a 1 in 2^32 chance), else ``space`` (the rest of the
+    block is skipped, as LevelDB's reader does). A damaged length loses only its own record."""
+    stop = min(pos + space, len(data) - _HEADER)
+    for p in range(pos + 1, stop):
+        if _valid_at(data, p, base) and (_BLOCK - (base + p) % _BLOCK) >= _HEADER:
+            return p - pos
+    return space
+
+
 def _value(raw: str) -> Any:
     try:
         return loads(raw)  # values nested deeper than 64 levels become null
@@ -258,11 +269,12 @@ class WandbReader:
                 parts = []
                 continue
             if length > space - _HEADER or kind > _LAST:
-                pos += space
+                skip = _resync(data, pos, base, space)
+                pos += skip
                 parts = []
                 changed = True
                 self.run.warnings.append(
-                    f"{self.file}: byte {at}: not a record header; skipped to byte {at + space}"
+                    f"{self.file}: byte {at}: not a record header; skipped to byte {at + skip}"
                 )
                 continue
             end = pos + _HEADER + length
@@ -271,8 +283,8 @@ class WandbReader:
             body = data[pos + _HEADER : end]
             if zlib.crc32(body, _TYPE_CRC[kind]) != crc:
                 # Damaged data under an intact length: the next record starts right after
-                # it (checked); otherwise the rest of the block is skipped, as LevelDB does.
-                skip = end - pos if _valid_at(data, end, base) else space
+                # it (checked); else the length was damaged: the next whole record is found.
+                skip = end - pos if _valid_at(data, end, base) else _resync(data, pos, base, space)
                 pos += skip
                 parts = []
                 changed = True
