@@ -17,6 +17,7 @@ from __future__ import annotations
 import csv
 import io
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -95,8 +96,19 @@ class JsonlMetricsReader(FileReader):
         """The table of file ``p`` (the table layer: steps, cells, labels)."""
         t = self._tables.get(p)
         if t is None:
-            t = self._tables[p] = Rows(self.run, self._add, str(p))
+            t = self._tables[p] = Rows(self.run, self._adder(p), str(p))
         return t
+
+    def stream_of(self, p: Path) -> str | None:
+        """The writer of file ``p`` where one run is several writers' files, each with keys
+        of its own (``Mapper.add``'s ``stream``); None: the files continue one another."""
+        return None
+
+    def _adder(self, p: Path) -> Callable[[int, dict[str, float | None]], None]:
+        stream = self.stream_of(p)
+        if stream is None:
+            return self._add
+        return lambda step, values: self.mapper.add(step, values, stream)
 
     def _add(self, step: int, values: dict[str, float | None]) -> None:
         self.mapper.add(step, values)

@@ -148,8 +148,12 @@ class Mapper:
         note_resolution(self.run, key, out, self._blocked)
         return out
 
-    def add(self, step: int, record: Mapping[str, float | None]) -> None:
+    def add(self, step: int, record: Mapping[str, float | None], stream: str | None = None) -> None:
         """Record a step's source values under their own names and their canonical names.
+
+        ``stream`` names where the record came from when one run is several writers' files
+        (prime-rl's trainer and orchestrator): a key is judged missing only against the
+        records of its own writer, never because another writer's file was read after it.
 
         ``None`` (a JSON ``null``, an empty cell) is no value: the key is absent from this
         record, as if it were not written (a periodic evaluation null between evaluations is
@@ -162,7 +166,8 @@ class Mapper:
         if record:
             # The stream is named by the record's first key, written or not, so a record
             # whose first key is null this time stays in its stream.
-            stream = next(iter(record))
+            first = next(iter(record))
+            stream = first if stream is None else f"{stream}\x1f{first}"
             if None in record.values():
                 record = self._present(record)
             if run.presence is None:

@@ -179,6 +179,11 @@ class PrimeJsonlReader(JsonlMetricsReader):
     def accept(self, p: Path) -> bool:
         return is_prime_metrics(p)
 
+    def stream_of(self, p: Path) -> str | None:
+        # Each process writes its own file (trainer/, orchestrator/); the file monitor's one
+        # file interleaves them step by step.
+        return str(p)
+
     def row(self, rec: dict[str, Any], p: Path, lineno: int) -> None:
         if "step" in rec and rec["step"] is None:
             self._timed += 1

@@ -150,7 +150,7 @@ class VerlJsonlReader(JsonlMetricsReader):
     def rows(self, p: Path) -> Rows:
         t = self._tables.get(p)
         if t is None:
-            t = self._tables[p] = Rows(self.run, self._add, str(p), steps=_STEPS)
+            t = self._tables[p] = Rows(self.run, self._adder(p), str(p), steps=_STEPS)
         return t
 
 
