@@ -280,3 +280,25 @@ def test_context_scan_is_cached_and_warns_once_per_broken_file(runs, tmp_path):
     assert len(warned) == 1
     assert not [w for w in data.warnings if "step-000003.json" in w]
     assert sc.attempts[3] > 0  # the attempts before the cut are still counted
+
+
+def test_a_rise_at_its_early_rate_is_no_jump(tmp_path):
+    # Two five-update means of a steady rise differ by the rate times the distance between the
+    # windows' centres (five updates, not half the nine updates they span): a line rising at
+    # its own early rate never "climbs faster than the task allows".
+    p = tmp_path / "ramp.jsonl"
+    p.write_text("".join(json.dumps({"step": i, "reward": i / 30}) + "\n" for i in range(30)))
+    rep = run_checks(read(str(p)), now=0.0)
+    assert not [f for f in rep.findings if f.verdict == "exploit_suspected"]
+    (reward,) = [f for f in rep.findings if f.check == "reward"]
+    assert reward.verdict == "learning" and reward.evidence["noise_per_step"] == 0.0
+    # ... and a step up of a fifth of the range in one update on that rise still is one
+    rng = np.random.default_rng(0)
+    rows = [
+        {"step": i, "reward": i / 100 + (0.2 if i >= 20 else 0.0) + float(rng.normal(0, 0.01))}
+        for i in range(40)
+    ]
+    p = tmp_path / "step.jsonl"
+    p.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    jumps = [f for f in run_checks(read(str(p)), now=0.0).findings if "jump" in f.evidence]
+    assert len(jumps) == 1 and 18 <= jumps[0].first_step <= 21, jumps

@@ -60,8 +60,11 @@ def reward_jump(ctx: Context) -> dict[str, Any] | None:
         t = np.arange(w, len(v) - w + 1)
         before = (c[t] - c[t - w]) / w
         after = (c[t + w] - c[t]) / w
-        steps_span = (r.steps[np.minimum(t + w - 1, len(v) - 1)] - r.steps[t - w]).astype(float)
-        allowed = rate * steps_span / 2 + th.jump_sigmas * sigma * math.sqrt(2 / w)
+        # At the early rate the two windows' means differ by the rate times the distance
+        # between the windows' centres (w steps apart when every step is logged).
+        cs = np.cumsum(np.concatenate(([0.0], r.steps.astype(float))))
+        centres = ((cs[t + w] - cs[t]) - (cs[t] - cs[t - w])) / w
+        allowed = rate * centres + th.jump_sigmas * sigma * math.sqrt(2 / w)
         jump = after - before
         hot = (jump > allowed) & (jump >= th.jump_range * (hi - lo))
         if sigma > 0 and hot.any():

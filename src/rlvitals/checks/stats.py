@@ -173,6 +173,11 @@ def episodes(
     return out
 
 
+# Relative size of float64 round-off that a series' step-to-step differences can carry:
+# 2**-52 (machine epsilon) times a margin for sums and means of a few dozen terms.
+ROUND_OFF = 64 * float(np.finfo(np.float64).eps)
+
+
 def noise_sigma(values: np.ndarray) -> float:
     """Step-to-step noise: robust std of first differences / √2 (insensitive to trends)."""
     if len(values) < 3:
@@ -182,6 +187,10 @@ def noise_sigma(values: np.ndarray) -> float:
     sigma = MAD_SIGMA * mad / math.sqrt(2)
     if sigma == 0:
         sigma = float(np.std(d)) / math.sqrt(2)
+    # Differences within float round-off of the values are no noise (a noiseless line's
+    # differences differ in their last bits: 1e-17, not a noise to print or divide by).
+    if sigma <= ROUND_OFF * float(np.max(np.abs(values))):
+        return 0.0
     return sigma
 
 
