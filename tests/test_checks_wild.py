@@ -45,6 +45,13 @@ SAID = {
     # climbing: information; no family supports a warning for a settled KL beside a
     # collapsed policy, and this one's collapse is unknown (above).
     ("tinyzero/tinyzero-reproduction_part-of-logs.md", "kl_drift"): "info",
+    # Reward JSONL runs of 150 updates, flat from their start, with nothing in the file that
+    # says the run ended: a plateau said at info (the run's verdict stays plateau). A flat
+    # reward warns once evidently flat for 200 updates or at the run's end: on the families
+    # over 20-2,000 updates, 120 read slow learners of long runs as stuck (precision 0.989 on
+    # prefixes, 19 of 180 healthy runs alarming live; 0.997 and 8 at 200).
+    ("trl-reward-jsonl/agent-memory-redteam_stage2_final_train_metrics.jsonl", "plateau"): "info",
+    ("trl-reward-jsonl/agent-memory-redteam_strict_stage2_train_metrics.jsonl", "plateau"): "info",
 }
 # How far a finding may date a problem from its label's onset, in the file's own records.
 WINDOWS = 2 * MIN_WINDOW
