@@ -29,7 +29,7 @@ from ..checks.base import Finding, Report, severity_rank
 from ..errors import PathRefused, ReadError, UsageError
 from ..fleet.judging import judged
 from ..jsonio import clean
-from ..judge import Judge, load_run_rules
+from ..judge import Judge, judging, load_run_rules
 from ..readers.keys import require_metrics
 from ..source import Source, find_runs, run_dir
 
@@ -210,7 +210,7 @@ class Tools:
 
     def __init__(self, roots: Roots, judge: Judge | None = None) -> None:
         self.roots = roots
-        self.judge = judge or Judge()
+        self.judge = judging(judge)
         self._lock = threading.Lock()
         # path -> (stamp, data, report or None): the last runs read, judged when asked
         self._runs: OrderedDict[str, tuple[Any, RunData, Report | None]] = OrderedDict()
