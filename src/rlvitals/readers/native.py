@@ -524,16 +524,13 @@ class NativeReader:
             )
         except Exception:  # no process could be started (a limit, no memory): one piece
             return False
-        changed = False
-        for first, start, chunk in read_chunks(
-            st,
-            warn=self.run.warnings.append,
-            chunk=ROLLOUT_CHUNK,
-            max_line=MAX_LINE_BYTES,
+        changed = self._read_chunks(
+            p,
+            lambda chunk, p, line, base: self._decode_chunk(chunk, p, line, base, shard),
+            False,
+            ROLLOUT_CHUNK,
             limit=cuts[0] - st.offset,
-        ):
-            self._decode_chunk(chunk, p, first, start, shard)
-            changed = True
+        )
         for future in futures:
             try:
                 got = future.result()
@@ -563,10 +560,12 @@ class NativeReader:
         st.warned = st.warned or got["warned"]
         return bool(got["changed"])
 
-    def _read_chunks(self, p: Path, decode: Any, final: bool, chunk: int = CHUNK) -> bool:
+    def _read_chunks(
+        self, p: Path, decode: Any, final: bool, chunk: int = CHUNK, limit: int | None = None
+    ) -> bool:
         """Feed the complete lines of ``p`` from where the last pass stopped to ``decode``, in
-        big chunks (``base.read_chunks``); a last line still being written waits for the next
-        pass unless ``final``."""
+        big chunks (``base.read_chunks``), at most ``limit`` bytes; a last line still being
+        written waits for the next pass unless ``final``."""
         if not p.is_file():
             return False
         changed = False
@@ -576,6 +575,7 @@ class NativeReader:
             final=final,
             chunk=chunk,
             max_line=MAX_LINE_BYTES,
+            limit=limit,
         ):
             decode(data, p, first, start)
             changed = True
@@ -679,17 +679,13 @@ def _read_piece(
     reader.run = RunData(source=folder, format=NativeReader.name)
     reader._reset()
     st = reader._tails[p] = _split.piece_state(p, start)
-    changed = False
-    for first, off, chunk in read_chunks(
-        st,
-        warn=reader.run.warnings.append,
-        final=final,
-        chunk=ROLLOUT_CHUNK,
-        max_line=MAX_LINE_BYTES,
+    changed = reader._read_chunks(
+        p,
+        lambda chunk, p, line, base: reader._decode_chunk(chunk, p, line, base, shard),
+        final,
+        ROLLOUT_CHUNK,
         limit=None if end is None else end - start,
-    ):
-        reader._decode_chunk(chunk, p, first, off, shard)
-        changed = True
+    )
     b = reader._attempts
     table = b.table() if len(b) else None
     return {
